@@ -1,0 +1,128 @@
+# libreserve - build, test, install.
+#
+#   make              build build/libreserve.so and build/libreserve.a
+#   make check        install missing dependencies, run every test suite
+#                     against a throwaway MariaDB
+#   make demo         run the example checkout against a throwaway MariaDB
+#   make install      PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
+#
+# User CFLAGS/LDFLAGS/CPPFLAGS are added to ours, never replace them.
+
+VERSION := $(shell sed -n 's/^\#define RSV_VERSION "\(.*\)"/\1/p' include/reserve.h)
+MAJOR := $(firstword $(subst ., ,$(VERSION)))
+
+PREFIX ?= /usr/local
+EXEC_PREFIX ?= $(PREFIX)
+LIBDIR ?= $(EXEC_PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+BINDIR ?= $(EXEC_PREFIX)/bin
+DESTDIR ?=
+INSTALL ?= install
+
+CC ?= cc
+CXX ?= c++
+PKG_CONFIG ?= pkg-config
+B := build
+
+MARIADB_CFLAGS = $(shell $(PKG_CONFIG) --cflags libmariadb 2>/dev/null)
+MARIADB_LIBS = $(shell $(PKG_CONFIG) --libs libmariadb 2>/dev/null)
+CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g $(WARN) -Iinclude -Ilib $(MARIADB_CFLAGS) $(SAN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+REAL_LDFLAGS = $(SAN_LDFLAGS) $(LDFLAGS)
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/lib/%.o)
+SONAME := libreserve.so.$(MAJOR)
+SHLIB := $(B)/libreserve.so.$(VERSION)
+STLIB := $(B)/libreserve.a
+
+.PHONY: all lib check test demo install uninstall clean deps deps-build
+
+all: lib
+lib: $(B)/libreserve.so $(STLIB) $(B)/reserve.pc
+
+deps-build:
+	@tools/deps.sh build
+deps:
+	@tools/deps.sh test
+
+$(B)/lib/%.o: lib/%.c lib/internal.h include/reserve.h | $(B)/lib
+	$(CC) $(REAL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(B)/lib $(B)/tests $(B)/examples:
+	mkdir -p $@
+
+$(SHLIB): $(LIB_OBJ) lib/libreserve.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libreserve.map -Wl,--no-undefined -o $@ $(LIB_OBJ) $(REAL_LDFLAGS) $(MARIADB_LIBS)
+
+$(B)/libreserve.so: $(SHLIB)
+	ln -sf libreserve.so.$(VERSION) $(B)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(STLIB): $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $(LIB_OBJ)
+
+$(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile | $(B)/lib
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
+# ---- tests ----
+TEST_SRC := $(wildcard tests/check_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+TEST_LINK = -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
+
+$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h include/reserve.h | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+$(B)/tests/check_%: tests/check_%.c $(B)/tests/testutil.o $(B)/libreserve.so | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< $(B)/tests/testutil.o -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+
+# A C++ caller: the header must compile as C++ and link.
+$(B)/tests/cxx_caller: tests/cxx_caller.cpp include/reserve.h $(B)/libreserve.so | $(B)/tests
+	$(CXX) -std=c++11 -Wall -Wextra -Werror -Iinclude $(MARIADB_CFLAGS) $< -o $@ -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+
+TEST_PROGS := $(TEST_BIN) $(B)/tests/cxx_caller
+CHECK_EXTRA ?=
+
+check: deps
+	@$(MAKE) --no-print-directory lib $(TEST_PROGS) $(CHECK_EXTRA_BUILD)
+	tools/mariadb.sh run tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+test: check
+
+# ---- example ----
+$(B)/examples/checkout_demo: examples/checkout_demo.c include/reserve.h $(B)/libreserve.so | $(B)/examples
+	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
+
+demo: deps
+	@$(MAKE) --no-print-directory lib $(B)/examples/checkout_demo
+	tools/mariadb.sh run examples/run-demo.sh $(B)/examples/checkout_demo $(DEMO_ARGS)
+
+# ---- install ----
+install: lib
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3
+	$(INSTALL) -m 644 include/reserve.h $(DESTDIR)$(INCLUDEDIR)/reserve.h
+	$(INSTALL) -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libreserve.so.$(VERSION)
+	ln -sf libreserve.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libreserve.so
+	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/libreserve.a
+	$(INSTALL) -m 644 $(B)/reserve.pc $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc
+	$(INSTALL) -m 644 sql/*.sql $(DESTDIR)$(DATADIR)/libreserve/
+	@if ls man/*.3 >/dev/null 2>&1; then $(INSTALL) -m 644 man/*.3 $(DESTDIR)$(MANDIR)/man3/; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/reserve.h $(DESTDIR)$(LIBDIR)/libreserve.* $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc
+	rm -rf $(DESTDIR)$(DATADIR)/libreserve
+	cd man 2>/dev/null && for f in *.3; do rm -f $(DESTDIR)$(MANDIR)/man3/$$f; done || true
+
+clean:
+	rm -rf $(B)
+
+# Further targets (bench, stress, fuzz, python, admin tool) live in their
+# own fragments, each owned by the part of the tree it builds.
+-include mk/*.mk

@@ -1,0 +1,484 @@
+/*
+ * reserve.h - libreserve public API.
+ *
+ * libreserve keeps a shop from selling the same unit twice. It holds the
+ * units of a cart while the buyer pays (reserve), takes them off the stock
+ * ledger when payment succeeds (claim), puts them back when it fails
+ * (release), and lets unclaimed holds expire. Every step is one local
+ * transaction on the application's own MariaDB/MySQL connection, so a crash
+ * at any point leaves either the old state or the new one, never a mix.
+ *
+ * Conventions (the same for every function below):
+ *
+ *  - Return codes.  Functions return an int: RSV_OK (0) on success, a
+ *    negative RSV_E* code otherwise.  Some negative codes are *expected
+ *    outcomes* a checkout handles as business logic (RSV_EOUTOFSTOCK,
+ *    RSV_EEXPIRED, RSV_ECLAIMED, ...); the others are failures.
+ *    rsv_strerror() names any code; rsv_errmsg() gives the detailed message
+ *    of the last failing call on a context.
+ *
+ *  - Ownership.  Every object the library returns (rsv_ctx, rsv_cart) is
+ *    freed by its matching function (rsv_close, rsv_cart_free); passing NULL
+ *    to those is a no-op.  Strings and buffers passed in are copied if kept;
+ *    the caller keeps ownership.  Strings returned are owned by the library
+ *    (see each function for how long they stay valid).
+ *
+ *  - Threads.  There is no global state and no global initialisation.  A
+ *    context is bound to one MYSQL connection; use one context per
+ *    connection, and never use a context (or its connection) from two
+ *    threads at the same time.  Different contexts may be used concurrently
+ *    from different threads.  A cart belongs to one thread at a time.
+ *
+ *  - The connection.  The library never closes the connection and never
+ *    changes its session defaults: the isolation level is set per
+ *    transaction (SET TRANSACTION ... before START TRANSACTION), every
+ *    result is drained before a function returns, and on return no
+ *    transaction of the library is left open.  Close the context before
+ *    closing the connection.
+ *
+ *  - Identifiers.  shop_id, item_id (inventory item) and location_id
+ *    (inventory group) are unsigned 64-bit integers chosen by the
+ *    application.  A checkout token is an opaque byte string of
+ *    1..RSV_TOKEN_MAX bytes; it is stored byte-exact (VARBINARY), so quotes,
+ *    backslashes and NUL bytes are all fine and no collation can make two
+ *    different tokens equal.
+ *
+ *  - FFI.  Only fixed-width integers, size_t, pointers and plain functions:
+ *    no varargs, no struct passed by value, nothing reachable only through a
+ *    macro.  The version and options constants also have functions.
+ *
+ * See reserve(3) and the per-function man pages for a longer description,
+ * and sql/schema.sql for the tables the library works on.
+ */
+#ifndef RESERVE_H
+#define RESERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mysql.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define RSV_EXTERN __declspec(dllimport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define RSV_EXTERN __attribute__((visibility("default")))
+#else
+#define RSV_EXTERN
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Version                                                            */
+/* ------------------------------------------------------------------ */
+
+#define RSV_VERSION_MAJOR 0
+#define RSV_VERSION_MINOR 1
+#define RSV_VERSION_PATCH 0
+#define RSV_VERSION "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define RSV_VERSION_NUMBER 100
+
+/* The version of the library actually loaded, e.g. "0.1.0".  Static
+ * string, never freed.  Compare with RSV_VERSION to detect a header/library
+ * mismatch. */
+RSV_EXTERN const char *rsv_version(void);
+
+/* The loaded library's version as MAJOR * 10000 + MINOR * 100 + PATCH. */
+RSV_EXTERN int rsv_version_number(void);
+
+/* ------------------------------------------------------------------ */
+/* Return codes                                                       */
+/* ------------------------------------------------------------------ */
+
+enum rsv_code {
+    RSV_OK = 0,
+
+    /* Expected outcomes. */
+    RSV_EOUTOFSTOCK = -1,  /* a cart line cannot be covered: the committed
+                              state has fewer reservable units than asked
+                              (rsv_cart_failed_line() says which line) */
+    RSV_ENOTFOUND = -2,    /* no such checkout */
+    RSV_EEXPIRED = -3,     /* the checkout's hold expired and (part of) its
+                              units were given back; nothing was claimed */
+    RSV_ECLAIMED = -4,     /* the checkout was already claimed: a retried
+                              claim lands here and takes nothing again */
+    RSV_ERELEASED = -5,    /* the checkout was released; nothing claimed */
+    RSV_EBUSY = -6,        /* deadlocks or lock-wait timeouts persisted
+                              through every retry; nothing was applied */
+    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT: the
+                              outcome is unknown.  Reconnect and repeat the
+                              same call; every call is idempotent for the
+                              same token (a repeated claim then returns
+                              RSV_OK or RSV_ECLAIMED, never takes twice) */
+
+    /* Failures. */
+    RSV_ECONN = -8,        /* no connection, or it was lost before COMMIT
+                              was sent: nothing was applied */
+    RSV_EINVAL = -10,      /* a NULL pointer or an invalid argument */
+    RSV_EQUANTITY = -11,   /* a quantity is zero, negative or too large */
+    RSV_EEMPTY = -12,      /* the cart has no lines */
+    RSV_ETOKEN = -13,      /* the checkout token is empty or longer than
+                              RSV_TOKEN_MAX bytes */
+    RSV_ENOITEM = -14,     /* an item/location has no stock ledger row
+                              (set its stock first with rsv_stock_set) */
+    RSV_ESCHEMA = -15,     /* the libreserve tables are missing or wrong;
+                              the message names the table */
+    RSV_ESERVER = -16,     /* the server is unsupported: no SKIP LOCKED
+                              (MariaDB < 10.6, MySQL < 8.0.1) or binary
+                              logging with binlog_format=STATEMENT */
+    RSV_EINTXN = -17,      /* the caller is inside a transaction and this
+                              function needs its own */
+    RSV_ENOMEM = -18,      /* out of memory */
+    RSV_EDB = -19,         /* any other database error (message has the
+                              server's errno and text) */
+    RSV_ETOOBIG = -20,     /* the cart has more than RSV_CART_MAX_LINES lines
+                              or a line more than RSV_LINE_MAX_LOCATIONS
+                              locations */
+    RSV_ESTOCK = -21,      /* the stock change would leave less stock than
+                              is held by active checkouts, or below zero */
+    RSV_ECONFIG = -22,     /* the connection is configured in a way the
+                              library cannot use safely (auto-reconnect) */
+    RSV_ERANGE = -23       /* index out of range / buffer too small */
+};
+
+/* Limits of a single call. */
+#define RSV_TOKEN_MAX 128
+#define RSV_QUANTITY_MAX 1000000000
+#define RSV_CART_MAX_LINES 1000
+#define RSV_LINE_MAX_LOCATIONS 16
+
+/* A short static description of a code ("out of stock", ...).  Never NULL:
+ * unknown codes give "unknown error code". */
+RSV_EXTERN const char *rsv_strerror(int code);
+
+/* The symbolic name of a code ("RSV_EOUTOFSTOCK", ...); NULL if unknown. */
+RSV_EXTERN const char *rsv_code_name(int code);
+
+/* ------------------------------------------------------------------ */
+/* Options                                                            */
+/* ------------------------------------------------------------------ */
+
+#define RSV_OPTIONS_VERSION 1
+
+/* Flags for rsv_options.flags. */
+#define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the server logs
+                                               binlog_format=STATEMENT
+                                               (replicas may diverge) */
+#define RSV_OPT_NO_PROACTIVE_REFILL 0x2u    /* only refill a pool when a
+                                               reserve finds it short */
+
+/*
+ * Context options.  Always initialise with rsv_options_init() and then
+ * change the fields you need: new fields are only ever appended, and the
+ * version field tells the library which of them the caller knows about.
+ */
+typedef struct rsv_options {
+    unsigned int version;       /* RSV_OPTIONS_VERSION */
+    uint32_t flags;             /* RSV_OPT_* */
+    int64_t pool_cap;           /* max units kept as rows per item and
+                                   location (1..10000, default 1000); a
+                                   ledger row's own pool_cap wins */
+    int64_t refill_low_water;   /* refill a pool ahead of demand once fewer
+                                   than this many rows are left (0..pool_cap,
+                                   default pool_cap / 2) */
+    int64_t hold_ttl_ms;        /* default hold lifetime (default 600000) */
+    int32_t max_retries;        /* deadlock / lock-wait retries (default 8) */
+    int32_t retry_base_us;      /* first backoff, doubled per retry, with
+                                   jitter (default 2000) */
+    int32_t lock_wait_timeout_s;/* innodb_lock_wait_timeout for the
+                                   library's own statements (1..3600,
+                                   default 5) */
+    const char *conn_tag_prefix;/* statement comment prefix, copied; NULL =
+                                   "conn_tag:" (gives "/" "* conn_tag:reserve
+                                   *" "/"); at most 32 characters of
+                                   [A-Za-z0-9_:.-] */
+    int64_t settled_retention_s;/* how long claimed/released checkouts are
+                                   kept for idempotent retries before
+                                   rsv_sweep() purges them (default 604800) */
+} rsv_options;
+
+/* Fill *opts with the defaults for the given version (pass
+ * RSV_OPTIONS_VERSION).  Returns RSV_OK, or RSV_EINVAL for NULL or an
+ * unknown version. */
+RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version);
+
+/* sizeof(rsv_options) of the loaded library, for bindings. */
+RSV_EXTERN size_t rsv_options_size(void);
+
+/* ------------------------------------------------------------------ */
+/* Context                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct rsv_ctx rsv_ctx;
+
+/*
+ * Open a context on an established connection.
+ *
+ * Checks the server (SKIP LOCKED support, binlog format), that the schema
+ * is loaded in the connection's current database, and that the connection
+ * does not auto-reconnect.  On success *out owns a new context; the
+ * connection stays owned by the caller and must outlive the context.
+ * On failure *out is NULL unless the failure was detected after the
+ * context was allocated, in which case *out is still set so rsv_errmsg()
+ * can explain; close it with rsv_close() either way.
+ *
+ * opts may be NULL for defaults; it is copied.
+ *
+ * Returns RSV_OK, RSV_EINVAL (NULL out/conn, bad option), RSV_ENOMEM,
+ * RSV_ECONN (not connected), RSV_ESERVER, RSV_ESCHEMA, RSV_ECONFIG,
+ * RSV_EDB.
+ */
+RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
+
+/* Free a context and its prepared statements.  Does not close the
+ * connection.  NULL is a no-op. */
+RSV_EXTERN void rsv_close(rsv_ctx *ctx);
+
+/* The message of the last failing call on ctx ("" after a success).  The
+ * string is owned by ctx and valid until the next call on it.  NULL ctx
+ * gives a static message. */
+RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx);
+
+/* The code of the last call on ctx (RSV_OK after a success). */
+RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx);
+
+/* The connection the context is bound to. */
+RSV_EXTERN MYSQL *rsv_connection(const rsv_ctx *ctx);
+
+/* ------------------------------------------------------------------ */
+/* Carts                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct rsv_cart rsv_cart;
+
+/* Flags for rsv_cart_add(). */
+#define RSV_LINE_SPLIT 0x1u  /* the line may be served by several of its
+                                locations, taken in the given order */
+
+/* A new empty cart.  Returns RSV_OK or RSV_EINVAL / RSV_ENOMEM. */
+RSV_EXTERN int rsv_cart_new(rsv_cart **out);
+
+/* Free a cart.  NULL is a no-op. */
+RSV_EXTERN void rsv_cart_free(rsv_cart *cart);
+
+/* Remove all lines (keeps the allocated memory). */
+RSV_EXTERN void rsv_cart_clear(rsv_cart *cart);
+
+/*
+ * Append a line: quantity units of item_id from the locations listed in
+ * location_ids, in order of preference (copied).  Without RSV_LINE_SPLIT
+ * the whole line is held at the first location that can cover it; with it,
+ * units are taken from the locations in order until the line is covered.
+ * The same item may appear on several lines.
+ *
+ * Returns RSV_OK, RSV_EINVAL (NULL cart/locations, no location, a
+ * location listed twice, unknown flag), RSV_EQUANTITY (quantity < 1 or >
+ * RSV_QUANTITY_MAX), RSV_ETOOBIG, RSV_ENOMEM.  A failed add leaves the cart
+ * unchanged.
+ */
+RSV_EXTERN int rsv_cart_add(rsv_cart *cart, uint64_t item_id,
+                            const uint64_t *location_ids, size_t n_locations,
+                            int64_t quantity, uint32_t flags);
+
+/* Number of lines in the cart. */
+RSV_EXTERN size_t rsv_cart_lines(const rsv_cart *cart);
+
+/*
+ * After a successful rsv_reserve(): how line `line` was allocated.
+ * *count_out receives the number of locations holding units for the line.
+ * Returns RSV_OK or RSV_ERANGE / RSV_EINVAL.
+ */
+RSV_EXTERN int rsv_cart_allocation_count(const rsv_cart *cart, size_t line,
+                                         size_t *count_out);
+
+/* The idx-th (location, quantity) pair holding units for `line`, in the
+ * line's order of preference.  Returns RSV_OK or RSV_ERANGE / RSV_EINVAL. */
+RSV_EXTERN int rsv_cart_allocation(const rsv_cart *cart, size_t line,
+                                   size_t idx, uint64_t *location_out,
+                                   int64_t *quantity_out);
+
+/* After rsv_reserve() returned RSV_EOUTOFSTOCK or RSV_ENOITEM: the index of
+ * the line that could not be served; (size_t)-1 otherwise. */
+RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
+
+/* ------------------------------------------------------------------ */
+/* The hold lifecycle                                                 */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Hold every line of the cart for the checkout `token` of shop `shop_id`,
+ * all or nothing, for ttl_ms milliseconds (0 = the context default).
+ *
+ * If the checkout already holds units (the cart changed), its old holds are
+ * released and the new cart held in the same transaction.  Runs its own
+ * READ COMMITTED transaction and retries deadlocks/lock waits; the caller
+ * must not be inside a transaction.  "Out of stock" is only answered when
+ * the committed state has fewer reservable units than the line asks for:
+ * units held by checkouts still in flight are waited for, and an empty pool
+ * is refilled from the ledger first.  On success the cart's allocation
+ * functions say where each line is held.
+ *
+ * Returns RSV_OK; expected: RSV_EOUTOFSTOCK, RSV_ECLAIMED (the token was
+ * already claimed), RSV_EBUSY, RSV_EINDOUBT; failures: RSV_EINVAL,
+ * RSV_ETOKEN, RSV_EEMPTY, RSV_EQUANTITY (ttl_ms negative or above 30
+ * days), RSV_ENOITEM, RSV_EINTXN, RSV_ESCHEMA, RSV_ECONN, RSV_EDB,
+ * RSV_ENOMEM.  On any code but RSV_OK and RSV_EINDOUBT nothing changed in
+ * the database.
+ */
+RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                           size_t token_len, rsv_cart *cart, int64_t ttl_ms);
+
+/* One-line convenience for rsv_reserve(): quantity units of item_id at one
+ * location.  Same codes. */
+RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
+                               const void *token, size_t token_len,
+                               uint64_t item_id, uint64_t location_id,
+                               int64_t quantity, int64_t ttl_ms);
+
+/*
+ * Payment succeeded: take the checkout's held units off the ledger for
+ * good.  Idempotent: a claim repeated after it committed (e.g. after
+ * RSV_EINDOUBT) returns RSV_ECLAIMED and takes nothing.  A hold whose
+ * deadline passed but whose units were not yet given back is still claimed.
+ *
+ * If the caller is inside its own transaction the claim joins it (so an
+ * order row and the claim commit or roll back together): the library then
+ * neither commits nor rolls back, and does not retry; on RSV_EBUSY the
+ * caller must roll back.  Otherwise it runs its own READ COMMITTED
+ * transaction.
+ *
+ * Returns RSV_OK; expected: RSV_ECLAIMED, RSV_EEXPIRED (the units were
+ * given back; any remaining lines are released in the same transaction),
+ * RSV_ERELEASED, RSV_ENOTFOUND, RSV_EBUSY, RSV_EINDOUBT; failures:
+ * RSV_EINVAL, RSV_ETOKEN, RSV_ESCHEMA, RSV_ECONN, RSV_EDB.
+ */
+RSV_EXTERN int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                         size_t token_len);
+
+/*
+ * Payment failed or the buyer left: give the checkout's units back.
+ * Idempotent: releasing a released or expired checkout returns RSV_OK.
+ * Joins the caller's transaction like rsv_claim().
+ *
+ * Returns RSV_OK; expected: RSV_ECLAIMED (cannot release a claimed
+ * checkout), RSV_ENOTFOUND, RSV_EBUSY, RSV_EINDOUBT; failures as rsv_claim.
+ */
+RSV_EXTERN int rsv_release(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                           size_t token_len);
+
+/*
+ * Push the checkout's deadline to now + ttl_ms (0 = context default).
+ * Returns RSV_OK; RSV_EEXPIRED if units were already given back,
+ * RSV_ECLAIMED, RSV_ERELEASED, RSV_ENOTFOUND, and the failures of
+ * rsv_claim (plus RSV_EQUANTITY for a bad ttl_ms).
+ */
+RSV_EXTERN int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                          size_t token_len, int64_t ttl_ms);
+
+/* Status values for rsv_checkout_status(). */
+#define RSV_STATUS_HELD 1
+#define RSV_STATUS_CLAIMED 2
+#define RSV_STATUS_RELEASED 3
+#define RSV_STATUS_EXPIRED 4
+
+/*
+ * Read a checkout's state without locking: *status_out is one of
+ * RSV_STATUS_*, *units_out the units it holds now (NULL to skip), and
+ * *expires_in_ms_out the time to its deadline (negative once passed; NULL
+ * to skip).  A held checkout whose deadline passed reports
+ * RSV_STATUS_EXPIRED.  Returns RSV_OK, RSV_ENOTFOUND, and the failures of
+ * rsv_claim.
+ */
+RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
+                                   const void *token, size_t token_len,
+                                   int32_t *status_out, int64_t *units_out,
+                                   int64_t *expires_in_ms_out);
+
+/* ------------------------------------------------------------------ */
+/* Pools, expiry and stock                                            */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Top the pool of (item, location) up from the ledger to its cap, after
+ * folding settled checkouts into the ledger and giving back the units of
+ * expired holds.  Concurrent replenishers serialize on the ledger row, so
+ * together they never add more than the ledger allows.  *added_out (may be
+ * NULL) receives the number of rows added.
+ * Returns RSV_OK, RSV_ENOITEM, RSV_EINTXN, RSV_EBUSY, RSV_EINDOUBT and the
+ * usual failures.
+ */
+RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t *added_out);
+
+/*
+ * Give back the units of expired holds of one shop, up to max_holds holds
+ * (0 = 10000) in batches, and purge claimed/released checkouts older than
+ * the retention.  Uses SKIP LOCKED throughout: safe to run from many
+ * processes at once, and never waits for a checkout in progress.
+ * *released_out (may be NULL) receives the number of holds given back.
+ * Expired capacity also comes back without any sweeper, at the next refill
+ * of the pool.
+ */
+RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
+                         int64_t *released_out);
+
+/*
+ * Set the stock on hand of (item, location) to on_hand, creating the
+ * ledger row if needed.  Lowering it below what is pooled shrinks the pool
+ * in the same transaction.  Returns RSV_ESTOCK if on_hand would be below
+ * the units held by active checkouts (nothing changes), RSV_EQUANTITY if
+ * negative or above 2^62.
+ */
+RSV_EXTERN int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t on_hand);
+
+/* Add delta (may be negative) to the stock on hand; *on_hand_out (may be
+ * NULL) receives the new value.  Same rules and codes as rsv_stock_set,
+ * plus RSV_ENOITEM when the ledger row does not exist. */
+RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
+                                uint64_t item_id, uint64_t location_id,
+                                int64_t delta, int64_t *on_hand_out);
+
+/*
+ * Read the stock of (item, location) from one consistent snapshot without
+ * locking: stock on hand after every committed claim, units held by active
+ * (unexpired) checkouts, rows in the pool, and units a new checkout could
+ * still reserve (on hand - held).  Any out pointer may be NULL.
+ * Returns RSV_OK, RSV_ENOITEM, and the usual failures.
+ */
+RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t *on_hand_out,
+                             int64_t *held_out, int64_t *pooled_out,
+                             int64_t *available_out);
+
+/* ------------------------------------------------------------------ */
+/* Audit                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Called once per violation found by rsv_audit().  `problem` is a
+ * human-readable sentence valid only during the call. */
+typedef void (*rsv_audit_fn)(void *arg, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, const char *problem);
+
+/*
+ * Check the invariants on one consistent snapshot, for one shop or (with
+ * all_shops non-zero) for every shop:
+ *   units issued to the pool and holds == pool rows + held + unfolded
+ *   settlements; pool rows + active holds <= stock on hand; no pool above
+ *   its cap; no negative stock; no hold, pool row or settlement without a
+ *   ledger row; every hold quantity positive.
+ * Each violation is passed to fn (may be NULL); *violations_out (may be
+ * NULL) receives the count.  Returns RSV_OK when the audit ran, whatever it
+ * found; a failure code only when it could not run.
+ */
+RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
+                         rsv_audit_fn fn, void *arg, int64_t *violations_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESERVE_H */

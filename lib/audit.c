@@ -1,0 +1,215 @@
+/*
+ * audit.c - checking the invariants on one consistent snapshot.
+ *
+ * Runs at REPEATABLE READ in a READ ONLY transaction started WITH
+ * CONSISTENT SNAPSHOT, so every count comes from the same committed state
+ * and the equalities hold exactly whatever else is running.  With
+ * all_shops the statements scan every shop: an operator's tool, the one
+ * place the library does not filter on shop_id.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* shape: 1 = all shops */
+static int b_levels(rsv_buf *s, uint32_t all)
+{
+#define KEYMATCH(t) \
+    " WHERE " t ".shop_id = l.shop_id AND " t ".inventory_item_id = " \
+    "l.inventory_item_id AND " t ".inventory_group_id = l.inventory_group_id"
+    buf_puts(s,
+        "SELECT CAST(l.shop_id AS SIGNED), CAST(l.inventory_item_id AS "
+        "SIGNED), CAST(l.inventory_group_id AS SIGNED), l.on_hand, l.issued, "
+        "COALESCE(l.pool_cap, 0), CAST(l.next_unit_id AS SIGNED), "
+        "(SELECT COUNT(*) FROM reservation_units u" KEYMATCH("u") "), "
+        "(SELECT CAST(COALESCE(MAX(u.id), 0) AS SIGNED) FROM "
+        "reservation_units u" KEYMATCH("u") "), "
+        "(SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM "
+        "reserved_quantities h" KEYMATCH("h") "), "
+        "(SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM "
+        "reserved_quantities h" KEYMATCH("h") " AND h.expires_at > NOW(6)), "
+        "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM "
+        "reservation_settlements x" KEYMATCH("x") "), "
+        "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM "
+        "reservation_settlements x" KEYMATCH("x") " AND x.kind = 2) "
+        "FROM inventory_levels l");
+#undef KEYMATCH
+    buf_puts(s, all ? "" : " WHERE l.shop_id = ?");
+    return 0;
+}
+
+static int b_orphans(rsv_buf *s, uint32_t all)
+{
+    static const char *tables[][2] = {
+        {"reservation_units", "1"},
+        {"reserved_quantities", "2"},
+        {"reservation_settlements", "3"},
+    };
+    for (int i = 0; i < 3; i++) {
+        if (i)
+            buf_puts(s, " UNION ALL ");
+        buf_puts(s, "(SELECT CAST(t.shop_id AS SIGNED), "
+                    "CAST(t.inventory_item_id AS SIGNED), "
+                    "CAST(t.inventory_group_id AS SIGNED), ");
+        buf_puts(s, tables[i][1]);
+        buf_puts(s, ", COUNT(*) FROM ");
+        buf_puts(s, tables[i][0]);
+        buf_puts(s, " t WHERE ");
+        buf_puts(s, all ? "1" : "t.shop_id = ?");
+        buf_puts(s, " AND NOT EXISTS (SELECT 1 FROM inventory_levels l WHERE "
+                    "l.shop_id = t.shop_id AND l.inventory_item_id = "
+                    "t.inventory_item_id AND l.inventory_group_id = "
+                    "t.inventory_group_id) GROUP BY t.shop_id, "
+                    "t.inventory_item_id, t.inventory_group_id)");
+    }
+    /* 4: held checkouts with more hold rows than they recorded; 5: hold
+     * rows whose checkout is missing or not held. */
+    buf_puts(s, " UNION ALL (SELECT CAST(c.shop_id AS SIGNED), 0, 0, 4, "
+                "COUNT(*) FROM reservation_checkouts c JOIN "
+                "reserved_quantities h ON h.shop_id = c.shop_id AND "
+                "h.checkout_token = c.checkout_token WHERE ");
+    buf_puts(s, all ? "1" : "c.shop_id = ?");
+    buf_puts(s, " GROUP BY c.shop_id, c.checkout_token, c.hold_count, "
+                "c.status HAVING COUNT(*) > c.hold_count OR c.status <> 1)"
+                " UNION ALL (SELECT CAST(h.shop_id AS SIGNED), "
+                "CAST(h.inventory_item_id AS SIGNED), "
+                "CAST(h.inventory_group_id AS SIGNED), 5, COUNT(*) FROM "
+                "reserved_quantities h WHERE ");
+    buf_puts(s, all ? "1" : "h.shop_id = ?");
+    buf_puts(s, " AND NOT EXISTS (SELECT 1 FROM reservation_checkouts c "
+                "WHERE c.shop_id = h.shop_id AND c.checkout_token = "
+                "h.checkout_token) GROUP BY h.shop_id, h.inventory_item_id, "
+                "h.inventory_group_id)");
+    return 0;
+}
+
+struct audit_state {
+    rsv_audit_fn fn;
+    void *arg;
+    int64_t count;
+};
+
+static void report(struct audit_state *st, int64_t shop, int64_t item,
+                   int64_t loc, const char *problem)
+{
+    st->count++;
+    if (st->fn)
+        st->fn(st->arg, (uint64_t)shop, (uint64_t)item, (uint64_t)loc,
+               problem);
+}
+
+static void check_levels(rsv_ctx *ctx, struct audit_state *st)
+{
+    rsv_res *r = &ctx->res;
+    char m[256];
+    for (size_t i = 0; i < r->rows; i++) {
+        int64_t shop = RES_I(r, i, 0), item = RES_I(r, i, 1),
+                loc = RES_I(r, i, 2);
+        int64_t on_hand = RES_I(r, i, 3), issued = RES_I(r, i, 4);
+        rsv_level lv = {0};
+        lv.cap = RES_I(r, i, 5);
+        int64_t next_id = RES_I(r, i, 6), pool = RES_I(r, i, 7);
+        int64_t max_id = RES_I(r, i, 8), held = RES_I(r, i, 9);
+        int64_t active = RES_I(r, i, 10), settling = RES_I(r, i, 11);
+        int64_t claimed = RES_I(r, i, 12);
+        if (on_hand < 0 || issued < 0) {
+            snprintf(m, sizeof m, "negative stock: on_hand %lld issued %lld",
+                     (long long)on_hand, (long long)issued);
+            report(st, shop, item, loc, m);
+        }
+        if (issued != pool + held + settling) {
+            snprintf(m, sizeof m,
+                     "issued %lld != pool %lld + held %lld + settling %lld "
+                     "(units %s)", (long long)issued, (long long)pool,
+                     (long long)held, (long long)settling,
+                     issued > pool + held + settling ? "lost" : "invented");
+            report(st, shop, item, loc, m);
+        }
+        if (pool + active > on_hand - claimed) {
+            snprintf(m, sizeof m,
+                     "oversold: pool %lld + active holds %lld > stock on "
+                     "hand %lld", (long long)pool, (long long)active,
+                     (long long)(on_hand - claimed));
+            report(st, shop, item, loc, m);
+        }
+        if (issued > on_hand) {
+            snprintf(m, sizeof m, "issued %lld > on_hand %lld",
+                     (long long)issued, (long long)on_hand);
+            report(st, shop, item, loc, m);
+        }
+        if (pool > level_cap(ctx, &lv)) {
+            snprintf(m, sizeof m, "pool %lld rows above its cap %lld",
+                     (long long)pool, (long long)level_cap(ctx, &lv));
+            report(st, shop, item, loc, m);
+        }
+        if (pool > 0 && max_id >= next_id) {
+            snprintf(m, sizeof m, "pool row id %lld >= next_unit_id %lld",
+                     (long long)max_id, (long long)next_id);
+            report(st, shop, item, loc, m);
+        }
+    }
+}
+
+static void check_orphans(rsv_ctx *ctx, struct audit_state *st)
+{
+    static const char *what[] = {
+        "", "pool rows without a ledger row", "holds without a ledger row",
+        "settlements without a ledger row",
+        ("a checkout with more holds than it recorded, or holds of a "
+         "settled checkout"),
+        "holds without a checkout row"};
+    rsv_res *r = &ctx->res;
+    char m[256];
+    for (size_t i = 0; i < r->rows; i++) {
+        int64_t k = RES_I(r, i, 3);
+        snprintf(m, sizeof m, "%lld %s", (long long)RES_I(r, i, 4),
+                 k >= 1 && k <= 5 ? what[k] : "?");
+        report(st, RES_I(r, i, 0), RES_I(r, i, 1), RES_I(r, i, 2), m);
+    }
+}
+
+RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
+                         rsv_audit_fn fn, void *arg, int64_t *violations_out)
+{
+    if (violations_out)
+        *violations_out = 0;
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_AUDIT);
+    if (txn_caller_open(ctx))
+        return ctx_fail(ctx, RSV_EINTXN,
+                        "rsv_audit runs its own snapshot transaction; the "
+                        "connection is inside one");
+    struct audit_state st = {fn, arg, 0};
+    uint32_t all = all_shops ? 1 : 0;
+    int rc = sql_text(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+    if (rc == RSV_OK)
+        rc = sql_text(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, "
+                           "READ ONLY");
+    if (rc == RSV_OK) {
+        args_reset(&ctx->args);
+        if (!all)
+            arg_u64(&ctx->args, shop_id);
+        rc = sql_run(ctx, b_levels, all, "iiiiiiiiiiiii", NULL);
+        if (rc == RSV_OK)
+            check_levels(ctx, &st);
+    }
+    if (rc == RSV_OK) {
+        args_reset(&ctx->args);
+        for (int i = 0; i < 5 && !all; i++)
+            arg_u64(&ctx->args, shop_id);
+        rc = sql_run(ctx, b_orphans, all, "iiiii", NULL);
+        if (rc == RSV_OK)
+            check_orphans(ctx, &st);
+    }
+    int crc = sql_text(ctx, rc == RSV_OK ? "COMMIT" : "ROLLBACK");
+    if (rc == RSV_OK)
+        rc = crc;
+    if (rc)
+        return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
+                                : rc;
+    if (violations_out)
+        *violations_out = st.count;
+    return ctx_ok(ctx);
+}

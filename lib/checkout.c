@@ -1,0 +1,346 @@
+/*
+ * checkout.c - the life of a checkout after its reserve: claim, release,
+ * extend and status.
+ *
+ * A checkout's row in reservation_checkouts is the first lock every
+ * operation on that checkout takes (lock order in internal.h), so two
+ * operations on one checkout serialize, and its status makes claims
+ * idempotent: a claimed checkout stays claimed, and a repeated claim is
+ * answered from the row without touching stock.  Claim and release never
+ * touch the ledger row: they move the holds into the settlement journal,
+ * which the next refill folds into the ledger.  That keeps claims off the
+ * one hot row every checkout of an item would otherwise queue on.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+int check_token(rsv_ctx *ctx, const void *token, size_t len)
+{
+    if (!token)
+        return ctx_fail(ctx, RSV_EINVAL, "token is NULL");
+    if (len == 0 || len > RSV_TOKEN_MAX)
+        return ctx_fail(ctx, RSV_ETOKEN,
+                        "checkout token must be 1..%d bytes, not %zu",
+                        RSV_TOKEN_MAX, len);
+    return RSV_OK;
+}
+
+int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
+{
+    if (*ttl_ms == 0)
+        *ttl_ms = ctx->opts.hold_ttl_ms;
+    if (*ttl_ms < 0 || *ttl_ms > 30LL * 24 * 3600 * 1000)
+        return ctx_fail(ctx, RSV_EQUANTITY,
+                        "ttl_ms must be 1..%lld (30 days) or 0 for the "
+                        "default, not %lld", 30LL * 24 * 3600 * 1000,
+                        (long long)*ttl_ms);
+    return RSV_OK;
+}
+
+static int b_settle_insert(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "INSERT INTO reservation_settlements (shop_id, "
+                "inventory_item_id, inventory_group_id, checkout_token, "
+                "generation, kind, quantity, settled_at) SELECT shop_id, "
+                "inventory_item_id, inventory_group_id, checkout_token, ?, ?, "
+                "quantity, NOW(6) FROM reserved_quantities WHERE shop_id = ? "
+                "AND checkout_token = ?");
+    return 0;
+}
+
+static int b_holds_delete(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "DELETE FROM reserved_quantities WHERE shop_id = ? AND "
+                "checkout_token = ?");
+    return 0;
+}
+
+int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token, size_t len,
+                 uint32_t generation, int kind)
+{
+    args_reset(&ctx->args);
+    arg_i64(&ctx->args, generation);
+    arg_i64(&ctx->args, kind);
+    arg_u64(&ctx->args, shop);
+    arg_bin(&ctx->args, token, len);
+    uint64_t n = 0;
+    int rc = sql_run(ctx, b_settle_insert, 0, NULL, &n);
+    if (rc || n == 0)
+        return rc;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, shop);
+    arg_bin(&ctx->args, token, len);
+    return sql_run(ctx, b_holds_delete, 0, NULL, NULL);
+}
+
+static int b_lock_checkout(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    /* Reads the checkout row first, then its holds: lock order 1 then 4. */
+    buf_puts(s, "SELECT c.status, CAST(c.generation AS SIGNED), c.hold_count, "
+                "h.quantity FROM reservation_checkouts c LEFT JOIN "
+                "reserved_quantities h ON h.shop_id = c.shop_id AND "
+                "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
+                "c.checkout_token = ? FOR UPDATE");
+    return 0;
+}
+
+static int b_set_status(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "UPDATE reservation_checkouts SET status = ?, "
+                "updated_at = NOW(6) WHERE shop_id = ? AND checkout_token = ?");
+    return 0;
+}
+
+static int b_extend_holds(rsv_buf *s, uint32_t shape)
+{
+    buf_puts(s, shape ? "UPDATE reservation_checkouts SET "
+                      : "UPDATE reserved_quantities SET ");
+    buf_puts(s, "expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE "
+                "shop_id = ? AND checkout_token = ?");
+    return 0;
+}
+
+struct co_arg {
+    uint64_t shop;
+    const void *token;
+    size_t len;
+    int64_t ttl_ms;
+};
+
+typedef struct co_state {
+    int found;
+    int status;
+    uint32_t generation;
+    int64_t hold_count, holds, units;
+} co_state;
+
+static int lock_checkout(rsv_ctx *ctx, const struct co_arg *a, co_state *st)
+{
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, a->shop);
+    arg_bin(&ctx->args, a->token, a->len);
+    int rc = sql_run(ctx, b_lock_checkout, 0, "iiii", NULL);
+    if (rc)
+        return rc;
+    rsv_res *r = &ctx->res;
+    memset(st, 0, sizeof *st);
+    st->found = r->rows > 0;
+    if (!st->found)
+        return RSV_OK;
+    st->status = (int)RES_I(r, 0, 0);
+    st->generation = (uint32_t)RES_I(r, 0, 1);
+    st->hold_count = RES_I(r, 0, 2);
+    for (size_t i = 0; i < r->rows; i++) {
+        if (!RES_NULL(r, i, 3)) {
+            st->holds++;
+            st->units += RES_I(r, i, 3);
+        }
+    }
+    return RSV_OK;
+}
+
+static int set_status(rsv_ctx *ctx, const struct co_arg *a, int status)
+{
+    args_reset(&ctx->args);
+    arg_i64(&ctx->args, status);
+    arg_u64(&ctx->args, a->shop);
+    arg_bin(&ctx->args, a->token, a->len);
+    return sql_run(ctx, b_set_status, 0, NULL, NULL);
+}
+
+static int not_found(rsv_ctx *ctx, const struct co_arg *a)
+{
+    return ctx_fail(ctx, RSV_ENOTFOUND,
+                    "no checkout with this token in shop %llu",
+                    (unsigned long long)a->shop);
+}
+
+/* Some holds of a held checkout were given back by the reaper: the rest
+ * cannot be claimed either, so release them now rather than wait for them
+ * to expire too.  Committed although the call reports RSV_EEXPIRED. */
+static int expire_rest(rsv_ctx *ctx, const struct co_arg *a,
+                       const co_state *st)
+{
+    int rc = holds_settle(ctx, a->shop, a->token, a->len, st->generation,
+                          ST_RELEASED);
+    if (rc == RSV_OK)
+        rc = set_status(ctx, a, ST_EXPIRED);
+    if (rc)
+        return rc;
+    ctx->commit_anyway = 1;
+    return ctx_fail(ctx, RSV_EEXPIRED,
+                    "the hold expired and %lld of its %lld allocations were "
+                    "given back to other buyers; nothing was claimed",
+                    (long long)(st->hold_count - st->holds),
+                    (long long)st->hold_count);
+}
+
+static int settled_code(rsv_ctx *ctx, int status)
+{
+    switch (status) {
+    case ST_CLAIMED:
+        return ctx_fail(ctx, RSV_ECLAIMED, "the checkout was already claimed");
+    case ST_RELEASED:
+        return ctx_fail(ctx, RSV_ERELEASED, "the checkout was released");
+    default:
+        return ctx_fail(ctx, RSV_EEXPIRED,
+                        "the checkout expired and its units were given back");
+    }
+}
+
+static int claim_body(rsv_ctx *ctx, void *p)
+{
+    struct co_arg *a = p;
+    co_state st;
+    int rc = lock_checkout(ctx, a, &st);
+    if (rc)
+        return rc;
+    if (!st.found)
+        return not_found(ctx, a);
+    if (st.status != ST_HELD)
+        return settled_code(ctx, st.status);
+    if (st.holds < st.hold_count)
+        return expire_rest(ctx, a, &st);
+    rc = holds_settle(ctx, a->shop, a->token, a->len, st.generation,
+                      ST_CLAIMED);
+    return rc ? rc : set_status(ctx, a, ST_CLAIMED);
+}
+
+static int release_body(rsv_ctx *ctx, void *p)
+{
+    struct co_arg *a = p;
+    co_state st;
+    int rc = lock_checkout(ctx, a, &st);
+    if (rc)
+        return rc;
+    if (!st.found)
+        return not_found(ctx, a);
+    if (st.status == ST_CLAIMED)
+        return ctx_fail(ctx, RSV_ECLAIMED,
+                        "the checkout was claimed; it cannot be released");
+    if (st.status != ST_HELD)
+        return RSV_OK; /* already released or expired: idempotent */
+    rc = holds_settle(ctx, a->shop, a->token, a->len, st.generation,
+                      ST_RELEASED);
+    return rc ? rc : set_status(ctx, a, ST_RELEASED);
+}
+
+static int extend_body(rsv_ctx *ctx, void *p)
+{
+    struct co_arg *a = p;
+    co_state st;
+    int rc = lock_checkout(ctx, a, &st);
+    if (rc)
+        return rc;
+    if (!st.found)
+        return not_found(ctx, a);
+    if (st.status != ST_HELD)
+        return settled_code(ctx, st.status);
+    if (st.holds < st.hold_count)
+        return expire_rest(ctx, a, &st);
+    for (uint32_t table = 0; table < 2; table++) {
+        args_reset(&ctx->args);
+        arg_i64(&ctx->args, a->ttl_ms * 1000);
+        arg_u64(&ctx->args, a->shop);
+        arg_bin(&ctx->args, a->token, a->len);
+        if ((rc = sql_run(ctx, b_extend_holds, table, NULL, NULL)))
+            return rc;
+    }
+    return RSV_OK;
+}
+
+static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
+                       size_t len, int64_t ttl_ms, rsv_txn_body body)
+{
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, op);
+    int rc = check_token(ctx, token, len);
+    if (rc)
+        return rc;
+    struct co_arg a = {shop, token, len, ttl_ms};
+    if (op == OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
+        return rc;
+    rc = txn_run(ctx, TXN_MAY_JOIN, body, &a);
+    return rc ? rc : ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                         size_t token_len)
+{
+    return checkout_op(ctx, OP_CLAIM, shop_id, token, token_len, 0,
+                       claim_body);
+}
+
+RSV_EXTERN int rsv_release(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                           size_t token_len)
+{
+    return checkout_op(ctx, OP_RELEASE, shop_id, token, token_len, 0,
+                       release_body);
+}
+
+RSV_EXTERN int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                          size_t token_len, int64_t ttl_ms)
+{
+    return checkout_op(ctx, OP_EXTEND, shop_id, token, token_len, ttl_ms,
+                       extend_body);
+}
+
+static int b_status(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT c.status, c.hold_count, "
+                "TIMESTAMPDIFF(MICROSECOND, NOW(6), c.expires_at), "
+                "COUNT(h.quantity), CAST(COALESCE(SUM(h.quantity), 0) AS "
+                "SIGNED) FROM reservation_checkouts c LEFT JOIN "
+                "reserved_quantities h ON h.shop_id = c.shop_id AND "
+                "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
+                "c.checkout_token = ? GROUP BY c.status, c.hold_count, "
+                "c.expires_at");
+    return 0;
+}
+
+RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
+                                   const void *token, size_t token_len,
+                                   int32_t *status_out, int64_t *units_out,
+                                   int64_t *expires_in_ms_out)
+{
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_STATUS);
+    if (!status_out)
+        return ctx_fail(ctx, RSV_EINVAL, "status_out is NULL");
+    int rc = check_token(ctx, token, token_len);
+    if (rc)
+        return rc;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, shop_id);
+    arg_bin(&ctx->args, token, token_len);
+    /* One statement, autocommit or the caller's transaction: a consistent
+     * read, no locks. */
+    rc = sql_run(ctx, b_status, 0, "iiiii", NULL);
+    if (rc)
+        return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
+                                : rc;
+    rsv_res *r = &ctx->res;
+    if (r->rows == 0) {
+        struct co_arg a = {shop_id, token, token_len, 0};
+        return not_found(ctx, &a);
+    }
+    int32_t status = (int32_t)RES_I(r, 0, 0);
+    int64_t expires_us = RES_I(r, 0, 2);
+    if (status == ST_HELD &&
+        (expires_us <= 0 || RES_I(r, 0, 3) < RES_I(r, 0, 1)))
+        status = ST_EXPIRED;
+    *status_out = status;
+    if (units_out)
+        *units_out = RES_I(r, 0, 4);
+    if (expires_in_ms_out)
+        *expires_in_ms_out = expires_us / 1000;
+    return ctx_ok(ctx);
+}

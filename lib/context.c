@@ -1,0 +1,239 @@
+/*
+ * context.c - options, opening and closing a context, and the checks made
+ * on the server and connection when a context is opened.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
+{
+    if (!opts || version == 0 || version > RSV_OPTIONS_VERSION)
+        return RSV_EINVAL;
+    memset(opts, 0, sizeof *opts);
+    opts->version = version;
+    opts->flags = 0;
+    opts->pool_cap = 1000;
+    opts->refill_low_water = -1; /* = pool_cap / 2, resolved at open */
+    opts->hold_ttl_ms = 600000;
+    opts->max_retries = 8;
+    opts->retry_base_us = 2000;
+    opts->lock_wait_timeout_s = 0;
+    opts->conn_tag_prefix = NULL;
+    opts->settled_retention_s = 7 * 24 * 3600;
+    return RSV_OK;
+}
+
+RSV_EXTERN size_t rsv_options_size(void) { return sizeof(rsv_options); }
+
+static int valid_tag_prefix(const char *p)
+{
+    size_t n = strlen(p);
+    if (n > 32)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        /* No '*' or '/': the prefix goes inside a comment it must not
+         * close. */
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == ':' || c == '.' ||
+              c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int apply_options(rsv_ctx *ctx, const rsv_options *in)
+{
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    if (in) {
+        if (in->version == 0 || in->version > RSV_OPTIONS_VERSION)
+            return ctx_fail(ctx, RSV_EINVAL,
+                            "options version %u unknown (this library knows "
+                            "up to %u): use rsv_options_init()",
+                            in->version, RSV_OPTIONS_VERSION);
+        o = *in;
+        o.version = RSV_OPTIONS_VERSION;
+    }
+    if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL))
+        return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
+    if (o.pool_cap < 1 || o.pool_cap > 10000)
+        return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..10000, not %lld",
+                        (long long)o.pool_cap);
+    if (o.refill_low_water < 0)
+        o.refill_low_water = o.pool_cap / 2;
+    if (o.refill_low_water > o.pool_cap)
+        return ctx_fail(ctx, RSV_EINVAL,
+                        "refill_low_water must be 0..pool_cap, not %lld",
+                        (long long)o.refill_low_water);
+    if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > 30LL * 24 * 3600 * 1000)
+        return ctx_fail(ctx, RSV_EINVAL, "hold_ttl_ms must be 1..30 days");
+    if (o.max_retries < 0 || o.max_retries > 100)
+        return ctx_fail(ctx, RSV_EINVAL, "max_retries must be 0..100");
+    if (o.retry_base_us < 1 || o.retry_base_us > 1000000)
+        return ctx_fail(ctx, RSV_EINVAL, "retry_base_us must be 1..1000000");
+    if (o.lock_wait_timeout_s < 0 || o.lock_wait_timeout_s > 3600)
+        return ctx_fail(ctx, RSV_EINVAL,
+                        "lock_wait_timeout_s must be 0..3600");
+    if (o.settled_retention_s < 0)
+        return ctx_fail(ctx, RSV_EINVAL, "settled_retention_s must be >= 0");
+    const char *prefix = o.conn_tag_prefix ? o.conn_tag_prefix : "conn_tag:";
+    if (!valid_tag_prefix(prefix))
+        return ctx_fail(ctx, RSV_EINVAL,
+                        "conn_tag_prefix must be at most 32 characters of "
+                        "[A-Za-z0-9_:.-]");
+    snprintf(ctx->tag_prefix, sizeof ctx->tag_prefix, "%s", prefix);
+    o.conn_tag_prefix = NULL; /* the copy lives in tag_prefix */
+    ctx->opts = o;
+    return RSV_OK;
+}
+
+/* One-row text query helper for the checks below. */
+static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
+                     int ncol, char *out2, size_t out2len)
+{
+    if (mysql_real_query(ctx->conn, q, strlen(q)) != 0)
+        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
+                           "server check");
+    MYSQL_RES *r = mysql_store_result(ctx->conn);
+    if (!r)
+        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
+                           "server check");
+    MYSQL_ROW row = mysql_fetch_row(r);
+    out[0] = '\0';
+    if (out2)
+        out2[0] = '\0';
+    if (row) {
+        snprintf(out, outlen, "%s", row[0] ? row[0] : "");
+        if (ncol > 1 && out2)
+            snprintf(out2, out2len, "%s", row[1] ? row[1] : "");
+    }
+    mysql_free_result(r);
+    return RSV_OK;
+}
+
+static int check_server(rsv_ctx *ctx)
+{
+    const char *info = mysql_get_server_info(ctx->conn);
+    unsigned long v = mysql_get_server_version(ctx->conn);
+    ctx->is_mariadb = info && strstr(info, "MariaDB") != NULL;
+    if (ctx->is_mariadb ? v < 100600 : v < 80001)
+        return ctx_fail(ctx, RSV_ESERVER,
+                        "server %s lacks SELECT ... FOR UPDATE SKIP LOCKED: "
+                        "libreserve needs MariaDB >= 10.6 or MySQL >= 8.0.1",
+                        info ? info : "(unknown)");
+
+    char log_bin[32], fmt[32];
+    int rc = query_row(ctx, "/* conn_tag:open */ SELECT @@log_bin, "
+                            "@@binlog_format",
+                       log_bin, sizeof log_bin, 2, fmt, sizeof fmt);
+    if (rc)
+        return rc;
+    if (strcmp(log_bin, "1") == 0 && strcmp(fmt, "STATEMENT") == 0 &&
+        !(ctx->opts.flags & RSV_OPT_ALLOW_STATEMENT_BINLOG))
+        return ctx_fail(ctx, RSV_ESERVER,
+                        "binlog_format=STATEMENT: statements with SKIP "
+                        "LOCKED and LIMIT are unsafe to replicate by "
+                        "statement; use ROW or MIXED (or pass "
+                        "RSV_OPT_ALLOW_STATEMENT_BINLOG)");
+    return RSV_OK;
+}
+
+static int check_schema(rsv_ctx *ctx)
+{
+    static const char *tables[] = {
+        "inventory_levels", "reservation_units", "reservation_checkouts",
+        "reserved_quantities", "reservation_settlements",
+    };
+    char db[256];
+    int rc = query_row(ctx, "/* conn_tag:open */ SELECT DATABASE()", db,
+                       sizeof db, 1, NULL, 0);
+    if (rc)
+        return rc;
+    if (!db[0])
+        return ctx_fail(ctx, RSV_ESCHEMA,
+                        "no database selected on the connection: select the "
+                        "database that holds the libreserve schema");
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        char q[256], n[32];
+        snprintf(q, sizeof q,
+                 "/* conn_tag:open */ SELECT COUNT(*) FROM "
+                 "information_schema.tables WHERE table_schema = DATABASE() "
+                 "AND table_name = '%s'", tables[i]);
+        rc = query_row(ctx, q, n, sizeof n, 1, NULL, 0);
+        if (rc)
+            return rc;
+        if (strcmp(n, "1") != 0)
+            return ctx_fail(ctx, RSV_ESCHEMA,
+                            "table %s.%s is missing: load sql/schema.sql "
+                            "(share/libreserve/schema.sql) into this database",
+                            db, tables[i]);
+    }
+    return RSV_OK;
+}
+
+RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
+{
+    if (!out)
+        return RSV_EINVAL;
+    *out = NULL;
+    if (!conn)
+        return RSV_EINVAL;
+    rsv_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return RSV_ENOMEM;
+    *out = ctx;
+    ctx->conn = conn;
+    ctx->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ctx ^
+               0x9E3779B97F4A7C15ULL;
+    op_begin(ctx, OP_OPEN);
+    int rc = apply_options(ctx, opts);
+    if (rc)
+        return rc;
+    if (mysql_thread_id(conn) == 0 || mysql_ping(conn) != 0)
+        return ctx_fail(ctx, RSV_ECONN,
+                        "the connection is not established: %s",
+                        mysql_error(conn));
+    my_bool reconnect = 0;
+    if (mysql_get_optionv(conn, MYSQL_OPT_RECONNECT, &reconnect) == 0 &&
+        reconnect)
+        return ctx_fail(ctx, RSV_ECONFIG,
+                        "MYSQL_OPT_RECONNECT is enabled: an automatic "
+                        "reconnect in the middle of a transaction could "
+                        "apply a statement outside it; disable it and "
+                        "reconnect explicitly");
+    ctx->thread_id = mysql_thread_id(conn);
+    if ((rc = check_server(ctx)) || (rc = check_schema(ctx)))
+        return rc;
+    return ctx_ok(ctx);
+}
+
+RSV_EXTERN void rsv_close(rsv_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    sql_cache_clear(ctx);
+    args_free(&ctx->args);
+    res_free(&ctx->res);
+    buf_free(&ctx->sql);
+    free(ctx);
+}
+
+RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx)
+{
+    return ctx ? ctx->msg : "no context (NULL)";
+}
+
+RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx)
+{
+    return ctx ? ctx->code : RSV_EINVAL;
+}
+
+RSV_EXTERN MYSQL *rsv_connection(const rsv_ctx *ctx)
+{
+    return ctx ? ctx->conn : NULL;
+}

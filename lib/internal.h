@@ -1,0 +1,241 @@
+/*
+ * internal.h - private types shared by the library's source files.
+ *
+ * Owns the layout of the context, the cart, the statement cache and the
+ * parameter/result buffers.  Nothing here is visible to applications.
+ *
+ * LOCK ORDER (every path that takes row locks follows it; a path that must
+ * break it uses SKIP LOCKED for the out-of-order part, so it never waits):
+ *
+ *   1. reservation_checkouts row of the checkout  (reserve, claim, release,
+ *                                                  extend)
+ *   2. inventory_levels rows, ascending key        (replenish, stock
+ *                                                  changes, sweep, the
+ *                                                  reserve slow path)
+ *   3. reservation_units rows                      (reserve; refills insert
+ *                                                  fresh ids, shrinks use
+ *                                                  SKIP LOCKED)
+ *   4. reserved_quantities rows                    (reserve inserts; claim /
+ *                                                  release move them; the
+ *                                                  reaper uses SKIP LOCKED)
+ *   5. reservation_settlements rows                (claim / release insert;
+ *                                                  folds use SKIP LOCKED)
+ *
+ * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
+ * touches 2.  A reserve that finds a pool short rolls back everything it
+ * holds before it takes 2, so no transaction ever waits for a ledger row
+ * while holding pool rows.  Holders of 2 never wait on 3, 4 or 5 except for
+ * the reserve slow path's blocking pool read, which waits only for fast-path
+ * reserves (which never wait on 2) to finish.
+ *
+ * All transactions run at READ COMMITTED, set per transaction: under
+ * REPEATABLE READ a locking read of an empty range takes gap/supremum locks
+ * that block the refill INSERT and deadlock with it.
+ */
+#ifndef RSV_INTERNAL_H
+#define RSV_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reserve.h"
+
+#define RSV_HIDDEN __attribute__((visibility("hidden")))
+
+/* Internal code: a deadlock or lock-wait timeout; the transaction must be
+ * rolled back and may be retried. */
+#define RSV__RETRY (-1000)
+
+/* Checkout states, as stored in reservation_checkouts.status and
+ * reservation_settlements.kind. */
+enum { ST_HELD = 1, ST_CLAIMED = 2, ST_RELEASED = 3, ST_EXPIRED = 4 };
+
+/* Operation tags, for /" "* conn_tag:<op> *" "/ comments and counters. */
+enum rsv_op {
+    OP_OPEN, OP_RESERVE, OP_CLAIM, OP_RELEASE, OP_EXTEND, OP_STATUS,
+    OP_REPLENISH, OP_SWEEP, OP_STOCK, OP_AUDIT, OP__COUNT
+};
+
+/* ---- growable byte buffer (SQL text) ---- */
+typedef struct rsv_buf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} rsv_buf;
+
+RSV_HIDDEN void buf_puts(rsv_buf *b, const char *s);
+RSV_HIDDEN void buf_putn(rsv_buf *b, const char *s, size_t n);
+RSV_HIDDEN void buf_printf_u(rsv_buf *b, const char *before, uint64_t v,
+                             const char *after);
+RSV_HIDDEN void buf_free(rsv_buf *b);
+
+/* ---- statement parameters ---- */
+enum { V_I64, V_U64, V_BIN };
+typedef struct rsv_val {
+    int type;
+    union { int64_t i; uint64_t u; } v;
+    const void *p;
+    unsigned long len;
+} rsv_val;
+
+typedef struct rsv_args {
+    rsv_val *v;
+    size_t n, cap;
+    int oom;
+    MYSQL_BIND *binds;
+    size_t binds_cap;
+} rsv_args;
+
+/* ---- statement results: integer and binary columns ---- */
+#define COL_I 'i'
+#define COL_B 'b'
+typedef struct rsv_res {
+    const char *spec;     /* one COL_* per column */
+    size_t ncols, rows, cap_rows;
+    int64_t *ints;        /* rows * ncols; NULL reads as 0 */
+    unsigned char *nulls; /* rows * ncols */
+    unsigned char *bins;  /* rows * ncols * (RSV_TOKEN_MAX + 1); byte 0 = len */
+} rsv_res;
+
+#define RES_I(r, row, col) ((r)->ints[(row) * (r)->ncols + (col)])
+#define RES_NULL(r, row, col) ((r)->nulls[(row) * (r)->ncols + (col)])
+#define RES_BLEN(r, row, col) \
+    ((r)->bins[((row) * (r)->ncols + (col)) * (RSV_TOKEN_MAX + 1)])
+#define RES_B(r, row, col) \
+    (&(r)->bins[((row) * (r)->ncols + (col)) * (RSV_TOKEN_MAX + 1) + 1])
+
+/* ---- the statement cache ---- */
+typedef int (*rsv_sql_builder)(rsv_buf *sql, uint32_t shape);
+
+typedef struct rsv_stmt_slot {
+    rsv_sql_builder build; /* identifies the statement kind */
+    uint32_t shape;        /* kind-specific size (lines, tuples ...) */
+    int op;                /* tag the text was built with */
+    MYSQL_STMT *stmt;
+    uint64_t last_used;
+} rsv_stmt_slot;
+
+/* The cache never holds more prepared statements than this per context,
+ * which (with the result and parameter buffers) bounds a context's memory;
+ * see README "Memory". */
+#define RSV_STMT_CACHE 48
+
+/* ---- cart ---- */
+typedef struct rsv_line {
+    uint64_t item;
+    uint64_t *locs;     /* n_locs, owned */
+    size_t n_locs;
+    int64_t qty;
+    uint32_t flags;
+    int64_t *alloc;     /* n_locs: units held per location after reserve */
+} rsv_line;
+
+struct rsv_cart {
+    rsv_line *lines;
+    size_t n, cap;
+    size_t failed_line;
+};
+
+/* ---- context ---- */
+struct rsv_ctx {
+    MYSQL *conn;
+    rsv_options opts;
+    char tag_prefix[40];
+    int is_mariadb;
+    unsigned long thread_id;   /* connection the statements belong to */
+
+    int op;                    /* current operation (enum rsv_op) */
+    int code;                  /* last result code */
+    char msg[512];             /* last error message */
+    unsigned int db_errno;     /* last server/client error number */
+    int commit_anyway;         /* body asks to commit despite its code */
+
+    rsv_stmt_slot stmts[RSV_STMT_CACHE];
+    uint64_t use_clock;
+    rsv_args args;
+    rsv_res res;
+    rsv_buf sql;
+    uint64_t rng;              /* backoff jitter, per context */
+};
+
+/* ---- errors (errors.c) ---- */
+RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+RSV_HIDDEN int ctx_ok(rsv_ctx *ctx);
+RSV_HIDDEN int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
+                           const char *what);
+RSV_HIDDEN int rsv_is_conn_errno(unsigned int err);
+
+/* ---- statements (sql.c) ---- */
+RSV_HIDDEN void args_reset(rsv_args *a);
+RSV_HIDDEN void arg_i64(rsv_args *a, int64_t x);
+RSV_HIDDEN void arg_u64(rsv_args *a, uint64_t x);
+RSV_HIDDEN void arg_bin(rsv_args *a, const void *p, size_t len);
+RSV_HIDDEN void args_free(rsv_args *a);
+RSV_HIDDEN void res_free(rsv_res *r);
+
+/* Prepare (or take from the cache) the statement built by `build` for
+ * `shape`, bind ctx->args, execute, and if spec is non-NULL fetch every row
+ * into ctx->res.  *affected (may be NULL) gets the affected-row count.
+ * Returns RSV_OK, RSV__RETRY, or a failure code with the message set. */
+RSV_HIDDEN int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+                       const char *spec, uint64_t *affected);
+/* Run a fixed text statement (transaction control); same returns. */
+RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
+RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
+/* Append the /" "* conn_tag *" "/ comment for the current operation. */
+RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
+/* Power-of-two bucket >= n (n >= 1), for statements whose size varies. */
+RSV_HIDDEN uint32_t sql_bucket(size_t n);
+
+/* ---- transactions (txn.c) ---- */
+#define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
+typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
+RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
+RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
+RSV_HIDDEN int op_begin(rsv_ctx *ctx, int op);
+
+/* ---- ledger (ledger.c) ---- */
+typedef struct rsv_level {
+    uint64_t item, loc;
+    int64_t on_hand, issued;
+    uint64_t next_id;
+    int64_t cap;
+} rsv_level;
+/* Lock the ledger rows of the given keys (sorted, unique) FOR UPDATE, or
+ * with SKIP LOCKED when skip is set; fills levels[] in key order and returns
+ * how many rows were found in *found. */
+RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
+                           size_t nkeys, int skip, rsv_level *levels,
+                           size_t *found);
+/* With the ledger row locked: give back expired holds and fold settlements
+ * into on_hand/issued (lv is updated).  Never waits for other rows. */
+RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+                           int64_t *reaped_out);
+/* With the ledger row locked: on_hand -= taken, issued += issue - returned,
+ * next_unit_id += minted (lv is updated). */
+RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+                             int64_t taken, int64_t returned, int64_t issue,
+                             int64_t minted);
+/* With the ledger row locked: count pool rows. */
+RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
+                                 const rsv_level *lv, int64_t *count);
+/* With the ledger row locked: add n pool rows and `direct` units issued
+ * straight to holds (lv is updated). */
+RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+                            int64_t n_rows, int64_t direct);
+/* Refill a pool in its own transaction; skip: do not wait for a refiller
+ * already at work.  *added gets the rows added. */
+RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                             uint64_t loc, int skip, int64_t *added);
+RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
+
+/* ---- checkouts (checkout.c) ---- */
+RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
+RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
+/* Move the checkout's remaining holds to the settlement journal as `kind`
+ * and delete them.  Checkout row must be locked. */
+RSV_HIDDEN int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token,
+                            size_t len, uint32_t generation, int kind);
+
+#endif /* RSV_INTERNAL_H */

@@ -1,0 +1,398 @@
+/*
+ * ledger.c - everything done under the ledger row lock: locking ledger
+ * rows, folding settled and expired holds back into the ledger, minting
+ * pool rows, and refilling a pool in its own transaction.
+ *
+ * The ledger row (inventory_levels) is the replenishment lock: whoever
+ * holds it is the only one minting pool rows or folding for that key, so
+ * concurrent refillers never issue more than on_hand allows.  Holders of
+ * the ledger lock never wait for pool, hold or settlement rows: they use
+ * SKIP LOCKED and leave locked rows to the next fold (see the lock order in
+ * internal.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define FOLD_BATCH 256
+#define FOLD_MAX_BATCHES 8
+
+int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
+{
+    return lv->cap > 0 ? lv->cap : ctx->opts.pool_cap;
+}
+
+/* shape: bucket of keys, bit 31 = SKIP LOCKED */
+static int b_lock(rsv_buf *s, uint32_t shape)
+{
+    uint32_t n = shape & 0x7fffffffu;
+    buf_puts(s, "SELECT CAST(inventory_item_id AS SIGNED), "
+                "CAST(inventory_group_id AS SIGNED), on_hand, issued, "
+                "CAST(next_unit_id AS SIGNED), COALESCE(pool_cap, 0) "
+                "FROM inventory_levels WHERE shop_id = ? AND "
+                "(inventory_item_id, inventory_group_id) IN (");
+    for (uint32_t i = 0; i < n; i++)
+        buf_puts(s, i ? ",(?,?)" : "(?,?)");
+    buf_puts(s, ") ORDER BY inventory_item_id, inventory_group_id FOR UPDATE");
+    if (shape & 0x80000000u)
+        buf_puts(s, " SKIP LOCKED");
+    return 0;
+}
+
+int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
+                size_t nkeys, int skip, rsv_level *levels, size_t *found)
+{
+    uint32_t bucket = sql_bucket(nkeys);
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, shop);
+    for (uint32_t i = 0; i < bucket; i++) {
+        size_t k = i < nkeys ? i : nkeys - 1; /* pad with the last key */
+        arg_u64(&ctx->args, keys[2 * k]);
+        arg_u64(&ctx->args, keys[2 * k + 1]);
+    }
+    int rc = sql_run(ctx, b_lock, bucket | (skip ? 0x80000000u : 0), "iiiiii",
+                     NULL);
+    if (rc)
+        return rc;
+    rsv_res *r = &ctx->res;
+    *found = r->rows;
+    for (size_t i = 0; i < r->rows && i < nkeys; i++) {
+        levels[i].item = (uint64_t)RES_I(r, i, 0);
+        levels[i].loc = (uint64_t)RES_I(r, i, 1);
+        levels[i].on_hand = RES_I(r, i, 2);
+        levels[i].issued = RES_I(r, i, 3);
+        levels[i].next_id = (uint64_t)RES_I(r, i, 4);
+        levels[i].cap = RES_I(r, i, 5);
+    }
+    return RSV_OK;
+}
+
+/* ---- fold: expired holds and settlements back into the ledger ---- */
+
+static int b_reap_select(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT checkout_token, quantity FROM reserved_quantities "
+                "WHERE shop_id = ? AND inventory_item_id = ? AND "
+                "inventory_group_id = ? AND expires_at <= NOW(6) "
+                "ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED");
+    return 0;
+}
+
+static int b_reap_delete(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "DELETE FROM reserved_quantities WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ? AND "
+                "checkout_token IN (");
+    for (uint32_t i = 0; i < n; i++)
+        buf_puts(s, i ? ",?" : "?");
+    buf_puts(s, ")");
+    return 0;
+}
+
+static int b_settle_select(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT checkout_token, CAST(generation AS SIGNED), kind, "
+                "quantity FROM reservation_settlements WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ? "
+                "LIMIT ? FOR UPDATE SKIP LOCKED");
+    return 0;
+}
+
+static int b_settle_delete(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "DELETE FROM reservation_settlements WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ? AND "
+                "(checkout_token, generation) IN (");
+    for (uint32_t i = 0; i < n; i++)
+        buf_puts(s, i ? ",(?,?)" : "(?,?)");
+    buf_puts(s, ")");
+    return 0;
+}
+
+static int b_level_update(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "UPDATE inventory_levels SET on_hand = on_hand - ?, "
+                "issued = issued - ? + ?, next_unit_id = next_unit_id + ?, "
+                "updated_at = NOW(6) WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ?");
+    return 0;
+}
+
+static void key_args(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv)
+{
+    arg_u64(&ctx->args, shop);
+    arg_u64(&ctx->args, lv->item);
+    arg_u64(&ctx->args, lv->loc);
+}
+
+/* Apply a change to the locked ledger row: on_hand -= taken,
+ * issued += issue - returned, next_unit_id += minted. */
+int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+                        int64_t taken, int64_t returned, int64_t issue,
+                        int64_t minted)
+{
+    args_reset(&ctx->args);
+    arg_i64(&ctx->args, taken);
+    arg_i64(&ctx->args, returned);
+    arg_i64(&ctx->args, issue);
+    arg_i64(&ctx->args, minted);
+    key_args(ctx, shop, lv);
+    int rc = sql_run(ctx, b_level_update, 0, NULL, NULL);
+    if (rc)
+        return rc;
+    lv->on_hand -= taken;
+    lv->issued += issue - returned;
+    lv->next_id += (uint64_t)minted;
+    return RSV_OK;
+}
+
+/* Copies of the tokens read by a fold batch (ctx->res is reused by the
+ * DELETE that follows). */
+typedef struct fold_rows {
+    unsigned char tok[FOLD_BATCH][RSV_TOKEN_MAX];
+    size_t len[FOLD_BATCH];
+    int64_t gen[FOLD_BATCH];
+    size_t n;
+} fold_rows;
+
+static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+                      fold_rows *fr, int64_t *units)
+{
+    args_reset(&ctx->args);
+    key_args(ctx, shop, lv);
+    arg_i64(&ctx->args, FOLD_BATCH);
+    int rc = sql_run(ctx, b_reap_select, 0, "bi", NULL);
+    if (rc)
+        return rc;
+    rsv_res *r = &ctx->res;
+    fr->n = r->rows;
+    *units = 0;
+    for (size_t i = 0; i < r->rows; i++) {
+        fr->len[i] = RES_BLEN(r, i, 0);
+        memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
+        *units += RES_I(r, i, 1);
+    }
+    if (fr->n == 0)
+        return RSV_OK;
+    uint32_t bucket = sql_bucket(fr->n);
+    args_reset(&ctx->args);
+    key_args(ctx, shop, lv);
+    for (uint32_t i = 0; i < bucket; i++) {
+        size_t k = i < fr->n ? i : fr->n - 1;
+        arg_bin(&ctx->args, fr->tok[k], fr->len[k]);
+    }
+    return sql_run(ctx, b_reap_delete, bucket, NULL, NULL);
+}
+
+static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+                        fold_rows *fr, int64_t *claimed, int64_t *returned)
+{
+    args_reset(&ctx->args);
+    key_args(ctx, shop, lv);
+    arg_i64(&ctx->args, FOLD_BATCH);
+    int rc = sql_run(ctx, b_settle_select, 0, "biii", NULL);
+    if (rc)
+        return rc;
+    rsv_res *r = &ctx->res;
+    fr->n = r->rows;
+    *claimed = *returned = 0;
+    for (size_t i = 0; i < r->rows; i++) {
+        fr->len[i] = RES_BLEN(r, i, 0);
+        memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
+        fr->gen[i] = RES_I(r, i, 1);
+        int64_t q = RES_I(r, i, 3);
+        *returned += q;
+        if (RES_I(r, i, 2) == ST_CLAIMED)
+            *claimed += q;
+    }
+    if (fr->n == 0)
+        return RSV_OK;
+    uint32_t bucket = sql_bucket(fr->n);
+    args_reset(&ctx->args);
+    key_args(ctx, shop, lv);
+    for (uint32_t i = 0; i < bucket; i++) {
+        size_t k = i < fr->n ? i : fr->n - 1;
+        arg_bin(&ctx->args, fr->tok[k], fr->len[k]);
+        arg_i64(&ctx->args, fr->gen[k]);
+    }
+    return sql_run(ctx, b_settle_delete, bucket, NULL, NULL);
+}
+
+int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+                int64_t *reaped_out)
+{
+    fold_rows *fr = malloc(sizeof *fr);
+    if (!fr)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory folding");
+    int64_t taken = 0, returned = 0, reaped = 0;
+    int rc = RSV_OK;
+    for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK; b++) {
+        int64_t u = 0;
+        rc = reap_batch(ctx, shop, lv, fr, &u);
+        reaped += (int64_t)fr->n;
+        returned += u;
+        if (rc || fr->n < FOLD_BATCH)
+            break;
+    }
+    for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK; b++) {
+        int64_t c = 0, ret = 0;
+        rc = settle_batch(ctx, shop, lv, fr, &c, &ret);
+        taken += c;
+        returned += ret;
+        if (rc || fr->n < FOLD_BATCH)
+            break;
+    }
+    free(fr);
+    if (rc == RSV_OK && (taken || returned))
+        rc = ledger_update(ctx, shop, lv, taken, returned, 0, 0);
+    if (reaped_out)
+        *reaped_out = reaped;
+    return rc;
+}
+
+static int b_pool_count(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT COUNT(*) FROM reservation_units WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ?");
+    return 0;
+}
+
+int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+                      int64_t *count)
+{
+    /* A consistent (non-locking) read: rows that in-flight reserves are
+     * deleting still count, so the pool can only be under-filled, never
+     * pushed past its cap. */
+    args_reset(&ctx->args);
+    key_args(ctx, shop, lv);
+    int rc = sql_run(ctx, b_pool_count, 0, "i", NULL);
+    if (rc)
+        return rc;
+    *count = ctx->res.rows ? RES_I(&ctx->res, 0, 0) : 0;
+    return RSV_OK;
+}
+
+/* Up to 10,000 consecutive ids from one statement: a digits cross join is
+ * portable (no sequence engine, no recursion limit). */
+static int b_mint(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    static const char *digits =
+        "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL "
+        "SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 "
+        "UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    buf_puts(s, "INSERT INTO reservation_units (shop_id, inventory_item_id, "
+                "inventory_group_id, id) SELECT ?, ?, ?, ? + n FROM (SELECT "
+                "a.d + 10 * b.d + 100 * c.d + 1000 * e.d AS n FROM ");
+    buf_puts(s, digits);
+    buf_puts(s, " a CROSS JOIN ");
+    buf_puts(s, digits);
+    buf_puts(s, " b CROSS JOIN ");
+    buf_puts(s, digits);
+    buf_puts(s, " c CROSS JOIN ");
+    buf_puts(s, digits);
+    buf_puts(s, " e) seq WHERE n < ?");
+    return 0;
+}
+
+int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv, int64_t n_rows,
+                 int64_t direct)
+{
+    if (n_rows < 0 || n_rows > 10000 || direct < 0 ||
+        lv->issued + n_rows + direct > lv->on_hand)
+        return ctx_fail(ctx, RSV_EDB,
+                        "internal: issuing %lld rows + %lld units exceeds "
+                        "the ledger", (long long)n_rows, (long long)direct);
+    if (n_rows > 0) {
+        args_reset(&ctx->args);
+        key_args(ctx, shop, lv);
+        arg_u64(&ctx->args, lv->next_id);
+        arg_i64(&ctx->args, n_rows);
+        int rc = sql_run(ctx, b_mint, 0, NULL, NULL);
+        if (rc)
+            return rc;
+    }
+    if (n_rows == 0 && direct == 0)
+        return RSV_OK;
+    return ledger_update(ctx, shop, lv, 0, 0, n_rows + direct, n_rows);
+}
+
+/* Rows the pool may take now: up to its cap, within what the ledger has
+ * not issued yet. */
+static int top_up(rsv_ctx *ctx, uint64_t shop, rsv_level *lv, int64_t *added)
+{
+    int64_t count = 0;
+    *added = 0;
+    int64_t avail = lv->on_hand - lv->issued;
+    if (avail <= 0)
+        return RSV_OK;
+    int rc = ledger_pool_count(ctx, shop, lv, &count);
+    if (rc)
+        return rc;
+    int64_t n = level_cap(ctx, lv) - count;
+    if (n > avail)
+        n = avail;
+    if (n <= 0)
+        return RSV_OK;
+    rc = ledger_issue(ctx, shop, lv, n, 0);
+    if (rc == RSV_OK)
+        *added = n;
+    return rc;
+}
+
+struct refill_arg {
+    uint64_t shop, key[2];
+    int skip;
+    int64_t added;
+};
+
+static int refill_body(rsv_ctx *ctx, void *p)
+{
+    struct refill_arg *a = p;
+    rsv_level lv;
+    size_t found = 0;
+    a->added = 0;
+    int rc = ledger_lock(ctx, a->shop, a->key, 1, a->skip, &lv, &found);
+    if (rc)
+        return rc;
+    if (found == 0) {
+        if (a->skip)
+            return RSV_OK; /* someone else is refilling (or no row) */
+        return ctx_fail(ctx, RSV_ENOITEM,
+                        "no stock ledger row for shop %llu item %llu "
+                        "location %llu: set its stock first",
+                        (unsigned long long)a->shop,
+                        (unsigned long long)a->key[0],
+                        (unsigned long long)a->key[1]);
+    }
+    if ((rc = ledger_fold(ctx, a->shop, &lv, NULL)))
+        return rc;
+    return top_up(ctx, a->shop, &lv, &a->added);
+}
+
+int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
+                  int skip, int64_t *added)
+{
+    struct refill_arg a = {shop, {item, loc}, skip, 0};
+    int rc = txn_run(ctx, 0, refill_body, &a);
+    if (added)
+        *added = rc == RSV_OK ? a.added : 0;
+    return rc;
+}
+
+RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t *added_out)
+{
+    if (added_out)
+        *added_out = 0;
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_REPLENISH);
+    int rc = ledger_refill(ctx, shop_id, item_id, location_id, 0, added_out);
+    return rc ? rc : ctx_ok(ctx);
+}

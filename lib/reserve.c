@@ -1,0 +1,751 @@
+/*
+ * reserve.c - holding a cart: the fast path, the slow path, and the
+ * statements both share to write the holds.
+ *
+ * Fast path (one transaction, a fixed number of statements whatever the
+ * cart size):
+ *   1. one UNION ALL statement locks the checkout row, reads the ledger
+ *      rows of every (item, location) of the cart without locking them
+ *      (hints: how far the pool reaches and whether the ledger has more),
+ *      and takes pool rows for every (item, location) with
+ *      FOR UPDATE SKIP LOCKED, so concurrent checkouts take different rows
+ *      instead of queueing;
+ *   2. the rows used are deleted, then the holds are written (pool before
+ *      holds: the lock order of internal.h);
+ *   3. COMMIT.  If a pool is running low, the pool is then topped up in a
+ *      separate transaction that skips the ledger row if another refiller
+ *      holds it, so no buyer ever waits behind a refill.
+ *
+ * Slow path, only when a pool read comes back short and the ledger may
+ * have more (the fast-path transaction is rolled back first, so nothing is
+ * held while waiting): lock the ledger rows in key order, fold settled and
+ * expired holds back, read the pool *waiting* for rows other checkouts hold
+ * (they may roll back), cover what the pool lacks straight from the ledger
+ * and top the pool up.  Only if the committed state then still cannot
+ * cover a line is the answer "out of stock".
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysqld_error.h>
+
+#include "internal.h"
+
+#define RSV_MAX_KEYS 1000 /* distinct (item, location) pairs per cart */
+#define DELETE_CHUNK 1024
+#define NEED_SLOW 1       /* allocate(): the fast path cannot decide */
+
+typedef struct rkey {
+    uint64_t item, loc;
+    int64_t want;        /* LIMIT of the pool read */
+    uint64_t *ids;       /* pool rows read, ascending */
+    size_t nids, cap_ids;
+    size_t used;         /* ids allocated to lines */
+    int64_t direct;      /* units issued straight from the ledger */
+    int64_t take;        /* units held at this key in total */
+    int have_hint;
+    uint64_t hint_next;  /* next_unit_id as last committed */
+    int64_t hint_avail;  /* on_hand - issued as last committed */
+    rsv_level lv;        /* slow path: the locked ledger row */
+} rkey;
+
+typedef struct rjob {
+    uint64_t shop;
+    const void *token;
+    size_t len;
+    rsv_cart *cart;
+    int64_t ttl_ms;
+    rkey *keys;
+    size_t nkeys;
+    size_t *line_keys;   /* per line, per location: index into keys */
+    size_t *line_off;    /* per line: offset into line_keys */
+    int prev_found, prev_status;
+    uint32_t prev_gen;
+    int64_t refill_added;
+} rjob;
+
+/* ---------------- statements ---------------- */
+
+#define SLOW_BIT 0x80000000u
+
+static void pool_part(rsv_buf *s, uint32_t k, int slow)
+{
+    buf_printf_u(s, " UNION ALL (SELECT 2, ", k,
+                 ", CAST(id AS SIGNED), 0, 0 FROM reservation_units WHERE "
+                 "shop_id = ? AND inventory_item_id = ? AND "
+                 "inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE");
+    buf_puts(s, slow ? ")" : " SKIP LOCKED)");
+}
+
+/* shape: number of keys, SLOW_BIT for the blocking variant.  Columns:
+ *   (0, status, generation, hold_count, 0)   the checkout row, locked
+ *   (1, item, location, next_unit_id, on_hand - issued)   ledger, unlocked
+ *   (2, key index, pool row id, 0, 0)        pool rows, locked
+ * The slow variant has only the pool parts, without SKIP LOCKED. */
+static int b_take(rsv_buf *s, uint32_t shape)
+{
+    uint32_t n = shape & ~SLOW_BIT;
+    int slow = (shape & SLOW_BIT) != 0;
+    if (!slow) {
+        buf_puts(s, "(SELECT 0, status, CAST(generation AS SIGNED), "
+                    "hold_count, 0 FROM reservation_checkouts WHERE "
+                    "shop_id = ? AND checkout_token = ? FOR UPDATE)");
+        buf_puts(s, " UNION ALL (SELECT 1, CAST(inventory_item_id AS SIGNED), "
+                    "CAST(inventory_group_id AS SIGNED), "
+                    "CAST(next_unit_id AS SIGNED), on_hand - issued FROM "
+                    "inventory_levels WHERE shop_id = ? AND "
+                    "(inventory_item_id, inventory_group_id) IN (");
+        for (uint32_t i = 0; i < n; i++)
+            buf_puts(s, i ? ",(?,?)" : "(?,?)");
+        buf_puts(s, "))");
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        if (slow && k == 0)
+            buf_puts(s, "(SELECT 2, 0, 0, 0, 0 FROM DUAL WHERE 0)");
+        pool_part(s, k, slow);
+    }
+    return 0;
+}
+
+/* The slow path locks the checkout row on its own, before the ledger rows
+ * (lock order 1 then 2), and only then waits for pool rows (3). */
+static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT status, CAST(generation AS SIGNED), hold_count FROM "
+                "reservation_checkouts WHERE shop_id = ? AND "
+                "checkout_token = ? FOR UPDATE");
+    return 0;
+}
+
+static int b_units_delete(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "DELETE FROM reservation_units WHERE shop_id = ? AND "
+                "(inventory_item_id, inventory_group_id, id) IN (");
+    for (uint32_t i = 0; i < n; i++)
+        buf_puts(s, i ? ",(?,?,?)" : "(?,?,?)");
+    buf_puts(s, ")");
+    return 0;
+}
+
+/* Padding rows repeat the last hold; ON DUPLICATE KEY UPDATE makes the
+ * repeat a no-op (holds are one row per key by construction). */
+static int b_holds_insert(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "INSERT INTO reserved_quantities (shop_id, checkout_token, "
+                "inventory_item_id, inventory_group_id, quantity, generation, "
+                "expires_at, created_at) VALUES ");
+    for (uint32_t i = 0; i < n; i++)
+        buf_puts(s, i ? ",(?,?,?,?,?,?,NOW(6) + INTERVAL ? MICROSECOND,NOW(6))"
+                      : "(?,?,?,?,?,?,NOW(6) + INTERVAL ? MICROSECOND,NOW(6))");
+    buf_puts(s, " ON DUPLICATE KEY UPDATE quantity = VALUES(quantity)");
+    return 0;
+}
+
+static int b_checkout_write(rsv_buf *s, uint32_t update)
+{
+    if (update)
+        buf_puts(s, "UPDATE reservation_checkouts SET status = 1, "
+                    "generation = ?, hold_count = ?, expires_at = NOW(6) + "
+                    "INTERVAL ? MICROSECOND, updated_at = NOW(6) WHERE "
+                    "shop_id = ? AND checkout_token = ?");
+    else
+        buf_puts(s, "INSERT INTO reservation_checkouts (generation, "
+                    "hold_count, expires_at, shop_id, checkout_token, status, "
+                    "created_at, updated_at) VALUES (?, ?, NOW(6) + INTERVAL ? "
+                    "MICROSECOND, ?, ?, 1, NOW(6), NOW(6))");
+    return 0;
+}
+
+/* ---------------- the job ---------------- */
+
+static int cmp_key(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    if (x[1] != y[1])
+        return x[1] < y[1] ? -1 : 1;
+    return 0;
+}
+
+static void job_free(rjob *j)
+{
+    if (j->keys)
+        for (size_t k = 0; k < j->nkeys; k++)
+            free(j->keys[k].ids);
+    free(j->keys);
+    free(j->line_keys);
+    free(j->line_off);
+}
+
+/* Distinct (item, location) keys in ascending order: the order pool rows
+ * and ledger rows are locked in. */
+static int job_build(rsv_ctx *ctx, rjob *j)
+{
+    rsv_cart *c = j->cart;
+    size_t total = 0;
+    for (size_t l = 0; l < c->n; l++)
+        total += c->lines[l].n_locs;
+    uint64_t *pairs = malloc(total * 2 * sizeof *pairs);
+    j->line_keys = malloc(total * sizeof *j->line_keys);
+    j->line_off = malloc(c->n * sizeof *j->line_off);
+    if (!pairs || !j->line_keys || !j->line_off) {
+        free(pairs);
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    }
+    size_t p = 0;
+    for (size_t l = 0; l < c->n; l++) {
+        j->line_off[l] = p;
+        for (size_t i = 0; i < c->lines[l].n_locs; i++, p++) {
+            pairs[2 * p] = c->lines[l].item;
+            pairs[2 * p + 1] = c->lines[l].locs[i];
+        }
+    }
+    qsort(pairs, total, 2 * sizeof *pairs, cmp_key);
+    size_t n = 0;
+    for (size_t i = 0; i < total; i++)
+        if (n == 0 || cmp_key(&pairs[2 * i], &pairs[2 * (n - 1)]) != 0) {
+            pairs[2 * n] = pairs[2 * i];
+            pairs[2 * n + 1] = pairs[2 * i + 1];
+            n++;
+        }
+    if (n > RSV_MAX_KEYS) {
+        free(pairs);
+        return ctx_fail(ctx, RSV_ETOOBIG,
+                        "the cart names %zu distinct item/location pairs; "
+                        "at most %d per reserve", n, RSV_MAX_KEYS);
+    }
+    j->keys = calloc(n, sizeof *j->keys);
+    if (!j->keys) {
+        free(pairs);
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    }
+    j->nkeys = n;
+    for (size_t k = 0; k < n; k++) {
+        j->keys[k].item = pairs[2 * k];
+        j->keys[k].loc = pairs[2 * k + 1];
+    }
+    for (size_t l = 0; l < c->n; l++) {
+        rsv_line *ln = &c->lines[l];
+        for (size_t i = 0; i < ln->n_locs; i++) {
+            uint64_t key[2] = {ln->item, ln->locs[i]};
+            uint64_t *hit = bsearch(key, pairs, n, 2 * sizeof *pairs, cmp_key);
+            size_t k = (size_t)(hit - pairs) / 2;
+            j->line_keys[j->line_off[l] + i] = k;
+            /* Lock enough rows at every candidate location for every line
+             * that may use it; the surplus is unlocked at commit. */
+            if (j->keys[k].want <= RSV_QUANTITY_MAX)
+                j->keys[k].want += ln->qty;
+        }
+    }
+    free(pairs);
+    return RSV_OK;
+}
+
+static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
+{
+    if (k->nids == k->cap_ids) {
+        size_t cap = k->cap_ids ? k->cap_ids * 2 : 8;
+        uint64_t *ids = realloc(k->ids, cap * sizeof *ids);
+        if (!ids)
+            return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+        k->ids = ids;
+        k->cap_ids = cap;
+    }
+    k->ids[k->nids++] = id;
+    return RSV_OK;
+}
+
+static void job_reset_pass(rjob *j)
+{
+    j->prev_found = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        rkey *key = &j->keys[k];
+        key->nids = key->used = 0;
+        key->direct = key->take = 0;
+        key->have_hint = 0;
+    }
+    for (size_t l = 0; l < j->cart->n; l++)
+        memset(j->cart->lines[l].alloc, 0,
+               j->cart->lines[l].n_locs * sizeof(int64_t));
+}
+
+/* Run the take statement and sort its rows into the job. */
+static int take(rsv_ctx *ctx, rjob *j, int slow)
+{
+    uint32_t n = (uint32_t)j->nkeys;
+    args_reset(&ctx->args);
+    if (!slow) {
+        arg_u64(&ctx->args, j->shop);
+        arg_bin(&ctx->args, j->token, j->len);
+        arg_u64(&ctx->args, j->shop);
+        for (size_t k = 0; k < j->nkeys; k++) {
+            arg_u64(&ctx->args, j->keys[k].item);
+            arg_u64(&ctx->args, j->keys[k].loc);
+        }
+    }
+    for (size_t k = 0; k < j->nkeys; k++) {
+        arg_u64(&ctx->args, j->shop);
+        arg_u64(&ctx->args, j->keys[k].item);
+        arg_u64(&ctx->args, j->keys[k].loc);
+        arg_i64(&ctx->args, j->keys[k].want);
+    }
+    int rc = sql_run(ctx, b_take, n | (slow ? SLOW_BIT : 0), "iiiii", NULL);
+    if (rc)
+        return rc;
+    rsv_res *r = &ctx->res;
+    size_t hk = 0; /* ledger rows come back in key order */
+    for (size_t i = 0; i < r->rows; i++) {
+        switch (RES_I(r, i, 0)) {
+        case 0:
+            j->prev_found = 1;
+            j->prev_status = (int)RES_I(r, i, 1);
+            j->prev_gen = (uint32_t)RES_I(r, i, 2);
+            break;
+        case 1: {
+            uint64_t item = (uint64_t)RES_I(r, i, 1);
+            uint64_t loc = (uint64_t)RES_I(r, i, 2);
+            while (hk < j->nkeys &&
+                   (j->keys[hk].item != item || j->keys[hk].loc != loc))
+                hk++;
+            if (hk < j->nkeys) {
+                j->keys[hk].have_hint = 1;
+                j->keys[hk].hint_next = (uint64_t)RES_I(r, i, 3);
+                j->keys[hk].hint_avail = RES_I(r, i, 4);
+            }
+            break;
+        }
+        default: {
+            size_t k = (size_t)RES_I(r, i, 1);
+            if (k < j->nkeys &&
+                (rc = key_push_id(ctx, &j->keys[k], (uint64_t)RES_I(r, i, 2))))
+                return rc;
+            break;
+        }
+        }
+    }
+    return RSV_OK;
+}
+
+/* Units key k can still give: pool rows read and not yet allocated, plus,
+ * on the slow path, what the locked ledger has not issued. */
+static int64_t key_cover(const rkey *k, int slow)
+{
+    int64_t c = (int64_t)(k->nids - k->used);
+    if (slow)
+        c += k->lv.on_hand - k->lv.issued - k->direct;
+    return c;
+}
+
+static void key_take(rkey *k, int64_t n)
+{
+    int64_t from_pool = (int64_t)(k->nids - k->used);
+    if (from_pool > n)
+        from_pool = n;
+    k->used += (size_t)from_pool;
+    k->direct += n - from_pool;
+    k->take += n;
+}
+
+/* The fast path may pass over a short location only when its ledger had
+ * nothing left to refill it with (as last committed). */
+static int fast_may_skip(const rkey *k)
+{
+    return k->have_hint && k->hint_avail <= 0;
+}
+
+/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW (fast path
+ * only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
+static int allocate(rsv_ctx *ctx, rjob *j, int slow)
+{
+    rsv_cart *c = j->cart;
+    for (size_t l = 0; l < c->n; l++) {
+        rsv_line *ln = &c->lines[l];
+        const size_t *lk = &j->line_keys[j->line_off[l]];
+        int64_t remaining = ln->qty;
+        if (!(ln->flags & RSV_LINE_SPLIT)) {
+            size_t i;
+            for (i = 0; i < ln->n_locs; i++) {
+                rkey *k = &j->keys[lk[i]];
+                if (key_cover(k, slow) >= ln->qty)
+                    break;
+                if (!slow && !fast_may_skip(k))
+                    return NEED_SLOW;
+            }
+            if (i < ln->n_locs) {
+                key_take(&j->keys[lk[i]], ln->qty);
+                ln->alloc[i] = ln->qty;
+                remaining = 0;
+            }
+        } else {
+            for (size_t i = 0; i < ln->n_locs && remaining > 0; i++) {
+                rkey *k = &j->keys[lk[i]];
+                int64_t t = key_cover(k, slow);
+                if (t > remaining)
+                    t = remaining;
+                if (t < remaining && !slow && !fast_may_skip(k))
+                    return NEED_SLOW;
+                if (t > 0) {
+                    key_take(k, t);
+                    ln->alloc[i] = t;
+                    remaining -= t;
+                }
+            }
+        }
+        if (remaining > 0) {
+            if (!slow)
+                return NEED_SLOW;
+            c->failed_line = l;
+            return ctx_fail(ctx, RSV_EOUTOFSTOCK,
+                            "line %zu (item %llu, %lld units) cannot be "
+                            "covered at its %zu location(s)", l,
+                            (unsigned long long)ln->item, (long long)ln->qty,
+                            ln->n_locs);
+        }
+    }
+    return RSV_OK;
+}
+
+static int unknown_key(rsv_ctx *ctx, rjob *j, const rkey *k)
+{
+    for (size_t l = 0; l < j->cart->n; l++)
+        for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
+            if (&j->keys[j->line_keys[j->line_off[l] + i]] == k) {
+                j->cart->failed_line = l;
+                l = j->cart->n;
+                break;
+            }
+    return ctx_fail(ctx, RSV_ENOITEM,
+                    "no stock ledger row for shop %llu item %llu location "
+                    "%llu: set its stock first (rsv_stock_set)",
+                    (unsigned long long)j->shop, (unsigned long long)k->item,
+                    (unsigned long long)k->loc);
+}
+
+/* ---------------- writing the holds ---------------- */
+
+static int delete_used(rsv_ctx *ctx, rjob *j)
+{
+    size_t k = 0, i = 0;
+    for (;;) {
+        /* gather up to DELETE_CHUNK (key, id) tuples */
+        size_t start_k = k, start_i = i, n = 0;
+        while (k < j->nkeys && n < DELETE_CHUNK) {
+            if (i < j->keys[k].used) {
+                n++;
+                i++;
+            } else {
+                k++;
+                i = 0;
+            }
+        }
+        if (n == 0)
+            return RSV_OK;
+        uint32_t bucket = sql_bucket(n);
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, j->shop);
+        size_t kk = start_k, ii = start_i, emitted = 0;
+        const rkey *last = NULL;
+        uint64_t last_id = 0;
+        while (emitted < n) {
+            if (ii < j->keys[kk].used) {
+                last = &j->keys[kk];
+                last_id = last->ids[ii++];
+                arg_u64(&ctx->args, last->item);
+                arg_u64(&ctx->args, last->loc);
+                arg_u64(&ctx->args, last_id);
+                emitted++;
+            } else {
+                kk++;
+                ii = 0;
+            }
+        }
+        for (; emitted < bucket; emitted++) { /* pad: repeat the last row */
+            arg_u64(&ctx->args, last->item);
+            arg_u64(&ctx->args, last->loc);
+            arg_u64(&ctx->args, last_id);
+        }
+        uint64_t affected = 0;
+        int rc = sql_run(ctx, b_units_delete, bucket, NULL, &affected);
+        if (rc)
+            return rc;
+        if (affected != n)
+            /* Cannot happen while we hold the row locks; refuse rather
+             * than hold units that are not ours. */
+            return ctx_fail(ctx, RSV_EDB,
+                            "internal: deleted %llu of %zu pool rows",
+                            (unsigned long long)affected, n);
+    }
+}
+
+static int write_holds(rsv_ctx *ctx, rjob *j)
+{
+    size_t nholds = 0;
+    for (size_t k = 0; k < j->nkeys; k++)
+        nholds += j->keys[k].take > 0;
+    uint32_t gen = j->prev_found ? j->prev_gen + 1 : 1;
+    int64_t ttl_us = j->ttl_ms * 1000;
+
+    int rc = delete_used(ctx, j);
+    if (rc)
+        return rc;
+    if (j->prev_found && j->prev_status == ST_HELD &&
+        (rc = holds_settle(ctx, j->shop, j->token, j->len, j->prev_gen,
+                           ST_RELEASED)))
+        return rc;
+
+    args_reset(&ctx->args);
+    arg_i64(&ctx->args, gen);
+    arg_i64(&ctx->args, (int64_t)nholds);
+    arg_i64(&ctx->args, ttl_us);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    rc = sql_run(ctx, b_checkout_write, j->prev_found ? 1 : 0, NULL, NULL);
+    if (rc) {
+        /* Two reserves of one new token raced to create its row: retry,
+         * the second attempt finds and locks it. */
+        if (ctx->db_errno == ER_DUP_ENTRY)
+            return RSV__RETRY;
+        return rc;
+    }
+
+    uint32_t bucket = sql_bucket(nholds);
+    args_reset(&ctx->args);
+    size_t emitted = 0;
+    const rkey *last = NULL;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        if (j->keys[k].take <= 0)
+            continue;
+        last = &j->keys[k];
+        arg_u64(&ctx->args, j->shop);
+        arg_bin(&ctx->args, j->token, j->len);
+        arg_u64(&ctx->args, last->item);
+        arg_u64(&ctx->args, last->loc);
+        arg_i64(&ctx->args, last->take);
+        arg_i64(&ctx->args, gen);
+        arg_i64(&ctx->args, ttl_us);
+        emitted++;
+    }
+    for (; emitted < bucket; emitted++) {
+        arg_u64(&ctx->args, j->shop);
+        arg_bin(&ctx->args, j->token, j->len);
+        arg_u64(&ctx->args, last->item);
+        arg_u64(&ctx->args, last->loc);
+        arg_i64(&ctx->args, last->take);
+        arg_i64(&ctx->args, gen);
+        arg_i64(&ctx->args, ttl_us);
+    }
+    return sql_run(ctx, b_holds_insert, bucket, NULL, NULL);
+}
+
+static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
+{
+    if (j->prev_found && j->prev_status == ST_CLAIMED)
+        return ctx_fail(ctx, RSV_ECLAIMED,
+                        "the checkout was already claimed; use a new token "
+                        "for a new checkout");
+    return RSV_OK;
+}
+
+/* ---------------- the two paths ---------------- */
+
+static int fast_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    int rc = take(ctx, j, 0);
+    if (rc)
+        return rc;
+    if ((rc = refuse_claimed(ctx, j)))
+        return rc;
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (!j->keys[k].have_hint)
+            return unknown_key(ctx, j, &j->keys[k]);
+    rc = allocate(ctx, j, 0);
+    if (rc == NEED_SLOW)
+        return NEED_SLOW; /* rolled back by the frame: nothing held */
+    if (rc)
+        return rc;
+    return write_holds(ctx, j);
+}
+
+static int slow_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    /* 1. the checkout row */
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    int rc = sql_run(ctx, b_lock_checkout_row, 0, "iii", NULL);
+    if (rc)
+        return rc;
+    if (ctx->res.rows) {
+        j->prev_found = 1;
+        j->prev_status = (int)RES_I(&ctx->res, 0, 0);
+        j->prev_gen = (uint32_t)RES_I(&ctx->res, 0, 1);
+    }
+    if ((rc = refuse_claimed(ctx, j)))
+        return rc;
+
+    /* 2. ledger rows, ascending key order */
+    uint64_t *pairs = malloc(j->nkeys * 2 * sizeof *pairs);
+    rsv_level *lv = malloc(j->nkeys * sizeof *lv);
+    if (!pairs || !lv) {
+        free(pairs);
+        free(lv);
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < j->nkeys; k++) {
+        pairs[2 * k] = j->keys[k].item;
+        pairs[2 * k + 1] = j->keys[k].loc;
+    }
+    size_t found = 0;
+    rc = ledger_lock(ctx, j->shop, pairs, j->nkeys, 0, lv, &found);
+    free(pairs);
+    if (rc) {
+        free(lv);
+        return rc;
+    }
+    for (size_t k = 0, f = 0; k < j->nkeys; k++) {
+        if (f < found && lv[f].item == j->keys[k].item &&
+            lv[f].loc == j->keys[k].loc)
+            j->keys[k].lv = lv[f++];
+        else {
+            free(lv);
+            return unknown_key(ctx, j, &j->keys[k]);
+        }
+    }
+    free(lv);
+    for (size_t k = 0; k < j->nkeys; k++)
+        if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, NULL)))
+            return rc;
+    /* 3. pool rows, waiting for rows in-flight checkouts hold: they may
+     * roll back, and only then is a short pool really short. */
+    if ((rc = take(ctx, j, 1)))
+        return rc;
+    if ((rc = allocate(ctx, j, 1)))
+        return rc;
+    /* Issue what the pool lacked straight from the ledger, and top the
+     * pool up so the next buyers take the fast path again. */
+    for (size_t k = 0; k < j->nkeys; k++) {
+        rkey *key = &j->keys[k];
+        int64_t rows = 0;
+        int64_t left = key->lv.on_hand - key->lv.issued - key->direct;
+        if (left > 0 && (int64_t)key->nids < key->want) {
+            int64_t count = 0;
+            if ((rc = ledger_pool_count(ctx, j->shop, &key->lv, &count)))
+                return rc;
+            rows = level_cap(ctx, &key->lv) - (count - (int64_t)key->used);
+            if (rows > left)
+                rows = left;
+            if (rows < 0)
+                rows = 0;
+        }
+        if ((rows || key->direct) &&
+            (rc = ledger_issue(ctx, j->shop, &key->lv, rows, key->direct)))
+            return rc;
+        j->refill_added += rows;
+    }
+    return write_holds(ctx, j);
+}
+
+/* After a fast-path commit: top up pools that are running low, without
+ * waiting for a refiller already at work. */
+static void refill_ahead(rsv_ctx *ctx, rjob *j)
+{
+    if (ctx->opts.flags & RSV_OPT_NO_PROACTIVE_REFILL)
+        return;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        rkey *key = &j->keys[k];
+        if (!key->have_hint || key->hint_avail <= 0)
+            continue;
+        uint64_t top = key->used ? key->ids[key->used - 1]
+                                 : (key->nids ? key->ids[0] : 0);
+        int64_t left = key->nids == 0 ? 0
+                                      : (int64_t)(key->hint_next - 1 - top);
+        if (left >= ctx->opts.refill_low_water && key->nids >= (size_t)key->want)
+            continue;
+        int64_t added = 0;
+        /* Best effort: the reserve already committed; a failed refill only
+         * means the next short reserve refills instead. */
+        char msg[sizeof ctx->msg];
+        memcpy(msg, ctx->msg, sizeof msg);
+        (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added);
+        memcpy(ctx->msg, msg, sizeof msg);
+        j->refill_added += added;
+    }
+}
+
+RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                           size_t token_len, rsv_cart *cart, int64_t ttl_ms)
+{
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_RESERVE);
+    if (!cart)
+        return ctx_fail(ctx, RSV_EINVAL, "cart is NULL");
+    cart->failed_line = (size_t)-1;
+    int rc = check_token(ctx, token, token_len);
+    if (rc)
+        return rc;
+    if (cart->n == 0)
+        return ctx_fail(ctx, RSV_EEMPTY, "the cart has no lines");
+    if ((rc = check_ttl(ctx, &ttl_ms)))
+        return rc;
+    if (txn_caller_open(ctx))
+        return ctx_fail(ctx, RSV_EINTXN,
+                        "rsv_reserve runs its own transaction; the "
+                        "connection is inside one (commit or roll back "
+                        "first)");
+    rjob j;
+    memset(&j, 0, sizeof j);
+    j.shop = shop_id;
+    j.token = token;
+    j.len = token_len;
+    j.cart = cart;
+    j.ttl_ms = ttl_ms;
+    if ((rc = job_build(ctx, &j))) {
+        job_free(&j);
+        return rc;
+    }
+    rc = txn_run(ctx, 0, fast_body, &j);
+    if (rc == NEED_SLOW)
+        rc = txn_run(ctx, 0, slow_body, &j);
+    else if (rc == RSV_OK)
+        refill_ahead(ctx, &j);
+    if (rc != RSV_OK)
+        job_reset_pass(&j); /* no allocation on failure (failed_line kept) */
+    job_free(&j);
+    return rc ? rc : ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
+                               const void *token, size_t token_len,
+                               uint64_t item_id, uint64_t location_id,
+                               int64_t quantity, int64_t ttl_ms)
+{
+    if (!ctx)
+        return RSV_EINVAL;
+    rsv_cart cart;
+    rsv_line line;
+    int64_t alloc = 0;
+    uint64_t loc = location_id;
+    memset(&cart, 0, sizeof cart);
+    memset(&line, 0, sizeof line);
+    if (quantity < 1 || quantity > RSV_QUANTITY_MAX) {
+        op_begin(ctx, OP_RESERVE);
+        return ctx_fail(ctx, RSV_EQUANTITY,
+                        "quantity must be 1..%d, not %lld", RSV_QUANTITY_MAX,
+                        (long long)quantity);
+    }
+    line.item = item_id;
+    line.locs = &loc;
+    line.n_locs = 1;
+    line.qty = quantity;
+    line.alloc = &alloc;
+    cart.lines = &line;
+    cart.n = cart.cap = 1;
+    return rsv_reserve(ctx, shop_id, token, token_len, &cart, ttl_ms);
+}

@@ -1,0 +1,437 @@
+/*
+ * sql.c - prepared statements: the cache, parameter binding, execution and
+ * result fetching.
+ *
+ * Every statement the library sends goes through sql_run() or sql_text(),
+ * so this file is the one place that knows how a statement is tagged
+ * (conn_tag comment), how results are drained (always completely, so the
+ * application's next query never sees "commands out of sync"), and how a
+ * new connection invalidates the prepared statements (they are prepared
+ * again on first use: after a reconnect every server-side handle is gone).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "internal.h"
+
+/* ---------------- buffers ---------------- */
+
+static void buf_reserve(rsv_buf *b, size_t extra)
+{
+    if (b->oom || b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+void buf_putn(rsv_buf *b, const char *s, size_t n)
+{
+    buf_reserve(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void buf_puts(rsv_buf *b, const char *s) { buf_putn(b, s, strlen(s)); }
+
+void buf_printf_u(rsv_buf *b, const char *before, uint64_t v, const char *after)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+    buf_puts(b, before);
+    buf_puts(b, num);
+    buf_puts(b, after);
+}
+
+void buf_free(rsv_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---------------- parameters ---------------- */
+
+static rsv_val *arg_push(rsv_args *a)
+{
+    if (a->oom)
+        return NULL;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        rsv_val *v = realloc(a->v, cap * sizeof *v);
+        if (!v) {
+            a->oom = 1;
+            return NULL;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    rsv_val *v = &a->v[a->n++];
+    memset(v, 0, sizeof *v);
+    return v;
+}
+
+void args_reset(rsv_args *a)
+{
+    a->n = 0;
+    a->oom = 0;
+}
+
+void arg_i64(rsv_args *a, int64_t x)
+{
+    rsv_val *v = arg_push(a);
+    if (v) {
+        v->type = V_I64;
+        v->v.i = x;
+    }
+}
+
+void arg_u64(rsv_args *a, uint64_t x)
+{
+    rsv_val *v = arg_push(a);
+    if (v) {
+        v->type = V_U64;
+        v->v.u = x;
+    }
+}
+
+void arg_bin(rsv_args *a, const void *p, size_t len)
+{
+    rsv_val *v = arg_push(a);
+    if (v) {
+        v->type = V_BIN;
+        v->p = p;
+        v->len = (unsigned long)len;
+    }
+}
+
+void args_free(rsv_args *a)
+{
+    free(a->v);
+    free(a->binds);
+    memset(a, 0, sizeof *a);
+}
+
+static int args_bind(rsv_args *a)
+{
+    if (a->n > a->binds_cap) {
+        MYSQL_BIND *b = realloc(a->binds, a->n * sizeof *b);
+        if (!b)
+            return -1;
+        a->binds = b;
+        a->binds_cap = a->n;
+    }
+    if (a->n)
+        memset(a->binds, 0, a->n * sizeof *a->binds);
+    for (size_t i = 0; i < a->n; i++) {
+        MYSQL_BIND *b = &a->binds[i];
+        rsv_val *v = &a->v[i];
+        switch (v->type) {
+        case V_I64:
+            b->buffer_type = MYSQL_TYPE_LONGLONG;
+            b->buffer = &v->v.i;
+            break;
+        case V_U64:
+            b->buffer_type = MYSQL_TYPE_LONGLONG;
+            b->buffer = &v->v.u;
+            b->is_unsigned = 1;
+            break;
+        default:
+            /* BLOB: sent as a binary string, compared byte-exact against
+             * the VARBINARY token columns. */
+            b->buffer_type = MYSQL_TYPE_BLOB;
+            b->buffer = (void *)v->p;
+            b->buffer_length = v->len;
+            b->length = &v->len;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* ---------------- results ---------------- */
+
+void res_free(rsv_res *r)
+{
+    free(r->ints);
+    free(r->nulls);
+    free(r->bins);
+    memset(r, 0, sizeof *r);
+}
+
+static int res_grow(rsv_res *r)
+{
+    size_t cap = r->cap_rows ? r->cap_rows * 2 : 64;
+    int64_t *ints = realloc(r->ints, cap * r->ncols * sizeof *ints);
+    if (!ints)
+        return -1;
+    r->ints = ints;
+    unsigned char *nulls = realloc(r->nulls, cap * r->ncols);
+    if (!nulls)
+        return -1;
+    r->nulls = nulls;
+    if (strchr(r->spec, COL_B)) {
+        unsigned char *bins =
+            realloc(r->bins, cap * r->ncols * (RSV_TOKEN_MAX + 1));
+        if (!bins)
+            return -1;
+        r->bins = bins;
+    }
+    r->cap_rows = cap;
+    return 0;
+}
+
+/* ---------------- the cache ---------------- */
+
+uint32_t sql_bucket(size_t n)
+{
+    uint32_t b = 1;
+    while (b < n)
+        b <<= 1;
+    return b;
+}
+
+void sql_cache_clear(rsv_ctx *ctx)
+{
+    for (int i = 0; i < RSV_STMT_CACHE; i++) {
+        if (ctx->stmts[i].stmt)
+            mysql_stmt_close(ctx->stmts[i].stmt);
+        memset(&ctx->stmts[i], 0, sizeof ctx->stmts[i]);
+    }
+}
+
+static const char *op_tag_names[OP__COUNT] = {
+    "open", "reserve", "claim", "release", "extend", "status",
+    "replenish", "sweep", "stock", "audit",
+};
+
+void sql_tag(rsv_ctx *ctx, rsv_buf *b)
+{
+    buf_puts(b, "/* ");
+    buf_puts(b, ctx->tag_prefix);
+    buf_puts(b, op_tag_names[ctx->op]);
+    buf_puts(b, " */ ");
+}
+
+/* The connection changed under us (the application reconnected): every
+ * server-side statement handle is gone, prepare them again on demand. */
+static void check_connection(rsv_ctx *ctx)
+{
+    unsigned long tid = mysql_thread_id(ctx->conn);
+    if (tid != ctx->thread_id) {
+        sql_cache_clear(ctx);
+        ctx->thread_id = tid;
+    }
+}
+
+static int stmt_fail(rsv_ctx *ctx, MYSQL_STMT *st, const char *what)
+{
+    return ctx_db_fail(ctx, mysql_stmt_errno(st), mysql_stmt_error(st), what);
+}
+
+static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
+                                uint32_t shape, int *rc)
+{
+    rsv_stmt_slot *victim = &ctx->stmts[0];
+    *rc = RSV_OK;
+    for (int i = 0; i < RSV_STMT_CACHE; i++) {
+        rsv_stmt_slot *s = &ctx->stmts[i];
+        if (s->stmt && s->build == build && s->shape == shape &&
+            s->op == ctx->op) {
+            s->last_used = ++ctx->use_clock;
+            return s;
+        }
+        if (!s->stmt || (victim->stmt && s->last_used < victim->last_used))
+            victim = s;
+    }
+    if (victim->stmt)
+        mysql_stmt_close(victim->stmt);
+    memset(victim, 0, sizeof *victim);
+
+    rsv_buf *sql = &ctx->sql;
+    sql->len = 0;
+    sql->oom = 0;
+    sql_tag(ctx, sql);
+    if (build(sql, shape) != 0 || sql->oom) {
+        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
+        return NULL;
+    }
+    MYSQL_STMT *st = mysql_stmt_init(ctx->conn);
+    if (!st) {
+        *rc = ctx_fail(ctx, RSV_ENOMEM, "mysql_stmt_init failed");
+        return NULL;
+    }
+    if (mysql_stmt_prepare(st, sql->p, sql->len) != 0) {
+        *rc = stmt_fail(ctx, st, "prepare");
+        mysql_stmt_close(st);
+        return NULL;
+    }
+    victim->build = build;
+    victim->shape = shape;
+    victim->op = ctx->op;
+    victim->stmt = st;
+    victim->last_used = ++ctx->use_clock;
+    return victim;
+}
+
+static void cache_drop(rsv_ctx *ctx, rsv_stmt_slot *s)
+{
+    mysql_stmt_close(s->stmt);
+    memset(s, 0, sizeof *s);
+    (void)ctx;
+}
+
+static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
+{
+    rsv_res *r = &ctx->res;
+    size_t ncols = strlen(spec);
+    if (r->spec && (r->ncols != ncols || strcmp(r->spec, spec) != 0)) {
+        /* Different shape from the previous result: restart the buffers. */
+        res_free(r);
+    }
+    r->spec = spec;
+    r->ncols = ncols;
+    r->rows = 0;
+
+    MYSQL_BIND out[16];
+    int64_t ival[16];
+    my_bool isnull[16];
+    unsigned long blen[16];
+    unsigned char bbuf[16][RSV_TOKEN_MAX];
+    if (ncols > 16 || mysql_stmt_field_count(st) != ncols) {
+        mysql_stmt_free_result(st);
+        return ctx_fail(ctx, RSV_EDB,
+                        "internal: result has %u columns, expected %zu",
+                        mysql_stmt_field_count(st), ncols);
+    }
+    memset(out, 0, sizeof out);
+    for (size_t c = 0; c < ncols; c++) {
+        out[c].is_null = &isnull[c];
+        if (spec[c] == COL_B) {
+            out[c].buffer_type = MYSQL_TYPE_BLOB;
+            out[c].buffer = bbuf[c];
+            out[c].buffer_length = RSV_TOKEN_MAX;
+            out[c].length = &blen[c];
+        } else {
+            out[c].buffer_type = MYSQL_TYPE_LONGLONG;
+            out[c].buffer = &ival[c];
+        }
+    }
+    if (mysql_stmt_bind_result(st, out) != 0) {
+        int rc = stmt_fail(ctx, st, "bind result");
+        mysql_stmt_free_result(st);
+        return rc;
+    }
+    int rc = RSV_OK;
+    for (;;) {
+        int f = mysql_stmt_fetch(st);
+        if (f == MYSQL_NO_DATA)
+            break;
+        if (f == 1) {
+            rc = stmt_fail(ctx, st, "fetch");
+            break;
+        }
+        /* MYSQL_DATA_TRUNCATED cannot happen for tokens (the columns are
+         * VARBINARY(128)); treat it as an error rather than guess. */
+        if (f == MYSQL_DATA_TRUNCATED) {
+            rc = ctx_fail(ctx, RSV_EDB, "internal: truncated result column");
+            break;
+        }
+        if (r->rows == r->cap_rows && res_grow(r) != 0) {
+            rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory reading a result");
+            break;
+        }
+        for (size_t c = 0; c < ncols; c++) {
+            size_t i = r->rows * ncols + c;
+            r->nulls[i] = isnull[c] ? 1 : 0;
+            r->ints[i] = isnull[c] || spec[c] == COL_B ? 0 : ival[c];
+            if (spec[c] == COL_B) {
+                unsigned char *dst = &r->bins[i * (RSV_TOKEN_MAX + 1)];
+                size_t n = isnull[c] ? 0 : blen[c];
+                dst[0] = (unsigned char)n;
+                memcpy(dst + 1, bbuf[c], n);
+            }
+        }
+        r->rows++;
+    }
+    /* Always drain: the connection must be usable by the application. */
+    mysql_stmt_free_result(st);
+    return rc;
+}
+
+int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+            const char *spec, uint64_t *affected)
+{
+    if (ctx->args.oom)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding parameters");
+    check_connection(ctx);
+    for (int attempt = 0;; attempt++) {
+        int rc;
+        rsv_stmt_slot *slot = cache_get(ctx, build, shape, &rc);
+        if (!slot)
+            return rc;
+        MYSQL_STMT *st = slot->stmt;
+        if (mysql_stmt_param_count(st) != ctx->args.n) {
+            return ctx_fail(ctx, RSV_EDB,
+                            "internal: statement takes %lu parameters, %zu "
+                            "given", mysql_stmt_param_count(st), ctx->args.n);
+        }
+        if (args_bind(&ctx->args) != 0)
+            return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding");
+        if (ctx->args.n && mysql_stmt_bind_param(st, ctx->args.binds) != 0)
+            return stmt_fail(ctx, st, "bind");
+        if (mysql_stmt_execute(st) != 0) {
+            unsigned int err = mysql_stmt_errno(st);
+            /* The server forgot the handle (e.g. after a failover proxy
+             * switched connections): nothing ran, prepare again once. */
+            if (err == ER_UNKNOWN_STMT_HANDLER && attempt == 0) {
+                cache_drop(ctx, slot);
+                continue;
+            }
+            rc = stmt_fail(ctx, st, "execute");
+            if (rsv_is_conn_errno(err))
+                cache_drop(ctx, slot);
+            return rc;
+        }
+        if (affected)
+            *affected = (uint64_t)mysql_stmt_affected_rows(st);
+        if (spec)
+            return fetch_all(ctx, st, spec);
+        if (mysql_stmt_field_count(st) != 0)
+            mysql_stmt_free_result(st);
+        return RSV_OK;
+    }
+}
+
+int sql_text(rsv_ctx *ctx, const char *text)
+{
+    rsv_buf *sql = &ctx->sql;
+    sql->len = 0;
+    sql->oom = 0;
+    sql_tag(ctx, sql);
+    buf_puts(sql, text);
+    if (sql->oom)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    if (mysql_real_query(ctx->conn, sql->p, sql->len) != 0)
+        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
+                           text);
+    /* Transaction control returns no rows, but drain defensively. */
+    MYSQL_RES *r = mysql_store_result(ctx->conn);
+    if (r)
+        mysql_free_result(r);
+    return RSV_OK;
+}

@@ -1,0 +1,211 @@
+/*
+ * stock.c - the merchant's side of the ledger: setting, adjusting and
+ * reading stock on hand.
+ *
+ * A stock change locks the ledger row (lock order 2), folds settled and
+ * expired holds first so it works on current numbers, and when stock drops
+ * below what the pool holds, shrinks the pool in the same transaction so
+ * "pool + holds <= on hand" holds at every commit.  Units held by active
+ * checkouts are never taken away: such a change is refused (RSV_ESTOCK).
+ */
+#include <string.h>
+
+#include <mysqld_error.h>
+
+#include "internal.h"
+
+#define STOCK_MAX (INT64_C(1) << 62)
+
+static int b_level_insert(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "INSERT INTO inventory_levels (shop_id, inventory_item_id, "
+                "inventory_group_id, on_hand, issued, next_unit_id, "
+                "updated_at) VALUES (?, ?, ?, 0, 0, 1, NOW(6))");
+    return 0;
+}
+
+/* Pool rows are taken from the top, waiting for rows an in-flight reserve
+ * holds: fast-path reserves never wait for a ledger row, so this cannot
+ * deadlock, and after the wait a row the reserve took is simply gone. */
+static int b_pool_shrink(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "DELETE FROM reservation_units WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ? "
+                "ORDER BY id DESC LIMIT ?");
+    return 0;
+}
+
+static int b_set_on_hand(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "UPDATE inventory_levels SET on_hand = ?, issued = issued - ?, "
+                "updated_at = NOW(6) WHERE shop_id = ? AND "
+                "inventory_item_id = ? AND inventory_group_id = ?");
+    return 0;
+}
+
+struct stock_arg {
+    uint64_t shop, key[2];
+    int is_set;
+    int64_t value; /* new on_hand, or delta */
+    int64_t result;
+};
+
+static int stock_body(rsv_ctx *ctx, void *p)
+{
+    struct stock_arg *a = p;
+    rsv_level lv;
+    size_t found = 0;
+    int rc = ledger_lock(ctx, a->shop, a->key, 1, 0, &lv, &found);
+    if (rc)
+        return rc;
+    if (!found) {
+        if (!a->is_set)
+            return ctx_fail(ctx, RSV_ENOITEM,
+                            "no stock ledger row for shop %llu item %llu "
+                            "location %llu", (unsigned long long)a->shop,
+                            (unsigned long long)a->key[0],
+                            (unsigned long long)a->key[1]);
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, a->shop);
+        arg_u64(&ctx->args, a->key[0]);
+        arg_u64(&ctx->args, a->key[1]);
+        rc = sql_run(ctx, b_level_insert, 0, NULL, NULL);
+        if (rc)
+            /* created concurrently: retry and lock it */
+            return ctx->db_errno == ER_DUP_ENTRY ? RSV__RETRY : rc;
+        memset(&lv, 0, sizeof lv);
+        lv.item = a->key[0];
+        lv.loc = a->key[1];
+        lv.next_id = 1;
+    } else if ((rc = ledger_fold(ctx, a->shop, &lv, NULL))) {
+        return rc;
+    }
+    int64_t target = a->is_set ? a->value : lv.on_hand + a->value;
+    if (target < 0 || target > STOCK_MAX)
+        return ctx_fail(ctx, target < 0 ? RSV_ESTOCK : RSV_EQUANTITY,
+                        "stock on hand would be %lld (allowed 0..2^62)",
+                        (long long)target);
+    int64_t shrunk = 0;
+    if (target < lv.issued) {
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, a->shop);
+        arg_u64(&ctx->args, lv.item);
+        arg_u64(&ctx->args, lv.loc);
+        arg_i64(&ctx->args, lv.issued - target);
+        uint64_t n = 0;
+        if ((rc = sql_run(ctx, b_pool_shrink, 0, NULL, &n)))
+            return rc;
+        shrunk = (int64_t)n;
+        if (lv.issued - shrunk > target)
+            return ctx_fail(ctx, RSV_ESTOCK,
+                            "cannot set stock on hand to %lld: %lld units "
+                            "are held by active checkouts (claim, release "
+                            "or let them expire first)", (long long)target,
+                            (long long)(lv.issued - shrunk));
+    }
+    args_reset(&ctx->args);
+    arg_i64(&ctx->args, target);
+    arg_i64(&ctx->args, shrunk);
+    arg_u64(&ctx->args, a->shop);
+    arg_u64(&ctx->args, lv.item);
+    arg_u64(&ctx->args, lv.loc);
+    if ((rc = sql_run(ctx, b_set_on_hand, 0, NULL, NULL)))
+        return rc;
+    a->result = target;
+    return RSV_OK;
+}
+
+static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                        uint64_t loc, int is_set, int64_t value,
+                        int64_t *out)
+{
+    if (out)
+        *out = 0;
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_STOCK);
+    if (is_set && (value < 0 || value > STOCK_MAX))
+        return ctx_fail(ctx, RSV_EQUANTITY,
+                        "stock on hand must be 0..2^62, not %lld",
+                        (long long)value);
+    if (!is_set && (value < -STOCK_MAX || value > STOCK_MAX))
+        return ctx_fail(ctx, RSV_EQUANTITY, "delta out of range");
+    struct stock_arg a = {shop, {item, loc}, is_set, value, 0};
+    int rc = txn_run(ctx, 0, stock_body, &a);
+    if (rc)
+        return rc;
+    if (out)
+        *out = a.result;
+    return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t on_hand)
+{
+    return stock_change(ctx, shop_id, item_id, location_id, 1, on_hand, NULL);
+}
+
+RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
+                                uint64_t item_id, uint64_t location_id,
+                                int64_t delta, int64_t *on_hand_out)
+{
+    return stock_change(ctx, shop_id, item_id, location_id, 0, delta,
+                        on_hand_out);
+}
+
+static int b_stock_get(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s,
+        "SELECT l.on_hand - COALESCE((SELECT SUM(x.quantity) FROM "
+        "reservation_settlements x WHERE x.shop_id = l.shop_id AND "
+        "x.inventory_item_id = l.inventory_item_id AND x.inventory_group_id = "
+        "l.inventory_group_id AND x.kind = 2), 0), COALESCE((SELECT "
+        "SUM(h.quantity) FROM reserved_quantities h WHERE h.shop_id = "
+        "l.shop_id AND h.inventory_item_id = l.inventory_item_id AND "
+        "h.inventory_group_id = l.inventory_group_id AND h.expires_at > "
+        "NOW(6)), 0), (SELECT COUNT(*) FROM reservation_units u WHERE "
+        "u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id "
+        "AND u.inventory_group_id = l.inventory_group_id) FROM "
+        "inventory_levels l WHERE l.shop_id = ? AND l.inventory_item_id = ? "
+        "AND l.inventory_group_id = ?");
+    return 0;
+}
+
+RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t *on_hand_out,
+                             int64_t *held_out, int64_t *pooled_out,
+                             int64_t *available_out)
+{
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_STOCK);
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, shop_id);
+    arg_u64(&ctx->args, item_id);
+    arg_u64(&ctx->args, location_id);
+    /* One statement: one consistent snapshot, no locks. */
+    int rc = sql_run(ctx, b_stock_get, 0, "iii", NULL);
+    if (rc)
+        return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
+                                : rc;
+    if (ctx->res.rows == 0)
+        return ctx_fail(ctx, RSV_ENOITEM,
+                        "no stock ledger row for shop %llu item %llu "
+                        "location %llu", (unsigned long long)shop_id,
+                        (unsigned long long)item_id,
+                        (unsigned long long)location_id);
+    int64_t on_hand = RES_I(&ctx->res, 0, 0), held = RES_I(&ctx->res, 0, 1);
+    if (on_hand_out)
+        *on_hand_out = on_hand;
+    if (held_out)
+        *held_out = held;
+    if (pooled_out)
+        *pooled_out = RES_I(&ctx->res, 0, 2);
+    if (available_out)
+        *available_out = on_hand - held;
+    return ctx_ok(ctx);
+}

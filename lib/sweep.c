@@ -1,0 +1,123 @@
+/*
+ * sweep.c - giving back expired holds and purging old checkout records.
+ *
+ * The sweeper is optional: a pool's refill folds its own expired holds.
+ * rsv_sweep() finds (item, location) keys of one shop with expired holds
+ * or unfolded settlements and folds each in its own short transaction,
+ * taking the ledger row with SKIP LOCKED: a key another sweeper or
+ * refiller holds is being folded already, so many sweepers can run at once
+ * and none waits for another or for a checkout.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SWEEP_KEYS 64
+
+static int b_due_keys(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "(SELECT DISTINCT CAST(inventory_item_id AS SIGNED), "
+                "CAST(inventory_group_id AS SIGNED) FROM reserved_quantities "
+                "WHERE shop_id = ? AND expires_at <= NOW(6) LIMIT ?) "
+                "UNION (SELECT DISTINCT CAST(inventory_item_id AS SIGNED), "
+                "CAST(inventory_group_id AS SIGNED) FROM "
+                "reservation_settlements WHERE shop_id = ? LIMIT ?)");
+    return 0;
+}
+
+static int b_purge(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    /* Settled checkouts past the retention; held ones whose holds were all
+     * given back long ago. */
+    buf_puts(s, "DELETE FROM reservation_checkouts WHERE shop_id = ? AND "
+                "updated_at < NOW(6) - INTERVAL ? SECOND AND (status <> 1 OR "
+                "(expires_at < NOW(6) - INTERVAL ? SECOND AND NOT EXISTS "
+                "(SELECT 1 FROM reserved_quantities h WHERE h.shop_id = "
+                "reservation_checkouts.shop_id AND h.checkout_token = "
+                "reservation_checkouts.checkout_token))) LIMIT 1000");
+    return 0;
+}
+
+struct fold_arg {
+    uint64_t shop, key[2];
+    int64_t reaped;
+};
+
+static int fold_body(rsv_ctx *ctx, void *p)
+{
+    struct fold_arg *a = p;
+    rsv_level lv;
+    size_t found = 0;
+    a->reaped = 0;
+    int rc = ledger_lock(ctx, a->shop, a->key, 1, 1, &lv, &found);
+    if (rc || !found)
+        return rc;
+    return ledger_fold(ctx, a->shop, &lv, &a->reaped);
+}
+
+static int purge_body(rsv_ctx *ctx, void *p)
+{
+    uint64_t shop = *(const uint64_t *)p;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, shop);
+    arg_i64(&ctx->args, ctx->opts.settled_retention_s);
+    arg_i64(&ctx->args, ctx->opts.settled_retention_s);
+    return sql_run(ctx, b_purge, 0, NULL, NULL);
+}
+
+RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
+                         int64_t *released_out)
+{
+    if (released_out)
+        *released_out = 0;
+    if (!ctx)
+        return RSV_EINVAL;
+    op_begin(ctx, OP_SWEEP);
+    if (max_holds < 0)
+        return ctx_fail(ctx, RSV_EINVAL, "max_holds must be >= 0");
+    if (max_holds == 0)
+        max_holds = 10000;
+    if (txn_caller_open(ctx))
+        return ctx_fail(ctx, RSV_EINTXN,
+                        "rsv_sweep runs its own transactions; the connection "
+                        "is inside one");
+    int64_t released = 0;
+    int rc = RSV_OK;
+    for (int round = 0; round < 16 && released < max_holds; round++) {
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, shop_id);
+        arg_i64(&ctx->args, SWEEP_KEYS);
+        arg_u64(&ctx->args, shop_id);
+        arg_i64(&ctx->args, SWEEP_KEYS);
+        if ((rc = sql_run(ctx, b_due_keys, 0, "ii", NULL)))
+            break;
+        size_t n = ctx->res.rows;
+        if (n == 0)
+            break;
+        uint64_t keys[2 * 2 * SWEEP_KEYS];
+        for (size_t i = 0; i < n && i < 2 * SWEEP_KEYS; i++) {
+            keys[2 * i] = (uint64_t)RES_I(&ctx->res, i, 0);
+            keys[2 * i + 1] = (uint64_t)RES_I(&ctx->res, i, 1);
+        }
+        int64_t this_round = 0;
+        for (size_t i = 0; i < n && released < max_holds; i++) {
+            struct fold_arg a = {shop_id, {keys[2 * i], keys[2 * i + 1]}, 0};
+            if ((rc = txn_run(ctx, 0, fold_body, &a)))
+                break;
+            released += a.reaped;
+            this_round += a.reaped;
+        }
+        if (rc || (this_round == 0 && n < SWEEP_KEYS))
+            break;
+        if (this_round == 0)
+            break; /* everything due is locked by others right now */
+    }
+    if (rc == RSV_OK)
+        rc = txn_run(ctx, 0, purge_body, &shop_id);
+    if (released_out)
+        *released_out = released;
+    return rc ? rc : ctx_ok(ctx);
+}

@@ -1,0 +1,128 @@
+/*
+ * txn.c - the transaction frame every operation runs in.
+ *
+ * Owns: setting READ COMMITTED for one transaction only (never the
+ * session's default), BEGIN/COMMIT/ROLLBACK, retrying deadlocks and
+ * lock-wait timeouts with a bounded, jittered exponential backoff, joining
+ * a transaction the caller already has open (for claim/release), and
+ * telling a lost connection before COMMIT (nothing applied: RSV_ECONN) from
+ * one during COMMIT (outcome unknown: RSV_EINDOUBT).
+ */
+#include <string.h>
+#include <time.h>
+
+#include <mysqld_error.h>
+
+#include "internal.h"
+
+int op_begin(rsv_ctx *ctx, int op)
+{
+    ctx->op = op;
+    ctx->commit_anyway = 0;
+    ctx->db_errno = 0;
+    return ctx_ok(ctx);
+}
+
+int txn_caller_open(rsv_ctx *ctx)
+{
+    unsigned int status = 0;
+    if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
+                          &status) != 0)
+        return 0;
+    return (status & SERVER_STATUS_IN_TRANS) != 0;
+}
+
+static uint64_t next_rand(rsv_ctx *ctx)
+{
+    /* xorshift64*: jitter only, no need for quality */
+    uint64_t x = ctx->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    ctx->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static void backoff(rsv_ctx *ctx, int attempt)
+{
+    int64_t base = ctx->opts.retry_base_us;
+    int64_t cap = base << (attempt < 10 ? attempt : 10);
+    /* "full jitter": uniform in [cap/2, cap) so retries spread out */
+    int64_t us = cap / 2 + (int64_t)(next_rand(ctx) % (uint64_t)(cap / 2 + 1));
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void rollback_quietly(rsv_ctx *ctx)
+{
+    /* Keep the body's message: the rollback's own failure (on a dead
+     * connection) says nothing new. */
+    int code = ctx->code;
+    unsigned int err = ctx->db_errno;
+    char msg[sizeof ctx->msg];
+    memcpy(msg, ctx->msg, sizeof msg);
+    (void)sql_text(ctx, "ROLLBACK");
+    memcpy(ctx->msg, msg, sizeof msg);
+    ctx->code = code;
+    ctx->db_errno = err;
+}
+
+int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
+{
+    if (txn_caller_open(ctx)) {
+        if (!(flags & TXN_MAY_JOIN))
+            return ctx_fail(ctx, RSV_EINTXN,
+                            "the connection is inside a transaction; this "
+                            "function runs its own (commit or roll back "
+                            "first)");
+        /* Joined: the caller owns COMMIT/ROLLBACK, and a retry would have
+         * to replay the caller's own statements, so none is attempted. */
+        ctx->commit_anyway = 0;
+        int rc = body(ctx, arg);
+        if (rc == RSV__RETRY)
+            rc = ctx_fail(ctx, RSV_EBUSY,
+                          "%s; roll back the transaction and retry", ctx->msg);
+        return rc;
+    }
+
+    int rc = RSV__RETRY;
+    for (int attempt = 0; attempt <= ctx->opts.max_retries; attempt++) {
+        if (attempt > 0)
+            backoff(ctx, attempt - 1);
+        ctx->commit_anyway = 0;
+        rc = sql_text(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+        if (rc == RSV_OK)
+            rc = sql_text(ctx, "START TRANSACTION");
+        if (rc != RSV_OK)
+            return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
+                                    : rc;
+        rc = body(ctx, arg);
+        if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
+                             rc != RSV_ECONN)) {
+            int body_rc = rc;
+            char msg[sizeof ctx->msg];
+            memcpy(msg, ctx->msg, sizeof msg);
+            int crc = sql_text(ctx, "COMMIT");
+            if (crc == RSV_OK) {
+                if (body_rc != RSV_OK) {
+                    memcpy(ctx->msg, msg, sizeof msg);
+                    ctx->code = body_rc;
+                }
+                return body_rc;
+            }
+            if (crc == RSV_ECONN)
+                return ctx_fail(ctx, RSV_EINDOUBT,
+                                "connection lost during COMMIT (%s): the "
+                                "outcome is unknown; reconnect and repeat "
+                                "the call", ctx->msg);
+            rc = crc;
+        }
+        if (rc == RSV_ECONN)
+            return rc; /* the server rolled back when the session died */
+        rollback_quietly(ctx);
+        if (rc != RSV__RETRY)
+            return rc;
+    }
+    return ctx_fail(ctx, RSV_EBUSY, "%s (gave up after %d retries)", ctx->msg,
+                    ctx->opts.max_retries);
+}

@@ -1,0 +1,132 @@
+-- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.1, InnoDB).
+--
+-- Load it into the application's database:
+--   mariadb your_db < /usr/local/share/libreserve/schema.sql
+--
+-- Every key starts with shop_id, so a deployment sharded on shop_id keeps
+-- each libreserve transaction on one shard.
+--
+-- How the numbers fit together, per (shop, item, location):
+--   inventory_levels.issued = rows in reservation_units
+--                           + quantity in reserved_quantities
+--                           + quantity in reservation_settlements
+--   and 0 <= issued <= on_hand (enforced by a CHECK constraint).
+-- Stock on hand as a buyer sees it is
+--   on_hand - (claimed quantity in reservation_settlements),
+-- because claims are journalled and folded into the ledger row later, so
+-- that claiming never queues on the ledger row.  Use rsv_stock_get() or
+-- the view inventory_stock rather than reading on_hand directly.
+
+-- The stock ledger: one row per shop, item and location.
+CREATE TABLE IF NOT EXISTS inventory_levels (
+  shop_id            BIGINT UNSIGNED NOT NULL, -- the application's shop id
+  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- the application's item id
+  inventory_group_id BIGINT UNSIGNED NOT NULL, -- location (warehouse, store)
+  on_hand            BIGINT NOT NULL,          -- units in stock, minus the
+                                               -- claims folded so far
+  issued             BIGINT NOT NULL DEFAULT 0,-- units handed to the pool
+                                               -- and holds, not yet folded
+                                               -- back (see above)
+  next_unit_id       BIGINT UNSIGNED NOT NULL DEFAULT 1,
+                                               -- id of the next pool row;
+                                               -- ids only grow
+  pool_cap           INT NULL,                 -- per-row pool cap; NULL =
+                                               -- the context's pool_cap
+  updated_at         DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+                                               -- last change of this row
+  PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id),
+  CONSTRAINT inventory_levels_bounds
+    CHECK (on_hand >= 0 AND issued >= 0 AND issued <= on_hand
+           AND (pool_cap IS NULL OR pool_cap BETWEEN 1 AND 10000))
+) ENGINE=InnoDB;
+
+-- The pool: one row per reservable unit, at most pool_cap rows per key.
+-- The filter columns lead the clustered key, so taking a unit locks one
+-- index record (no secondary index, no second lock).
+CREATE TABLE IF NOT EXISTS reservation_units (
+  shop_id            BIGINT UNSIGNED NOT NULL, -- as in inventory_levels
+  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- as in inventory_levels
+  inventory_group_id BIGINT UNSIGNED NOT NULL, -- as in inventory_levels
+  id                 BIGINT UNSIGNED NOT NULL, -- from next_unit_id
+  PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id, id)
+) ENGINE=InnoDB;
+
+-- One row per checkout that ever reserved: its state, and the record that
+-- makes claims idempotent.  Claimed/released rows are purged by rsv_sweep()
+-- after the retention period.
+CREATE TABLE IF NOT EXISTS reservation_checkouts (
+  shop_id        BIGINT UNSIGNED NOT NULL,      -- the shop
+  checkout_token VARBINARY(128) NOT NULL,       -- the application's token,
+                                                -- byte-exact
+  status         TINYINT UNSIGNED NOT NULL,     -- 1 held, 2 claimed,
+                                                -- 3 released, 4 expired
+  generation     INT UNSIGNED NOT NULL,         -- bumped on every reserve
+                                                -- of this token
+  hold_count     INT UNSIGNED NOT NULL,         -- rows in
+                                                -- reserved_quantities when
+                                                -- held (fewer = expired)
+  expires_at     DATETIME(6) NOT NULL,          -- the hold's deadline
+                                                -- (server clock)
+  created_at     DATETIME(6) NOT NULL,          -- first reserve
+  updated_at     DATETIME(6) NOT NULL,          -- last state change
+  PRIMARY KEY (shop_id, checkout_token),
+  KEY reservation_checkouts_settled (shop_id, status, updated_at)
+) ENGINE=InnoDB;
+
+-- Active holds: one row per checkout and (item, location).
+CREATE TABLE IF NOT EXISTS reserved_quantities (
+  shop_id            BIGINT UNSIGNED NOT NULL, -- the shop
+  checkout_token     VARBINARY(128) NOT NULL,  -- the holding checkout
+  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- held item
+  inventory_group_id BIGINT UNSIGNED NOT NULL, -- held at this location
+  quantity           BIGINT NOT NULL,          -- units held (> 0)
+  generation         INT UNSIGNED NOT NULL,    -- the checkout's generation
+  expires_at         DATETIME(6) NOT NULL,     -- deadline (server clock);
+                                               -- past it the units may be
+                                               -- given back
+  created_at         DATETIME(6) NOT NULL,     -- when reserved
+  PRIMARY KEY (shop_id, checkout_token, inventory_item_id, inventory_group_id),
+  KEY reserved_quantities_expiry
+    (shop_id, inventory_item_id, inventory_group_id, expires_at),
+  CONSTRAINT reserved_quantities_positive CHECK (quantity > 0)
+) ENGINE=InnoDB;
+
+-- Settled holds not yet folded into the ledger: written by claim and
+-- release instead of updating the (hot) ledger row, folded under the ledger
+-- row lock by the next refill, sweep or stock change.  The key makes each
+-- hold settle at most once.
+CREATE TABLE IF NOT EXISTS reservation_settlements (
+  shop_id            BIGINT UNSIGNED NOT NULL, -- the shop
+  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- settled item
+  inventory_group_id BIGINT UNSIGNED NOT NULL, -- settled location
+  checkout_token     VARBINARY(128) NOT NULL,  -- the checkout
+  generation         INT UNSIGNED NOT NULL,    -- its generation
+  kind               TINYINT UNSIGNED NOT NULL,-- 2 claimed (leaves the
+                                               -- ledger), 3 released
+  quantity           BIGINT NOT NULL,          -- units settled (> 0)
+  settled_at         DATETIME(6) NOT NULL,     -- when
+  PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id,
+               checkout_token, generation),
+  CONSTRAINT reservation_settlements_positive CHECK (quantity > 0)
+) ENGINE=InnoDB;
+
+-- Stock as a buyer sees it, for reports and operators (not locking).
+CREATE OR REPLACE VIEW inventory_stock AS
+SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
+       l.on_hand - COALESCE((SELECT SUM(s.quantity)
+                               FROM reservation_settlements s
+                              WHERE s.shop_id = l.shop_id
+                                AND s.inventory_item_id = l.inventory_item_id
+                                AND s.inventory_group_id = l.inventory_group_id
+                                AND s.kind = 2), 0) AS on_hand,
+       COALESCE((SELECT SUM(h.quantity)
+                   FROM reserved_quantities h
+                  WHERE h.shop_id = l.shop_id
+                    AND h.inventory_item_id = l.inventory_item_id
+                    AND h.inventory_group_id = l.inventory_group_id
+                    AND h.expires_at > NOW(6)), 0) AS held,
+       (SELECT COUNT(*) FROM reservation_units u
+         WHERE u.shop_id = l.shop_id
+           AND u.inventory_item_id = l.inventory_item_id
+           AND u.inventory_group_id = l.inventory_group_id) AS pooled
+  FROM inventory_levels l;
