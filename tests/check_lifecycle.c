@@ -1,0 +1,189 @@
+/*
+ * check_lifecycle.c - every public function's success paths against the
+ * real server: stock, reserve, claim, release, replenish, extend, status,
+ * sweep, audit.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define TOK(s) (s), strlen(s)
+
+START_TEST(stock_set_get_adjust)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
+    int64_t on_hand, held, pooled, avail;
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, &on_hand, &held, &pooled, &avail));
+    ck_assert_int_eq(on_hand, 10);
+    ck_assert_int_eq(held, 0);
+    ck_assert_int_eq(pooled, 0);
+    ck_assert_int_eq(avail, 10);
+    int64_t now = 0;
+    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, 5, &now));
+    ck_assert_int_eq(now, 15);
+    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, -3, &now));
+    ck_assert_int_eq(now, 12);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 12);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+START_TEST(reserve_claim_takes_stock_once)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 42, 7, 6));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("checkout-1"), 42, 7, 2, 0));
+    ck_assert_int_eq(tu_held(ctx, shop, 42, 7), 2);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 6);
+    int32_t st = 0;
+    int64_t units = 0, ms = 0;
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("checkout-1"), &st, &units, &ms));
+    ck_assert_int_eq(st, RSV_STATUS_HELD);
+    ck_assert_int_eq(units, 2);
+    ck_assert(ms > 0 && ms <= 600000);
+
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("checkout-1")));
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
+    ck_assert_int_eq(tu_held(ctx, shop, 42, 7), 0);
+    /* a retried claim takes nothing */
+    int rc = rsv_claim(ctx, shop, TOK("checkout-1"));
+    TU_RC(ctx, rc, RSV_ECLAIMED);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("checkout-1"), &st, &units, NULL));
+    ck_assert_int_eq(st, RSV_STATUS_CLAIMED);
+    ck_assert_int_eq(units, 0);
+    /* the claim is folded into the ledger row by the next refill */
+    TU_OK(ctx, rsv_replenish(ctx, shop, 42, 7, NULL));
+    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM reservation_settlements"), 0);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+START_TEST(release_gives_units_back)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 3));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 1, 1, 3, 0));
+    int rc = rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("a")));
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("a"))); /* idempotent */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 3, 0));
+    rc = rsv_claim(ctx, shop, TOK("a"));
+    TU_RC(ctx, rc, RSV_ERELEASED);
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("b")));
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
+    rc = rsv_release(ctx, shop, TOK("b"));
+    TU_RC(ctx, rc, RSV_ECLAIMED);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+START_TEST(replenish_fills_to_cap)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 5, 1, 2500));
+    int64_t added = -1, pooled = -1;
+    TU_OK(ctx, rsv_replenish(ctx, shop, 5, 1, &added));
+    ck_assert_int_eq(added, 1000);
+    TU_OK(ctx, rsv_replenish(ctx, shop, 5, 1, &added));
+    ck_assert_int_eq(added, 0);
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 5, 1, NULL, NULL, &pooled, NULL));
+    ck_assert_int_eq(pooled, 1000);
+    /* small stock: the pool never exceeds the ledger */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 6, 1, 7));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 6, 1, &added));
+    ck_assert_int_eq(added, 7);
+    /* a quantity above the pool cap is still served, from the ledger */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("big"), 5, 1, 2400, 0));
+    ck_assert_int_eq(tu_held(ctx, shop, 5, 1), 2400);
+    int rc = rsv_reserve_one(ctx, shop, TOK("big2"), 5, 1, 101, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("big2"), 5, 1, 100, 0));
+    rc = rsv_replenish(ctx, shop, 99, 1, &added);
+    TU_RC(ctx, rc, RSV_ENOITEM);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+START_TEST(pool_refills_inline)
+{
+    MYSQL *c;
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = 10;
+    c = tu_connect();
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 95));
+    char tok[32];
+    for (int i = 0; i < 95; i++) {
+        snprintf(tok, sizeof tok, "t%d", i);
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 1, 1, 1, 0));
+        int64_t pooled = -1;
+        TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, &pooled, NULL));
+        ck_assert_int_le(pooled, 10);
+    }
+    int rc = rsv_reserve_one(ctx, shop, TOK("last"), 1, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 95);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+START_TEST(extend_and_status)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("x"), 1, 1, 1, 1000));
+    int32_t st;
+    int64_t ms = 0;
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("x"), &st, NULL, &ms));
+    ck_assert_int_le(ms, 1000);
+    TU_OK(ctx, rsv_extend(ctx, shop, TOK("x"), 3600000));
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("x"), &st, NULL, &ms));
+    ck_assert_int_gt(ms, 3500000);
+    int rc = rsv_checkout_status(ctx, shop, TOK("nope"), &st, NULL, NULL);
+    TU_RC(ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_claim(ctx, shop, TOK("nope"));
+    TU_RC(ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_release(ctx, shop, TOK("nope"));
+    TU_RC(ctx, rc, RSV_ENOTFOUND);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+int main(void)
+{
+    tu_db_create("lifecycle");
+    Suite *s = suite_create("lifecycle");
+    tu_add(s, "stock_set_get_adjust", stock_set_get_adjust);
+    tu_add(s, "reserve_claim_takes_stock_once", reserve_claim_takes_stock_once);
+    tu_add(s, "release_gives_units_back", release_gives_units_back);
+    tu_add(s, "replenish_fills_to_cap", replenish_fills_to_cap);
+    tu_add(s, "pool_refills_inline", pool_refills_inline);
+    tu_add(s, "extend_and_status", extend_and_status);
+    int rc = tu_run(s);
+    tu_db_drop();
+    return rc;
+}

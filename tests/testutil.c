@@ -1,0 +1,224 @@
+/*
+ * testutil.c - see testutil.h.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char db_name[64];
+
+const char *tu_db_name(void) { return db_name; }
+
+static MYSQL *raw_connect(const char *db)
+{
+    const char *sock = getenv("RSV_TEST_SOCKET");
+    const char *user = getenv("RSV_TEST_USER");
+    const char *pass = getenv("RSV_TEST_PASSWORD");
+    if (!sock) {
+        fprintf(stderr, "RSV_TEST_SOCKET is not set: run the tests with "
+                        "'make check' (tools/mariadb.sh run ...)\n");
+        exit(2);
+    }
+    MYSQL *c = mysql_init(NULL);
+    if (!c)
+        return NULL;
+    if (!mysql_real_connect(c, NULL, user ? user : "root", pass, db, 0, sock,
+                            CLIENT_MULTI_STATEMENTS)) {
+        fprintf(stderr, "connect: %s\n", mysql_error(c));
+        mysql_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void exec_or_die(MYSQL *c, const char *sql)
+{
+    if (mysql_query(c, sql) != 0) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(c));
+        exit(2);
+    }
+    do {
+        MYSQL_RES *r = mysql_store_result(c);
+        if (r)
+            mysql_free_result(r);
+    } while (mysql_next_result(c) == 0);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    if (p)
+        p[n] = '\0';
+    fclose(f);
+    return p;
+}
+
+void tu_db_create(const char *suite)
+{
+    snprintf(db_name, sizeof db_name, "rsvtest_%s_%d", suite, (int)getpid());
+    MYSQL *c = raw_connect(NULL);
+    if (!c)
+        exit(2);
+    char q[256];
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM information_schema.schemata "
+                          "WHERE schema_name = '%s'", db_name);
+    exec_or_die(c, "SELECT 1");
+    if (mysql_query(c, q) == 0) {
+        MYSQL_RES *r = mysql_store_result(c);
+        MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+        if (row && strcmp(row[0], "0") != 0) {
+            fprintf(stderr, "database %s already exists: refusing to run on "
+                            "a dirty database\n", db_name);
+            exit(2);
+        }
+        if (r)
+            mysql_free_result(r);
+    }
+    snprintf(q, sizeof q, "CREATE DATABASE %s", db_name);
+    exec_or_die(c, q);
+    snprintf(q, sizeof q, "USE %s", db_name);
+    exec_or_die(c, q);
+    const char *path = getenv("RSV_SCHEMA");
+    char *schema = slurp(path ? path : "sql/schema.sql");
+    if (!schema) {
+        fprintf(stderr, "cannot read sql/schema.sql (set RSV_SCHEMA)\n");
+        exit(2);
+    }
+    exec_or_die(c, schema);
+    free(schema);
+    mysql_close(c);
+}
+
+void tu_db_drop(void)
+{
+    if (getenv("RSV_TEST_KEEP_DB"))
+        return;
+    MYSQL *c = raw_connect(NULL);
+    if (!c)
+        return;
+    char q[128];
+    snprintf(q, sizeof q, "DROP DATABASE IF EXISTS %s", db_name);
+    mysql_query(c, q);
+    mysql_close(c);
+}
+
+MYSQL *tu_connect(void)
+{
+    MYSQL *c = raw_connect(db_name);
+    ck_assert_msg(c != NULL, "cannot connect to the test server");
+    return c;
+}
+
+MYSQL *tu_connect_nodb(void)
+{
+    MYSQL *c = raw_connect(NULL);
+    ck_assert_msg(c != NULL, "cannot connect to the test server");
+    return c;
+}
+
+rsv_ctx *tu_open(MYSQL **conn_out)
+{
+    MYSQL *c = tu_connect();
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open(&ctx, c, NULL);
+    ck_assert_msg(rc == RSV_OK, "rsv_open: %d %s", rc, rsv_errmsg(ctx));
+    if (conn_out)
+        *conn_out = c;
+    return ctx;
+}
+
+uint64_t tu_shop(void)
+{
+    static uint64_t n;
+    return ((uint64_t)getpid() << 20) + (++n);
+}
+
+void tu_exec(MYSQL *c, const char *sql)
+{
+    ck_assert_msg(mysql_query(c, sql) == 0, "%s: %s", sql, mysql_error(c));
+    do {
+        MYSQL_RES *r = mysql_store_result(c);
+        if (r)
+            mysql_free_result(r);
+    } while (mysql_next_result(c) == 0);
+}
+
+int64_t tu_i64(MYSQL *c, const char *sql)
+{
+    ck_assert_msg(mysql_query(c, sql) == 0, "%s: %s", sql, mysql_error(c));
+    MYSQL_RES *r = mysql_store_result(c);
+    ck_assert_msg(r != NULL, "%s: no result", sql);
+    MYSQL_ROW row = mysql_fetch_row(r);
+    int64_t v = row && row[0] ? strtoll(row[0], NULL, 10) : 0;
+    mysql_free_result(r);
+    return v;
+}
+
+static void print_violation(void *arg, uint64_t shop, uint64_t item,
+                            uint64_t loc, const char *problem)
+{
+    (void)arg;
+    fprintf(stderr, "AUDIT shop %llu item %llu location %llu: %s\n",
+            (unsigned long long)shop, (unsigned long long)item,
+            (unsigned long long)loc, problem);
+}
+
+void tu_audit_clean(void)
+{
+    MYSQL *c = tu_connect();
+    rsv_ctx *ctx = NULL;
+    ck_assert_int_eq(rsv_open(&ctx, c, NULL), RSV_OK);
+    int64_t v = -1;
+    int rc = rsv_audit(ctx, 0, 1, print_violation, NULL, &v);
+    TU_RC(ctx, rc, RSV_OK);
+    ck_assert_msg(v == 0, "audit found %lld violation(s)", (long long)v);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+
+int64_t tu_on_hand(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc)
+{
+    int64_t v = -1;
+    TU_OK(ctx, rsv_stock_get(ctx, shop, item, loc, &v, NULL, NULL, NULL));
+    return v;
+}
+
+int64_t tu_held(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc)
+{
+    int64_t v = -1;
+    TU_OK(ctx, rsv_stock_get(ctx, shop, item, loc, NULL, &v, NULL, NULL));
+    return v;
+}
+
+static void audit_teardown(void) { tu_audit_clean(); }
+
+void tu_add(Suite *s, const char *name, const TTest *t)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, NULL, audit_teardown);
+    tcase_add_test(tc, t);
+    suite_add_tcase(s, tc);
+}
+
+int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,53 @@
+/*
+ * testutil.h - helpers shared by the Check suites: connecting to the
+ * throwaway server, a private database per test binary with the schema
+ * loaded, unique shop ids, and the invariant checker run after every test.
+ */
+#ifndef RSV_TESTUTIL_H
+#define RSV_TESTUTIL_H
+
+#include <stdint.h>
+
+#include <check.h>
+#include <mysql.h>
+
+#include "reserve.h"
+
+/* Create the suite's database (fresh, with the schema) before running;
+ * drop it afterwards.  Called from main(). */
+void tu_db_create(const char *suite);
+void tu_db_drop(void);
+const char *tu_db_name(void);
+
+/* A new connection to the suite database (ck_assert on failure). */
+MYSQL *tu_connect(void);
+/* Connection without selecting a database (for schema tests). */
+MYSQL *tu_connect_nodb(void);
+/* A context on a new connection. */
+rsv_ctx *tu_open(MYSQL **conn_out);
+/* A shop id no other test uses. */
+uint64_t tu_shop(void);
+
+void tu_exec(MYSQL *c, const char *sql);
+int64_t tu_i64(MYSQL *c, const char *sql);
+
+/* ck_assert that rc == want, printing the context's message otherwise. */
+#define TU_RC(ctx, rc, want)                                                \
+    ck_assert_msg((rc) == (want), "got %d (%s), want %d (%s): %s", (rc),    \
+                  rsv_code_name(rc), (want), rsv_code_name(want),           \
+                  rsv_errmsg(ctx))
+#define TU_OK(ctx, expr) do { int tu_rc_ = (expr); TU_RC(ctx, tu_rc_, RSV_OK); } while (0)
+
+/* Audit every shop; ck_assert that no invariant is violated. */
+void tu_audit_clean(void);
+
+/* Stock on hand / held / pool for a key, through the API. */
+int64_t tu_on_hand(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc);
+int64_t tu_held(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc);
+
+/* Add a test case whose teardown runs the audit. */
+void tu_add(Suite *s, const char *name, const TTest *t);
+/* Run a suite, return the process exit status. */
+int tu_run(Suite *s);
+
+#endif
