@@ -183,14 +183,15 @@ typedef struct rsv_options {
                                    ledger row's own pool_cap wins */
     int64_t refill_low_water;   /* refill a pool ahead of demand once fewer
                                    than this many rows are left (0..pool_cap,
-                                   default pool_cap / 2) */
+                                   or -1 = pool_cap / 2, the default) */
     int64_t hold_ttl_ms;        /* default hold lifetime (default 600000) */
     int32_t max_retries;        /* deadlock / lock-wait retries (default 8) */
     int32_t retry_base_us;      /* first backoff, doubled per retry, with
                                    jitter (default 2000) */
     int32_t lock_wait_timeout_s;/* innodb_lock_wait_timeout for the
-                                   library's own statements (1..3600,
-                                   default 5) */
+                                   library's own statements on MariaDB
+                                   (1..3600); 0 = the session's value (the
+                                   default) */
     const char *conn_tag_prefix;/* statement comment prefix, copied; NULL =
                                    "conn_tag:" (gives "/" "* conn_tag:reserve
                                    *" "/"); at most 32 characters of

@@ -64,11 +64,12 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
     if (o.pool_cap < 1 || o.pool_cap > 10000)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..10000, not %lld",
                         (long long)o.pool_cap);
-    if (o.refill_low_water < 0)
+    if (o.refill_low_water == -1)
         o.refill_low_water = o.pool_cap / 2;
-    if (o.refill_low_water > o.pool_cap)
+    if (o.refill_low_water < 0 || o.refill_low_water > o.pool_cap)
         return ctx_fail(ctx, RSV_EINVAL,
-                        "refill_low_water must be 0..pool_cap, not %lld",
+                        "refill_low_water must be 0..pool_cap (or -1 for "
+                        "pool_cap / 2), not %lld",
                         (long long)o.refill_low_water);
     if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > 30LL * 24 * 3600 * 1000)
         return ctx_fail(ctx, RSV_EINVAL, "hold_ttl_ms must be 1..30 days");

@@ -185,6 +185,9 @@ RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
 RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
 /* Append the /" "* conn_tag *" "/ comment for the current operation. */
 RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
+/* Append "((c1 = ? AND c2 = ?) OR (...))" for n tuples of the columns. */
+RSV_HIDDEN void sql_key_list(rsv_buf *b, const char *const *cols, size_t ncols,
+                             uint32_t n);
 /* Power-of-two bucket >= n (n >= 1), for statements whose size varies. */
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
 

@@ -30,11 +30,11 @@ static int b_lock(rsv_buf *s, uint32_t shape)
     buf_puts(s, "SELECT CAST(inventory_item_id AS SIGNED), "
                 "CAST(inventory_group_id AS SIGNED), on_hand, issued, "
                 "CAST(next_unit_id AS SIGNED), COALESCE(pool_cap, 0) "
-                "FROM inventory_levels WHERE shop_id = ? AND "
-                "(inventory_item_id, inventory_group_id) IN (");
-    for (uint32_t i = 0; i < n; i++)
-        buf_puts(s, i ? ",(?,?)" : "(?,?)");
-    buf_puts(s, ") ORDER BY inventory_item_id, inventory_group_id FOR UPDATE");
+                "FROM inventory_levels WHERE shop_id = ? AND ");
+    static const char *const cols[] = {"inventory_item_id",
+                                       "inventory_group_id"};
+    sql_key_list(s, cols, 2, n);
+    buf_puts(s, " ORDER BY inventory_item_id, inventory_group_id FOR UPDATE");
     if (shape & 0x80000000u)
         buf_puts(s, " SKIP LOCKED");
     return 0;
@@ -104,11 +104,9 @@ static int b_settle_select(rsv_buf *s, uint32_t shape)
 static int b_settle_delete(rsv_buf *s, uint32_t n)
 {
     buf_puts(s, "DELETE FROM reservation_settlements WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ? AND "
-                "(checkout_token, generation) IN (");
-    for (uint32_t i = 0; i < n; i++)
-        buf_puts(s, i ? ",(?,?)" : "(?,?)");
-    buf_puts(s, ")");
+                "inventory_item_id = ? AND inventory_group_id = ? AND ");
+    static const char *const cols[] = {"checkout_token", "generation"};
+    sql_key_list(s, cols, 2, n);
     return 0;
 }
 

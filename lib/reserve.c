@@ -93,11 +93,11 @@ static int b_take(rsv_buf *s, uint32_t shape)
         buf_puts(s, " UNION ALL (SELECT 1, CAST(inventory_item_id AS SIGNED), "
                     "CAST(inventory_group_id AS SIGNED), "
                     "CAST(next_unit_id AS SIGNED), on_hand - issued FROM "
-                    "inventory_levels WHERE shop_id = ? AND "
-                    "(inventory_item_id, inventory_group_id) IN (");
-        for (uint32_t i = 0; i < n; i++)
-            buf_puts(s, i ? ",(?,?)" : "(?,?)");
-        buf_puts(s, "))");
+                    "inventory_levels WHERE shop_id = ? AND ");
+        static const char *const cols[] = {"inventory_item_id",
+                                           "inventory_group_id"};
+        sql_key_list(s, cols, 2, n);
+        buf_puts(s, ")");
     }
     for (uint32_t k = 0; k < n; k++) {
         if (slow && k == 0)
@@ -120,11 +120,10 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
 
 static int b_units_delete(rsv_buf *s, uint32_t n)
 {
-    buf_puts(s, "DELETE FROM reservation_units WHERE shop_id = ? AND "
-                "(inventory_item_id, inventory_group_id, id) IN (");
-    for (uint32_t i = 0; i < n; i++)
-        buf_puts(s, i ? ",(?,?,?)" : "(?,?,?)");
-    buf_puts(s, ")");
+    static const char *const cols[] = {"inventory_item_id",
+                                       "inventory_group_id", "id"};
+    buf_puts(s, "DELETE FROM reservation_units WHERE shop_id = ? AND ");
+    sql_key_list(s, cols, 3, n);
     return 0;
 }
 

@@ -197,6 +197,26 @@ static int res_grow(rsv_res *r)
 
 /* ---------------- the cache ---------------- */
 
+void sql_key_list(rsv_buf *b, const char *const *cols, size_t ncols,
+                  uint32_t n)
+{
+    /* Explicit ORs of equalities, never a row-constructor IN: MariaDB
+     * turns a one-element (a, b) IN ((?, ?)) into a row comparison that
+     * the range optimizer ignores, and the statement would then scan (and
+     * lock) every row of the shop. */
+    buf_puts(b, "(");
+    for (uint32_t i = 0; i < n; i++) {
+        buf_puts(b, i ? " OR (" : "(");
+        for (size_t c = 0; c < ncols; c++) {
+            buf_puts(b, c ? " AND " : "");
+            buf_puts(b, cols[c]);
+            buf_puts(b, " = ?");
+        }
+        buf_puts(b, ")");
+    }
+    buf_puts(b, ")");
+}
+
 uint32_t sql_bucket(size_t n)
 {
     uint32_t b = 1;
@@ -266,6 +286,11 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
+    /* The option's lock-wait timeout, for this statement only (MariaDB's
+     * SET STATEMENT): the session's own setting is never changed. */
+    if (ctx->opts.lock_wait_timeout_s > 0 && ctx->is_mariadb)
+        buf_printf_u(sql, "SET STATEMENT innodb_lock_wait_timeout = ",
+                     (uint64_t)ctx->opts.lock_wait_timeout_s, " FOR ");
     if (build(sql, shape) != 0 || sql->oom) {
         *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
         return NULL;
