@@ -41,7 +41,8 @@ SONAME := libreserve.so.$(MAJOR)
 SHLIB := $(B)/libreserve.so.$(VERSION)
 STLIB := $(B)/libreserve.a
 
-.PHONY: all lib check test demo install uninstall clean deps deps-build
+.PHONY: all lib check test demo install uninstall clean deps deps-build FORCE
+FORCE:
 
 all: lib
 lib: $(B)/libreserve.so $(STLIB) $(B)/reserve.pc
@@ -68,7 +69,8 @@ $(STLIB): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-$(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile | $(B)/lib
+# Always rewritten: it records PREFIX/LIBDIR, which may differ at install.
+$(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile FORCE | $(B)/lib
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 

@@ -76,10 +76,15 @@ int ctx_ok(rsv_ctx *ctx)
 
 int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
 {
+    /* Format into a copy: callers often extend the previous message
+     * ("%s (gave up ...)", ctx->msg), and formatting a buffer into itself
+     * is undefined. */
+    char tmp[sizeof ctx->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(ctx->msg, tmp, sizeof tmp);
     ctx->code = code;
     return code;
 }
@@ -122,10 +127,12 @@ int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
         code = rsv_is_conn_errno(err) ? RSV_ECONN : RSV_EDB;
         break;
     }
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s (MySQL error %u)%s", what,
+    char tmp[sizeof ctx->msg];
+    snprintf(tmp, sizeof tmp, "%s: %s (MySQL error %u)%s", what,
              text && *text ? text : "unknown error", err,
              code == RSV_ESCHEMA
                  ? "; load sql/schema.sql into this database" : "");
+    memcpy(ctx->msg, tmp, sizeof tmp);
     ctx->code = code;
     return code;
 }

@@ -68,9 +68,9 @@ typedef struct rjob {
 
 #define SLOW_BIT 0x80000000u
 
-static void pool_part(rsv_buf *s, uint32_t k, int slow)
+static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
 {
-    buf_printf_u(s, " UNION ALL (SELECT 2, ", k,
+    buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
                  ", CAST(id AS SIGNED), 0, 0 FROM reservation_units WHERE "
                  "shop_id = ? AND inventory_item_id = ? AND "
                  "inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE");
@@ -99,11 +99,8 @@ static int b_take(rsv_buf *s, uint32_t shape)
         sql_key_list(s, cols, 2, n);
         buf_puts(s, ")");
     }
-    for (uint32_t k = 0; k < n; k++) {
-        if (slow && k == 0)
-            buf_puts(s, "(SELECT 2, 0, 0, 0, 0 FROM DUAL WHERE 0)");
-        pool_part(s, k, slow);
-    }
+    for (uint32_t k = 0; k < n; k++)
+        pool_part(s, k, slow, slow && k == 0);
     return 0;
 }
 
@@ -617,6 +614,13 @@ static int slow_body(rsv_ctx *ctx, void *p)
         }
     }
     free(lv);
+    /* A changed cart may reuse the units its old cart holds: settle the
+     * old holds first, so the fold below (which does not skip our own
+     * locks) returns them to the ledger. */
+    if (j->prev_found && j->prev_status == ST_HELD &&
+        (rc = holds_settle(ctx, j->shop, j->token, j->len, j->prev_gen,
+                           ST_RELEASED)))
+        return rc;
     for (size_t k = 0; k < j->nkeys; k++)
         if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, NULL)))
             return rc;

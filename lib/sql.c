@@ -260,6 +260,12 @@ static void check_connection(rsv_ctx *ctx)
 
 static int stmt_fail(rsv_ctx *ctx, MYSQL_STMT *st, const char *what)
 {
+    /* An error that arrives while rows are read (a lock wait or deadlock
+     * in the middle of a locking read) may be recorded on the connection
+     * rather than the statement. */
+    if (mysql_stmt_errno(st) == 0 && mysql_errno(ctx->conn) != 0)
+        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
+                           what);
     return ctx_db_fail(ctx, mysql_stmt_errno(st), mysql_stmt_error(st), what);
 }
 
@@ -358,6 +364,14 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     }
     if (mysql_stmt_bind_result(st, out) != 0) {
         int rc = stmt_fail(ctx, st, "bind result");
+        mysql_stmt_free_result(st);
+        return rc;
+    }
+    /* Read the whole result now: a locking read can fail half-way (lock
+     * wait timeout, deadlock), and the error must surface here, with the
+     * connection left in sync. */
+    if (mysql_stmt_store_result(st) != 0) {
+        int rc = stmt_fail(ctx, st, "read result");
         mysql_stmt_free_result(st);
         return rc;
     }

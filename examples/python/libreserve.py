@@ -1,0 +1,1171 @@
+"""libreserve - a ctypes binding for the libreserve C library.
+
+Covers the whole public API of reserve.h.  Only the Python standard library
+is needed: the MariaDB connection the library works on is opened through
+MariaDB Connector/C (libmariadb) with ctypes as well.
+
+    import libreserve as rsv
+
+    with rsv.Connection(unix_socket="/run/mysqld/mysqld.sock",
+                        user="shop", password="...", db="shop") as conn, \\
+         rsv.Context(conn) as ctx:
+        ctx.stock_set(shop_id=1, item_id=42, location_id=7, on_hand=10)
+        with rsv.Cart() as cart:
+            cart.add(42, [7], 2)
+            ctx.reserve(1, b"checkout-123", cart)
+            print(cart.allocations(0))            # [(7, 2)]
+        try:
+            ctx.claim(1, b"checkout-123")
+        except rsv.AlreadyClaimed:
+            pass                                  # a retried claim
+
+Every failing call raises a ReserveError subclass carrying the library's
+code (``.code``, ``.name``), its short text (``.strerror``) and the detailed
+message of rsv_errmsg() (``.message``).  Expected outcomes (out of stock,
+expired, already claimed, ...) derive from ExpectedOutcome, the rest from
+Failure.
+
+Which libreserve.so is loaded (first match wins):
+  1. $LIBRESERVE_PATH: the library file itself, or a directory holding
+     libreserve.so.0 / libreserve.so;
+  2. the system's: ctypes.util.find_library("reserve") (ldconfig cache), then
+     the usual install paths (/usr/local/lib, /usr/lib/<multiarch>, /usr/lib);
+  3. the in-tree build: <repo>/build/libreserve.so next to this file.
+libmariadb is found with $LIBMARIADB_PATH, else find_library("mariadb"),
+else "libmariadb.so.3".
+"""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from collections import namedtuple
+
+__all__ = [
+    "Connection", "Context", "Cart", "Options", "Violation", "Stock",
+    "CheckoutStatus", "ReserveError", "ExpectedOutcome", "Failure",
+    "OutOfStock", "NotFound", "Expired", "AlreadyClaimed", "AlreadyReleased",
+    "Busy", "InDoubt", "ConnectionLost", "InvalidArgument", "InvalidQuantity",
+    "EmptyCart", "InvalidToken", "NoItem", "SchemaError", "UnsupportedServer",
+    "InTransaction", "OutOfMemory", "DatabaseError", "CartTooBig",
+    "StockError", "ConfigError", "RangeError", "MariaDBError",
+    "version", "version_number", "strerror", "code_name", "options_size",
+    "library_path", "find_schema", "lib", "mariadb",
+]
+
+# ---------------------------------------------------------------------------
+# Constants (mirroring reserve.h)
+# ---------------------------------------------------------------------------
+
+HEADER_VERSION = "0.1.0"          # the reserve.h this binding was written for
+HEADER_VERSION_NUMBER = 100
+
+OK = 0
+EOUTOFSTOCK = -1
+ENOTFOUND = -2
+EEXPIRED = -3
+ECLAIMED = -4
+ERELEASED = -5
+EBUSY = -6
+EINDOUBT = -7
+ECONN = -8
+EINVAL = -10
+EQUANTITY = -11
+EEMPTY = -12
+ETOKEN = -13
+ENOITEM = -14
+ESCHEMA = -15
+ESERVER = -16
+EINTXN = -17
+ENOMEM = -18
+EDB = -19
+ETOOBIG = -20
+ESTOCK = -21
+ECONFIG = -22
+ERANGE = -23
+
+ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
+             EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
+             ESCHEMA, ESERVER, EINTXN, ENOMEM, EDB, ETOOBIG, ESTOCK, ECONFIG,
+             ERANGE)
+
+TOKEN_MAX = 128
+QUANTITY_MAX = 1000000000
+CART_MAX_LINES = 1000
+LINE_MAX_LOCATIONS = 16
+
+OPTIONS_VERSION = 1
+OPT_ALLOW_STATEMENT_BINLOG = 0x1
+OPT_NO_PROACTIVE_REFILL = 0x2
+
+LINE_SPLIT = 0x1
+
+STATUS_HELD = 1
+STATUS_CLAIMED = 2
+STATUS_RELEASED = 3
+STATUS_EXPIRED = 4
+STATUS_NAMES = {STATUS_HELD: "held", STATUS_CLAIMED: "claimed",
+                STATUS_RELEASED: "released", STATUS_EXPIRED: "expired"}
+
+_U64_MAX = (1 << 64) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+
+# ---------------------------------------------------------------------------
+# Exceptions
+# ---------------------------------------------------------------------------
+
+
+class ReserveError(Exception):
+    """A libreserve call failed.
+
+    code     the RSV_E* code (negative int)
+    name     its symbolic name ("RSV_EOUTOFSTOCK")
+    strerror the library's short text for the code
+    message  rsv_errmsg(): the detailed message of the failing call
+    """
+
+    code = None
+
+    def __init__(self, code, message=None, function=None):
+        self.code = code
+        self.name = code_name(code) or "RSV_UNKNOWN(%d)" % code
+        self.strerror = strerror(code)
+        self.message = message or self.strerror
+        self.function = function
+        where = "%s: " % function if function else ""
+        super().__init__("%s%s (%d): %s" % (where, self.name, code,
+                                             self.message))
+
+
+class ExpectedOutcome(ReserveError):
+    """An outcome a checkout handles as business logic."""
+
+
+class Failure(ReserveError):
+    """A failure: bad arguments, schema, server or connection problems."""
+
+
+class OutOfStock(ExpectedOutcome):
+    """RSV_EOUTOFSTOCK; .failed_line is the cart line that could not be
+    served (None if unknown)."""
+    failed_line = None
+
+
+class NotFound(ExpectedOutcome):
+    """RSV_ENOTFOUND: no such checkout."""
+
+
+class Expired(ExpectedOutcome):
+    """RSV_EEXPIRED: the hold expired and its units were given back."""
+
+
+class AlreadyClaimed(ExpectedOutcome):
+    """RSV_ECLAIMED."""
+
+
+class AlreadyReleased(ExpectedOutcome):
+    """RSV_ERELEASED."""
+
+
+class Busy(ExpectedOutcome):
+    """RSV_EBUSY: lock conflicts persisted through every retry."""
+
+
+class InDoubt(ExpectedOutcome):
+    """RSV_EINDOUBT: connection lost during COMMIT; repeat the call."""
+
+
+class ConnectionLost(Failure):
+    """RSV_ECONN: not connected, or lost before COMMIT (nothing applied)."""
+
+
+class InvalidArgument(Failure, ValueError):
+    """RSV_EINVAL."""
+
+
+class InvalidQuantity(Failure, ValueError):
+    """RSV_EQUANTITY."""
+
+
+class EmptyCart(Failure, ValueError):
+    """RSV_EEMPTY."""
+
+
+class InvalidToken(Failure, ValueError):
+    """RSV_ETOKEN."""
+
+
+class NoItem(Failure):
+    """RSV_ENOITEM: no stock ledger row for the item/location."""
+
+
+class SchemaError(Failure):
+    """RSV_ESCHEMA."""
+
+
+class UnsupportedServer(Failure):
+    """RSV_ESERVER."""
+
+
+class InTransaction(Failure):
+    """RSV_EINTXN."""
+
+
+class OutOfMemory(Failure):
+    """RSV_ENOMEM."""
+
+
+class DatabaseError(Failure):
+    """RSV_EDB: any other database error."""
+
+
+class CartTooBig(Failure, ValueError):
+    """RSV_ETOOBIG."""
+
+
+class StockError(Failure):
+    """RSV_ESTOCK: the stock change is refused."""
+
+
+class ConfigError(Failure):
+    """RSV_ECONFIG: unusable connection configuration."""
+
+
+class RangeError(Failure, IndexError):
+    """RSV_ERANGE: index out of range / buffer too small."""
+
+
+_EXC_BY_CODE = {
+    EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
+    ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
+    EINDOUBT: InDoubt, ECONN: ConnectionLost, EINVAL: InvalidArgument,
+    EQUANTITY: InvalidQuantity, EEMPTY: EmptyCart, ETOKEN: InvalidToken,
+    ENOITEM: NoItem, ESCHEMA: SchemaError, ESERVER: UnsupportedServer,
+    EINTXN: InTransaction, ENOMEM: OutOfMemory, EDB: DatabaseError,
+    ETOOBIG: CartTooBig, ESTOCK: StockError, ECONFIG: ConfigError,
+    ERANGE: RangeError,
+}
+
+
+def exception_for(code):
+    """The exception class raised for a return code."""
+    if code in _EXC_BY_CODE:
+        return _EXC_BY_CODE[code]
+    return ExpectedOutcome if -7 <= code < 0 else Failure
+
+
+def _raise(code, message=None, function=None):
+    raise exception_for(code)(code, message, function)
+
+
+class MariaDBError(Exception):
+    """An error of MariaDB Connector/C (connect, query) outside libreserve."""
+
+    def __init__(self, errno, message, sqlstate=None):
+        self.errno = errno
+        self.message = message
+        self.sqlstate = sqlstate
+        super().__init__("MariaDB error %d%s: %s" % (
+            errno, " (%s)" % sqlstate if sqlstate else "", message))
+
+
+# ---------------------------------------------------------------------------
+# Loading the libraries
+# ---------------------------------------------------------------------------
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))
+
+
+def _candidates():
+    env = os.environ.get("LIBRESERVE_PATH")
+    if env:
+        if os.path.isdir(env):
+            for name in ("libreserve.so.0", "libreserve.so"):
+                p = os.path.join(env, name)
+                if os.path.exists(p):
+                    return [p]
+            raise OSError("LIBRESERVE_PATH=%s: no libreserve.so.0 or "
+                          "libreserve.so in that directory" % env)
+        return [env]  # explicit: no fallback to another library
+    out = []
+    found = ctypes.util.find_library("reserve")
+    if found:
+        out.append(found)
+    multiarch = getattr(sys.implementation, "_multiarch", None)
+    dirs = ["/usr/local/lib"]
+    if multiarch:
+        dirs += ["/usr/local/lib/" + multiarch, "/usr/lib/" + multiarch]
+    dirs.append("/usr/lib")
+    for d in dirs:
+        p = os.path.join(d, "libreserve.so.0")
+        if os.path.exists(p):
+            out.append(p)
+    out.append(os.path.join(_REPO, "build", "libreserve.so"))
+    return out
+
+
+def _load_reserve():
+    errors = []
+    for cand in _candidates():
+        try:
+            return ctypes.CDLL(cand), cand
+        except OSError as e:
+            errors.append("%s: %s" % (cand, e))
+    raise OSError("cannot load libreserve (set LIBRESERVE_PATH): " +
+                  "; ".join(errors))
+
+
+def _load_mariadb():
+    # Loaded after libreserve, so the same libmariadb.so.3 instance it links
+    # is returned by the dynamic loader.
+    env = os.environ.get("LIBMARIADB_PATH")
+    names = [env] if env else [ctypes.util.find_library("mariadb"),
+                               "libmariadb.so.3", "libmariadb.so"]
+    errors = []
+    for n in names:
+        if not n:
+            continue
+        try:
+            return ctypes.CDLL(n)
+        except OSError as e:
+            errors.append("%s: %s" % (n, e))
+    raise OSError("cannot load libmariadb (set LIBMARIADB_PATH): " +
+                  "; ".join(errors))
+
+
+lib, _lib_name = _load_reserve()
+mariadb = _load_mariadb()
+
+
+def library_path():
+    """The file the loaded libreserve was mapped from (resolved through
+    /proc/self/maps when it was loaded by name)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and "libreserve" in \
+                        os.path.basename(parts[5].strip()):
+                    return parts[5].strip()
+    except OSError:
+        pass
+    return _lib_name
+
+
+# ---- prototypes: libmariadb ----
+
+_c_p = ctypes.c_void_p
+_mdb = mariadb
+_mdb.mysql_init.argtypes = [_c_p]
+_mdb.mysql_init.restype = _c_p
+_mdb.mysql_real_connect.argtypes = [_c_p, ctypes.c_char_p, ctypes.c_char_p,
+                                    ctypes.c_char_p, ctypes.c_char_p,
+                                    ctypes.c_uint, ctypes.c_char_p,
+                                    ctypes.c_ulong]
+_mdb.mysql_real_connect.restype = _c_p
+_mdb.mysql_close.argtypes = [_c_p]
+_mdb.mysql_close.restype = None
+_mdb.mysql_error.argtypes = [_c_p]
+_mdb.mysql_error.restype = ctypes.c_char_p
+_mdb.mysql_errno.argtypes = [_c_p]
+_mdb.mysql_errno.restype = ctypes.c_uint
+_mdb.mysql_sqlstate.argtypes = [_c_p]
+_mdb.mysql_sqlstate.restype = ctypes.c_char_p
+_mdb.mysql_options.argtypes = [_c_p, ctypes.c_int, _c_p]
+_mdb.mysql_options.restype = ctypes.c_int
+_mdb.mysql_real_query.argtypes = [_c_p, ctypes.c_char_p, ctypes.c_ulong]
+_mdb.mysql_real_query.restype = ctypes.c_int
+_mdb.mysql_store_result.argtypes = [_c_p]
+_mdb.mysql_store_result.restype = _c_p
+_mdb.mysql_free_result.argtypes = [_c_p]
+_mdb.mysql_free_result.restype = None
+_mdb.mysql_field_count.argtypes = [_c_p]
+_mdb.mysql_field_count.restype = ctypes.c_uint
+_mdb.mysql_num_fields.argtypes = [_c_p]
+_mdb.mysql_num_fields.restype = ctypes.c_uint
+_mdb.mysql_fetch_row.argtypes = [_c_p]
+_mdb.mysql_fetch_row.restype = ctypes.POINTER(ctypes.c_void_p)
+_mdb.mysql_fetch_lengths.argtypes = [_c_p]
+_mdb.mysql_fetch_lengths.restype = ctypes.POINTER(ctypes.c_ulong)
+_mdb.mysql_affected_rows.argtypes = [_c_p]
+_mdb.mysql_affected_rows.restype = ctypes.c_ulonglong
+_mdb.mysql_next_result.argtypes = [_c_p]
+_mdb.mysql_next_result.restype = ctypes.c_int
+_mdb.mysql_set_server_option.argtypes = [_c_p, ctypes.c_int]
+_mdb.mysql_set_server_option.restype = ctypes.c_int
+_mdb.mysql_select_db.argtypes = [_c_p, ctypes.c_char_p]
+_mdb.mysql_select_db.restype = ctypes.c_int
+_mdb.mysql_thread_id.argtypes = [_c_p]
+_mdb.mysql_thread_id.restype = ctypes.c_ulong
+_mdb.mysql_get_server_info.argtypes = [_c_p]
+_mdb.mysql_get_server_info.restype = ctypes.c_char_p
+
+_CLIENT_MULTI_STATEMENTS = 1 << 16
+_MYSQL_OPT_CONNECT_TIMEOUT = 0
+_MYSQL_OPT_READ_TIMEOUT = 11
+_MYSQL_OPT_WRITE_TIMEOUT = 12
+_MYSQL_OPT_RECONNECT = 20
+_MYSQL_OPTION_MULTI_STATEMENTS_ON = 0
+_MYSQL_OPTION_MULTI_STATEMENTS_OFF = 1
+
+
+# ---- prototypes: libreserve ----
+
+class Options(ctypes.Structure):
+    """struct rsv_options.  Options() is filled by rsv_options_init() with the
+    library's defaults; keyword arguments then override fields, e.g.
+    Options(pool_cap=50, hold_ttl_ms=30000).  conn_tag_prefix takes str or
+    bytes (the library copies it at rsv_open())."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("flags", ctypes.c_uint32),
+        ("pool_cap", ctypes.c_int64),
+        ("refill_low_water", ctypes.c_int64),
+        ("hold_ttl_ms", ctypes.c_int64),
+        ("max_retries", ctypes.c_int32),
+        ("retry_base_us", ctypes.c_int32),
+        ("lock_wait_timeout_s", ctypes.c_int32),
+        ("conn_tag_prefix", ctypes.c_char_p),
+        ("settled_retention_s", ctypes.c_int64),
+    ]
+
+    def __init__(self, version=OPTIONS_VERSION, **fields):
+        super().__init__()
+        rc = lib.rsv_options_init(ctypes.byref(self), version)
+        if rc != OK:
+            _raise(rc, "rsv_options_init(version=%d) failed" % version,
+                   "rsv_options_init")
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+    def __setattr__(self, name, value):
+        if name == "conn_tag_prefix" and isinstance(value, str):
+            value = value.encode("utf-8")
+        if name not in dict(self._fields_) and not name.startswith("_"):
+            raise AttributeError("rsv_options has no field %r" % name)
+        super().__setattr__(name, value)
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name, _ in self._fields_}
+
+    def __repr__(self):
+        return "Options(%s)" % ", ".join("%s=%r" % kv
+                                         for kv in self.as_dict().items())
+
+
+_AUDIT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64,
+                             ctypes.c_uint64, ctypes.c_uint64,
+                             ctypes.c_char_p)
+
+_pp = ctypes.POINTER(ctypes.c_void_p)
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+_tok = ctypes.c_char_p  # bytes (may hold NULs; the length is passed too)
+
+_PROTOS = {
+    "rsv_version": (ctypes.c_char_p, []),
+    "rsv_version_number": (ctypes.c_int, []),
+    "rsv_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "rsv_code_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "rsv_options_init": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.c_uint]),
+    "rsv_options_size": (ctypes.c_size_t, []),
+    "rsv_open": (ctypes.c_int, [_pp, _c_p, ctypes.POINTER(Options)]),
+    "rsv_close": (None, [_c_p]),
+    "rsv_errmsg": (ctypes.c_char_p, [_c_p]),
+    "rsv_errcode": (ctypes.c_int, [_c_p]),
+    "rsv_connection": (_c_p, [_c_p]),
+    "rsv_cart_new": (ctypes.c_int, [_pp]),
+    "rsv_cart_free": (None, [_c_p]),
+    "rsv_cart_clear": (None, [_c_p]),
+    "rsv_cart_add": (ctypes.c_int, [_c_p, ctypes.c_uint64, _u64p,
+                                    ctypes.c_size_t, ctypes.c_int64,
+                                    ctypes.c_uint32]),
+    "rsv_cart_lines": (ctypes.c_size_t, [_c_p]),
+    "rsv_cart_allocation_count": (ctypes.c_int, [_c_p, ctypes.c_size_t,
+                                                 ctypes.POINTER(ctypes.c_size_t)]),
+    "rsv_cart_allocation": (ctypes.c_int, [_c_p, ctypes.c_size_t,
+                                           ctypes.c_size_t, _u64p, _i64p]),
+    "rsv_cart_failed_line": (ctypes.c_size_t, [_c_p]),
+    "rsv_reserve": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                   ctypes.c_size_t, _c_p, ctypes.c_int64]),
+    "rsv_reserve_one": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                       ctypes.c_size_t, ctypes.c_uint64,
+                                       ctypes.c_uint64, ctypes.c_int64,
+                                       ctypes.c_int64]),
+    "rsv_claim": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                 ctypes.c_size_t]),
+    "rsv_release": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                   ctypes.c_size_t]),
+    "rsv_extend": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                  ctypes.c_size_t, ctypes.c_int64]),
+    "rsv_checkout_status": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                           ctypes.c_size_t,
+                                           ctypes.POINTER(ctypes.c_int32),
+                                           _i64p, _i64p]),
+    "rsv_replenish": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
+                                     ctypes.c_uint64, _i64p]),
+    "rsv_sweep": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_int64,
+                                 _i64p]),
+    "rsv_stock_set": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
+                                     ctypes.c_uint64, ctypes.c_int64]),
+    "rsv_stock_adjust": (ctypes.c_int, [_c_p, ctypes.c_uint64,
+                                        ctypes.c_uint64, ctypes.c_uint64,
+                                        ctypes.c_int64, _i64p]),
+    "rsv_stock_get": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
+                                     ctypes.c_uint64, _i64p, _i64p, _i64p,
+                                     _i64p]),
+    "rsv_audit": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_int,
+                                 _AUDIT_FN, ctypes.c_void_p, _i64p]),
+}
+
+for _name, (_res, _args) in _PROTOS.items():
+    _f = getattr(lib, _name)  # AttributeError here = a function is missing
+    _f.restype = _res
+    _f.argtypes = _args
+del _name, _res, _args, _f
+
+# Names of every wrapped public function (for completeness checks).
+WRAPPED_FUNCTIONS = tuple(sorted(_PROTOS))
+
+
+def _s(b):
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def version():
+    """rsv_version(): the loaded library's version string."""
+    return _s(lib.rsv_version())
+
+
+def version_number():
+    """rsv_version_number(): MAJOR * 10000 + MINOR * 100 + PATCH."""
+    return lib.rsv_version_number()
+
+
+def strerror(code):
+    """rsv_strerror(): short static text for any code."""
+    return _s(lib.rsv_strerror(code))
+
+
+def code_name(code):
+    """rsv_code_name(): "RSV_EOUTOFSTOCK", ...; None if unknown."""
+    return _s(lib.rsv_code_name(code))
+
+
+def options_size():
+    """rsv_options_size(): sizeof(rsv_options) in the loaded library."""
+    return lib.rsv_options_size()
+
+
+if options_size() < ctypes.sizeof(Options):
+    raise ImportError("libreserve at %s has a smaller rsv_options (%d bytes) "
+                      "than this binding expects (%d)" % (
+                          library_path(), options_size(),
+                          ctypes.sizeof(Options)))
+
+
+def find_schema():
+    """Path of schema.sql: $RSV_SCHEMA, else share/libreserve/schema.sql
+    next to the loaded library's lib directory, the usual install paths,
+    else the in-tree sql/schema.sql."""
+    env = os.environ.get("RSV_SCHEMA")
+    if env:
+        return env
+    libdir = os.path.dirname(library_path() or "")
+    cands = []
+    if libdir:
+        d = libdir
+        for _ in range(2):  # lib/ or lib/<multiarch>/
+            d = os.path.dirname(d)
+            cands.append(os.path.join(d, "share", "libreserve", "schema.sql"))
+    cands += [os.path.join(_REPO, "sql", "schema.sql"),
+              "/usr/local/share/libreserve/schema.sql",
+              "/usr/share/libreserve/schema.sql"]
+    for c in cands:
+        if os.path.exists(c):
+            return c
+    raise FileNotFoundError("schema.sql not found (set RSV_SCHEMA); tried " +
+                            ", ".join(cands))
+
+
+# ---------------------------------------------------------------------------
+# Argument checks (ctypes would silently truncate out-of-range integers)
+# ---------------------------------------------------------------------------
+
+def _u64(v, what):
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _U64_MAX:
+        raise InvalidArgument(EINVAL, "%s must be an int in 0..2**64-1, not %r"
+                              % (what, v))
+    return v
+
+
+def _i64(v, what):
+    if isinstance(v, bool) or not isinstance(v, int) or \
+            not _I64_MIN <= v <= _I64_MAX:
+        raise InvalidArgument(EINVAL, "%s must be a 64-bit signed int, not %r"
+                              % (what, v))
+    return v
+
+
+def _token(token):
+    """bytes for a token: bytes/bytearray/memoryview as is, str UTF-8."""
+    if isinstance(token, str):
+        return token.encode("utf-8")
+    if isinstance(token, (bytes, bytearray, memoryview)):
+        return bytes(token)
+    raise InvalidArgument(EINVAL, "token must be bytes or str, not %s"
+                          % type(token).__name__)
+
+
+# ---------------------------------------------------------------------------
+# MariaDB connection (Connector/C through ctypes)
+# ---------------------------------------------------------------------------
+
+class Connection:
+    """A MariaDB connection opened with mysql_real_connect().
+
+    Connection(unix_socket=..., host=..., port=..., user=..., password=...,
+               db=..., connect_timeout=..., read_timeout=..., reconnect=False,
+               multi_statements=False)
+
+    ``handle`` is the MYSQL* (an int); the object also converts to it as a
+    ctypes argument.  Closing the connection first closes every Context still
+    open on it.  Values come back as bytes (or None for NULL).
+    """
+
+    def __init__(self, unix_socket=None, host=None, port=0, user=None,
+                 password=None, db=None, connect_timeout=None,
+                 read_timeout=None, reconnect=False, multi_statements=False):
+        self._contexts = []
+        h = _mdb.mysql_init(None)
+        if not h:
+            raise MemoryError("mysql_init failed")
+        self.handle = h
+        try:
+            for opt, val in ((_MYSQL_OPT_CONNECT_TIMEOUT, connect_timeout),
+                             (_MYSQL_OPT_READ_TIMEOUT, read_timeout)):
+                if val is not None:
+                    v = ctypes.c_uint(int(val))
+                    _mdb.mysql_options(h, opt, ctypes.byref(v))
+            if reconnect:
+                b = ctypes.c_char(1)
+                _mdb.mysql_options(h, _MYSQL_OPT_RECONNECT, ctypes.byref(b))
+            enc = lambda s: s.encode("utf-8") if isinstance(s, str) else s
+            flags = _CLIENT_MULTI_STATEMENTS if multi_statements else 0
+            if not _mdb.mysql_real_connect(h, enc(host), enc(user),
+                                           enc(password), enc(db), int(port),
+                                           enc(unix_socket), flags):
+                raise self._error()
+        except BaseException:
+            _mdb.mysql_close(h)
+            self.handle = None
+            raise
+
+    # -- plumbing --
+    @property
+    def _as_parameter_(self):
+        if not self.handle:
+            raise InvalidArgument(EINVAL, "the connection is closed")
+        return ctypes.c_void_p(self.handle)
+
+    def _h(self):
+        if not self.handle:
+            raise MariaDBError(2006, "the connection is closed")
+        return self.handle
+
+    def _error(self):
+        h = self.handle
+        return MariaDBError(_mdb.mysql_errno(h), _s(_mdb.mysql_error(h)),
+                            _s(_mdb.mysql_sqlstate(h)))
+
+    @property
+    def closed(self):
+        return not self.handle
+
+    def close(self):
+        """Close every context on this connection, then mysql_close()."""
+        for ctx in list(self._contexts):
+            ctx.close()
+        if self.handle:
+            _mdb.mysql_close(self.handle)
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- info --
+    @property
+    def thread_id(self):
+        return _mdb.mysql_thread_id(self._h())
+
+    @property
+    def server_info(self):
+        return _s(_mdb.mysql_get_server_info(self._h()))
+
+    @property
+    def errno(self):
+        return _mdb.mysql_errno(self._h())
+
+    @property
+    def error(self):
+        """mysql_error() of the last call on the connection."""
+        return _s(_mdb.mysql_error(self._h()))
+
+    # -- queries --
+    def _fetch(self, res):
+        n = _mdb.mysql_num_fields(res)
+        rows = []
+        while True:
+            row = _mdb.mysql_fetch_row(res)
+            if not row:
+                break
+            lens = _mdb.mysql_fetch_lengths(res)
+            rows.append(tuple(
+                ctypes.string_at(row[i], lens[i]) if row[i] else None
+                for i in range(n)))
+        return rows
+
+    def _run(self, sql):
+        """Send sql, read every result; returns [(rows or None, affected)]."""
+        h = self._h()
+        if isinstance(sql, str):
+            sql = sql.encode("utf-8")
+        if _mdb.mysql_real_query(h, sql, len(sql)) != 0:
+            raise self._error()
+        out = []
+        while True:
+            res = _mdb.mysql_store_result(h)
+            if res:
+                try:
+                    out.append((self._fetch(res), None))
+                finally:
+                    _mdb.mysql_free_result(res)
+            elif _mdb.mysql_field_count(h) != 0:
+                raise self._error()
+            else:
+                out.append((None, _mdb.mysql_affected_rows(h)))
+            st = _mdb.mysql_next_result(h)
+            if st > 0:
+                raise self._error()
+            if st != 0:
+                return out
+
+    def query(self, sql):
+        """Run one statement, return its rows: a list of tuples of bytes or
+        None (an empty list for a statement without a result set)."""
+        rows, _ = self._run(sql)[-1]
+        return rows if rows is not None else []
+
+    def scalar(self, sql):
+        """The first column of the first row (bytes), or None."""
+        rows = self.query(sql)
+        return rows[0][0] if rows else None
+
+    def scalar_int(self, sql):
+        """scalar() as an int (None stays None)."""
+        v = self.scalar(sql)
+        return int(v) if v is not None else None
+
+    def execute(self, sql):
+        """Run one statement, return the affected row count."""
+        _, n = self._run(sql)[-1]
+        return n or 0
+
+    def execute_script(self, sql):
+        """Run several ;-separated statements in one round trip
+        (multi-statements are switched on for the call only)."""
+        h = self._h()
+        if _mdb.mysql_set_server_option(h, _MYSQL_OPTION_MULTI_STATEMENTS_ON):
+            raise self._error()
+        try:
+            return self._run(sql)
+        finally:
+            _mdb.mysql_set_server_option(h, _MYSQL_OPTION_MULTI_STATEMENTS_OFF)
+
+    def execute_file(self, path):
+        """Run an SQL file (e.g. find_schema()) with execute_script()."""
+        with open(path, "rb") as f:
+            return self.execute_script(f.read())
+
+    def select_db(self, db):
+        if _mdb.mysql_select_db(self._h(), db.encode("utf-8")) != 0:
+            raise self._error()
+
+    def begin(self):
+        self.execute("START TRANSACTION")
+
+    def commit(self):
+        self.execute("COMMIT")
+
+    def rollback(self):
+        self.execute("ROLLBACK")
+
+
+def _conn_ptr(conn):
+    if conn is None:
+        return None
+    if isinstance(conn, Connection):
+        return conn._h()
+    if isinstance(conn, int):
+        return conn
+    if isinstance(conn, ctypes.c_void_p):
+        return conn.value
+    raise TypeError("conn must be a Connection or a MYSQL* address (int)")
+
+
+# ---------------------------------------------------------------------------
+# Cart
+# ---------------------------------------------------------------------------
+
+class Cart:
+    """rsv_cart: lines of (item, locations in order of preference, quantity).
+
+    Cart([(item, [loc, ...], qty), (item, [loc], qty, LINE_SPLIT), ...])
+    After a successful Context.reserve(), allocations(line) says where each
+    line is held.  Use as a context manager or call free().
+    """
+
+    def __init__(self, lines=()):
+        p = ctypes.c_void_p()
+        rc = lib.rsv_cart_new(ctypes.byref(p))
+        if rc != OK:
+            _raise(rc, None, "rsv_cart_new")
+        self._p = p.value
+        for line in lines:
+            self.add(*line)
+
+    @property
+    def _as_parameter_(self):
+        return ctypes.c_void_p(self._ptr())
+
+    def _ptr(self):
+        if not self._p:
+            raise InvalidArgument(EINVAL, "the cart was freed")
+        return self._p
+
+    def add(self, item_id, locations, quantity, flags=0, split=None):
+        """rsv_cart_add(); locations is an int or a sequence of ints;
+        split=True is flags |= LINE_SPLIT.  Returns the line index."""
+        if isinstance(locations, int):
+            locations = [locations]
+        locs = [_u64(l, "location_id") for l in locations]
+        if split:
+            flags |= LINE_SPLIT
+        arr = (ctypes.c_uint64 * max(len(locs), 1))(*locs)
+        rc = lib.rsv_cart_add(self._ptr(), _u64(item_id, "item_id"), arr,
+                              len(locs), _i64(quantity, "quantity"),
+                              ctypes.c_uint32(flags))
+        if rc != OK:
+            _raise(rc, "rsv_cart_add(item %r, locations %r, quantity %r, "
+                       "flags %#x): %s" % (item_id, locs, quantity, flags,
+                                           strerror(rc)), "rsv_cart_add")
+        return len(self) - 1
+
+    def clear(self):
+        """rsv_cart_clear()."""
+        lib.rsv_cart_clear(self._ptr())
+
+    def __len__(self):
+        return lib.rsv_cart_lines(self._ptr())
+
+    @property
+    def lines(self):
+        """rsv_cart_lines()."""
+        return len(self)
+
+    def allocation_count(self, line):
+        """rsv_cart_allocation_count(): locations holding units for line."""
+        n = ctypes.c_size_t()
+        rc = lib.rsv_cart_allocation_count(self._ptr(), line, ctypes.byref(n))
+        if rc != OK:
+            _raise(rc, "line %r of a %d-line cart" % (line, len(self)),
+                   "rsv_cart_allocation_count")
+        return n.value
+
+    def allocation(self, line, idx):
+        """rsv_cart_allocation(): (location_id, quantity)."""
+        loc, qty = ctypes.c_uint64(), ctypes.c_int64()
+        rc = lib.rsv_cart_allocation(self._ptr(), line, idx,
+                                     ctypes.byref(loc), ctypes.byref(qty))
+        if rc != OK:
+            _raise(rc, "allocation %r of line %r" % (idx, line),
+                   "rsv_cart_allocation")
+        return loc.value, qty.value
+
+    def allocations(self, line):
+        """Every (location_id, quantity) holding units for line."""
+        return [self.allocation(line, i)
+                for i in range(self.allocation_count(line))]
+
+    @property
+    def failed_line(self):
+        """rsv_cart_failed_line(); None instead of (size_t)-1."""
+        v = lib.rsv_cart_failed_line(self._ptr())
+        return None if v == _SIZE_MAX else v
+
+    def free(self):
+        """rsv_cart_free(); idempotent."""
+        if self._p:
+            lib.rsv_cart_free(self._p)
+            self._p = None
+
+    close = free
+
+    @property
+    def closed(self):
+        return not self._p
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------
+# Context
+# ---------------------------------------------------------------------------
+
+Stock = namedtuple("Stock", "on_hand held pooled available")
+CheckoutStatus = namedtuple("CheckoutStatus", "status units expires_in_ms")
+CheckoutStatus.name = property(lambda s: STATUS_NAMES.get(s.status, "?"))
+Violation = namedtuple("Violation", "shop_id item_id location_id problem")
+
+
+class Context:
+    """rsv_ctx bound to one connection.
+
+    Context(conn, options=None, **fields): conn is a Connection (kept alive
+    by the context) or a MYSQL* address; options an Options, or fields to set
+    on a default Options (Context(conn, pool_cap=50)).  Close it before the
+    connection (Connection.close() does so), or use it as a context manager.
+    """
+
+    def __init__(self, conn, options=None, **fields):
+        self._p = None
+        self.connection = conn if isinstance(conn, Connection) else None
+        if fields:
+            if options is None:
+                options = Options()
+            for k, v in fields.items():
+                setattr(options, k, v)
+        self.options = options
+        p = ctypes.c_void_p()
+        rc = lib.rsv_open(ctypes.byref(p), _conn_ptr(conn),
+                          ctypes.byref(options) if options is not None
+                          else None)
+        if rc != OK:
+            msg = _s(lib.rsv_errmsg(p.value)) if p.value else None
+            lib.rsv_close(p.value)
+            _raise(rc, msg or strerror(rc), "rsv_open")
+        self._p = p.value
+        if self.connection is not None:
+            self.connection._contexts.append(self)
+
+    @property
+    def _as_parameter_(self):
+        return ctypes.c_void_p(self._ptr())
+
+    def _ptr(self):
+        if not self._p:
+            raise InvalidArgument(EINVAL, "the context is closed")
+        return self._p
+
+    def _check(self, rc, function):
+        if rc != OK:
+            _raise(rc, _s(lib.rsv_errmsg(self._p)), function)
+
+    def close(self):
+        """rsv_close(); idempotent."""
+        if self._p:
+            lib.rsv_close(self._p)
+            self._p = None
+            if self.connection is not None:
+                try:
+                    self.connection._contexts.remove(self)
+                except ValueError:
+                    pass
+
+    @property
+    def closed(self):
+        return not self._p
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def errmsg(self):
+        """rsv_errmsg(): message of the last failing call ("" after OK)."""
+        return _s(lib.rsv_errmsg(self._ptr()))
+
+    @property
+    def errcode(self):
+        """rsv_errcode(): code of the last call."""
+        return lib.rsv_errcode(self._ptr())
+
+    @property
+    def connection_handle(self):
+        """rsv_connection(): the MYSQL* address the context is bound to."""
+        return lib.rsv_connection(self._ptr())
+
+    # -- the hold lifecycle --
+    def reserve(self, shop_id, token, cart, ttl_ms=0):
+        """rsv_reserve(): hold every line of cart for token, all or nothing.
+        Returns the cart (its allocations say where lines are held).  On
+        OutOfStock / NoItem the exception's failed_line names the line."""
+        tok = _token(token)
+        c = cart._ptr() if isinstance(cart, Cart) else cart
+        rc = lib.rsv_reserve(self._ptr(), _u64(shop_id, "shop_id"), tok,
+                             len(tok), c, _i64(ttl_ms, "ttl_ms"))
+        if rc != OK:
+            e = exception_for(rc)(rc, _s(lib.rsv_errmsg(self._p)),
+                                  "rsv_reserve")
+            if isinstance(cart, Cart):
+                e.failed_line = cart.failed_line
+            raise e
+        return cart
+
+    def reserve_one(self, shop_id, token, item_id, location_id, quantity,
+                    ttl_ms=0):
+        """rsv_reserve_one()."""
+        tok = _token(token)
+        rc = lib.rsv_reserve_one(self._ptr(), _u64(shop_id, "shop_id"), tok,
+                                 len(tok), _u64(item_id, "item_id"),
+                                 _u64(location_id, "location_id"),
+                                 _i64(quantity, "quantity"),
+                                 _i64(ttl_ms, "ttl_ms"))
+        self._check(rc, "rsv_reserve_one")
+
+    def claim(self, shop_id, token):
+        """rsv_claim(); joins the connection's open transaction if any."""
+        tok = _token(token)
+        self._check(lib.rsv_claim(self._ptr(), _u64(shop_id, "shop_id"), tok,
+                                  len(tok)), "rsv_claim")
+
+    def release(self, shop_id, token):
+        """rsv_release(); idempotent for released/expired checkouts."""
+        tok = _token(token)
+        self._check(lib.rsv_release(self._ptr(), _u64(shop_id, "shop_id"),
+                                    tok, len(tok)), "rsv_release")
+
+    def extend(self, shop_id, token, ttl_ms=0):
+        """rsv_extend(): deadline = now + ttl_ms (0 = context default)."""
+        tok = _token(token)
+        self._check(lib.rsv_extend(self._ptr(), _u64(shop_id, "shop_id"), tok,
+                                   len(tok), _i64(ttl_ms, "ttl_ms")),
+                    "rsv_extend")
+
+    def checkout_status(self, shop_id, token):
+        """rsv_checkout_status() -> CheckoutStatus(status, units,
+        expires_in_ms); status is one of STATUS_*."""
+        tok = _token(token)
+        st, units, ms = ctypes.c_int32(), ctypes.c_int64(), ctypes.c_int64()
+        rc = lib.rsv_checkout_status(self._ptr(), _u64(shop_id, "shop_id"),
+                                     tok, len(tok), ctypes.byref(st),
+                                     ctypes.byref(units), ctypes.byref(ms))
+        self._check(rc, "rsv_checkout_status")
+        return CheckoutStatus(st.value, units.value, ms.value)
+
+    # -- pools, expiry, stock --
+    def replenish(self, shop_id, item_id, location_id):
+        """rsv_replenish() -> rows added to the pool."""
+        n = ctypes.c_int64()
+        rc = lib.rsv_replenish(self._ptr(), _u64(shop_id, "shop_id"),
+                               _u64(item_id, "item_id"),
+                               _u64(location_id, "location_id"),
+                               ctypes.byref(n))
+        self._check(rc, "rsv_replenish")
+        return n.value
+
+    def sweep(self, shop_id, max_holds=0):
+        """rsv_sweep() -> holds given back."""
+        n = ctypes.c_int64()
+        rc = lib.rsv_sweep(self._ptr(), _u64(shop_id, "shop_id"),
+                           _i64(max_holds, "max_holds"), ctypes.byref(n))
+        self._check(rc, "rsv_sweep")
+        return n.value
+
+    def stock_set(self, shop_id, item_id, location_id, on_hand):
+        """rsv_stock_set()."""
+        rc = lib.rsv_stock_set(self._ptr(), _u64(shop_id, "shop_id"),
+                               _u64(item_id, "item_id"),
+                               _u64(location_id, "location_id"),
+                               _i64(on_hand, "on_hand"))
+        self._check(rc, "rsv_stock_set")
+
+    def stock_adjust(self, shop_id, item_id, location_id, delta):
+        """rsv_stock_adjust() -> the new stock on hand."""
+        n = ctypes.c_int64()
+        rc = lib.rsv_stock_adjust(self._ptr(), _u64(shop_id, "shop_id"),
+                                  _u64(item_id, "item_id"),
+                                  _u64(location_id, "location_id"),
+                                  _i64(delta, "delta"), ctypes.byref(n))
+        self._check(rc, "rsv_stock_adjust")
+        return n.value
+
+    def stock_get(self, shop_id, item_id, location_id):
+        """rsv_stock_get() -> Stock(on_hand, held, pooled, available)."""
+        v = [ctypes.c_int64() for _ in range(4)]
+        rc = lib.rsv_stock_get(self._ptr(), _u64(shop_id, "shop_id"),
+                               _u64(item_id, "item_id"),
+                               _u64(location_id, "location_id"),
+                               *[ctypes.byref(x) for x in v])
+        self._check(rc, "rsv_stock_get")
+        return Stock(*[x.value for x in v])
+
+    # -- audit --
+    def audit(self, shop_id=0, all_shops=False, callback=None):
+        """rsv_audit() -> list of Violation(shop_id, item_id, location_id,
+        problem).  callback(violation) is also called for each one; an
+        exception it raises stops further callbacks and is re-raised once
+        the audit has returned."""
+        found, errors = [], []
+
+        def trampoline(_arg, shop, item, loc, problem):
+            v = Violation(shop, item, loc, _s(problem))
+            found.append(v)
+            if callback is not None and not errors:
+                try:
+                    callback(v)
+                except BaseException as e:  # cannot cross the C frame
+                    errors.append(e)
+
+        fn = _AUDIT_FN(trampoline)
+        n = ctypes.c_int64()
+        rc = lib.rsv_audit(self._ptr(), _u64(shop_id, "shop_id"),
+                           1 if all_shops else 0, fn, None, ctypes.byref(n))
+        if errors:
+            raise errors[0]
+        self._check(rc, "rsv_audit")
+        if n.value != len(found):
+            raise AssertionError("rsv_audit reported %d violations but "
+                                 "called back %d times" % (n.value,
+                                                           len(found)))
+        return found

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs the checkout demo against the server in RSV_TEST_SOCKET (started by
+# `tools/mariadb.sh run`, as `make demo` does): creates a fresh database,
+# loads sql/schema.sql into it, runs the demo binary with the given
+# arguments, and drops the database afterwards (set RSV_DEMO_KEEP=1 to keep
+# it for a look).  Usage:
+#   examples/run-demo.sh build/examples/checkout_demo [demo options...]
+# Connects as $RSV_TEST_USER (default root) with $RSV_TEST_PASSWORD.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+demo=${1:?usage: $0 DEMO_BINARY [ARGS...]}
+shift
+
+# --help needs no server.
+for a in "$@"; do
+  case "$a" in --help|-h) exec "$demo" --help ;; esac
+done
+
+: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via 'make demo' or tools/mariadb.sh run}"
+user=${RSV_TEST_USER:-root}
+client=$(command -v mariadb || command -v mysql) || {
+  echo "run-demo.sh: the mariadb client is missing (apt-get install mariadb-client)" >&2
+  exit 1
+}
+export MYSQL_PWD=${RSV_TEST_PASSWORD:-}
+sql() { "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$user" "$@"; }
+
+db=rsv_demo_$$
+sql -e "DROP DATABASE IF EXISTS \`$db\`; CREATE DATABASE \`$db\`"
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+  if [ "${RSV_DEMO_KEEP:-0}" = 1 ]; then
+    echo "run-demo.sh: kept database $db" >&2
+  else
+    sql -e "DROP DATABASE IF EXISTS \`$db\`" || true
+  fi
+}
+trap cleanup EXIT
+sql "$db" <sql/schema.sql
+
+set +e
+RSV_DEMO_DATABASE=$db "$demo" --socket "$RSV_TEST_SOCKET" --user "$user" "$@"
+status=$?
+set -e
+exit $status

@@ -1,0 +1,38 @@
+# mk/admin.mk - rsv-admin, the operator's command-line tool
+# (tools/rsv-admin/rsv-admin.c), its test and its installation.
+# Included by the top-level Makefile (-include mk/*.mk).
+#
+#   make build/rsv-admin        build it (runs in-tree: rpath to build/)
+#   make install                also installs rsv-admin to $(DESTDIR)$(BINDIR)
+#   make install-admin          only the tool
+#   make uninstall-admin        remove it again
+
+ADMIN_SRC := tools/rsv-admin/rsv-admin.c
+
+$(B)/rsv-admin: $(ADMIN_SRC) include/reserve.h $(B)/libreserve.so
+	$(CC) $(REAL_CFLAGS) $(ADMIN_SRC) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+
+CHECK_EXTRA_BUILD += $(B)/rsv-admin
+CHECK_EXTRA += tests/admin-test.sh
+
+# The installed copy is linked again, every time (LIBDIR may differ from
+# the last install), without the build tree's rpath: it finds libreserve
+# in $(LIBDIR), through an rpath unless LIBDIR is a system directory the
+# loader searches anyway (/usr/local/lib may not be in the loader cache
+# until ldconfig runs).
+ADMIN_RPATH = $(if $(filter /lib /lib/% /usr/lib /usr/lib/%,$(LIBDIR)),,-Wl,-rpath,$(LIBDIR))
+
+.PHONY: admin install-admin uninstall-admin
+admin: $(B)/rsv-admin
+
+install-admin: $(ADMIN_SRC) include/reserve.h $(B)/libreserve.so
+	mkdir -p $(B)/admin-install
+	$(CC) $(REAL_CFLAGS) $(ADMIN_SRC) -o $(B)/admin-install/rsv-admin $(REAL_LDFLAGS) -L$(B) $(ADMIN_RPATH) -lreserve $(MARIADB_LIBS)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 755 $(B)/admin-install/rsv-admin $(DESTDIR)$(BINDIR)/rsv-admin
+
+uninstall-admin:
+	rm -f $(DESTDIR)$(BINDIR)/rsv-admin
+
+install: install-admin
+uninstall: uninstall-admin

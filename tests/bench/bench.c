@@ -1,0 +1,1943 @@
+/*
+ * bench.c - libreserve against the hot-row counter and the insert-only
+ * floor, side by side, on one throwaway MariaDB (tools/mariadb.sh run).
+ *
+ * Designs (same client threads, one connection each, READ COMMITTED):
+ *   libreserve  the public API: rsv_reserve_one / rsv_reserve / rsv_claim
+ *   hotrow      UPDATE ledger SET on_hand = on_hand - q WHERE ... AND
+ *               on_hand >= q; INSERT the hold; COMMIT.  Its claim: UPDATE
+ *               the ledger row; DELETE the hold; COMMIT.
+ *   floor       INSERT the hold; COMMIT (no shared row).  Its claim:
+ *               DELETE the hold; COMMIT.
+ * The baselines use prepared statements and run with autocommit off, so
+ * every transaction starts with its first statement and ends with an
+ * explicit COMMIT (no START TRANSACTION round trip: the form most
+ * favourable to them).  Holds go to tables created LIKE
+ * reserved_quantities, so every design writes the same hold row.
+ *
+ * Workloads: flash1 (one item), spread10k (10,000 items), cart5x3 (5-line
+ * carts, each line at 3 locations), claim1 (claims of holds on one item).
+ * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
+ * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
+ *
+ * Output (stdout): '#' header and comment lines, then one line per
+ * measurement:
+ *   bench design=D workload=W clients=N rtt_us=R ops_per_s=X p50_us=..
+ *     p99_us=.. p999_us=..
+ * then ratio lines, the targets of issue 4, and statements per reserve.
+ * Progress goes to stderr.  Nothing here asserts a timing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <errmsg.h>
+
+#include "reserve.h"
+
+extern char **environ;
+
+/* ------------------------------------------------------------------ */
+/* constants                                                          */
+/* ------------------------------------------------------------------ */
+
+#define SHOP 1
+#define FLASH_ITEM 1
+#define CLAIM_ITEM 2
+#define SPREAD_BASE 100000 /* items SPREAD_BASE+1 .. +10000, location 1 */
+#define SPREAD_N 10000
+#define CART_BASE 200000   /* items CART_BASE+1 .. +CART_N, locations 1..3 */
+#define CART_N 100
+#define CART_LINES 5
+#define CART_LOCS 3
+#define STMT_BASE 300000   /* statements-per-reserve items, locations 1..3 */
+#define STMT_MAX_LINES 50
+#define COLD_BASE 400000   /* first-touch probe items */
+#define BIG_STOCK 10000000LL
+#define HOLD_TTL_MS 3600000LL /* no hold expires during a run */
+
+enum { D_LIB, D_HOT, D_FLOOR, D_N };
+static const char *design_name[D_N] = {"libreserve", "hotrow", "floor"};
+enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_N };
+static const char *wl_name[W_N] = {"flash1", "spread10k", "cart5x3", "claim1"};
+
+/* ------------------------------------------------------------------ */
+/* configuration                                                      */
+/* ------------------------------------------------------------------ */
+
+#define MAXLIST 16
+typedef struct intlist {
+    int v[MAXLIST];
+    int n;
+} intlist;
+
+static struct {
+    const char *sock, *user, *pass;
+    const char *proxy_path;
+    const char *schema_path;
+    const char *outdir;
+    int quick;
+    int warmup_ms, duration_ms;
+    intlist rtts;
+    intlist clients[W_N];
+    int workloads[W_N];
+    int designs[D_N];
+    int stmts, cold, profile;
+    long spread_stock;
+    long claim_holds[D_N];
+    int setup_threads;
+} cfg;
+
+static char dbname[64];
+
+/* ------------------------------------------------------------------ */
+/* small utilities                                                    */
+/* ------------------------------------------------------------------ */
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void sleep_us(uint64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void sleep_until(uint64_t t)
+{
+    uint64_t n = now_us();
+    if (t > n)
+        sleep_us(t - n);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p)
+        die("out of memory");
+    return p;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static int parse_list(const char *s, intlist *l)
+{
+    l->n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || l->n == MAXLIST)
+            return -1;
+        l->v[l->n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return l->n > 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* SQL helpers (text protocol, setup and monitoring only)             */
+/* ------------------------------------------------------------------ */
+
+static int proxy_port[MAXLIST]; /* per cfg.rtts index; 0 = Unix socket */
+
+static MYSQL *connect_rtt(int rtt_idx, const char *db)
+{
+    MYSQL *c = mysql_init(NULL);
+    if (!c)
+        die("mysql_init failed");
+    unsigned int timeout = 60;
+    mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    MYSQL *ok;
+    if (rtt_idx < 0 || proxy_port[rtt_idx] == 0)
+        ok = mysql_real_connect(c, NULL, cfg.user, cfg.pass, db, 0, cfg.sock,
+                                CLIENT_MULTI_STATEMENTS);
+    else
+        ok = mysql_real_connect(c, "127.0.0.1", cfg.user, cfg.pass, db,
+                                (unsigned int)proxy_port[rtt_idx], NULL,
+                                CLIENT_MULTI_STATEMENTS);
+    if (!ok) {
+        fprintf(stderr, "bench: connect: %s\n", mysql_error(c));
+        mysql_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+static MYSQL *connect_local(void)
+{
+    MYSQL *c = connect_rtt(-1, dbname[0] ? dbname : NULL);
+    if (!c)
+        die("cannot connect to the server socket %s", cfg.sock);
+    return c;
+}
+
+static void q_exec(MYSQL *c, const char *sql)
+{
+    if (mysql_query(c, sql) != 0)
+        die("%.200s: %s", sql, mysql_error(c));
+    do {
+        MYSQL_RES *r = mysql_store_result(c);
+        if (r)
+            mysql_free_result(r);
+    } while (mysql_next_result(c) == 0);
+}
+
+static void q_execf(MYSQL *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void q_execf(MYSQL *c, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    q_exec(c, buf);
+}
+
+/* First column of the first row as a string (static buffer per call site
+ * is the caller's). */
+static int q_str(MYSQL *c, const char *sql, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    if (mysql_query(c, sql) != 0)
+        return -1;
+    MYSQL_RES *r = mysql_store_result(c);
+    if (!r)
+        return -1;
+    MYSQL_ROW row = mysql_fetch_row(r);
+    int found = row != NULL;
+    if (row && row[0])
+        snprintf(out, outlen, "%s", row[0]);
+    mysql_free_result(r);
+    while (mysql_next_result(c) == 0) {
+        MYSQL_RES *x = mysql_store_result(c);
+        if (x)
+            mysql_free_result(x);
+    }
+    return found ? 0 : -1;
+}
+
+static long long q_i64(MYSQL *c, const char *sql)
+{
+    char b[64];
+    if (q_str(c, sql, b, sizeof b) != 0)
+        return -1;
+    return strtoll(b, NULL, 10);
+}
+
+/* ---- status counters ---- */
+
+static const char *status_names[] = {
+    "Questions", "Com_commit", "Com_rollback", "Com_stmt_execute",
+    "Com_stmt_prepare", "Com_select", "Com_insert", "Com_update",
+    "Com_delete", "Com_begin", "Com_set_option",
+    "Handler_read_key", "Handler_read_next", "Handler_read_rnd_next",
+    "Handler_write", "Handler_delete", "Handler_update",
+    "Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_deadlocks",
+    "Innodb_data_fsyncs", "Rows_read", "Innodb_history_list_length",
+};
+#define NSTATUS (sizeof status_names / sizeof status_names[0])
+
+typedef struct status_snap {
+    long long v[NSTATUS];
+} status_snap;
+
+static void status_read(MYSQL *c, int session, status_snap *s)
+{
+    for (size_t i = 0; i < NSTATUS; i++)
+        s->v[i] = -1;
+    if (mysql_query(c, session ? "SHOW SESSION STATUS" : "SHOW GLOBAL STATUS") != 0)
+        die("SHOW STATUS: %s", mysql_error(c));
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row;
+    while (r && (row = mysql_fetch_row(r)))
+        for (size_t i = 0; i < NSTATUS; i++)
+            if (row[0] && row[1] && strcasecmp(row[0], status_names[i]) == 0)
+                s->v[i] = strtoll(row[1], NULL, 10);
+    if (r)
+        mysql_free_result(r);
+}
+
+static long long status_delta(const status_snap *a, const status_snap *b,
+                              const char *name)
+{
+    for (size_t i = 0; i < NSTATUS; i++)
+        if (strcmp(status_names[i], name) == 0)
+            return (a->v[i] < 0 || b->v[i] < 0) ? -1 : b->v[i] - a->v[i];
+    return -1;
+}
+
+/* ---- CPU time of the server, this process, the proxy and the machine ---- */
+
+static pid_t server_pid;
+
+/* utime + stime of a process, in clock ticks; -1 if unknown. */
+static long long proc_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    if (pid <= 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    unsigned long ut = 0, st = 0;
+    /* fields 3..15: state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+               &ut, &st) != 2)
+        return -1;
+    return (long long)(ut + st);
+}
+
+/* Busy ticks of the whole machine (all cores, everything running). */
+static long long machine_busy_ticks(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return -1;
+    unsigned long long v[10] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 5)
+        return -1;
+    unsigned long long total = 0;
+    for (int i = 0; i < 8; i++)
+        total += v[i];
+    return (long long)(total - v[3] - v[4]); /* minus idle and iowait */
+}
+
+typedef struct cpu_snap {
+    long long server, self, proxy, machine;
+} cpu_snap;
+
+static pid_t cpu_proxy_pid;
+
+static void cpu_read(cpu_snap *c)
+{
+    c->server = proc_ticks(server_pid);
+    c->self = proc_ticks(getpid());
+    c->proxy = proc_ticks(cpu_proxy_pid);
+    c->machine = machine_busy_ticks();
+}
+
+static double cpu_cores(long long a, long long b, double secs)
+{
+    if (a < 0 || b < 0 || secs <= 0)
+        return -1;
+    return (double)(b - a) / (double)sysconf(_SC_CLK_TCK) / secs;
+}
+
+/* Wait (at most max_ms) until InnoDB purge has caught up, so every
+ * measurement starts from a similar backlog of delete-marked rows. */
+static long long history_len(MYSQL *c)
+{
+    char b[64];
+    if (mysql_query(c, "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'"))
+        return -1;
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    snprintf(b, sizeof b, "%s", row && row[1] ? row[1] : "-1");
+    if (r)
+        mysql_free_result(r);
+    return strtoll(b, NULL, 10);
+}
+
+static void wait_purge(MYSQL *c, int max_ms)
+{
+    uint64_t end = now_us() + (uint64_t)max_ms * 1000u;
+    while (now_us() < end) {
+        long long h = history_len(c);
+        if (h < 0 || h < 1000)
+            return;
+        sleep_us(100000);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* the delay proxy (a child process)                                  */
+/* ------------------------------------------------------------------ */
+
+typedef struct proxy_proc {
+    pid_t pid;
+    int stdin_w; /* closing it stops the proxy, even if we crash */
+} proxy_proc;
+
+static proxy_proc proxies[MAXLIST];
+
+static void cloexec(int fd) { fcntl(fd, F_SETFD, FD_CLOEXEC); }
+
+static int proxy_start(int rtt_us, proxy_proc *p)
+{
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0)
+        die("pipe: %s", strerror(errno));
+    cloexec(in[0]);
+    cloexec(in[1]);
+    cloexec(out[0]);
+    cloexec(out[1]);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    char rtt[32];
+    snprintf(rtt, sizeof rtt, "%d", rtt_us);
+    char *argv[] = {(char *)cfg.proxy_path, "--unix", (char *)cfg.sock,
+                    "--rtt-us", rtt, NULL};
+    int rc = posix_spawn(&p->pid, cfg.proxy_path, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0)
+        die("cannot start the proxy %s: %s", cfg.proxy_path, strerror(rc));
+    p->stdin_w = in[1];
+    FILE *f = fdopen(out[0], "r");
+    char line[64];
+    if (!f || !fgets(line, sizeof line, f))
+        die("the proxy did not report its port");
+    fclose(f);
+    int port = atoi(line);
+    if (port <= 0)
+        die("the proxy reported a bad port: %s", line);
+    return port;
+}
+
+static void proxy_stop(proxy_proc *p)
+{
+    if (p->pid <= 0)
+        return;
+    kill(p->pid, SIGTERM);
+    close(p->stdin_w);
+    int st;
+    waitpid(p->pid, &st, 0);
+    p->pid = 0;
+}
+
+static void proxies_stop(void)
+{
+    for (int i = 0; i < MAXLIST; i++)
+        proxy_stop(&proxies[i]);
+}
+
+/* ------------------------------------------------------------------ */
+/* prepared statements of the baselines                               */
+/* ------------------------------------------------------------------ */
+
+/* Parameter slots a worker binds its statements to. */
+typedef struct params {
+    unsigned long long shop, item, loc, q, ttl_us;
+    unsigned long long items[CART_LINES], locs[CART_LINES];
+    char tok[96];
+    unsigned long toklen;
+} params;
+
+typedef struct pstmt {
+    MYSQL_STMT *st;
+    MYSQL_BIND b[8 * CART_LINES];
+    int n;
+} pstmt;
+
+static void bind_u64(pstmt *s, unsigned long long *v)
+{
+    MYSQL_BIND *b = &s->b[s->n++];
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+    b->is_unsigned = 1;
+}
+
+static void bind_tok(pstmt *s, params *p)
+{
+    MYSQL_BIND *b = &s->b[s->n++];
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_BLOB;
+    b->buffer = p->tok;
+    b->buffer_length = sizeof p->tok;
+    b->length = &p->toklen;
+}
+
+static int pstmt_prepare(MYSQL *c, pstmt *s, const char *sql)
+{
+    s->st = mysql_stmt_init(c);
+    if (!s->st || mysql_stmt_prepare(s->st, sql, (unsigned long)strlen(sql))) {
+        fprintf(stderr, "bench: prepare %.80s: %s\n", sql,
+                s->st ? mysql_stmt_error(s->st) : mysql_error(c));
+        return -1;
+    }
+    return 0;
+}
+
+static int pstmt_finish(pstmt *s)
+{
+    if (mysql_stmt_param_count(s->st) != (unsigned long)s->n) {
+        fprintf(stderr, "bench: statement has %lu parameters, bound %d\n",
+                mysql_stmt_param_count(s->st), s->n);
+        return -1;
+    }
+    if (mysql_stmt_bind_param(s->st, s->b)) {
+        fprintf(stderr, "bench: bind: %s\n", mysql_stmt_error(s->st));
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns 0 or the server/client error number. */
+static unsigned int pstmt_exec(pstmt *s, unsigned long long *affected)
+{
+    if (mysql_stmt_execute(s->st))
+        return mysql_stmt_errno(s->st);
+    if (affected)
+        *affected = mysql_stmt_affected_rows(s->st);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* measurements                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct meas {
+    int id;
+    int design, workload, clients, rtt_idx, rtt_us;
+    uint64_t t_start, t_end; /* the measured window (us, monotonic) */
+    volatile int go;         /* set once t_start/t_end are known */
+    pthread_barrier_t ready;
+    long claim_base, claim_n; /* holds this measurement may claim */
+    /* results */
+    double ops_per_s;
+    uint32_t p50, p99, p999;
+    uint64_t ops, errors, retries;
+    int exhausted;
+    int valid;
+} meas;
+
+typedef struct worker {
+    meas *m;
+    int tid;
+    MYSQL *conn;
+    rsv_ctx *ctx;
+    rsv_cart *cart;
+    params p;
+    pstmt st_take, st_hold1, st_hold5, st_del, st_claimupd;
+    uint64_t rng;
+    uint64_t seq;
+    long claim_next;
+    uint32_t *lat;
+    size_t nlat, caplat;
+    uint64_t errors, retries;
+    char first_err[256];
+    int setup_failed;
+    int fatal;
+} worker;
+
+static void lat_push(worker *w, uint32_t v)
+{
+    if (w->nlat == w->caplat) {
+        size_t cap = w->caplat ? w->caplat * 2 : 4096;
+        uint32_t *n = realloc(w->lat, cap * sizeof *n);
+        if (!n)
+            die("out of memory");
+        w->lat = n;
+        w->caplat = cap;
+    }
+    w->lat[w->nlat++] = v;
+}
+
+static void note_err(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_err(worker *w, const char *fmt, ...)
+{
+    w->errors++;
+    if (w->first_err[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->first_err, sizeof w->first_err, fmt, ap);
+    va_end(ap);
+}
+
+static const char *hold_table(int design)
+{
+    return design == D_HOT ? "bench_hot_holds" : "bench_floor_holds";
+}
+
+static int worker_setup(worker *w)
+{
+    meas *m = w->m;
+    w->conn = connect_rtt(m->rtt_idx, dbname);
+    if (!w->conn)
+        return -1;
+    params *p = &w->p;
+    p->shop = SHOP;
+    p->q = 1;
+    p->ttl_us = (unsigned long long)HOLD_TTL_MS * 1000u;
+    p->loc = 1;
+    if (m->design == D_LIB) {
+        int rc = rsv_open(&w->ctx, w->conn, NULL);
+        if (rc != RSV_OK) {
+            fprintf(stderr, "bench: rsv_open: %s\n", rsv_errmsg(w->ctx));
+            return -1;
+        }
+        if (rsv_cart_new(&w->cart) != RSV_OK)
+            return -1;
+        return 0;
+    }
+    if (mysql_query(w->conn, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED") ||
+        mysql_autocommit(w->conn, 0)) {
+        fprintf(stderr, "bench: session setup: %s\n", mysql_error(w->conn));
+        return -1;
+    }
+    char sql[2048];
+    const char *tbl = hold_table(m->design);
+    if (m->design == D_HOT) {
+        if (pstmt_prepare(w->conn, &w->st_take,
+                          "UPDATE bench_hot_levels SET on_hand = on_hand - ? "
+                          "WHERE shop_id = ? AND inventory_item_id = ? AND "
+                          "inventory_group_id = ? AND on_hand >= ?"))
+            return -1;
+        bind_u64(&w->st_take, &p->q);
+        bind_u64(&w->st_take, &p->shop);
+        bind_u64(&w->st_take, &p->item);
+        bind_u64(&w->st_take, &p->loc);
+        bind_u64(&w->st_take, &p->q);
+        if (pstmt_finish(&w->st_take))
+            return -1;
+        if (pstmt_prepare(w->conn, &w->st_claimupd,
+                          "UPDATE bench_hot_levels SET claimed = claimed + ? "
+                          "WHERE shop_id = ? AND inventory_item_id = ? AND "
+                          "inventory_group_id = ?"))
+            return -1;
+        bind_u64(&w->st_claimupd, &p->q);
+        bind_u64(&w->st_claimupd, &p->shop);
+        bind_u64(&w->st_claimupd, &p->item);
+        bind_u64(&w->st_claimupd, &p->loc);
+        if (pstmt_finish(&w->st_claimupd))
+            return -1;
+    }
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s (shop_id, checkout_token, inventory_item_id, "
+             "inventory_group_id, quantity, generation, expires_at, "
+             "created_at) VALUES (?, ?, ?, ?, ?, 1, NOW(6) + INTERVAL ? "
+             "MICROSECOND, NOW(6))", tbl);
+    if (pstmt_prepare(w->conn, &w->st_hold1, sql))
+        return -1;
+    bind_u64(&w->st_hold1, &p->shop);
+    bind_tok(&w->st_hold1, p);
+    bind_u64(&w->st_hold1, &p->item);
+    bind_u64(&w->st_hold1, &p->loc);
+    bind_u64(&w->st_hold1, &p->q);
+    bind_u64(&w->st_hold1, &p->ttl_us);
+    if (pstmt_finish(&w->st_hold1))
+        return -1;
+    size_t len = (size_t)snprintf(sql, sizeof sql,
+                                  "INSERT INTO %s (shop_id, checkout_token, "
+                                  "inventory_item_id, inventory_group_id, "
+                                  "quantity, generation, expires_at, "
+                                  "created_at) VALUES ", tbl);
+    for (int i = 0; i < CART_LINES; i++)
+        len += (size_t)snprintf(sql + len, sizeof sql - len,
+                                "%s(?, ?, ?, ?, ?, 1, NOW(6) + INTERVAL ? "
+                                "MICROSECOND, NOW(6))", i ? ", " : "");
+    if (pstmt_prepare(w->conn, &w->st_hold5, sql))
+        return -1;
+    for (int i = 0; i < CART_LINES; i++) {
+        bind_u64(&w->st_hold5, &p->shop);
+        bind_tok(&w->st_hold5, p);
+        bind_u64(&w->st_hold5, &p->items[i]);
+        bind_u64(&w->st_hold5, &p->locs[i]);
+        bind_u64(&w->st_hold5, &p->q);
+        bind_u64(&w->st_hold5, &p->ttl_us);
+    }
+    if (pstmt_finish(&w->st_hold5))
+        return -1;
+    snprintf(sql, sizeof sql,
+             "DELETE FROM %s WHERE shop_id = ? AND checkout_token = ? AND "
+             "inventory_item_id = ? AND inventory_group_id = ?", tbl);
+    if (pstmt_prepare(w->conn, &w->st_del, sql))
+        return -1;
+    bind_u64(&w->st_del, &p->shop);
+    bind_tok(&w->st_del, p);
+    bind_u64(&w->st_del, &p->item);
+    bind_u64(&w->st_del, &p->loc);
+    if (pstmt_finish(&w->st_del))
+        return -1;
+    return 0;
+}
+
+static void worker_teardown(worker *w)
+{
+    pstmt *all[] = {&w->st_take, &w->st_hold1, &w->st_hold5, &w->st_del,
+                    &w->st_claimupd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->st)
+            mysql_stmt_close(all[i]->st);
+    rsv_cart_free(w->cart);
+    rsv_close(w->ctx);
+    if (w->conn)
+        mysql_close(w->conn);
+}
+
+/* A cart: CART_LINES distinct items in ascending order (every design locks
+ * in item order), each line at CART_LOCS locations in a random rotation. */
+static void make_cart(worker *w, uint64_t *items, uint64_t locs[][CART_LOCS])
+{
+    int n = 0;
+    while (n < CART_LINES) {
+        uint64_t it = CART_BASE + 1 + rng_next(&w->rng) % CART_N;
+        int dup = 0;
+        for (int i = 0; i < n; i++)
+            dup |= items[i] == it;
+        if (!dup)
+            items[n++] = it;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && items[j - 1] > items[j]; j--) {
+            uint64_t t = items[j];
+            items[j] = items[j - 1];
+            items[j - 1] = t;
+        }
+    for (int i = 0; i < n; i++) {
+        uint64_t r = rng_next(&w->rng) % CART_LOCS;
+        for (int k = 0; k < CART_LOCS; k++)
+            locs[i][k] = 1 + (r + (uint64_t)k) % CART_LOCS;
+    }
+}
+
+static void claim_token(char *buf, size_t len, int rtt_us, long i)
+{
+    snprintf(buf, len, "c%d.%ld", rtt_us, i);
+}
+
+/* ---- one operation of each design ---- */
+
+static int is_conn_err(unsigned int e)
+{
+    return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST ||
+           e == CR_CONNECTION_ERROR || e == ER_CONNECTION_KILLED;
+}
+
+/* Baseline transaction body: 0 ok, -2 out of stock / not found, or an
+ * error number. */
+static unsigned int base_body(worker *w)
+{
+    meas *m = w->m;
+    params *p = &w->p;
+    unsigned long long aff = 0;
+    unsigned int e;
+    switch (m->workload) {
+    case W_FLASH:
+    case W_SPREAD:
+        if (m->design == D_HOT) {
+            if ((e = pstmt_exec(&w->st_take, &aff)))
+                return e;
+            if (aff != 1)
+                return (unsigned int)-2;
+        }
+        return pstmt_exec(&w->st_hold1, NULL);
+    case W_CART: {
+        uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
+        make_cart(w, items, locs);
+        for (int i = 0; i < CART_LINES; i++) {
+            p->items[i] = items[i];
+            p->locs[i] = locs[i][0];
+            if (m->design != D_HOT)
+                continue;
+            int k;
+            for (k = 0; k < CART_LOCS; k++) {
+                p->item = items[i];
+                p->loc = locs[i][k];
+                if ((e = pstmt_exec(&w->st_take, &aff)))
+                    return e;
+                if (aff == 1)
+                    break;
+            }
+            if (k == CART_LOCS)
+                return (unsigned int)-2;
+            p->locs[i] = locs[i][k];
+        }
+        return pstmt_exec(&w->st_hold5, NULL);
+    }
+    case W_CLAIM:
+        if (m->design == D_HOT && (e = pstmt_exec(&w->st_claimupd, NULL)))
+            return e;
+        if ((e = pstmt_exec(&w->st_del, &aff)))
+            return e;
+        return aff == 1 ? 0 : (unsigned int)-2;
+    }
+    return 0;
+}
+
+/* Returns 1 on success, 0 on a counted failure, -1 when the thread must
+ * stop. */
+static int op_base(worker *w)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        unsigned int e = base_body(w);
+        if (e == 0) {
+            if (mysql_commit(w->conn) == 0)
+                return 1;
+            e = mysql_errno(w->conn);
+        }
+        if (e != (unsigned int)-2 && is_conn_err(e)) {
+            note_err(w, "connection lost: %s", mysql_error(w->conn));
+            return -1;
+        }
+        mysql_rollback(w->conn);
+        if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT) {
+            w->retries++;
+            continue;
+        }
+        if (e == (unsigned int)-2)
+            note_err(w, "out of stock / no such hold");
+        else
+            note_err(w, "error %u: %s", e, mysql_error(w->conn));
+        return 0;
+    }
+    note_err(w, "deadlocks persisted through 20 retries");
+    return 0;
+}
+
+static int op_lib(worker *w)
+{
+    meas *m = w->m;
+    params *p = &w->p;
+    int rc = RSV_OK;
+    switch (m->workload) {
+    case W_FLASH:
+    case W_SPREAD:
+        rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, p->item, 1, 1,
+                             HOLD_TTL_MS);
+        break;
+    case W_CART: {
+        uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
+        make_cart(w, items, locs);
+        rsv_cart_clear(w->cart);
+        for (int i = 0; i < CART_LINES; i++)
+            if ((rc = rsv_cart_add(w->cart, items[i], locs[i], CART_LOCS, 1, 0)))
+                break;
+        if (rc == RSV_OK)
+            rc = rsv_reserve(w->ctx, SHOP, p->tok, p->toklen, w->cart,
+                             HOLD_TTL_MS);
+        break;
+    }
+    case W_CLAIM:
+        rc = rsv_claim(w->ctx, SHOP, p->tok, p->toklen);
+        break;
+    }
+    if (rc == RSV_OK)
+        return 1;
+    note_err(w, "%s: %s", rsv_code_name(rc) ? rsv_code_name(rc) : "?",
+             rsv_errmsg(w->ctx));
+    if (rc == RSV_ECONN || rc == RSV_EINDOUBT)
+        return -1;
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    meas *m = w->m;
+    if (worker_setup(w) != 0)
+        w->setup_failed = 1;
+    pthread_barrier_wait(&m->ready);
+    while (!m->go)
+        sleep_us(1000);
+    if (w->setup_failed) {
+        worker_teardown(w);
+        return NULL;
+    }
+    w->claim_next = w->tid;
+    for (;;) {
+        uint64_t t1 = now_us();
+        if (t1 >= m->t_end)
+            break;
+        params *p = &w->p;
+        if (m->workload == W_CLAIM) {
+            if (w->claim_next >= m->claim_n) {
+                __atomic_store_n(&m->exhausted, 1, __ATOMIC_RELAXED);
+                break;
+            }
+            claim_token(p->tok, sizeof p->tok, m->rtt_us,
+                        m->claim_base + w->claim_next);
+            w->claim_next += m->clients;
+            p->item = CLAIM_ITEM;
+            p->loc = 1;
+        } else {
+            snprintf(p->tok, sizeof p->tok, "%c%d.%d.%llu",
+                     design_name[m->design][0], m->id, w->tid,
+                     (unsigned long long)w->seq++);
+            p->item = m->workload == W_SPREAD
+                          ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
+                          : FLASH_ITEM;
+            p->loc = 1;
+        }
+        p->toklen = (unsigned long)strlen(p->tok);
+        int r = m->design == D_LIB ? op_lib(w) : op_base(w);
+        uint64_t t2 = now_us();
+        if (r > 0 && t2 >= m->t_start && t2 < m->t_end)
+            lat_push(w, (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1));
+        if (r < 0) {
+            w->fatal = 1;
+            break;
+        }
+    }
+    worker_teardown(w);
+    return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t pct(const uint32_t *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t idx = (size_t)ceil(p * (double)n);
+    if (idx < 1)
+        idx = 1;
+    if (idx > n)
+        idx = n;
+    return v[idx - 1];
+}
+
+/* ---- profiling (sampled while a measurement runs) ---- */
+
+typedef struct prof_entry {
+    char key[200];
+    long count;
+} prof_entry;
+
+typedef struct profiler {
+    meas *m;
+    volatile int stop;
+    prof_entry e[256];
+    int n;
+    long samples, lockwait_sum, trx_sum;
+    char status_file[512];
+} profiler;
+
+static void prof_add(profiler *pr, const char *key)
+{
+    for (int i = 0; i < pr->n; i++)
+        if (strcmp(pr->e[i].key, key) == 0) {
+            pr->e[i].count++;
+            return;
+        }
+    if (pr->n < 256) {
+        snprintf(pr->e[pr->n].key, sizeof pr->e[pr->n].key, "%s", key);
+        pr->e[pr->n++].count = 1;
+    }
+}
+
+/* Statement text without the conn_tag comment, whitespace squeezed. */
+static void squeeze(const char *in, char *out, size_t outlen)
+{
+    size_t o = 0;
+    int space = 0;
+    while (*in && o + 1 < outlen) {
+        if (in[0] == '/' && in[1] == '*') {
+            const char *e = strstr(in + 2, "*/");
+            if (!e)
+                break;
+            in = e + 2;
+            continue;
+        }
+        if (*in == ' ' || *in == '\n' || *in == '\t') {
+            space = o > 0;
+            in++;
+            continue;
+        }
+        if (space && o + 2 < outlen)
+            out[o++] = ' ';
+        space = 0;
+        out[o++] = *in++;
+    }
+    out[o] = '\0';
+    if (o > 64)
+        out[64] = '\0';
+}
+
+static void *profiler_main(void *arg)
+{
+    profiler *pr = arg;
+    meas *m = pr->m;
+    MYSQL *c = connect_local();
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT COMMAND, COALESCE(STATE, ''), COALESCE(INFO, '') FROM "
+             "information_schema.PROCESSLIST WHERE DB = '%s' AND ID <> "
+             "CONNECTION_ID()", dbname);
+    int dumped = 0;
+    while (!m->go)
+        sleep_us(1000);
+    sleep_until(m->t_start);
+    while (!pr->stop && now_us() < m->t_end) {
+        if (mysql_query(c, sql) == 0) {
+            MYSQL_RES *r = mysql_store_result(c);
+            MYSQL_ROW row;
+            while (r && (row = mysql_fetch_row(r))) {
+                char info[128], key[200];
+                squeeze(row[2] ? row[2] : "", info, sizeof info);
+                snprintf(key, sizeof key, "%s | %s | %s", row[0] ? row[0] : "",
+                         row[1] ? row[1] : "", info);
+                prof_add(pr, key);
+            }
+            if (r)
+                mysql_free_result(r);
+        }
+        pr->lockwait_sum += q_i64(c, "SELECT COUNT(*) FROM "
+                                     "information_schema.INNODB_TRX WHERE "
+                                     "trx_state = 'LOCK WAIT'");
+        pr->trx_sum += q_i64(c, "SELECT COUNT(*) FROM information_schema.INNODB_TRX");
+        pr->samples++;
+        if (!dumped && now_us() >= (m->t_start + m->t_end) / 2) {
+            dumped = 1;
+            if (mysql_query(c, "SHOW ENGINE INNODB STATUS") == 0) {
+                MYSQL_RES *r = mysql_store_result(c);
+                MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+                FILE *f = fopen(pr->status_file, "w");
+                if (f && row && row[2])
+                    fputs(row[2], f);
+                if (f)
+                    fclose(f);
+                if (r)
+                    mysql_free_result(r);
+            }
+        }
+        sleep_us(20000);
+    }
+    mysql_close(c);
+    return NULL;
+}
+
+static int cmp_prof(const void *a, const void *b)
+{
+    const prof_entry *x = a, *y = b;
+    return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
+}
+
+/* ---- one measurement ---- */
+
+static int meas_counter;
+
+static void run_measurement(meas *m, MYSQL *mon, int profile)
+{
+    m->id = ++meas_counter;
+    worker *w = xcalloc((size_t)m->clients, sizeof *w);
+    pthread_t *th = xcalloc((size_t)m->clients, sizeof *th);
+    pthread_barrier_init(&m->ready, NULL, (unsigned)m->clients + 1);
+    for (int i = 0; i < m->clients; i++) {
+        w[i].m = m;
+        w[i].tid = i;
+        w[i].rng = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)m->id << 32) ^ (uint64_t)(i + 1);
+        if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
+            die("pthread_create failed");
+    }
+    pthread_barrier_wait(&m->ready);
+    int setup_failed = 0;
+    for (int i = 0; i < m->clients; i++)
+        setup_failed |= w[i].setup_failed;
+    uint64_t t0 = now_us();
+    m->t_start = t0 + (uint64_t)cfg.warmup_ms * 1000u;
+    m->t_end = m->t_start + (uint64_t)cfg.duration_ms * 1000u;
+    profiler *pr = NULL;
+    pthread_t pth;
+    if (profile) {
+        pr = xcalloc(1, sizeof *pr);
+        pr->m = m;
+        snprintf(pr->status_file, sizeof pr->status_file,
+                 "%s/innodb-status-%s-%s-c%d-rtt%d.txt", cfg.outdir,
+                 design_name[m->design], wl_name[m->workload], m->clients,
+                 m->rtt_us);
+        pthread_create(&pth, NULL, profiler_main, pr);
+    }
+    __atomic_store_n(&m->go, 1, __ATOMIC_SEQ_CST);
+    status_snap s0, s1;
+    cpu_snap c0, c1;
+    cpu_proxy_pid = m->rtt_us ? proxies[m->rtt_idx].pid : 0;
+    sleep_until(m->t_start);
+    status_read(mon, 0, &s0);
+    cpu_read(&c0);
+    sleep_until(m->t_end);
+    cpu_read(&c1);
+    status_read(mon, 0, &s1);
+    for (int i = 0; i < m->clients; i++)
+        pthread_join(th[i], NULL);
+    if (pr) {
+        pr->stop = 1;
+        pthread_join(pth, NULL);
+    }
+
+    size_t total = 0;
+    int fatal = 0;
+    const char *err = NULL;
+    for (int i = 0; i < m->clients; i++) {
+        total += w[i].nlat;
+        m->errors += w[i].errors;
+        m->retries += w[i].retries;
+        fatal |= w[i].fatal;
+        if (!err && w[i].first_err[0])
+            err = w[i].first_err;
+    }
+    uint32_t *all = xcalloc(total, sizeof *all);
+    size_t k = 0;
+    for (int i = 0; i < m->clients; i++) {
+        memcpy(all + k, w[i].lat, w[i].nlat * sizeof *all);
+        k += w[i].nlat;
+    }
+    qsort(all, total, sizeof *all, cmp_u32);
+    m->ops = total;
+    m->ops_per_s = (double)total * 1e6 / (double)(m->t_end - m->t_start);
+    m->p50 = pct(all, total, 0.50);
+    m->p99 = pct(all, total, 0.99);
+    m->p999 = pct(all, total, 0.999);
+    m->valid = !setup_failed && total > 0;
+
+    if (setup_failed)
+        printf("# ERROR design=%s workload=%s clients=%d rtt_us=%d: a client "
+               "could not connect or prepare (see stderr)\n",
+               design_name[m->design], wl_name[m->workload], m->clients,
+               m->rtt_us);
+    printf("bench design=%s workload=%s clients=%d rtt_us=%d ops_per_s=%.0f "
+           "p50_us=%u p99_us=%u p999_us=%u\n",
+           design_name[m->design], wl_name[m->workload], m->clients, m->rtt_us,
+           m->ops_per_s, m->p50, m->p99, m->p999);
+    if (m->errors || m->retries || fatal || m->exhausted)
+        printf("# note design=%s workload=%s clients=%d rtt_us=%d errors=%llu "
+               "retries=%llu%s%s first_error=\"%s\"\n",
+               design_name[m->design], wl_name[m->workload], m->clients,
+               m->rtt_us, (unsigned long long)m->errors,
+               (unsigned long long)m->retries,
+               fatal ? " connection_lost=1" : "",
+               m->exhausted ? " claim_holds_exhausted=1" : "", err ? err : "");
+    double ops = total ? (double)total : 1.0;
+    long long lw = status_delta(&s0, &s1, "Innodb_row_lock_waits");
+    long long lt = status_delta(&s0, &s1, "Innodb_row_lock_time");
+    printf("# status design=%s workload=%s clients=%d rtt_us=%d per_op:"
+           " questions=%.2f commits=%.2f rollbacks=%.3f stmt_execute=%.2f"
+           " handler_read_key=%.2f handler_read_next=%.2f handler_write=%.2f"
+           " handler_delete=%.2f handler_update=%.2f rows_read=%.2f"
+           " row_lock_waits=%.3f row_lock_time_ms=%.3f deadlocks=%lld"
+           " data_fsyncs=%.3f | window: row_lock_waits=%lld"
+           " row_lock_time_ms=%lld history_list_length_at_end=%lld\n",
+           design_name[m->design], wl_name[m->workload], m->clients, m->rtt_us,
+           (double)status_delta(&s0, &s1, "Questions") / ops,
+           (double)status_delta(&s0, &s1, "Com_commit") / ops,
+           (double)status_delta(&s0, &s1, "Com_rollback") / ops,
+           (double)status_delta(&s0, &s1, "Com_stmt_execute") / ops,
+           (double)status_delta(&s0, &s1, "Handler_read_key") / ops,
+           (double)status_delta(&s0, &s1, "Handler_read_next") / ops,
+           (double)status_delta(&s0, &s1, "Handler_write") / ops,
+           (double)status_delta(&s0, &s1, "Handler_delete") / ops,
+           (double)status_delta(&s0, &s1, "Handler_update") / ops,
+           (double)status_delta(&s0, &s1, "Rows_read") / ops,
+           (double)lw / ops, (double)lt / ops,
+           status_delta(&s0, &s1, "Innodb_deadlocks"),
+           (double)status_delta(&s0, &s1, "Innodb_data_fsyncs") / ops, lw, lt,
+           s1.v[NSTATUS - 1]);
+    double secs = (double)(m->t_end - m->t_start) / 1e6;
+    printf("# cpu design=%s workload=%s clients=%d rtt_us=%d cores_busy: "
+           "server=%.2f bench_clients=%.2f proxy=%.2f whole_machine=%.2f "
+           "(of %ld; other processes=%.2f)\n",
+           design_name[m->design], wl_name[m->workload], m->clients, m->rtt_us,
+           cpu_cores(c0.server, c1.server, secs), cpu_cores(c0.self, c1.self, secs),
+           m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0,
+           cpu_cores(c0.machine, c1.machine, secs), sysconf(_SC_NPROCESSORS_ONLN),
+           fmax(0.0, cpu_cores(c0.machine, c1.machine, secs) -
+                         cpu_cores(c0.server, c1.server, secs) -
+                         cpu_cores(c0.self, c1.self, secs) -
+                         (m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0)));
+    if (pr) {
+        qsort(pr->e, (size_t)pr->n, sizeof pr->e[0], cmp_prof);
+        long conn_samples = 0;
+        for (int i = 0; i < pr->n; i++)
+            conn_samples += pr->e[i].count;
+        printf("# profile design=%s workload=%s clients=%d rtt_us=%d "
+               "samples=%ld avg_open_trx=%.1f avg_lock_wait_trx=%.1f "
+               "innodb_status=%s\n",
+               design_name[m->design], wl_name[m->workload], m->clients,
+               m->rtt_us, pr->samples,
+               pr->samples ? (double)pr->trx_sum / (double)pr->samples : 0.0,
+               pr->samples ? (double)pr->lockwait_sum / (double)pr->samples : 0.0,
+               pr->status_file);
+        for (int i = 0; i < pr->n && i < 12; i++)
+            printf("# profile   %5.1f%%  %s\n",
+                   100.0 * (double)pr->e[i].count / (double)(conn_samples ? conn_samples : 1),
+                   pr->e[i].key);
+        free(pr);
+    }
+    fflush(stdout);
+    for (int i = 0; i < m->clients; i++)
+        free(w[i].lat);
+    free(all);
+    free(w);
+    free(th);
+    pthread_barrier_destroy(&m->ready);
+}
+
+/* ------------------------------------------------------------------ */
+/* setup                                                              */
+/* ------------------------------------------------------------------ */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    if (p)
+        p[n] = '\0';
+    fclose(f);
+    return p;
+}
+
+/* Run fn(ctx, index) for index in [0, n) over a few threads, each with its
+ * own connection and context (Unix socket). */
+typedef int (*par_fn)(rsv_ctx *ctx, long idx, void *arg);
+typedef struct par_job {
+    par_fn fn;
+    void *arg;
+    long n;
+    long next;
+    pthread_mutex_t mu;
+    int failed;
+    char err[256];
+} par_job;
+
+static void *par_main(void *a)
+{
+    par_job *j = a;
+    MYSQL *c = connect_local();
+    rsv_ctx *ctx = NULL;
+    if (rsv_open(&ctx, c, NULL) != RSV_OK)
+        die("rsv_open: %s", rsv_errmsg(ctx));
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        long i = j->failed ? j->n : j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n)
+            break;
+        int rc = j->fn(ctx, i, j->arg);
+        if (rc != RSV_OK) {
+            pthread_mutex_lock(&j->mu);
+            if (!j->failed)
+                snprintf(j->err, sizeof j->err, "%s: %s", rsv_code_name(rc),
+                         rsv_errmsg(ctx));
+            j->failed = 1;
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+    rsv_close(ctx);
+    mysql_close(c);
+    return NULL;
+}
+
+static void par_run(const char *what, par_fn fn, void *arg, long n, int threads)
+{
+    par_job j;
+    memset(&j, 0, sizeof j);
+    j.fn = fn;
+    j.arg = arg;
+    j.n = n;
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_t th[64];
+    if (threads > 64)
+        threads = 64;
+    uint64_t t = now_us();
+    for (int i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, par_main, &j);
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    if (j.failed)
+        die("setup (%s) failed: %s", what, j.err);
+    progress("setup: %s: %ld in %.1f s", what, n, (double)(now_us() - t) / 1e6);
+}
+
+typedef struct keyset {
+    uint64_t base;
+    int items, locs;
+    int64_t stock;
+} keyset;
+
+static int fn_stock(rsv_ctx *ctx, long i, void *arg)
+{
+    keyset *k = arg;
+    return rsv_stock_set(ctx, SHOP, k->base + 1 + (uint64_t)(i / k->locs),
+                         1 + (uint64_t)(i % k->locs), k->stock);
+}
+
+static int fn_refill(rsv_ctx *ctx, long i, void *arg)
+{
+    keyset *k = arg;
+    return rsv_replenish(ctx, SHOP, k->base + 1 + (uint64_t)(i / k->locs),
+                         1 + (uint64_t)(i % k->locs), NULL);
+}
+
+static void lib_keys(const char *what, uint64_t base, int items, int locs,
+                     int64_t stock, int refill)
+{
+    keyset k = {base, items, locs, stock};
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s: stock", what);
+    par_run(buf, fn_stock, &k, (long)items * locs, cfg.setup_threads);
+    if (refill) {
+        snprintf(buf, sizeof buf, "%s: fill pools", what);
+        par_run(buf, fn_refill, &k, (long)items * locs, cfg.setup_threads);
+    }
+}
+
+typedef struct claimfill {
+    int rtt_us;
+} claimfill;
+
+static int fn_claim_hold(rsv_ctx *ctx, long i, void *arg)
+{
+    claimfill *cf = arg;
+    char tok[64];
+    claim_token(tok, sizeof tok, cf->rtt_us, i);
+    int rc = rsv_reserve_one(ctx, SHOP, tok, strlen(tok), CLAIM_ITEM, 1, 1,
+                             HOLD_TTL_MS);
+    /* a re-run of the same token (not expected) is fine */
+    return rc == RSV_ECLAIMED ? RSV_OK : rc;
+}
+
+static void setup_database(MYSQL *c)
+{
+    snprintf(dbname, sizeof dbname, "rsvbench_%d", (int)getpid());
+    q_execf(c, "DROP DATABASE IF EXISTS %s", dbname);
+    q_execf(c, "CREATE DATABASE %s", dbname);
+    q_execf(c, "USE %s", dbname);
+    char *schema = slurp(cfg.schema_path);
+    if (!schema)
+        die("cannot read %s", cfg.schema_path);
+    q_exec(c, schema);
+    free(schema);
+    q_exec(c, "CREATE TABLE bench_hot_levels ("
+              " shop_id BIGINT UNSIGNED NOT NULL,"
+              " inventory_item_id BIGINT UNSIGNED NOT NULL,"
+              " inventory_group_id BIGINT UNSIGNED NOT NULL,"
+              " on_hand BIGINT NOT NULL,"
+              " claimed BIGINT NOT NULL DEFAULT 0,"
+              " PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id),"
+              " CONSTRAINT bench_hot_levels_bounds CHECK (on_hand >= 0)"
+              ") ENGINE=InnoDB");
+    q_exec(c, "CREATE TABLE bench_hot_holds LIKE reserved_quantities");
+    q_exec(c, "CREATE TABLE bench_floor_holds LIKE reserved_quantities");
+}
+
+static void setup_hot_ledger(MYSQL *c)
+{
+    q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
+               "inventory_group_id, on_hand) VALUES (%d, %d, 1, %lld), "
+               "(%d, %d, 1, %lld)", SHOP, FLASH_ITEM, BIG_STOCK, SHOP,
+            CLAIM_ITEM, BIG_STOCK);
+    q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
+               "inventory_group_id, on_hand) SELECT %d, %d + seq, 1, %ld "
+               "FROM seq_1_to_%d", SHOP, SPREAD_BASE, cfg.spread_stock,
+            SPREAD_N);
+    q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
+               "inventory_group_id, on_hand) SELECT %d, %d + a.seq, b.seq, "
+               "%lld FROM seq_1_to_%d a JOIN seq_1_to_%d b", SHOP, CART_BASE,
+            BIG_STOCK, CART_N, CART_LOCS);
+    q_exec(c, "COMMIT");
+}
+
+/* Holds for the claim workload, per design and RTT. */
+static void setup_claims(MYSQL *c, int design, int rtt_us, long n)
+{
+    if (design == D_LIB) {
+        claimfill cf = {rtt_us};
+        char what[64];
+        snprintf(what, sizeof what, "claim holds (libreserve, rtt %d)", rtt_us);
+        par_run(what, fn_claim_hold, &cf, n, cfg.setup_threads);
+        return;
+    }
+    uint64_t t = now_us();
+    q_execf(c, "INSERT INTO %s (shop_id, checkout_token, inventory_item_id, "
+               "inventory_group_id, quantity, generation, expires_at, "
+               "created_at) SELECT %d, CONCAT('c%d.', seq), %d, 1, 1, 1, "
+               "NOW(6) + INTERVAL %lld SECOND, NOW(6) FROM seq_0_to_%ld",
+            hold_table(design), SHOP, rtt_us, CLAIM_ITEM,
+            HOLD_TTL_MS / 1000, n - 1);
+    if (design == D_HOT)
+        q_execf(c, "UPDATE bench_hot_levels SET on_hand = on_hand - %ld "
+                   "WHERE shop_id = %d AND inventory_item_id = %d AND "
+                   "inventory_group_id = 1", n, SHOP, CLAIM_ITEM);
+    q_exec(c, "COMMIT");
+    progress("setup: claim holds (%s, rtt %d): %ld in %.1f s",
+             design_name[design], rtt_us, n, (double)(now_us() - t) / 1e6);
+}
+
+/* ------------------------------------------------------------------ */
+/* extra probes                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Statements per reserve, from the session's own status counters, for
+ * carts of 1, 5 and 50 lines (each line: one item at 3 locations). */
+static void stmts_probe(void)
+{
+    static const int sizes[] = {1, 5, STMT_MAX_LINES};
+    const int reps = 600;
+    MYSQL *c = connect_local();
+    rsv_ctx *ctx = NULL;
+    if (rsv_open(&ctx, c, NULL) != RSV_OK)
+        die("rsv_open: %s", rsv_errmsg(ctx));
+    rsv_cart *cart;
+    rsv_cart_new(&cart);
+    printf("# statements per reserve: one connection, local socket, %d "
+           "reserves per cart size after a warm-up; pools start full "
+           "(pool_cap 1000), so refills are included when they happen\n",
+           reps);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int lines = sizes[s];
+        uint64_t locs[3] = {1, 2, 3};
+        rsv_cart_clear(cart);
+        for (int l = 0; l < lines; l++)
+            rsv_cart_add(cart, STMT_BASE + 1 + (uint64_t)l, locs, 3, 1, 0);
+        char tok[64];
+        for (int i = 0; i < 3; i++) {
+            snprintf(tok, sizeof tok, "s%d.w%d", lines, i);
+            int rc = rsv_reserve(ctx, SHOP, tok, strlen(tok), cart, HOLD_TTL_MS);
+            if (rc != RSV_OK)
+                die("stmts warm-up: %s", rsv_errmsg(ctx));
+        }
+        status_snap a, b;
+        status_read(c, 1, &a);
+        uint64_t t = now_us();
+        for (int i = 0; i < reps; i++) {
+            snprintf(tok, sizeof tok, "s%d.%d", lines, i);
+            int rc = rsv_reserve(ctx, SHOP, tok, strlen(tok), cart, HOLD_TTL_MS);
+            if (rc != RSV_OK)
+                die("stmts: %s", rsv_errmsg(ctx));
+        }
+        double us = (double)(now_us() - t) / reps;
+        status_read(c, 1, &b);
+        /* The second SHOW STATUS counts itself once. */
+        double qn = (double)(status_delta(&a, &b, "Questions") - 1) / reps;
+        printf("stmts design=libreserve cart_lines=%d statements_per_reserve=%.2f "
+               "stmt_execute=%.2f text_queries=%.2f prepares=%.3f commits=%.2f "
+               "rollbacks=%.3f handler_write=%.1f handler_delete=%.1f "
+               "mean_us=%.0f\n",
+               lines, qn, (double)status_delta(&a, &b, "Com_stmt_execute") / reps,
+               qn - (double)status_delta(&a, &b, "Com_stmt_execute") / reps,
+               (double)status_delta(&a, &b, "Com_stmt_prepare") / reps,
+               (double)status_delta(&a, &b, "Com_commit") / reps,
+               (double)status_delta(&a, &b, "Com_rollback") / reps,
+               (double)status_delta(&a, &b, "Handler_write") / reps,
+               (double)status_delta(&a, &b, "Handler_delete") / reps, us);
+    }
+    fflush(stdout);
+    rsv_cart_free(cart);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+
+/* The first reserve of an item whose pool is empty (it refills the pool
+ * inline) against the next reserves, one client, local socket. */
+static void cold_probe(void)
+{
+    const int n = 20;
+    MYSQL *c = connect_local();
+    rsv_ctx *ctx = NULL;
+    if (rsv_open(&ctx, c, NULL) != RSV_OK)
+        die("rsv_open: %s", rsv_errmsg(ctx));
+    uint32_t cold[64], warm[64 * 5];
+    int nw = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t item = COLD_BASE + 1 + (uint64_t)i;
+        if (rsv_stock_set(ctx, SHOP, item, 1, BIG_STOCK) != RSV_OK)
+            die("cold: %s", rsv_errmsg(ctx));
+        for (int r = 0; r < 6; r++) {
+            char tok[64];
+            snprintf(tok, sizeof tok, "k%d.%d", i, r);
+            uint64_t t = now_us();
+            if (rsv_reserve_one(ctx, SHOP, tok, strlen(tok), item, 1, 1,
+                                HOLD_TTL_MS) != RSV_OK)
+                die("cold: %s", rsv_errmsg(ctx));
+            uint32_t us = (uint32_t)(now_us() - t);
+            if (r == 0)
+                cold[i] = us;
+            else
+                warm[nw++] = us;
+        }
+    }
+    qsort(cold, (size_t)n, sizeof cold[0], cmp_u32);
+    qsort(warm, (size_t)nw, sizeof warm[0], cmp_u32);
+    printf("# first-touch: %d items with stock %lld and an empty pool, one "
+           "client, local socket: first reserve p50_us=%u max_us=%u; next "
+           "reserves p50_us=%u max_us=%u\n",
+           n, BIG_STOCK, pct(cold, (size_t)n, 0.5), cold[n - 1],
+           pct(warm, (size_t)nw, 0.5), warm[nw - 1]);
+    fflush(stdout);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+
+/* Round trip of SELECT 1 through a connection: checks the proxy. */
+static void ping_probe(int rtt_idx)
+{
+    MYSQL *c = connect_rtt(rtt_idx, dbname);
+    if (!c)
+        die("cannot connect (rtt %d)", cfg.rtts.v[rtt_idx]);
+    uint32_t v[200];
+    for (int i = 0; i < 200; i++) {
+        uint64_t t = now_us();
+        q_exec(c, "SELECT 1");
+        v[i] = (uint32_t)(now_us() - t);
+    }
+    qsort(v, 200, sizeof v[0], cmp_u32);
+    printf("# network rtt_us=%d via=%s: SELECT 1 round trip p50_us=%u "
+           "p99_us=%u\n", cfg.rtts.v[rtt_idx],
+           proxy_port[rtt_idx] ? "proxy(127.0.0.1)" : "unix-socket",
+           pct(v, 200, 0.5), pct(v, 200, 0.99));
+    mysql_close(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* reporting                                                          */
+/* ------------------------------------------------------------------ */
+
+#define MAXMEAS 512
+static meas *results[MAXMEAS];
+static int nresults;
+
+static meas *find(int design, int workload, int clients, int rtt_us)
+{
+    for (int i = 0; i < nresults; i++) {
+        meas *m = results[i];
+        if (m->design == design && m->workload == workload &&
+            m->clients == clients && m->rtt_us == rtt_us && m->valid)
+            return m;
+    }
+    return NULL;
+}
+
+static void print_ratios(void)
+{
+    printf("# ratios: throughput libreserve/hotrow and libreserve/floor, and "
+           "p99 libreserve/floor (lower is better)\n");
+    for (int i = 0; i < nresults; i++) {
+        meas *l = results[i];
+        if (l->design != D_LIB || !l->valid)
+            continue;
+        meas *h = find(D_HOT, l->workload, l->clients, l->rtt_us);
+        meas *f = find(D_FLOOR, l->workload, l->clients, l->rtt_us);
+        printf("ratio workload=%s clients=%d rtt_us=%d", wl_name[l->workload],
+               l->clients, l->rtt_us);
+        if (h && h->ops_per_s > 0)
+            printf(" libreserve/hotrow=%.2f", l->ops_per_s / h->ops_per_s);
+        if (f && f->ops_per_s > 0)
+            printf(" libreserve/floor=%.2f", l->ops_per_s / f->ops_per_s);
+        if (f && f->p99 > 0)
+            printf(" p99_libreserve/floor=%.2f", (double)l->p99 / f->p99);
+        printf("\n");
+    }
+    /* The targets of issue 4. */
+    meas *l = find(D_LIB, W_FLASH, 64, 500), *h = find(D_HOT, W_FLASH, 64, 500),
+         *f = find(D_FLOOR, W_FLASH, 64, 500);
+    if (l && h)
+        printf("target flash1 clients=64 rtt_us=500 libreserve/hotrow>=6: "
+               "%.2f %s\n", l->ops_per_s / h->ops_per_s,
+               l->ops_per_s >= 6 * h->ops_per_s ? "met" : "MISSED");
+    if (l && f)
+        printf("target flash1 clients=64 rtt_us=500 libreserve/floor>=0.5: "
+               "%.2f %s\n", l->ops_per_s / f->ops_per_s,
+               l->ops_per_s >= 0.5 * f->ops_per_s ? "met" : "MISSED");
+    if (l && f)
+        printf("target flash1 clients=64 rtt_us=500 p99 libreserve<=2x floor: "
+               "%u us vs %u us (%.2fx) %s\n", l->p99, f->p99,
+               (double)l->p99 / (f->p99 ? f->p99 : 1),
+               l->p99 <= 2 * f->p99 ? "met" : "MISSED");
+    meas *lc = find(D_LIB, W_CLAIM, 64, 500), *hc = find(D_HOT, W_CLAIM, 64, 500);
+    if (lc && hc)
+        printf("target claim1 clients=64 rtt_us=500 libreserve/hotrow>=3: "
+               "%.2f %s\n", lc->ops_per_s / hc->ops_per_s,
+               lc->ops_per_s >= 3 * hc->ops_per_s ? "met" : "MISSED");
+    for (int w = 0; w < W_N; w++)
+        for (int i = 0; i < nresults; i++) {
+            meas *x = results[i];
+            if (x->design != D_LIB || x->workload != w || x->rtt_us != 0 ||
+                !x->valid)
+                continue;
+            meas *y = find(D_HOT, w, x->clients, 0);
+            if (y)
+                printf("target %s clients=%d rtt_us=0 libreserve not slower "
+                       "than hotrow: %.2f %s\n", wl_name[w], x->clients,
+                       x->ops_per_s / y->ops_per_s,
+                       x->ops_per_s >= y->ops_per_s ? "met" : "MISSED");
+        }
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* main                                                               */
+/* ------------------------------------------------------------------ */
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: bench [--quick] [--proxy PATH] [--schema FILE] [--outdir DIR]\n"
+            "             [--warmup-ms N] [--duration-ms N] [--rtt-us LIST]\n"
+            "             [--clients LIST] [--workloads LIST] [--designs LIST]\n"
+            "             [--no-stmts] [--no-cold] [--no-profile]\n"
+            "             [--spread-stock N] [--claim-holds N]\n"
+            "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1;\n"
+            "designs: libreserve,hotrow,floor.  Needs RSV_TEST_SOCKET (run it\n"
+            "under tools/mariadb.sh run, or use make bench / make bench-quick).\n");
+    exit(2);
+}
+
+static int name_index(const char *s, size_t len, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(names[i]) == len && strncmp(s, names[i], len) == 0)
+            return i;
+    return -1;
+}
+
+static void parse_names(const char *s, const char *const *names, int n, int *sel)
+{
+    for (int i = 0; i < n; i++)
+        sel[i] = 0;
+    while (*s) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        int i = name_index(s, len, names, n);
+        if (i < 0)
+            usage();
+        sel[i] = 1;
+        s += len + (e ? 1 : 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cfg.sock = getenv("RSV_TEST_SOCKET");
+    cfg.user = getenv("RSV_TEST_USER") ? getenv("RSV_TEST_USER") : "root";
+    cfg.pass = getenv("RSV_TEST_PASSWORD");
+    cfg.proxy_path = "build/bench/proxy";
+    cfg.schema_path = "sql/schema.sql";
+    cfg.outdir = "build/bench";
+    cfg.warmup_ms = 1000;
+    cfg.duration_ms = 3000;
+    parse_list("0,500", &cfg.rtts);
+    parse_list("1,16,64,128", &cfg.clients[W_FLASH]);
+    parse_list("1,16,64,128", &cfg.clients[W_SPREAD]);
+    parse_list("16,64,128", &cfg.clients[W_CART]);
+    parse_list("64", &cfg.clients[W_CLAIM]);
+    for (int i = 0; i < W_N; i++)
+        cfg.workloads[i] = 1;
+    for (int i = 0; i < D_N; i++)
+        cfg.designs[i] = 1;
+    cfg.stmts = cfg.cold = cfg.profile = 1;
+    cfg.spread_stock = 100;
+    cfg.claim_holds[D_LIB] = 50000;
+    cfg.claim_holds[D_HOT] = 60000;
+    cfg.claim_holds[D_FLOOR] = 200000;
+    cfg.setup_threads = 8;
+    intlist only_clients = {{0}, 0};
+    long claim_override = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
+        if (strcmp(a, "--quick") == 0) {
+            cfg.quick = 1;
+        } else if (ARG("--proxy")) {
+            cfg.proxy_path = v;
+        } else if (ARG("--schema")) {
+            cfg.schema_path = v;
+        } else if (ARG("--outdir")) {
+            cfg.outdir = v;
+        } else if (ARG("--warmup-ms")) {
+            cfg.warmup_ms = atoi(v);
+        } else if (ARG("--duration-ms")) {
+            cfg.duration_ms = atoi(v);
+        } else if (ARG("--rtt-us")) {
+            if (parse_list(v, &cfg.rtts))
+                usage();
+        } else if (ARG("--clients")) {
+            if (parse_list(v, &only_clients))
+                usage();
+        } else if (ARG("--workloads")) {
+            parse_names(v, wl_name, W_N, cfg.workloads);
+        } else if (ARG("--designs")) {
+            parse_names(v, design_name, D_N, cfg.designs);
+        } else if (ARG("--spread-stock")) {
+            cfg.spread_stock = atol(v);
+        } else if (ARG("--claim-holds")) {
+            claim_override = atol(v);
+        } else if (strcmp(a, "--no-stmts") == 0) {
+            cfg.stmts = 0;
+        } else if (strcmp(a, "--no-cold") == 0) {
+            cfg.cold = 0;
+        } else if (strcmp(a, "--no-profile") == 0) {
+            cfg.profile = 0;
+        } else {
+            usage();
+        }
+#undef ARG
+    }
+    if (cfg.quick) {
+        for (int i = 0; i < W_N; i++)
+            cfg.workloads[i] = i == W_FLASH;
+        parse_list("64", &cfg.clients[W_FLASH]);
+        cfg.stmts = cfg.cold = cfg.profile = 0;
+    }
+    if (only_clients.n)
+        for (int i = 0; i < W_N; i++)
+            cfg.clients[i] = only_clients;
+    if (claim_override > 0)
+        for (int d = 0; d < D_N; d++)
+            cfg.claim_holds[d] = claim_override;
+    if (!cfg.sock)
+        usage();
+    if (cfg.warmup_ms < 0 || cfg.duration_ms < 100 || cfg.spread_stock < 1)
+        usage();
+    signal(SIGPIPE, SIG_IGN);
+    if (mysql_library_init(0, NULL, NULL))
+        die("mysql_library_init failed");
+
+    MYSQL *mon = connect_local();
+    setup_database(mon);
+    {
+        char pidfile[600], pidbuf[32];
+        q_str(mon, "SELECT @@pid_file", pidfile, sizeof pidfile);
+        FILE *f = pidfile[0] ? fopen(pidfile, "r") : NULL;
+        if (f && fgets(pidbuf, sizeof pidbuf, f))
+            server_pid = (pid_t)atoi(pidbuf);
+        if (f)
+            fclose(f);
+    }
+
+    /* ---- header ---- */
+    {
+        char ver[128], flush[16], sync[16], logbin[16], fmt[32], iso[32],
+            bp[32], lfs[32], cap[16];
+        q_str(mon, "SELECT VERSION()", ver, sizeof ver);
+        q_str(mon, "SELECT @@innodb_flush_log_at_trx_commit", flush, sizeof flush);
+        q_str(mon, "SELECT @@sync_binlog", sync, sizeof sync);
+        q_str(mon, "SELECT @@log_bin", logbin, sizeof logbin);
+        q_str(mon, "SELECT @@binlog_format", fmt, sizeof fmt);
+        q_str(mon, "SELECT @@global.tx_isolation", iso, sizeof iso);
+        q_str(mon, "SELECT @@innodb_buffer_pool_size", bp, sizeof bp);
+        q_str(mon, "SELECT @@innodb_log_file_size", lfs, sizeof lfs);
+        q_str(mon, "SELECT @@innodb_doublewrite", cap, sizeof cap);
+        time_t now = time(NULL);
+        char date[64];
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        printf("# libreserve bench: library %s, %s, %ld cpu(s) online, mode=%s\n",
+               rsv_version(), date, sysconf(_SC_NPROCESSORS_ONLN),
+               cfg.quick ? "quick" : "full");
+        printf("# server version=%s innodb_flush_log_at_trx_commit=%s "
+               "sync_binlog=%s log_bin=%s binlog_format=%s innodb_doublewrite=%s "
+               "innodb_buffer_pool_size=%s innodb_log_file_size=%s "
+               "isolation=READ-COMMITTED (set per transaction by every design; "
+               "server default %s)\n",
+               ver, flush, sync, strcmp(logbin, "1") == 0 ? "ON" : "OFF", fmt,
+               cap, bp, lfs, iso);
+        printf("# warmup_ms=%d duration_ms=%d per measurement; each client "
+               "thread has its own connection; hold ttl %lld s; stock %lld "
+               "(flash, cart, claim items), %ld per spread item; pool_cap "
+               "default (1000)\n",
+               cfg.warmup_ms, cfg.duration_ms, HOLD_TTL_MS / 1000, BIG_STOCK,
+               cfg.spread_stock);
+        printf("# baselines: prepared statements, autocommit off (each "
+               "transaction opens with its first statement and ends with "
+               "COMMIT); hotrow reserve = UPDATE ledger + INSERT hold + COMMIT; "
+               "hotrow claim = UPDATE ledger + DELETE hold + COMMIT; floor = "
+               "INSERT hold + COMMIT (claim: DELETE hold + COMMIT)\n");
+        fflush(stdout);
+    }
+
+    /* ---- proxies ---- */
+    atexit(proxies_stop);
+    for (int r = 0; r < cfg.rtts.n; r++) {
+        if (cfg.rtts.v[r] == 0)
+            continue;
+        proxy_port[r] = proxy_start(cfg.rtts.v[r], &proxies[r]);
+        progress("proxy for rtt %d us listening on 127.0.0.1:%d", cfg.rtts.v[r],
+                 proxy_port[r]);
+    }
+    for (int r = 0; r < cfg.rtts.n; r++)
+        ping_probe(r);
+
+    /* ---- data ---- */
+    uint64_t tsetup = now_us();
+    setup_hot_ledger(mon);
+    lib_keys("flash item", 0, 1, 1, BIG_STOCK, 1);
+    if (cfg.workloads[W_SPREAD])
+        lib_keys("spread items", SPREAD_BASE, SPREAD_N, 1, cfg.spread_stock, 1);
+    if (cfg.workloads[W_CART])
+        lib_keys("cart items", CART_BASE, CART_N, CART_LOCS, BIG_STOCK, 1);
+    if (cfg.workloads[W_CLAIM])
+        lib_keys("claim item", CLAIM_ITEM - 1, 1, 1, BIG_STOCK, 1);
+    if (cfg.stmts)
+        lib_keys("statement-count items", STMT_BASE, STMT_MAX_LINES, 3,
+                 BIG_STOCK, 1);
+    progress("setup done in %.1f s", (double)(now_us() - tsetup) / 1e6);
+
+    if (cfg.cold)
+        cold_probe();
+    if (cfg.stmts)
+        stmts_probe();
+
+    /* ---- measurements ---- */
+    static const int order[W_N] = {W_FLASH, W_SPREAD, W_CART, W_CLAIM};
+    for (int oi = 0; oi < W_N; oi++) {
+        int wl = order[oi];
+        if (!cfg.workloads[wl])
+            continue;
+        for (int r = 0; r < cfg.rtts.n; r++) {
+            const intlist *cl = &cfg.clients[wl];
+            /* every claim measurement gets its own range of holds */
+            if (wl == W_CLAIM)
+                for (int d = 0; d < D_N; d++)
+                    if (cfg.designs[d])
+                        setup_claims(mon, d, cfg.rtts.v[r],
+                                     cfg.claim_holds[d] * (long)cl->n);
+            for (int ci = 0; ci < cl->n; ci++) {
+                for (int d = 0; d < D_N; d++) {
+                    if (!cfg.designs[d])
+                        continue;
+                    if (nresults == MAXMEAS)
+                        die("too many measurements");
+                    meas *m = xcalloc(1, sizeof *m);
+                    m->design = d;
+                    m->workload = wl;
+                    m->clients = cl->v[ci];
+                    m->rtt_idx = r;
+                    m->rtt_us = cfg.rtts.v[r];
+                    m->claim_base = cfg.claim_holds[d] * (long)ci;
+                    m->claim_n = cfg.claim_holds[d];
+                    wait_purge(mon, 5000);
+                    progress("run %s %s clients=%d rtt_us=%d", design_name[d],
+                             wl_name[wl], m->clients, m->rtt_us);
+                    run_measurement(m, mon, 0);
+                    results[nresults++] = m;
+                }
+            }
+        }
+    }
+
+    /* ---- profiled re-runs of the key measurement ---- */
+    if (cfg.profile && cfg.workloads[W_FLASH]) {
+        int r500 = -1;
+        for (int r = 0; r < cfg.rtts.n; r++)
+            if (cfg.rtts.v[r] == 500)
+                r500 = r;
+        if (r500 >= 0) {
+            printf("# profile: flash1 at 64 clients and 0.5 ms RTT again, "
+                   "sampling information_schema.PROCESSLIST and INNODB_TRX "
+                   "every 20 ms (these runs are perturbed by the sampling "
+                   "and are not part of the results); share = fraction of "
+                   "connection samples in each COMMAND | STATE | statement\n");
+            for (int d = 0; d < D_N; d++) {
+                if (!cfg.designs[d])
+                    continue;
+                meas *m = xcalloc(1, sizeof *m);
+                m->design = d;
+                m->workload = W_FLASH;
+                m->clients = 64;
+                m->rtt_idx = r500;
+                m->rtt_us = 500;
+                wait_purge(mon, 5000);
+                progress("profile %s flash1 clients=64 rtt_us=500", design_name[d]);
+                printf("# profile-run ");
+                run_measurement(m, mon, 1);
+                free(m);
+            }
+        }
+    }
+
+    print_ratios();
+
+    /* ---- the library's own audit: the run must leave no violation ---- */
+    {
+        rsv_ctx *ctx = NULL;
+        if (rsv_open(&ctx, mon, NULL) == RSV_OK) {
+            int64_t v = -1;
+            int rc = rsv_audit(ctx, SHOP, 0, NULL, NULL, &v);
+            printf("# audit after the run: rc=%s violations=%lld\n",
+                   rsv_code_name(rc), (long long)v);
+            rsv_close(ctx);
+        }
+    }
+    if (!getenv("RSV_BENCH_KEEP_DB"))
+        q_execf(mon, "DROP DATABASE %s", dbname);
+    mysql_close(mon);
+    proxies_stop();
+    for (int i = 0; i < nresults; i++)
+        free(results[i]);
+    mysql_library_end();
+    return 0;
+}

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Install test: `make install` into a staging DESTDIR, then use the library
+# the way another project would, from outside the source tree:
+#   - the installed files are all there (header, libreserve.so.0 SONAME link,
+#     libreserve.a, reserve.pc, share/libreserve/schema.sql, man pages);
+#   - a small C program, written here into a temp dir, builds with nothing
+#     but `pkg-config --cflags --libs reserve libmariadb`, against the shared
+#     and (with --static) the static library, and runs stock_set / reserve /
+#     claim against the server in RSV_TEST_SOCKET;
+#   - RSV_VERSION in the installed header == rsv_version() ==
+#     `pkg-config --modversion reserve`;
+#   - the Python binding's tests pass against the installed library
+#     (LIBRESERVE_PATH in the staging dir), run from a copy outside the tree.
+# Usage: tools/mariadb.sh run tests/install-test.sh   (the build is done by
+# `make lib`; `make install` builds what is missing).  Keep the staging dir
+# with RSV_KEEP_STAGING=1.  Exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+if [ -z "${RSV_TEST_SOCKET:-}" ]; then
+  echo "install-test: RSV_TEST_SOCKET is not set; run: tools/mariadb.sh run $0" >&2
+  echo "install-test: FAIL (no test server)"
+  exit 2
+fi
+
+PREFIX_=/usr/local
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/libreserve-install.XXXXXX")
+stage=$tmp/stage
+root=$stage$PREFIX_
+libdir=$root/lib
+cleanup() {
+  if [ -n "${RSV_KEEP_STAGING:-}" ]; then echo "install-test: staging kept in $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+checks=0; failures=()
+pass() { checks=$((checks + 1)); echo "ok   $*"; }
+fail() { checks=$((checks + 1)); failures+=("$*"); echo "FAIL $*"; }
+check() { # check DESCRIPTION CMD...
+  local what=$1; shift
+  if "$@"; then pass "$what"; else fail "$what"; fi
+}
+finish() {
+  echo
+  if [ ${#failures[@]} -eq 0 ]; then
+    echo "install-test: PASS ($checks checks)"
+    exit 0
+  fi
+  echo "install-test: FAIL (${#failures[@]} of $checks checks failed: ${failures[*]})"
+  exit 1
+}
+
+# ---- install ----
+echo "== make install DESTDIR=$stage PREFIX=$PREFIX_"
+if ! make --no-print-directory install DESTDIR="$stage" PREFIX="$PREFIX_" >"$tmp/install.log" 2>&1; then
+  cat "$tmp/install.log"
+  fail "make install"
+  finish
+fi
+pass "make install"
+
+# ---- installed files ----
+echo "== installed files"
+hdr=$root/include/reserve.h
+version=$(sed -n 's/^#define RSV_VERSION "\(.*\)"/\1/p' "$hdr" 2>/dev/null)
+major=${version%%.*}
+check "header installed" test -f "$hdr"
+check "installed header == include/reserve.h" cmp -s "$hdr" include/reserve.h
+check "RSV_VERSION found in the header ($version)" test -n "$version"
+check "libreserve.so.$version is a regular file" test -f "$libdir/libreserve.so.$version" -a ! -L "$libdir/libreserve.so.$version"
+check "libreserve.so.$major -> libreserve.so.$version" \
+  test "$(readlink "$libdir/libreserve.so.$major" 2>/dev/null)" = "libreserve.so.$version"
+check "libreserve.so -> libreserve.so.$major" \
+  test "$(readlink "$libdir/libreserve.so" 2>/dev/null)" = "libreserve.so.$major"
+soname=$(readelf -d "$libdir/libreserve.so.$version" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
+check "SONAME is libreserve.so.$major (got '$soname')" test "$soname" = "libreserve.so.$major"
+check "libreserve.a installed with objects" \
+  bash -c "ar t '$libdir/libreserve.a' | grep -q '\\.o\$'"
+check "reserve.pc installed" test -f "$libdir/pkgconfig/reserve.pc"
+check "reserve.pc does not mention the staging dir" bash -c "! grep -qF '$stage' '$libdir/pkgconfig/reserve.pc'"
+check "reserve.pc prefix=$PREFIX_" grep -qx "prefix=$PREFIX_" "$libdir/pkgconfig/reserve.pc"
+check "share/libreserve/schema.sql == sql/schema.sql" cmp -s "$root/share/libreserve/schema.sql" sql/schema.sql
+nman=0
+for m in man/*.3; do
+  [ -e "$m" ] || continue
+  nman=$((nman + 1))
+  [ -f "$root/share/man/man3/$(basename "$m")" ] || fail "man page $(basename "$m") installed"
+done
+[ $nman -gt 0 ] && pass "$nman man pages installed in share/man/man3" || echo "skip man pages (no man/*.3 in the tree)"
+if [ -x tests/exports.sh ]; then
+  out=$(tests/exports.sh "$libdir/libreserve.so.$major" 2>&1); rc=$?
+  check "installed library: ${out##*$'\n'}" test $rc -eq 0
+  [ $rc -eq 0 ] || echo "$out"
+fi
+
+# ---- pkg-config against the staging dir ----
+# reserve.pc carries the real PREFIX (never DESTDIR); PKG_CONFIG_SYSROOT_DIR
+# maps its paths into the staging dir.  pkg-config applies the sysroot to
+# every package, so libmariadb's own directories are linked into the
+# staging "sysroot" too (as a real sysroot would contain them).
+echo "== pkg-config"
+for var in includedir libdir; do
+  d=$(pkg-config --variable=$var libmariadb 2>/dev/null) || d=
+  d=${d%/}
+  if [ -n "$d" ] && [ ! -e "$stage$d" ]; then
+    mkdir -p "$(dirname "$stage$d")" && ln -s "$d" "$stage$d"
+  fi
+done
+export PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export PKG_CONFIG_SYSROOT_DIR=$stage
+pc_version=$(pkg-config --modversion reserve 2>&1)
+check "pkg-config --modversion reserve ($pc_version) == RSV_VERSION ($version)" test "$pc_version" = "$version"
+cflags_libs=$(pkg-config --cflags --libs reserve libmariadb 2>&1)
+check "pkg-config --cflags --libs reserve libmariadb" test $? -eq 0
+echo "     $cflags_libs"
+static_flags=$(pkg-config --static --cflags --libs reserve libmariadb 2>&1)
+check "pkg-config --static --cflags --libs reserve libmariadb" test $? -eq 0
+echo "     $static_flags"
+case " $cflags_libs " in
+  *" -I$root/include "*) pass "cflags point into the staging dir" ;;
+  *) fail "cflags point into the staging dir" ;;
+esac
+
+# ---- a program outside the tree ----
+src=$tmp/app
+mkdir -p "$src"
+cat >"$src/app.c" <<'EOF'
+/* An application using the installed libreserve. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mysql.h>
+#include <reserve.h>
+
+static int failures;
+#define EXPECT(cond) do { if (!(cond)) { failures++; \
+    fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); } } while (0)
+
+static void run_sql(MYSQL *c, const char *sql)
+{
+    if (mysql_query(c, sql) != 0) {
+        fprintf(stderr, "%s: %s\n", sql, mysql_error(c));
+        exit(2);
+    }
+    do {
+        MYSQL_RES *r = mysql_store_result(c);
+        if (r)
+            mysql_free_result(r);
+    } while (mysql_next_result(c) == 0);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: app SCHEMA.sql NAME\n");
+        return 2;
+    }
+    printf("header %s library %s\n", RSV_VERSION, rsv_version());
+    EXPECT(strcmp(RSV_VERSION, rsv_version()) == 0);
+    EXPECT(rsv_version_number() == RSV_VERSION_NUMBER);
+    EXPECT(rsv_options_size() == sizeof(rsv_options));
+
+    const char *sock = getenv("RSV_TEST_SOCKET");
+    const char *user = getenv("RSV_TEST_USER");
+    MYSQL *c = mysql_init(NULL);
+    if (!sock || !mysql_real_connect(c, NULL, user ? user : "root",
+                                     getenv("RSV_TEST_PASSWORD"), NULL, 0,
+                                     sock, CLIENT_MULTI_STATEMENTS)) {
+        fprintf(stderr, "connect: %s\n", mysql_error(c));
+        return 2;
+    }
+    char db[96], q[160];
+    snprintf(db, sizeof db, "rsvinst_%s_%d", argv[2], (int)getpid());
+    snprintf(q, sizeof q, "CREATE DATABASE %s", db);
+    run_sql(c, q);
+    snprintf(q, sizeof q, "USE %s", db);
+    run_sql(c, q);
+    const char *schema = slurp(argv[1]);
+    if (!schema) {
+        fprintf(stderr, "cannot read %s\n", argv[1]);
+        return 2;
+    }
+    run_sql(c, schema);
+
+    rsv_options o;
+    EXPECT(rsv_options_init(&o, RSV_OPTIONS_VERSION) == RSV_OK);
+    o.pool_cap = 10;
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open(&ctx, c, &o);
+    if (rc != RSV_OK) {
+        fprintf(stderr, "rsv_open: %s: %s\n", rsv_code_name(rc), rsv_errmsg(ctx));
+        return 1;
+    }
+    const uint64_t shop = 7, item = 42, loc = 1;
+    EXPECT(rsv_stock_set(ctx, shop, item, loc, 3) == RSV_OK);
+    EXPECT(rsv_reserve_one(ctx, shop, "order-1", 7, item, loc, 2, 0) == RSV_OK);
+
+    rsv_cart *cart = NULL;
+    EXPECT(rsv_cart_new(&cart) == RSV_OK);
+    EXPECT(rsv_cart_add(cart, item, &loc, 1, 2, 0) == RSV_OK);
+    rc = rsv_reserve(ctx, shop, "order-2", 7, cart, 0);
+    EXPECT(rc == RSV_EOUTOFSTOCK);
+    EXPECT(rsv_cart_failed_line(cart) == 0);
+    rsv_cart_free(cart);
+
+    EXPECT(rsv_claim(ctx, shop, "order-1", 7) == RSV_OK);
+    EXPECT(rsv_claim(ctx, shop, "order-1", 7) == RSV_ECLAIMED);
+    int64_t on_hand = -1, held = -1, available = -1;
+    EXPECT(rsv_stock_get(ctx, shop, item, loc, &on_hand, &held, NULL,
+                         &available) == RSV_OK);
+    printf("on_hand %lld held %lld available %lld\n", (long long)on_hand,
+           (long long)held, (long long)available);
+    EXPECT(on_hand == 1 && held == 0 && available == 1);
+    int64_t violations = -1;
+    EXPECT(rsv_audit(ctx, shop, 0, NULL, NULL, &violations) == RSV_OK);
+    EXPECT(violations == 0);
+    if (failures)
+        fprintf(stderr, "last message: %s\n", rsv_errmsg(ctx));
+    rsv_close(ctx);
+
+    snprintf(q, sizeof q, "DROP DATABASE %s", db);
+    run_sql(c, q);
+    mysql_close(c);
+    printf("%s\n", failures ? "FAILED" : "OK");
+    return failures ? 1 : 0;
+}
+EOF
+
+schema=$root/share/libreserve/schema.sql
+CC=${CC:-cc}
+echo "== shared build"
+# shellcheck disable=SC2086
+if (cd "$src" && $CC -Wall -Wextra -Werror app.c -o app-shared $cflags_libs) 2>"$tmp/cc-shared.log"; then
+  pass "build against the shared library"
+  needed=$(readelf -d "$src/app-shared" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p' | tr '\n' ' ')
+  case " $needed " in
+    *" libreserve.so.$major "*) pass "app-shared needs libreserve.so.$major ($needed)" ;;
+    *) fail "app-shared needs libreserve.so.$major ($needed)" ;;
+  esac
+  loaded=$(LD_LIBRARY_PATH=$libdir ldd "$src/app-shared" | awk '/libreserve/ {print $3}')
+  check "app-shared loads the staged library ($loaded)" test "$loaded" = "$libdir/libreserve.so.$major"
+  out=$(cd "$tmp" && LD_LIBRARY_PATH=$libdir "$src/app-shared" "$schema" shared 2>&1)
+  rc=$?
+  echo "$out" | sed 's/^/     /'
+  check "app-shared runs: stock_set/reserve/claim" test $rc -eq 0
+  check "rsv_version() == RSV_VERSION ($version) [shared]" \
+    grep -qx "header $version library $version" <<<"$out"
+else
+  cat "$tmp/cc-shared.log"
+  fail "build against the shared library"
+fi
+
+echo "== static build"
+# Only libreserve is linked statically; libmariadb and libc stay shared.
+static_link=$(sed -e 's/\(^\| \)-lreserve\( \|$\)/ -Wl,-Bstatic -lreserve -Wl,-Bdynamic /' <<<"$static_flags")
+# shellcheck disable=SC2086
+if (cd "$src" && $CC -Wall -Wextra -Werror app.c -o app-static $static_link) 2>"$tmp/cc-static.log"; then
+  pass "build against the static library"
+  if readelf -d "$src/app-static" | grep -q 'NEEDED.*libreserve'; then
+    fail "app-static does not need libreserve.so"
+  else
+    pass "app-static does not need libreserve.so"
+  fi
+  check "app-static contains rsv_reserve" bash -c "nm '$src/app-static' | grep -q ' T rsv_reserve\$'"
+  out=$(cd "$tmp" && "$src/app-static" "$schema" static 2>&1)
+  rc=$?
+  echo "$out" | sed 's/^/     /'
+  check "app-static runs: stock_set/reserve/claim" test $rc -eq 0
+  check "rsv_version() == RSV_VERSION ($version) [static]" \
+    grep -qx "header $version library $version" <<<"$out"
+else
+  cat "$tmp/cc-static.log"
+  fail "build against the static library"
+fi
+unset PKG_CONFIG_SYSROOT_DIR
+
+# ---- the Python binding against the installed library ----
+echo "== Python binding tests against $libdir/libreserve.so.$major"
+if [ -f examples/python/libreserve.py ] && command -v python3 >/dev/null; then
+  py=$tmp/python
+  mkdir -p "$py"
+  cp examples/python/libreserve.py examples/python/test_libreserve.py "$py/"
+  got=$(cd "$py" && LIBRESERVE_PATH=$libdir/libreserve.so.$major PYTHONDONTWRITEBYTECODE=1 \
+        python3 -c 'import libreserve as r; print(r.library_path()); print(r.find_schema()); print(r.version())' 2>&1)
+  echo "$got" | sed 's/^/     /'
+  check "binding loads the staged library" test "$(sed -n 1p <<<"$got")" = "$libdir/libreserve.so.$version"
+  check "binding finds the staged schema" test "$(sed -n 2p <<<"$got")" = "$schema"
+  check "binding version() == $version" test "$(sed -n 3p <<<"$got")" = "$version"
+  if (cd "$py" && LIBRESERVE_PATH=$libdir/libreserve.so.$major PYTHONDONTWRITEBYTECODE=1 \
+      python3 -m unittest -v test_libreserve); then
+    pass "Python binding tests against the installed library"
+  else
+    fail "Python binding tests against the installed library"
+  fi
+else
+  echo "skip Python binding (examples/python/libreserve.py or python3 missing)"
+fi
+
+finish
