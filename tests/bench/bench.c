@@ -1207,6 +1207,15 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
                          cpu_cores(c0.server, c1.server, secs) -
                          cpu_cores(c0.self, c1.self, secs) -
                          (m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0)));
+    double other = cpu_cores(c0.machine, c1.machine, secs) -
+                   cpu_cores(c0.server, c1.server, secs) -
+                   cpu_cores(c0.self, c1.self, secs) -
+                   (m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0);
+    if (c0.machine >= 0 && c0.server >= 0 && other > 0.25)
+        printf("# noisy design=%s workload=%s clients=%d rtt_us=%d: other "
+               "processes used %.2f cores during this measurement\n",
+               design_name[m->design], wl_name[m->workload], m->clients,
+               m->rtt_us, other);
     if (pr) {
         qsort(pr->e, (size_t)pr->n, sizeof pr->e[0], cmp_prof);
         long conn_samples = 0;
