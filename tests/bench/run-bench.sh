@@ -5,8 +5,9 @@
 # tools/mariadb.sh run; started by hand without RSV_TEST_SOCKET it starts
 # its own throwaway server the same way.
 #
-# Writes build/bench/results-MODE.txt (the bench output, also on stdout),
-# build/bench/results.txt (full runs), and the plots build/bench/*.svg.
+# Writes build/bench/results-MODE.txt (the bench output, also on stdout);
+# a full run also build/bench/results.txt, results.md and the plots
+# build/bench/*.svg, a quick run its plot and table under build/bench/quick/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-quick}
@@ -40,5 +41,10 @@ status=${PIPESTATUS[0]}
 set -e
 echo "# wall time: $((SECONDS - start)) s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$results"
 [ "$status" -eq 0 ] || { echo "run-bench.sh: bench failed ($status)" >&2; exit "$status"; }
-[ "$mode" = full ] && cp "$results" "$out/results.txt"
-python3 tests/bench/plot.py "$results" "$out"
+if [ "$mode" = full ]; then
+  cp "$results" "$out/results.txt"
+  python3 tests/bench/plot.py "$results" "$out"
+else
+  # a quick run never overwrites the plots of the last full run
+  python3 tests/bench/plot.py "$results" "$out/quick"
+fi
