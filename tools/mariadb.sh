@@ -11,6 +11,9 @@
 #                                        status
 #   tools/mariadb.sh start DIR           start a server in DIR (for manual use)
 #   tools/mariadb.sh stop DIR            stop the server in DIR
+#   tools/mariadb.sh resume DIR          start the server again on the data
+#                                        directory already in DIR (after a
+#                                        crash: the fault-injection stress)
 #
 # If RSV_TEST_SOCKET is already set, "run" uses that server instead of
 # starting one (the caller owns it; RSV_TEST_USER / RSV_TEST_PASSWORD apply).
@@ -28,16 +31,18 @@ find_bin() {
 }
 
 start_server() {
-  local dir=$1
+  local dir=$1 resume=${2:-}
   local mariadbd install_db
   mariadbd=$(find_bin mariadbd mysqld) || { echo "mariadb.sh: mariadbd not found (apt-get install mariadb-server)" >&2; return 1; }
   install_db=$(find_bin mariadb-install-db mysql_install_db) || { echo "mariadb.sh: mariadb-install-db not found" >&2; return 1; }
   mkdir -p "$dir/data" "$dir/tmp"
   local user_opt=()
   [ "$(id -u)" = 0 ] && user_opt=(--user=root)
-  "$install_db" --no-defaults "${user_opt[@]}" --datadir="$dir/data" \
-      --auth-root-authentication-method=normal --skip-test-db \
-      >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; return 1; }
+  if [ "$resume" != resume ]; then
+    "$install_db" --no-defaults "${user_opt[@]}" --datadir="$dir/data" \
+        --auth-root-authentication-method=normal --skip-test-db \
+        >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; return 1; }
+  fi
   # Durable settings: flush the redo log at every commit, doublewrite on.
   # skip-networking: clients (and the test proxy) use the private socket.
   # shellcheck disable=SC2086
@@ -86,6 +91,7 @@ shift || true
 case "$cmd" in
   start) start_server "$1"; echo "$1/mysqld.sock" ;;
   stop)  stop_server "$1" ;;
+  resume) start_server "$1" resume; echo "$1/mysqld.sock" ;;
   run)
     if [ -n "${RSV_TEST_SOCKET:-}" ]; then
       exec "$@"
@@ -102,5 +108,5 @@ case "$cmd" in
     set -e
     exit $status
     ;;
-  *) echo "usage: $0 run CMD... | start DIR | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 run CMD... | start DIR | stop DIR | resume DIR" >&2; exit 2 ;;
 esac

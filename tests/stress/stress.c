@@ -1,0 +1,1718 @@
+/*
+ * stress.c - fault-injection stress of libreserve (issue 5, make stress).
+ *
+ * One program, several roles, all forked from the orchestrator:
+ *
+ *  - clients (N processes, each its own connection through the cut proxy):
+ *      mixed buyers   shop 1: multi-line carts over 6 items x 3 locations,
+ *                     split lines, re-reserves of the same token, claims,
+ *                     releases, abandoned holds that expire (short TTLs),
+ *                     status/extend/replenish/sweep calls; a quarter of
+ *                     them are "impatient" (lock_wait_timeout_s = 1,
+ *                     max_retries = 1) so provoked lock waits surface as
+ *                     RSV_EBUSY;
+ *      flash buyers   shop 2: flash-sale rounds, one item per round with
+ *                     stock at two locations, qty-1 holds with a one-hour
+ *                     TTL, half of them claimed, none released, until every
+ *                     flash buyer has seen "out of stock";
+ *      the merchant   (slot 0) stock adjustments up and down, replenish,
+ *                     sweep.
+ *    Every call's outcome is appended to the client's log after it
+ *    returns ("acknowledged"); before each state-changing call an attempt
+ *    line is written, so a client killed mid-call leaves an attempt
+ *    without an outcome (unknown: it may or may not have applied).
+ *    RSV_EINDOUBT and RSV_ECONN are resolved by reconnecting and repeating
+ *    the same call (claim/release/reserve are idempotent per token); only a
+ *    stock adjustment in doubt is not repeated (it is not idempotent) and
+ *    is logged as unknown.
+ *  - the troublemaker (one process, its own connections straight to the
+ *    server socket): storms of FOR UPDATE locks held past the impatient
+ *    clients' lock-wait timeout on ledger rows, checkout rows and pool
+ *    rows, and deadlock storms (checkout rows then ledger rows in reverse
+ *    order, against re-reserves that take them in the library's order).
+ *  - the orchestrator: starts the proxy, forks the rest, injects faults on
+ *    a schedule (SIGKILL a client that is inside rsv_reserve / rsv_claim,
+ *    arm a cut of the next COMMIT in the proxy, SIGKILL mariadbd and
+ *    restart it on the same data directory), advances the flash rounds,
+ *    watches progress, and at the end checks the database against the logs
+ *    and prints the one-line verdict.
+ *
+ * Run it through tests/stress/run-stress.sh (make stress / stress-quick).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mysql.h>
+#include <reserve.h>
+
+#define MAXC 256
+#define SHOP_MIX 1
+#define SHOP_FLASH 2
+#define NITEMS 6
+#define NLOCS 3
+#define FLASH_ITEM0 1000
+#define FLASH_LOCS 2
+#define MAX_ALLOC 32
+
+enum { OP_IDLE, OP_RESERVE, OP_CLAIM, OP_RELEASE, OP_OTHER };
+enum { ROLE_MIX, ROLE_FLASH, ROLE_MERCHANT };
+
+struct slot {
+    atomic_int op;
+    atomic_int pid;
+    atomic_int inc;
+    atomic_long ops;
+    atomic_int flash_done; /* last flash round (+1) it saw sold out */
+    atomic_ullong op_since; /* now_ms() when op became non-idle */
+    atomic_int reported;    /* a stuck call was reported */
+};
+
+struct shm {
+    atomic_int stop;
+    atomic_int flash_round;
+    atomic_long storms;
+    struct slot s[MAXC];
+};
+
+static struct cfg {
+    const char *sock, *srvdir, *logdir, *proxy, *mariadb_sh;
+    int clients;
+    long ops;
+    int duration, max_duration;
+    unsigned seed;
+    int port;
+    double kc_every, cc_every, ks_every, storm_every;
+    int think_ms;
+    long init_stock;
+    int pool_cap;
+    long flash_stock;
+    int nflash;
+    int storm_hold_ms;
+    int no_proxy; /* clients straight to the socket: no cuts */
+} C;
+
+static struct shm *shm;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(long ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static unsigned rnd(uint64_t *s, unsigned n)
+{
+    return n ? (unsigned)(rng_next(s) % n) : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Clients                                                            */
+/* ------------------------------------------------------------------ */
+
+struct cl {
+    int slot, inc, role, impatient;
+    rsv_options opts;
+    MYSQL *db;
+    rsv_ctx *ctx;
+    int logfd;
+    uint64_t rng;
+    long seq;
+    long edb_logged;
+};
+
+static struct cl *me;
+
+static void lg(const char *fmt, ...)
+{
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof b - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof b - 2)
+        n = (int)sizeof b - 2;
+    b[n++] = '\n';
+    if (write(me->logfd, b, (size_t)n) != n) {
+        perror("stress: client log");
+        _exit(4);
+    }
+    if (b[0] >= 'A' && b[0] <= 'Z' && b[0] != 'D' && b[0] != 'F')
+        atomic_fetch_add(&shm->s[me->slot].ops, 1);
+}
+
+static MYSQL *raw_connect(const char *host, int port, const char *sock,
+                          unsigned read_timeout)
+{
+    MYSQL *m = mysql_init(NULL);
+    if (!m)
+        return NULL;
+    unsigned to = 5;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &to);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &read_timeout);
+    if (!mysql_real_connect(m, host, "root", NULL, "stress",
+                            (unsigned)port, sock, 0)) {
+        mysql_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void cl_connect(struct cl *c)
+{
+    for (int tries = 0;; tries++) {
+        MYSQL *m = C.no_proxy ? raw_connect(NULL, 0, C.sock, 120)
+                              : raw_connect("127.0.0.1", C.port, NULL, 120);
+        if (m) {
+            rsv_ctx *x = NULL;
+            int rc = rsv_open(&x, m, &c->opts);
+            if (rc == RSV_OK) {
+                c->db = m;
+                c->ctx = x;
+                return;
+            }
+            rsv_close(x);
+            mysql_close(m);
+        }
+        if (atomic_load(&shm->stop) && tries > 100)
+            _exit(0); /* shutting down and the server is not back */
+        if (tries > 1200) {
+            fprintf(stderr, "stress: client %d cannot connect for minutes\n",
+                    c->slot);
+            _exit(3);
+        }
+        long ms = 10L << (tries < 6 ? tries : 6);
+        sleep_ms(ms / 2 + rnd(&c->rng, (unsigned)ms / 2 + 1));
+    }
+}
+
+static void cl_reconnect(struct cl *c)
+{
+    rsv_close(c->ctx);
+    if (c->db)
+        mysql_close(c->db);
+    c->ctx = NULL;
+    c->db = NULL;
+    cl_connect(c);
+}
+
+/* One library call, by kind. */
+struct call {
+    int kind; /* OP_RESERVE, OP_CLAIM, OP_RELEASE */
+    uint64_t shop;
+    const char *tok;
+    rsv_cart *cart;
+    int64_t ttl_ms;
+};
+
+static int do_call(struct cl *c, struct call *k)
+{
+    size_t tl = strlen(k->tok);
+    switch (k->kind) {
+    case OP_RESERVE:
+        return rsv_reserve(c->ctx, k->shop, k->tok, tl, k->cart, k->ttl_ms);
+    case OP_CLAIM:
+        return rsv_claim(c->ctx, k->shop, k->tok, tl);
+    default:
+        return rsv_release(c->ctx, k->shop, k->tok, tl);
+    }
+}
+
+/* Run a call until its outcome is known: after RSV_EINDOUBT / RSV_ECONN
+ * reconnect and repeat it (idempotent per token). */
+static int run_call(struct cl *c, struct call *k, int *doubt)
+{
+    *doubt = 0;
+    static const char *names[] = {"", "reserve", "claim", "release"};
+    for (int attempt = 0;; attempt++) {
+        atomic_store(&shm->s[c->slot].op_since, now_ms());
+        atomic_store(&shm->s[c->slot].op, k->kind);
+        int rc = do_call(c, k);
+        atomic_store(&shm->s[c->slot].op, OP_IDLE);
+        if (rc == RSV_EINDOUBT) {
+            *doubt = 1;
+            lg("D %s %s", names[k->kind], k->tok);
+            cl_reconnect(c);
+            continue;
+        }
+        if (rc == RSV_ECONN) {
+            lg("D econn %s", k->tok);
+            cl_reconnect(c);
+            continue;
+        }
+        if (rc == RSV_EDB && attempt < 20) {
+            /* e.g. the server refusing work during crash recovery; nothing
+             * was applied (reserve.h), so repeating is safe */
+            if (c->edb_logged++ < 20)
+                fprintf(stderr, "stress: client %d %s: %s\n", c->slot,
+                        names[k->kind], rsv_errmsg(c->ctx));
+            lg("D edb %s", k->tok);
+            cl_reconnect(c);
+            continue;
+        }
+        return rc;
+    }
+}
+
+/* Log the outcome of a reserve, with its allocation. */
+static void log_reserve(struct cl *c, const char *tok, rsv_cart *cart,
+                        const uint64_t *items, int rc, int doubt)
+{
+    (void)c;
+    char b[900];
+    size_t o = 0;
+    uint64_t ai[MAX_ALLOC], al[MAX_ALLOC];
+    int64_t aq[MAX_ALLOC];
+    int na = 0;
+    if (rc == RSV_OK) {
+        size_t nl = rsv_cart_lines(cart);
+        for (size_t l = 0; l < nl; l++) {
+            size_t cnt = 0;
+            rsv_cart_allocation_count(cart, l, &cnt);
+            for (size_t x = 0; x < cnt; x++) {
+                uint64_t loc;
+                int64_t q;
+                if (rsv_cart_allocation(cart, l, x, &loc, &q) != RSV_OK)
+                    continue;
+                int f = -1;
+                for (int y = 0; y < na; y++)
+                    if (ai[y] == items[l] && al[y] == loc)
+                        f = y;
+                if (f < 0 && na < MAX_ALLOC) {
+                    f = na++;
+                    ai[f] = items[l];
+                    al[f] = loc;
+                    aq[f] = 0;
+                }
+                if (f >= 0)
+                    aq[f] += q;
+            }
+        }
+    }
+    for (int y = 0; y < na && o < sizeof b - 64; y++)
+        o += (size_t)snprintf(b + o, sizeof b - o, " %llu:%llu:%lld",
+                              (unsigned long long)ai[y],
+                              (unsigned long long)al[y], (long long)aq[y]);
+    b[o] = 0;
+    lg("R %s %d %d %d%s", tok, rc, doubt, na, b);
+}
+
+static void shuffle_locs(struct cl *c, uint64_t *locs, int n, int base)
+{
+    for (int i = 0; i < n; i++)
+        locs[i] = (uint64_t)(base + i);
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rnd(&c->rng, (unsigned)i + 1);
+        uint64_t t = locs[i];
+        locs[i] = locs[j];
+        locs[j] = t;
+    }
+}
+
+static void build_cart(struct cl *c, rsv_cart *cart, uint64_t *items)
+{
+    rsv_cart_clear(cart);
+    int nl = 1 + (int)rnd(&c->rng, 4);
+    for (int l = 0; l < nl; l++) {
+        uint64_t locs[NLOCS];
+        shuffle_locs(c, locs, NLOCS, 1);
+        int nloc = 1 + (int)rnd(&c->rng, NLOCS);
+        items[l] = 1 + rnd(&c->rng, NITEMS);
+        uint32_t fl = rnd(&c->rng, 3) == 0 ? RSV_LINE_SPLIT : 0;
+        rsv_cart_add(cart, items[l], locs, (size_t)nloc,
+                     1 + (int64_t)rnd(&c->rng, 3), fl);
+    }
+}
+
+static void think(struct cl *c, int ms)
+{
+    if (ms > 0)
+        sleep_ms((long)rnd(&c->rng, (unsigned)ms * 2 + 1));
+}
+
+/* A settle call (claim or release) with logging. */
+static int settle(struct cl *c, uint64_t shop, const char *tok, int kind)
+{
+    struct call k = {kind, shop, tok, NULL, 0};
+    int doubt;
+    lg("a %c %s", kind == OP_CLAIM ? 'c' : 'l', tok);
+    int rc = run_call(c, &k, &doubt);
+    lg("%c %s %d %d", kind == OP_CLAIM ? 'C' : 'L', tok, rc, doubt);
+    return rc;
+}
+
+/* Reserve with logging; a reserve in doubt whose repeat did not succeed
+ * leaves the token in an unknown state: release it to settle it. */
+static int reserve(struct cl *c, uint64_t shop, const char *tok,
+                   rsv_cart *cart, const uint64_t *items, int64_t ttl,
+                   int cleanup)
+{
+    struct call k = {OP_RESERVE, shop, tok, cart, ttl};
+    int doubt;
+    lg("a r %s", tok);
+    int rc = run_call(c, &k, &doubt);
+    log_reserve(c, tok, cart, items, rc, doubt);
+    if (rc != RSV_OK && doubt && cleanup)
+        settle(c, shop, tok, OP_RELEASE);
+    return rc;
+}
+
+static void other(struct cl *c, const char *name, int rc)
+{
+    (void)c;
+    lg("O %s %d", name, rc);
+    if (rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_EDB)
+        cl_reconnect(c);
+}
+
+static void flow_mix(struct cl *c, rsv_cart *cart)
+{
+    char tok[64];
+    uint64_t items[8];
+    snprintf(tok, sizeof tok, "m%d.%d.%ld", c->slot, c->inc, c->seq++);
+    build_cart(c, cart, items);
+    int64_t ttl = rnd(&c->rng, 5) == 0 ? 800 + rnd(&c->rng, 1500) : 30000;
+    int rc = reserve(c, SHOP_MIX, tok, cart, items, ttl, 1);
+    if (rc != RSV_OK)
+        return;
+    if (rnd(&c->rng, 5) == 0) { /* the cart changed: re-reserve */
+        think(c, C.think_ms / 2);
+        build_cart(c, cart, items);
+        rc = reserve(c, SHOP_MIX, tok, cart, items, ttl, 1);
+        if (rc != RSV_OK && rc != RSV_EOUTOFSTOCK && rc != RSV_EBUSY)
+            return;
+    }
+    think(c, C.think_ms);
+    unsigned r = rnd(&c->rng, 100);
+    if (r < 8) {
+        int32_t st;
+        int64_t units, exp;
+        other(c, "status", rsv_checkout_status(c->ctx, SHOP_MIX, tok,
+                                               strlen(tok), &st, &units,
+                                               &exp));
+    } else if (r < 14) {
+        other(c, "extend", rsv_extend(c->ctx, SHOP_MIX, tok, strlen(tok),
+                                      20000));
+    }
+    r = rnd(&c->rng, 100);
+    if (r < 60) {
+        rc = settle(c, SHOP_MIX, tok, OP_CLAIM);
+        if (rc == RSV_EBUSY)
+            settle(c, SHOP_MIX, tok, OP_RELEASE);
+    } else if (r < 85) {
+        settle(c, SHOP_MIX, tok, OP_RELEASE);
+    } /* else: abandoned, it expires */
+    if (rnd(&c->rng, 100) == 0) {
+        int64_t n;
+        other(c, "sweep", rsv_sweep(c->ctx, SHOP_MIX, 0, &n));
+    } else if (rnd(&c->rng, 50) == 0) {
+        int64_t n;
+        other(c, "replenish",
+              rsv_replenish(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
+                            1 + rnd(&c->rng, NLOCS), &n));
+    }
+}
+
+static void flow_flash(struct cl *c, rsv_cart *cart)
+{
+    int round = atomic_load(&shm->flash_round);
+    struct slot *s = &shm->s[c->slot];
+    if (round >= C.nflash || atomic_load(&s->flash_done) > round) {
+        sleep_ms(20);
+        return;
+    }
+    uint64_t item = FLASH_ITEM0 + (uint64_t)round;
+    char tok[64];
+    uint64_t items[1] = {item}, locs[FLASH_LOCS];
+    snprintf(tok, sizeof tok, "f%d.%d.%ld", c->slot, c->inc, c->seq++);
+    shuffle_locs(c, locs, FLASH_LOCS, 1);
+    rsv_cart_clear(cart);
+    rsv_cart_add(cart, item, locs, FLASH_LOCS, 1, 0);
+    /* no clean-up release: nothing is ever released in a flash sale */
+    int rc = reserve(c, SHOP_FLASH, tok, cart, items, 3600000, 0);
+    if (rc == RSV_EOUTOFSTOCK) {
+        lg("F %llu", (unsigned long long)item);
+        atomic_store(&s->flash_done, round + 1);
+        return;
+    }
+    if (rc == RSV_OK && rnd(&c->rng, 2) == 0) {
+        think(c, 2);
+        settle(c, SHOP_FLASH, tok, OP_CLAIM);
+    }
+    think(c, 3);
+}
+
+static void flow_merchant(struct cl *c)
+{
+    uint64_t item = 1 + rnd(&c->rng, NITEMS), loc = 1 + rnd(&c->rng, NLOCS);
+    int64_t on_hand, held, pooled, avail;
+    int rc = rsv_stock_get(c->ctx, SHOP_MIX, item, loc, &on_hand, &held,
+                           &pooled, &avail);
+    other(c, "stock_get", rc);
+    if (rc == RSV_OK) {
+        int64_t delta = 0;
+        if (avail < 120)
+            delta = 100 + rnd(&c->rng, 200);
+        else if (rnd(&c->rng, 4) == 0)
+            delta = -(int64_t)(1 + rnd(&c->rng, 8));
+        if (delta) {
+            lg("a s %llu %llu %lld", (unsigned long long)item,
+               (unsigned long long)loc, (long long)delta);
+            atomic_store(&shm->s[c->slot].op, OP_OTHER);
+            rc = rsv_stock_adjust(c->ctx, SHOP_MIX, item, loc, delta, NULL);
+            atomic_store(&shm->s[c->slot].op, OP_IDLE);
+            /* not idempotent: an adjustment in doubt is not repeated, it
+             * stays unknown to the checker */
+            lg("S %llu %llu %lld %d", (unsigned long long)item,
+               (unsigned long long)loc, (long long)delta, rc);
+            if (rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_EDB)
+                cl_reconnect(c);
+        }
+    }
+    if (rnd(&c->rng, 10) == 0) {
+        int64_t n;
+        other(c, "sweep", rsv_sweep(c->ctx, rnd(&c->rng, 2) ? SHOP_MIX
+                                                            : SHOP_FLASH,
+                                    0, &n));
+    }
+    if (rnd(&c->rng, 5) == 0) {
+        int64_t n;
+        other(c, "replenish",
+              rsv_replenish(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
+                            1 + rnd(&c->rng, NLOCS), &n));
+    }
+    think(c, C.think_ms);
+}
+
+static int role_of(int slot)
+{
+    if (slot == 0)
+        return ROLE_MERCHANT;
+    return slot % 4 == 3 ? ROLE_FLASH : ROLE_MIX;
+}
+
+static void client_main(int slot, int inc)
+{
+    struct cl c;
+    memset(&c, 0, sizeof c);
+    me = &c;
+    c.slot = slot;
+    c.inc = inc;
+    c.role = role_of(slot);
+    c.impatient = c.role == ROLE_MIX && slot % 4 == 1;
+    c.rng = (C.seed * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)slot << 32) ^
+            ((uint64_t)inc << 16) ^ (uint64_t)getpid() ^ 0x1234567ULL;
+    if (!c.rng)
+        c.rng = 1;
+    char path[512];
+    snprintf(path, sizeof path, "%s/c%d.%d.log", C.logdir, slot, inc);
+    c.logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (c.logfd < 0) {
+        perror(path);
+        _exit(4);
+    }
+    rsv_options_init(&c.opts, RSV_OPTIONS_VERSION);
+    c.opts.pool_cap = C.pool_cap;
+    if (c.impatient) {
+        c.opts.lock_wait_timeout_s = 1;
+        c.opts.max_retries = 1;
+    } else {
+        c.opts.lock_wait_timeout_s = 10;
+    }
+    cl_connect(&c);
+    rsv_cart *cart;
+    if (rsv_cart_new(&cart) != RSV_OK)
+        _exit(4);
+    while (!atomic_load(&shm->stop)) {
+        switch (c.role) {
+        case ROLE_MIX:
+            flow_mix(&c, cart);
+            break;
+        case ROLE_FLASH:
+            flow_flash(&c, cart);
+            break;
+        default:
+            flow_merchant(&c);
+        }
+    }
+    rsv_cart_free(cart);
+    rsv_close(c.ctx);
+    mysql_close(c.db);
+    close(c.logfd);
+    _exit(0);
+}
+
+/* ------------------------------------------------------------------ */
+/* The troublemaker                                                   */
+/* ------------------------------------------------------------------ */
+
+static MYSQL *tm_connect(void)
+{
+    for (int tries = 0; !atomic_load(&shm->stop) || tries < 50; tries++) {
+        MYSQL *m = raw_connect(NULL, 0, C.sock, 60);
+        if (m) {
+            if (mysql_query(m, "SET SESSION innodb_lock_wait_timeout = 5") ||
+                mysql_query(m, "SET SESSION TRANSACTION ISOLATION LEVEL "
+                               "READ COMMITTED")) {
+                mysql_close(m);
+            } else {
+                return m;
+            }
+        }
+        sleep_ms(200);
+    }
+    return NULL;
+}
+
+/* Run q, drain results; 0 on success, the server errno otherwise. */
+static unsigned q_run(MYSQL *m, const char *q)
+{
+    if (mysql_query(m, q))
+        return mysql_errno(m);
+    MYSQL_RES *r = mysql_store_result(m);
+    if (r)
+        mysql_free_result(r);
+    return mysql_errno(m);
+}
+
+static void troublemaker_main(void)
+{
+    uint64_t rng = C.seed ^ 0xABCDEF12345ULL;
+    MYSQL *m = NULL;
+    long mode = 0;
+    while (!atomic_load(&shm->stop)) {
+        sleep_ms((long)(C.storm_every * 500) +
+                 rnd(&rng, (unsigned)(C.storm_every * 1000) + 1));
+        if (atomic_load(&shm->stop))
+            break;
+        if (!m && !(m = tm_connect()))
+            break;
+        char q[512], q2[512];
+        unsigned item = 1 + rnd(&rng, NITEMS);
+        q2[0] = 0;
+        switch (mode++ % 4) {
+        case 0: /* the ledger rows of one item */
+            snprintf(q, sizeof q,
+                     "SELECT on_hand FROM inventory_levels WHERE shop_id = 1 "
+                     "AND inventory_item_id = %u FOR UPDATE", item);
+            break;
+        case 1: /* the checkout rows of held checkouts */
+            snprintf(q, sizeof q,
+                     "SELECT status FROM reservation_checkouts WHERE "
+                     "shop_id = 1 AND status = 1 ORDER BY updated_at DESC "
+                     "LIMIT 300 FOR UPDATE");
+            break;
+        case 2: /* every pool row of one item: reserves find the pool
+                   empty and wait for these rows in the slow path */
+            snprintf(q, sizeof q,
+                     "SELECT id FROM reservation_units WHERE shop_id = 1 AND "
+                     "inventory_item_id = %u FOR UPDATE", item);
+            break;
+        default: /* deadlock storm: checkout rows, then ledger rows in the
+                    reverse of the library's order */
+            snprintf(q, sizeof q,
+                     "SELECT status FROM reservation_checkouts WHERE "
+                     "shop_id = 1 AND status = 1 ORDER BY updated_at DESC "
+                     "LIMIT 300 FOR UPDATE");
+            snprintf(q2, sizeof q2,
+                     "SELECT on_hand FROM inventory_levels WHERE shop_id = 1 "
+                     "ORDER BY inventory_item_id DESC, inventory_group_id "
+                     "DESC FOR UPDATE");
+        }
+        unsigned e = q_run(m, "START TRANSACTION");
+        if (!e)
+            e = q_run(m, q);
+        if (!e && q2[0])
+            e = q_run(m, q2);
+        if (!e) {
+            atomic_fetch_add(&shm->storms, 1);
+            char s[64];
+            snprintf(s, sizeof s, "SELECT SLEEP(%.3f)", C.storm_hold_ms / 1000.0);
+            e = q_run(m, s);
+        }
+        unsigned e2 = q_run(m, "ROLLBACK");
+        if (e >= 2000 || e2 >= 2000 || e == 1927 || e == 1053) {
+            mysql_close(m); /* client-side error: the server went away */
+            m = NULL;
+        }
+    }
+    if (m) {
+        q_run(m, "ROLLBACK");
+        mysql_close(m);
+    }
+    _exit(0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Orchestrator: processes, proxy, server                             */
+/* ------------------------------------------------------------------ */
+
+static FILE *proxy_in, *proxy_out;
+static pid_t proxy_pid;
+
+/* In a child: only the orchestrator talks to the proxy, and the proxy
+ * stops when the orchestrator's end of its input closes. */
+static void close_proxy_pipes(void)
+{
+    if (proxy_in)
+        close(fileno(proxy_in));
+    if (proxy_out)
+        close(fileno(proxy_out));
+}
+
+static pid_t spawn_client(int slot)
+{
+    int inc = atomic_fetch_add(&shm->s[slot].inc, 1) + 1;
+    atomic_store(&shm->s[slot].op, OP_IDLE);
+    atomic_store(&shm->s[slot].reported, 0);
+    pid_t p = fork();
+    if (p == 0) {
+        close_proxy_pipes();
+        client_main(slot, inc);
+    }
+    if (p < 0) {
+        perror("stress: fork");
+        exit(2);
+    }
+    atomic_store(&shm->s[slot].pid, p);
+    return p;
+}
+
+static void start_proxy(void)
+{
+    int in[2], out[2];
+    if (pipe(in) || pipe(out)) {
+        perror("pipe");
+        exit(2);
+    }
+    proxy_pid = fork();
+    if (proxy_pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execl(C.proxy, C.proxy, "--unix", C.sock, (char *)NULL);
+        perror(C.proxy);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    fcntl(in[1], F_SETFD, FD_CLOEXEC);
+    fcntl(out[0], F_SETFD, FD_CLOEXEC);
+    proxy_in = fdopen(in[1], "w");
+    proxy_out = fdopen(out[0], "r");
+    if (fscanf(proxy_out, "%d", &C.port) != 1) {
+        fprintf(stderr, "stress: the proxy did not start\n");
+        exit(2);
+    }
+}
+
+static void proxy_cmd(const char *c)
+{
+    fputs(c, proxy_in);
+    fflush(proxy_in);
+}
+
+static int server_pid(void)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/mysqld.pid", C.srvdir);
+    FILE *f = fopen(p, "r");
+    int pid = 0;
+    if (f) {
+        if (fscanf(f, "%d", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return pid;
+}
+
+static int proc_alive(int pid)
+{
+    char p[64], st = 0;
+    snprintf(p, sizeof p, "/proc/%d/stat", pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 0;
+    int r = fscanf(f, "%*d %*s %c", &st);
+    fclose(f);
+    return r == 1 && st != 'Z' && st != 'X';
+}
+
+static int kill_server(void)
+{
+    int pid = server_pid();
+    if (pid <= 0 || !proc_alive(pid))
+        return 0;
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 1000 && proc_alive(pid); i++)
+        sleep_ms(10);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "'%s' resume '%s' >/dev/null", C.mariadb_sh,
+             C.srvdir);
+    uint64_t t0 = now_ms();
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "stress: restarting the server failed (%d)\n", rc);
+        return -1;
+    }
+    fprintf(stderr, "stress: server killed and restarted in %.1f s\n",
+            (now_ms() - t0) / 1000.0);
+    return 1;
+}
+
+static MYSQL *admin_connect(void)
+{
+    for (int i = 0; i < 600; i++) {
+        MYSQL *m = raw_connect(NULL, 0, C.sock, 300);
+        if (m)
+            return m;
+        sleep_ms(100);
+    }
+    fprintf(stderr, "stress: cannot connect to %s\n", C.sock);
+    exit(2);
+}
+
+static void dump_query(MYSQL *m, const char *title, const char *q)
+{
+    fprintf(stderr, "stress: --- %s\n", title);
+    if (mysql_query(m, q)) {
+        fprintf(stderr, "  (%s)\n", mysql_error(m));
+        return;
+    }
+    MYSQL_RES *r = mysql_store_result(m);
+    if (!r)
+        return;
+    unsigned nf = mysql_num_fields(r);
+    MYSQL_ROW row;
+    int n = 0;
+    while ((row = mysql_fetch_row(r)) && n++ < 60) {
+        fprintf(stderr, " ");
+        for (unsigned i = 0; i < nf; i++)
+            fprintf(stderr, " | %.160s", row[i] ? row[i] : "NULL");
+        fprintf(stderr, "\n");
+    }
+    mysql_free_result(r);
+}
+
+static void dump_state(void)
+{
+    MYSQL *m = raw_connect(NULL, 0, C.sock, 30);
+    if (!m)
+        return;
+    dump_query(m, "innodb_trx",
+               "SELECT trx_mysql_thread_id, trx_state, trx_started, "
+               "trx_wait_started, trx_rows_locked, trx_query FROM "
+               "information_schema.innodb_trx ORDER BY trx_started");
+    dump_query(m, "processlist",
+               "SELECT id, command, time, state, LEFT(info, 150) FROM "
+               "information_schema.processlist WHERE command <> 'Sleep' OR "
+               "time > 5 ORDER BY time DESC");
+    mysql_close(m);
+}
+
+/* Where a stuck client is (best effort: needs gdb). */
+static void backtrace_of(int pid)
+{
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "gdb -p %d -batch -ex bt </dev/null "
+             "2>/dev/null | grep '^#' >&2", pid);
+    if (system(cmd) != 0)
+        fprintf(stderr, "stress: (no gdb backtrace)\n");
+    /* its sockets: bytes queued either way tell who is waiting for whom */
+    snprintf(cmd, sizeof cmd, "ss -npx -t 2>/dev/null | grep 'pid=%d,' >&2",
+             pid);
+    if (system(cmd) != 0)
+        fprintf(stderr, "stress: (no socket listing)\n");
+}
+
+static int64_t q_int(MYSQL *m, const char *q)
+{
+    if (mysql_query(m, q)) {
+        fprintf(stderr, "stress: %s: %s\n", q, mysql_error(m));
+        return -1;
+    }
+    MYSQL_RES *r = mysql_store_result(m);
+    int64_t v = -1;
+    MYSQL_ROW row;
+    if (r && (row = mysql_fetch_row(r)) && row[0])
+        v = strtoll(row[0], NULL, 10);
+    if (r)
+        mysql_free_result(r);
+    return v;
+}
+
+/* ------------------------------------------------------------------ */
+/* The checker                                                        */
+/* ------------------------------------------------------------------ */
+
+struct key {
+    int shop;
+    long item, loc;
+    long stock_min, stock_max; /* stock put in, bounds */
+    long claim_acked, claim_unknown;
+    long visible, held, pooled; /* from the database */
+    int found;
+};
+
+static struct key *keys;
+static size_t nkeys, capkeys;
+
+static struct key *key_get(int shop, long item, long loc)
+{
+    for (size_t i = 0; i < nkeys; i++)
+        if (keys[i].shop == shop && keys[i].item == item && keys[i].loc == loc)
+            return &keys[i];
+    if (nkeys == capkeys) {
+        capkeys = capkeys ? capkeys * 2 : 64;
+        keys = realloc(keys, capkeys * sizeof *keys);
+        if (!keys)
+            exit(2);
+    }
+    struct key *k = &keys[nkeys++];
+    memset(k, 0, sizeof *k);
+    k->shop = shop;
+    k->item = item;
+    k->loc = loc;
+    return k;
+}
+
+struct dbco {
+    int shop;
+    char tok[64];
+    int status;
+    long holds;
+};
+
+static struct dbco *dbcos;
+static size_t ncos;
+
+static int co_cmp(const void *a, const void *b)
+{
+    const struct dbco *x = a, *y = b;
+    if (x->shop != y->shop)
+        return x->shop - y->shop;
+    return strcmp(x->tok, y->tok);
+}
+
+static struct dbco *co_find(int shop, const char *tok)
+{
+    struct dbco k;
+    memset(&k, 0, sizeof k);
+    k.shop = shop;
+    snprintf(k.tok, sizeof k.tok, "%s", tok);
+    return bsearch(&k, dbcos, ncos, sizeof k, co_cmp);
+}
+
+enum { EX_NONE, EX_HELD, EX_CLAIMED, EX_RELEASED, EX_NOTCLAIMED, EX_ABSENT };
+
+struct tokst {
+    char tok[64];
+    int shop;
+    int active;
+    int acked_hold, expect, unknown, claim_acked, claim_pending;
+    char pending;
+    int na;
+    long ai[MAX_ALLOC], al[MAX_ALLOC], aq[MAX_ALLOC];
+};
+
+static struct counts {
+    long ops, lock_timeout, indoubt, econn, edb, flash_soldout_lines;
+    long lost_holds, double_claims, oversold, undersold, open_txns;
+    long audit_violations, tokens, unknown_tokens;
+} K;
+
+static char *flash_soldout; /* per flash item: some buyer saw sold out */
+
+static void tok_finish(struct tokst *t)
+{
+    if (!t->active)
+        return;
+    t->active = 0;
+    K.tokens++;
+    if (t->pending) {
+        t->unknown = 1;
+        if (t->pending == 'c')
+            t->claim_pending = 1;
+    }
+    if (t->unknown) {
+        K.unknown_tokens++;
+        if (getenv("STRESS_DEBUG") && K.unknown_tokens < 10)
+            fprintf(stderr, "stress: unknown %s pending %c\n", t->tok,
+                    t->pending ? t->pending : '-');
+    }
+    for (int y = 0; y < t->na; y++) {
+        struct key *k = key_get(t->shop, t->ai[y], t->al[y]);
+        if (t->claim_acked)
+            k->claim_acked += t->aq[y];
+        else if (t->claim_pending)
+            k->claim_unknown += t->aq[y];
+    }
+    if (!t->acked_hold && t->expect != EX_CLAIMED)
+        return;
+    struct dbco *co = co_find(t->shop, t->tok);
+    const char *bad = NULL;
+    if (!co) {
+        if (t->acked_hold)
+            bad = "acknowledged hold has no checkout row";
+    } else if (!t->unknown) {
+        switch (t->expect) {
+        case EX_HELD:
+            if (co->status != 1 && co->status != 4)
+                bad = "acknowledged hold neither held nor expired";
+            break;
+        case EX_CLAIMED:
+            if (co->status != 2)
+                bad = "acknowledged claim not claimed";
+            break;
+        case EX_RELEASED:
+            if (co->status != 3 && co->status != 4)
+                bad = "acknowledged release not released";
+            break;
+        case EX_NOTCLAIMED:
+            if (co->status == 2)
+                bad = "claimed although the claim was refused";
+            break;
+        case EX_ABSENT:
+            bad = "release said not found, but the checkout exists";
+            break;
+        }
+    }
+    if (bad) {
+        K.lost_holds++;
+        if (K.lost_holds <= 20)
+            fprintf(stderr, "stress: lost hold: %s: %s (status %d)\n", t->tok,
+                    bad, co ? co->status : -1);
+    }
+}
+
+static void parse_alloc(struct tokst *t, char *rest, int na)
+{
+    t->na = 0;
+    char *sv = NULL;
+    for (char *w = strtok_r(rest, " ", &sv); w && t->na < na && t->na < MAX_ALLOC;
+         w = strtok_r(NULL, " ", &sv)) {
+        long i, l, q;
+        if (sscanf(w, "%ld:%ld:%ld", &i, &l, &q) == 3) {
+            t->ai[t->na] = i;
+            t->al[t->na] = l;
+            t->aq[t->na] = q;
+            t->na++;
+        }
+    }
+}
+
+static void parse_log(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror(path);
+        return;
+    }
+    struct tokst t;
+    memset(&t, 0, sizeof t);
+    char line[1200];
+    /* a pending stock adjustment: its outcome is unknown if none follows */
+    int s_pending = 0;
+    long s_item = 0, s_loc = 0, s_delta = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (n == 0 || line[n - 1] != '\n')
+            break; /* torn last line of a killed client */
+        line[--n] = 0;
+        char tok[64] = "", op = 0;
+        int rc = 0, d = 0, na = 0, off = 0;
+        switch (line[0]) {
+        case 'a':
+            if (sscanf(line, "a %c %63s", &op, tok) != 2)
+                break;
+            if (op == 's') {
+                if (sscanf(line, "a s %ld %ld %ld", &s_item, &s_loc,
+                           &s_delta) == 3)
+                    s_pending = 1;
+                break;
+            }
+            if (!t.active || strcmp(t.tok, tok) != 0) {
+                tok_finish(&t);
+                memset(&t, 0, sizeof t);
+                t.active = 1;
+                snprintf(t.tok, sizeof t.tok, "%s", tok);
+                t.shop = tok[0] == 'f' ? SHOP_FLASH : SHOP_MIX;
+            }
+            t.pending = op;
+            break;
+        case 'R':
+            K.ops++;
+            if (sscanf(line, "R %63s %d %d %d%n", tok, &rc, &d, &na, &off) < 4)
+                break;
+            if (rc == RSV_EBUSY)
+                K.lock_timeout++;
+            t.pending = 0;
+            if (rc == RSV_OK) {
+                t.acked_hold = 1;
+                t.expect = EX_HELD;
+                t.unknown = 0;
+                parse_alloc(&t, line + off, na);
+            } else if (d || (rc != RSV_EOUTOFSTOCK && rc != RSV_EBUSY &&
+                             rc != RSV_ECLAIMED)) {
+                t.unknown = 1;
+            }
+            break;
+        case 'C':
+        case 'L':
+            K.ops++;
+            if (sscanf(line + 2, "%63s %d %d", tok, &rc, &d) != 3)
+                break;
+            if (rc == RSV_EBUSY)
+                K.lock_timeout++;
+            t.pending = 0;
+            if (line[0] == 'C') {
+                if (rc == RSV_OK || rc == RSV_ECLAIMED) {
+                    t.expect = EX_CLAIMED;
+                    t.claim_acked = 1;
+                    t.unknown = 0;
+                } else if (rc == RSV_EEXPIRED || rc == RSV_ERELEASED ||
+                           rc == RSV_ENOTFOUND) {
+                    t.expect = EX_NOTCLAIMED;
+                } else if (rc != RSV_EBUSY) {
+                    t.unknown = 1;
+                    t.claim_pending = 1;
+                }
+            } else {
+                if (rc == RSV_OK) {
+                    t.expect = EX_RELEASED;
+                    t.unknown = 0;
+                } else if (rc == RSV_ENOTFOUND) {
+                    if (t.acked_hold && !t.unknown) {
+                        K.lost_holds++;
+                        fprintf(stderr, "stress: lost hold: %s: release "
+                                        "says not found\n", t.tok);
+                    }
+                    t.expect = EX_ABSENT;
+                    t.acked_hold = 0;
+                } else if (rc == RSV_ECLAIMED) {
+                    t.expect = EX_CLAIMED;
+                    t.claim_acked = 1;
+                    t.unknown = 0;
+                } else if (rc != RSV_EBUSY) {
+                    t.unknown = 1;
+                }
+            }
+            break;
+        case 'S': {
+            K.ops++;
+            long item, loc, delta;
+            if (sscanf(line, "S %ld %ld %ld %d", &item, &loc, &delta, &rc) != 4)
+                break;
+            if (rc == RSV_EBUSY)
+                K.lock_timeout++;
+            s_pending = 0;
+            struct key *k = key_get(SHOP_MIX, item, loc);
+            if (rc == RSV_OK) {
+                k->stock_min += delta;
+                k->stock_max += delta;
+            } else if (rc == RSV_EINDOUBT || rc == RSV_EDB) {
+                if (delta < 0)
+                    k->stock_min += delta;
+                else
+                    k->stock_max += delta;
+            }
+            break;
+        }
+        case 'O':
+            K.ops++;
+            if (sscanf(line, "O %63s %d", tok, &rc) == 2 && rc == RSV_EBUSY)
+                K.lock_timeout++;
+            break;
+        case 'D':
+            if (!strncmp(line, "D econn", 7))
+                K.econn++;
+            else if (!strncmp(line, "D edb", 5))
+                K.edb++;
+            else
+                K.indoubt++;
+            break;
+        case 'F': {
+            long item;
+            if (sscanf(line, "F %ld", &item) == 1 && item >= FLASH_ITEM0 &&
+                item < FLASH_ITEM0 + C.nflash) {
+                flash_soldout[item - FLASH_ITEM0] = 1;
+                K.flash_soldout_lines++;
+            }
+            break;
+        }
+        }
+    }
+    tok_finish(&t);
+    if (s_pending) { /* killed during a stock adjustment */
+        struct key *k = key_get(SHOP_MIX, s_item, s_loc);
+        if (s_delta < 0)
+            k->stock_min += s_delta;
+        else
+            k->stock_max += s_delta;
+    }
+    fclose(f);
+}
+
+static void audit_cb(void *arg, uint64_t shop, uint64_t item, uint64_t loc,
+                     const char *problem)
+{
+    (void)arg;
+    if (strstr(problem, "oversold"))
+        K.oversold++;
+    if (K.audit_violations < 30)
+        fprintf(stderr, "stress: audit: shop %llu item %llu location %llu: %s\n",
+                (unsigned long long)shop, (unsigned long long)item,
+                (unsigned long long)loc, problem);
+}
+
+static void load_db(MYSQL *m)
+{
+    if (mysql_query(m, "SELECT shop_id, checkout_token, status, (SELECT "
+                       "COUNT(*) FROM reserved_quantities h WHERE h.shop_id = "
+                       "c.shop_id AND h.checkout_token = c.checkout_token) "
+                       "FROM reservation_checkouts c")) {
+        fprintf(stderr, "stress: %s\n", mysql_error(m));
+        exit(2);
+    }
+    MYSQL_RES *r = mysql_store_result(m);
+    size_t n = r ? (size_t)mysql_num_rows(r) : 0;
+    dbcos = calloc(n + 1, sizeof *dbcos);
+    MYSQL_ROW row;
+    while (r && (row = mysql_fetch_row(r))) {
+        struct dbco *c = &dbcos[ncos++];
+        c->shop = atoi(row[0]);
+        snprintf(c->tok, sizeof c->tok, "%s", row[1]);
+        c->status = atoi(row[2]);
+        c->holds = atol(row[3]);
+    }
+    if (r)
+        mysql_free_result(r);
+    qsort(dbcos, ncos, sizeof *dbcos, co_cmp);
+
+    if (mysql_query(m, "SELECT shop_id, inventory_item_id, "
+                       "inventory_group_id, on_hand, held, pooled FROM "
+                       "inventory_stock")) {
+        fprintf(stderr, "stress: %s\n", mysql_error(m));
+        exit(2);
+    }
+    r = mysql_store_result(m);
+    while (r && (row = mysql_fetch_row(r))) {
+        struct key *k = key_get(atoi(row[0]), atol(row[1]), atol(row[2]));
+        k->found = 1;
+        k->visible = atol(row[3]);
+        k->held = atol(row[4]);
+        k->pooled = atol(row[5]);
+    }
+    if (r)
+        mysql_free_result(r);
+}
+
+static void check_units(void)
+{
+    for (size_t i = 0; i < nkeys; i++) {
+        struct key *k = &keys[i];
+        if (!k->found) {
+            fprintf(stderr, "stress: no ledger row for shop %d item %ld "
+                            "location %ld\n", k->shop, k->item, k->loc);
+            K.lost_holds++;
+            continue;
+        }
+        long left_min = k->stock_min - k->visible;
+        long left_max = k->stock_max - k->visible;
+        long cmin = k->claim_acked, cmax = k->claim_acked + k->claim_unknown;
+        long twice = left_min > cmax ? left_min - cmax : 0;
+        long missing = cmin > left_max ? cmin - left_max : 0;
+        if (twice || missing) {
+            K.double_claims += twice + missing;
+            fprintf(stderr,
+                    "stress: shop %d item %ld location %ld: %ld..%ld units "
+                    "left the ledger, claims account for %ld..%ld (%s)\n",
+                    k->shop, k->item, k->loc, left_min, left_max, cmin, cmax,
+                    twice ? "units taken without a claim" :
+                            "acknowledged claims not in the ledger");
+        }
+        long over = cmin + k->held + k->pooled - k->stock_max;
+        if (over > 0) {
+            K.oversold += over;
+            fprintf(stderr,
+                    "stress: shop %d item %ld location %ld: oversold by %ld "
+                    "(claimed %ld + held %ld + pooled %ld > stock %ld)\n",
+                    k->shop, k->item, k->loc, over, cmin, k->held, k->pooled,
+                    k->stock_max);
+        }
+    }
+    /* flash sale: every item some buyer saw sold out must be sold out */
+    for (int f = 0; f < C.nflash; f++) {
+        if (!flash_soldout[f])
+            continue;
+        long avail = 0;
+        for (int l = 1; l <= FLASH_LOCS; l++) {
+            struct key *k = key_get(SHOP_FLASH, FLASH_ITEM0 + f, l);
+            avail += k->visible - k->held;
+        }
+        if (avail > 0) {
+            K.undersold += avail;
+            fprintf(stderr, "stress: flash item %d: sold out was answered, "
+                            "but %ld units were never reserved\n",
+                    FLASH_ITEM0 + f, avail);
+        } else if (avail < 0) {
+            K.oversold += -avail;
+        }
+    }
+}
+
+static int run_checks(MYSQL *m)
+{
+    /* open transactions: sessions of killed clients may take a moment to
+     * be torn down */
+    int64_t open = 0;
+    for (int i = 0; i < 50; i++) {
+        open = q_int(m, "SELECT COUNT(*) FROM information_schema.innodb_trx "
+                        "WHERE trx_mysql_thread_id <> CONNECTION_ID()");
+        if (open == 0)
+            break;
+        sleep_ms(100);
+    }
+    if (open != 0) {
+        dump_state();
+        if (open < 0)
+            open = 1;
+    }
+    K.open_txns = open;
+
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = C.pool_cap;
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open(&ctx, m, &o);
+    if (rc != RSV_OK) {
+        fprintf(stderr, "stress: rsv_open: %s\n", rsv_errmsg(ctx));
+        return 2;
+    }
+    int64_t v = 0;
+    rc = rsv_audit(ctx, 0, 1, audit_cb, NULL, &v);
+    if (rc != RSV_OK) {
+        fprintf(stderr, "stress: rsv_audit: %s\n", rsv_errmsg(ctx));
+        return 2;
+    }
+    K.audit_violations = v;
+    rsv_close(ctx);
+
+    /* stock put in by the orchestrator */
+    for (int i = 1; i <= NITEMS; i++)
+        for (int l = 1; l <= NLOCS; l++) {
+            struct key *k = key_get(SHOP_MIX, i, l);
+            k->stock_min = k->stock_max = C.init_stock;
+        }
+    for (int f = 0; f < C.nflash; f++)
+        for (int l = 1; l <= FLASH_LOCS; l++) {
+            struct key *k = key_get(SHOP_FLASH, FLASH_ITEM0 + f, l);
+            k->stock_min = k->stock_max = C.flash_stock;
+        }
+    load_db(m);
+    DIR *d = opendir(C.logdir);
+    if (!d) {
+        perror(C.logdir);
+        return 2;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] != 'c')
+            continue;
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", C.logdir, e->d_name);
+        parse_log(p);
+    }
+    closedir(d);
+    check_units();
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Set-up and main                                                    */
+/* ------------------------------------------------------------------ */
+
+static void setup_stock(void)
+{
+    MYSQL *m = admin_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = C.pool_cap;
+    rsv_ctx *ctx = NULL;
+    if (rsv_open(&ctx, m, &o) != RSV_OK) {
+        fprintf(stderr, "stress: rsv_open: %s\n", rsv_errmsg(ctx));
+        exit(2);
+    }
+    if (q_int(m, "SELECT COUNT(*) FROM inventory_levels") != 0) {
+        fprintf(stderr, "stress: the database is not empty\n");
+        exit(2);
+    }
+    int rc = 0;
+    for (int i = 1; i <= NITEMS && !rc; i++)
+        for (int l = 1; l <= NLOCS && !rc; l++)
+            rc = rsv_stock_set(ctx, SHOP_MIX, (uint64_t)i, (uint64_t)l,
+                               C.init_stock);
+    for (int f = 0; f < C.nflash && !rc; f++)
+        for (int l = 1; l <= FLASH_LOCS && !rc; l++)
+            rc = rsv_stock_set(ctx, SHOP_FLASH, FLASH_ITEM0 + (uint64_t)f,
+                               (uint64_t)l, C.flash_stock);
+    if (rc) {
+        fprintf(stderr, "stress: stock set-up: %s\n", rsv_errmsg(ctx));
+        exit(2);
+    }
+    rsv_close(ctx);
+    mysql_close(m);
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: stress --socket PATH --server-dir DIR --logdir DIR "
+            "--proxy PATH --mariadb-sh PATH\n"
+            "              [--quick] [--clients N] [--ops N] [--duration S] "
+            "[--seed N]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = 0;
+    long clients = -1, ops = -1, duration = -1;
+    C.seed = (unsigned)time(NULL);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) {
+            quick = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-proxy")) {
+            C.no_proxy = 1;
+            continue;
+        }
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(a, "--socket"))
+            C.sock = v;
+        else if (!strcmp(a, "--server-dir"))
+            C.srvdir = v;
+        else if (!strcmp(a, "--logdir"))
+            C.logdir = v;
+        else if (!strcmp(a, "--proxy"))
+            C.proxy = v;
+        else if (!strcmp(a, "--mariadb-sh"))
+            C.mariadb_sh = v;
+        else if (!strcmp(a, "--clients"))
+            clients = atol(v);
+        else if (!strcmp(a, "--ops"))
+            ops = atol(v);
+        else if (!strcmp(a, "--duration"))
+            duration = atol(v);
+        else if (!strcmp(a, "--seed"))
+            C.seed = (unsigned)strtoul(v, NULL, 10);
+        else
+            usage();
+    }
+    if (!C.sock || !C.srvdir || !C.logdir || !C.proxy || !C.mariadb_sh)
+        usage();
+    /* the default run and the quick one */
+    C.clients = quick ? 16 : 40;
+    C.ops = quick ? 5000 : 50000;
+    C.duration = quick ? 60 : 480;
+    C.think_ms = 40;
+    C.kc_every = quick ? 1.5 : 2.5;
+    C.cc_every = quick ? 1.0 : 2.0;
+    C.ks_every = quick ? 25 : 60;
+    C.storm_every = quick ? 3 : 4;
+    C.storm_hold_ms = 2500;
+    C.init_stock = 400;
+    C.pool_cap = 50;
+    C.flash_stock = 60;
+    C.nflash = 400;
+    if (clients > 0)
+        C.clients = (int)clients;
+    if (ops >= 0)
+        C.ops = ops;
+    if (duration > 0)
+        C.duration = (int)duration;
+    if (C.clients < 4 || C.clients > MAXC) {
+        fprintf(stderr, "stress: --clients must be 4..%d\n", MAXC);
+        return 2;
+    }
+    C.max_duration = C.duration * 2 + 60;
+    flash_soldout = calloc((size_t)C.nflash, 1);
+    mkdir(C.logdir, 0755);
+    signal(SIGPIPE, SIG_IGN);
+
+    shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED) {
+        perror("mmap");
+        return 2;
+    }
+    memset(shm, 0, sizeof *shm);
+    setup_stock();
+    start_proxy();
+    fprintf(stderr, "stress: %d clients, >= %ld operations, >= %d s, seed %u, "
+                    "proxy port %d\n", C.clients, C.ops, C.duration, C.seed,
+            C.port);
+
+    pid_t tm = fork();
+    if (tm == 0) {
+        close_proxy_pipes();
+        troublemaker_main();
+    }
+    for (int s = 0; s < C.clients; s++)
+        spawn_client(s);
+
+    uint64_t rng = C.seed ^ 0x5555;
+    long kill_client = 0, kill_reserve = 0, kill_claim = 0, kill_server_n = 0;
+    long cuts_armed = 0, stalls = 0, stuck_calls = 0, client_exits = 0, flash_timeouts = 0;
+    uint64_t t0 = now_ms(), next_kc = t0 + (uint64_t)(C.kc_every * 1000);
+    uint64_t next_cc = t0 + (uint64_t)(C.cc_every * 1000);
+    uint64_t next_ks = t0 + (uint64_t)(C.ks_every * 1000);
+    uint64_t flash_t = t0, last_progress = t0, last_report = t0;
+    long last_ops = 0;
+    int kill_target = OP_RESERVE, stalled = 0, tm_done = 0;
+    for (;;) {
+        uint64_t t = now_ms();
+        long total = 0;
+        for (int s = 0; s < C.clients; s++)
+            total += atomic_load(&shm->s[s].ops);
+        double el = (double)(t - t0) / 1000.0;
+        if ((total >= C.ops && el >= C.duration) || el >= C.max_duration)
+            break;
+        /* children that exited on their own (they should not) */
+        int st;
+        pid_t p;
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+            if (p == tm) {
+                tm_done = 1;
+                fprintf(stderr, "stress: the troublemaker exited (%d)\n", st);
+                continue;
+            }
+            if (p == proxy_pid) {
+                fprintf(stderr, "stress: the proxy died (%d)\n", st);
+                exit(2);
+            }
+            for (int s = 0; s < C.clients; s++)
+                if (atomic_load(&shm->s[s].pid) == p) {
+                    client_exits++;
+                    fprintf(stderr, "stress: client %d exited (status %d); "
+                                    "restarting it\n", s, st);
+                    spawn_client(s);
+                }
+        }
+        if (t >= next_kc && !getenv("STRESS_NO_CLIENT_KILL")) {
+            /* SIGKILL a client while it is inside reserve or claim */
+            int victim = -1;
+            for (int tries = 0; tries < 400 && victim < 0; tries++) {
+                int start = (int)rnd(&rng, (unsigned)C.clients);
+                for (int j = 0; j < C.clients; j++) {
+                    int s = (start + j) % C.clients;
+                    if (atomic_load(&shm->s[s].op) == kill_target) {
+                        kill(atomic_load(&shm->s[s].pid), SIGKILL);
+                        victim = s;
+                        break;
+                    }
+                }
+                if (victim < 0)
+                    sleep_ms(1);
+            }
+            if (victim >= 0) {
+                waitpid(atomic_load(&shm->s[victim].pid), &st, 0);
+                kill_client++;
+                if (kill_target == OP_RESERVE)
+                    kill_reserve++;
+                else
+                    kill_claim++;
+                spawn_client(victim);
+                kill_target = kill_target == OP_RESERVE ? OP_CLAIM : OP_RESERVE;
+            }
+            next_kc = now_ms() + (uint64_t)(C.kc_every * 500) +
+                      rnd(&rng, (unsigned)(C.kc_every * 1000) + 1);
+        }
+        if (t >= next_cc && !C.no_proxy && !getenv("STRESS_NO_CUTS")) {
+            proxy_cmd("c\n");
+            cuts_armed++;
+            next_cc = t + (uint64_t)(C.cc_every * 500) +
+                      rnd(&rng, (unsigned)(C.cc_every * 1000) + 1);
+        }
+        if (t >= next_ks && !getenv("STRESS_NO_SERVER_KILL")) {
+            int r = kill_server();
+            if (r < 0)
+                break;
+            kill_server_n += r;
+            next_ks = now_ms() + (uint64_t)(C.ks_every * 1000);
+            last_progress = now_ms();
+        }
+        /* flash rounds: the next one starts when every flash buyer saw
+         * the current one sold out */
+        int round = atomic_load(&shm->flash_round);
+        if (round < C.nflash) {
+            int all = 1;
+            for (int s = 0; s < C.clients; s++)
+                if (role_of(s) == ROLE_FLASH &&
+                    atomic_load(&shm->s[s].flash_done) <= round)
+                    all = 0;
+            if (all || t - flash_t > 60000) {
+                if (!all)
+                    flash_timeouts++;
+                atomic_store(&shm->flash_round, round + 1);
+                flash_t = t;
+            }
+        }
+        /* a client stuck inside one call: show where */
+        for (int s = 0; s < C.clients; s++) {
+            struct slot *sl = &shm->s[s];
+            uint64_t since = atomic_load(&sl->op_since);
+            if (atomic_load(&sl->op) != OP_IDLE && since && t > since &&
+                t - since > 30000 && !atomic_load(&sl->reported)) {
+                atomic_store(&sl->reported, 1);
+                stuck_calls++;
+                fprintf(stderr, "stress: client %d (pid %d) inside one call "
+                                "for 30 s\n", s, atomic_load(&sl->pid));
+                dump_state();
+                backtrace_of(atomic_load(&sl->pid));
+            }
+        }
+        if (total != last_ops) {
+            last_ops = total;
+            last_progress = t;
+            stalled = 0;
+        } else if (t - last_progress > 30000 && !stalled) {
+            stalls++;
+            stalled = 1;
+            fprintf(stderr, "stress: no progress for 30 s\n");
+            dump_state();
+        }
+        if (t - last_report >= 30000) {
+            last_report = t;
+            fprintf(stderr, "stress: %.0f s: %ld ops, kills %ld, server "
+                            "kills %ld, cuts armed %ld, flash round %d\n",
+                    el, total, kill_client, kill_server_n, cuts_armed,
+                    atomic_load(&shm->flash_round));
+        }
+        sleep_ms(5);
+    }
+    double elapsed = (double)(now_ms() - t0) / 1000.0;
+
+    /* stop: clients finish the checkout in hand */
+    atomic_store(&shm->stop, 1);
+    proxy_cmd("x\n");
+    uint64_t ts = now_ms();
+    int live = C.clients + (tm_done ? 0 : 1), hung = 0;
+    while (live > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            if (p == proxy_pid)
+                continue;
+            live--;
+            continue;
+        }
+        if (now_ms() - ts > 40000) {
+            fprintf(stderr, "stress: %d processes did not stop in 40 s\n",
+                    live);
+            dump_state();
+            for (int s = 0; s < C.clients; s++) {
+                int pid = atomic_load(&shm->s[s].pid);
+                if (proc_alive(pid)) {
+                    hung++;
+                    fprintf(stderr, "stress: client %d (pid %d, op %d) "
+                                    "did not stop:\n", s, pid,
+                            atomic_load(&shm->s[s].op));
+                    backtrace_of(pid);
+                    kill(pid, SIGKILL);
+                }
+            }
+            kill(tm, SIGKILL);
+            sleep_ms(200);
+            while (waitpid(-1, &st, WNOHANG) > 0)
+                ;
+            break;
+        }
+        sleep_ms(20);
+    }
+    long cuts = 0, cuts_after = 0, cuts_before = 0, cuts_left = 0;
+    proxy_cmd("s\n");
+    if (fscanf(proxy_out, " cuts %ld %ld %ld %ld", &cuts, &cuts_after,
+               &cuts_before, &cuts_left) != 4)
+        fprintf(stderr, "stress: no answer from the proxy\n");
+    fclose(proxy_in);
+    waitpid(proxy_pid, NULL, 0);
+
+    MYSQL *m = admin_connect();
+    int64_t deadlocks =
+        q_int(m, "SELECT variable_value FROM information_schema.global_status "
+                 "WHERE variable_name = 'INNODB_DEADLOCKS'");
+    if (run_checks(m))
+        return 2;
+    mysql_close(m);
+
+    long faults = kill_client + cuts + kill_server_n + K.lock_timeout;
+    printf("stress: detail: elapsed=%.0fs kill_reserve=%ld kill_claim=%ld "
+           "cuts_after_commit=%ld cuts_before_commit=%ld indoubt_resolved=%ld "
+           "econn_retries=%ld edb_retries=%ld storms=%ld deadlocks=%lld "
+           "tokens=%ld unknown_tokens=%ld flash_rounds=%d "
+           "flash_rounds_timed_out=%ld audit_violations=%ld stalls=%ld "
+           "stuck_calls=%ld hung_clients=%d unexpected_client_exits=%ld\n",
+           elapsed, kill_reserve, kill_claim, cuts_after, cuts_before,
+           K.indoubt, K.econn, K.edb, (long)atomic_load(&shm->storms),
+           (long long)deadlocks, K.tokens, K.unknown_tokens,
+           atomic_load(&shm->flash_round), flash_timeouts,
+           K.audit_violations, stalls, stuck_calls, hung, client_exits);
+    printf("stress: clients=%d ops=%ld faults=%ld (kill_client=%ld "
+           "cut_commit=%ld kill_server=%ld lock_timeout=%ld) oversold=%ld "
+           "undersold=%ld lost_holds=%ld double_claims=%ld open_txns=%ld\n",
+           C.clients, K.ops, faults, kill_client, cuts, kill_server_n,
+           K.lock_timeout, K.oversold, K.undersold, K.lost_holds,
+           K.double_claims, K.open_txns);
+    fflush(stdout);
+    int bad = K.oversold || K.undersold || K.lost_holds || K.double_claims ||
+              K.open_txns;
+    if (K.audit_violations)
+        fprintf(stderr, "stress: the audit found %ld violations\n",
+                K.audit_violations);
+    return bad || K.audit_violations || hung ? 1 : 0;
+}
