@@ -472,10 +472,10 @@ static void flow_flash(struct cl *c, rsv_cart *cart)
         return;
     }
     if (rc == RSV_OK && rnd(&c->rng, 2) == 0) {
-        think(c, 2);
+        think(c, C.think_ms / 10);
         settle(c, SHOP_FLASH, tok, OP_CLAIM);
     }
-    think(c, 3);
+    think(c, C.think_ms / 4);
 }
 
 static void flow_merchant(struct cl *c)
@@ -1409,13 +1409,14 @@ static void usage(void)
             "usage: stress --socket PATH --server-dir DIR --logdir DIR "
             "--proxy PATH --mariadb-sh PATH\n"
             "              [--quick] [--clients N] [--ops N] [--duration S] "
-            "[--seed N]\n");
+            "[--seed N]\n"
+            "              [--think-ms N] [--no-proxy (no COMMIT cuts)]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, think = -1;
     long clients = -1, ops = -1, duration = -1;
     C.seed = (unsigned)time(NULL);
     for (int i = 1; i < argc; i++) {
@@ -1423,6 +1424,11 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick")) {
             quick = 1;
+            continue;
+        }
+        if (!strcmp(a, "--think-ms") && v) {
+            think = atoi(v);
+            i++;
             continue;
         }
         if (!strcmp(a, "--no-proxy")) {
@@ -1459,7 +1465,7 @@ int main(int argc, char **argv)
     C.clients = quick ? 16 : 40;
     C.ops = quick ? 5000 : 50000;
     C.duration = quick ? 60 : 480;
-    C.think_ms = 40;
+    C.think_ms = quick ? 200 : 400;
     C.kc_every = quick ? 1.5 : 2.5;
     C.cc_every = quick ? 1.0 : 2.0;
     C.ks_every = quick ? 25 : 60;
@@ -1471,6 +1477,8 @@ int main(int argc, char **argv)
     C.nflash = 400;
     if (clients > 0)
         C.clients = (int)clients;
+    if (think >= 0)
+        C.think_ms = think;
     if (ops >= 0)
         C.ops = ops;
     if (duration > 0)
@@ -1642,6 +1650,7 @@ int main(int argc, char **argv)
     proxy_cmd("x\n");
     uint64_t ts = now_ms();
     int live = C.clients + (tm_done ? 0 : 1), hung = 0;
+    int64_t hang_open = 0;
     while (live > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
@@ -1655,6 +1664,27 @@ int main(int argc, char **argv)
             fprintf(stderr, "stress: %d processes did not stop in 40 s\n",
                     live);
             dump_state();
+            {
+                /* transactions still open while their clients are stuck:
+                 * left open, whatever happens when we kill the clients */
+                MYSQL *hm = raw_connect(NULL, 0, C.sock, 30);
+                if (hm) {
+                    hang_open = q_int(hm, "SELECT COUNT(*) FROM "
+                                          "information_schema.innodb_trx "
+                                          "WHERE trx_mysql_thread_id <> "
+                                          "CONNECTION_ID()");
+                    mysql_close(hm);
+                }
+            }
+            if (getenv("STRESS_SERVER_STACKS")) {
+                char cmd[1400];
+                snprintf(cmd, sizeof cmd, "gdb -p %d -batch -ex 'thread "
+                         "apply all bt 25' </dev/null >'%s/server-stacks.txt' "
+                         "2>&1; ss -xpn >'%s/sockets.txt' 2>&1", server_pid(),
+                         C.srvdir, C.srvdir);
+                if (system(cmd) != 0)
+                    fprintf(stderr, "stress: (no server stacks)\n");
+            }
             for (int s = 0; s < C.clients; s++) {
                 int pid = atomic_load(&shm->s[s].pid);
                 if (proc_alive(pid)) {
@@ -1688,6 +1718,8 @@ int main(int argc, char **argv)
                  "WHERE variable_name = 'INNODB_DEADLOCKS'");
     if (run_checks(m))
         return 2;
+    if (hang_open > K.open_txns)
+        K.open_txns = hang_open;
     mysql_close(m);
 
     long faults = kill_client + cuts + kill_server_n + K.lock_timeout;
