@@ -164,9 +164,13 @@ RSV_EXTERN const char *rsv_code_name(int code);
 #define RSV_OPTIONS_VERSION 1
 
 /* Flags for rsv_options.flags. */
-#define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the server logs
-                                               binlog_format=STATEMENT
-                                               (replicas may diverge) */
+#define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the session's
+                                               binlog_format is STATEMENT.
+                                               Of no use: InnoDB itself then
+                                               refuses every write at READ
+                                               COMMITTED (error 1665, which
+                                               calls report as RSV_EDB).
+                                               Kept for compatibility. */
 #define RSV_OPT_NO_PROACTIVE_REFILL 0x2u    /* only refill a pool when a
                                                reserve finds it short */
 

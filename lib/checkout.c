@@ -38,6 +38,12 @@ int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
     return RSV_OK;
 }
 
+/* FOR UPDATE matters: under READ COMMITTED the SELECT of an INSERT ...
+ * SELECT is otherwise a consistent (non-locking) read, which still sees a
+ * hold the reaper has locked and deleted but not yet committed.  The hold
+ * would then be given back twice (reaped, and settled as released), and
+ * the ledger's `issued` would fall below what is really out: an oversell.
+ * The locking read waits for the reaper and then skips what it deleted. */
 static int b_settle_insert(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
@@ -46,7 +52,7 @@ static int b_settle_insert(rsv_buf *s, uint32_t shape)
                 "generation, kind, quantity, settled_at) SELECT shop_id, "
                 "inventory_item_id, inventory_group_id, checkout_token, ?, ?, "
                 "quantity, NOW(6) FROM reserved_quantities WHERE shop_id = ? "
-                "AND checkout_token = ?");
+                "AND checkout_token = ? FOR UPDATE");
     return 0;
 }
 

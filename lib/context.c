@@ -139,8 +139,8 @@ static int check_server(rsv_ctx *ctx)
         return ctx_fail(ctx, RSV_ESERVER,
                         "binlog_format=STATEMENT: statements with SKIP "
                         "LOCKED and LIMIT are unsafe to replicate by "
-                        "statement; use ROW or MIXED (or pass "
-                        "RSV_OPT_ALLOW_STATEMENT_BINLOG)");
+                        "statement, and InnoDB refuses writes at READ "
+                        "COMMITTED under it; use ROW or MIXED");
     return RSV_OK;
 }
 

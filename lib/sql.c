@@ -197,24 +197,28 @@ static int res_grow(rsv_res *r)
 
 /* ---------------- the cache ---------------- */
 
-void sql_key_list(rsv_buf *b, const char *const *cols, size_t ncols,
-                  uint32_t n)
+void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n)
 {
-    /* Explicit ORs of equalities, never a row-constructor IN: MariaDB
-     * turns a one-element (a, b) IN ((?, ?)) into a row comparison that
-     * the range optimizer ignores, and the statement would then scan (and
-     * lock) every row of the shop. */
+    /* The keys become a derived table that is joined, in the order given,
+     * to the table by its primary key (STRAIGHT_JOIN fixes the order; each
+     * key is one eq_ref lookup).  A WHERE list of the same keys (ORs of
+     * equalities, or a row IN) leaves the access path to the optimizer,
+     * which on a small table, or with many keys, picks a full scan: a
+     * locking read or DELETE then waits on, and locks, rows of other keys
+     * and other shops, out of lock order (deadlocks, convoys).  Callers
+     * also name FORCE INDEX (PRIMARY): a secondary index would lock its
+     * own entries, and SKIP LOCKED leaves those locked on rows it skips. */
     buf_puts(b, "(");
     for (uint32_t i = 0; i < n; i++) {
-        buf_puts(b, i ? " OR (" : "(");
+        buf_puts(b, i ? " UNION ALL SELECT " : "SELECT ");
         for (size_t c = 0; c < ncols; c++) {
-            buf_puts(b, c ? " AND " : "");
-            buf_puts(b, cols[c]);
-            buf_puts(b, " = ?");
+            if (i == 0)
+                buf_printf_u(b, c ? ", ? AS k" : "? AS k", c, "");
+            else
+                buf_puts(b, c ? ", ?" : "?");
         }
-        buf_puts(b, ")");
     }
-    buf_puts(b, ")");
+    buf_puts(b, ") AS k STRAIGHT_JOIN ");
 }
 
 uint32_t sql_bucket(size_t n)
@@ -448,8 +452,18 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         }
         if (affected)
             *affected = (uint64_t)mysql_stmt_affected_rows(st);
-        if (spec)
-            return fetch_all(ctx, st, spec);
+        if (spec) {
+            rc = fetch_all(ctx, st, spec);
+            /* A result abandoned half-way (a deadlock or lock-wait timeout
+             * arriving after the column metadata, while rows are read)
+             * leaves Connector/C's statement in a state where its next
+             * execute first tries to drain rows the server never sends:
+             * the client waits forever while its transaction holds locks.
+             * Never reuse such a statement; prepare it again. */
+            if (rc != RSV_OK)
+                cache_drop(ctx, slot);
+            return rc;
+        }
         if (mysql_stmt_field_count(st) != 0)
             mysql_stmt_free_result(st);
         return RSV_OK;
