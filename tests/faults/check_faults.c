@@ -13,6 +13,7 @@
  * The connection-loss tests at the end kill the session from another
  * connection and reconnect the handle the ways Connector/C allows.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -799,6 +800,66 @@ START_TEST(killed_inside_transaction)
 }
 END_TEST
 
+static void *claim_thread(void *arg)
+{
+    int *rc = arg;
+    *rc = rsv_claim(ctx, S, TOK("held-a"));
+    return NULL;
+}
+
+/* The server kills the session while the library's transaction waits for
+ * a row lock (KILL from another connection, as an operator or a failover
+ * would): RSV_ECONN, nothing applied, nothing sent again. */
+START_TEST(killed_while_waiting_for_a_lock)
+{
+    setup_conn();
+    restore_fixture();
+    char *fp0 = fingerprint();
+    MYSQL *locker = tu_connect();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+             "shop_id = %llu AND checkout_token = 'held-a' FOR UPDATE",
+             (unsigned long long)S);
+    tu_exec(locker, "START TRANSACTION");
+    tu_exec(locker, q);
+    unsigned long tid = mysql_thread_id(conn);
+    rsv__fault_arm(ctx, 0, RSV_FAULT_NONE);
+    int rc = 1;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, claim_thread, &rc), 0);
+    int waiting = 0;
+    for (int i = 0; i < 500 && !waiting; i++) {
+        /* (a primary-key lock wait shows as "Statistics", in the
+         * optimizer, and not always in innodb_trx) */
+        waiting = q_i64("SELECT COUNT(*) FROM information_schema.processlist "
+                        "WHERE id = %lu AND info LIKE '%%FOR UPDATE%%'",
+                        tid) > 0;
+        if (!waiting)
+            sleep_ms(10);
+    }
+    ck_assert_msg(waiting, "the claim never waited for the lock");
+    snprintf(q, sizeof q, "KILL CONNECTION %lu", tid);
+    tu_exec(adm, q);
+    pthread_join(th, NULL);
+    TU_RC(ctx, rc, RSV_ECONN);
+    /* the locking read was the last call: no ROLLBACK, no retry */
+    uint64_t calls = rsv__fault_calls(ctx);
+    ck_assert_str_eq(rsv__fault_call(calls), "stmt");
+    ck_assert(calls >= 3);
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+    wait_session_gone(tid, "killed_while_waiting_for_a_lock");
+    char *fp = fingerprint();
+    ck_assert_str_eq(fp, fp0);
+    free(fp);
+    reconnect(conn);
+    TU_OK(ctx, rsv_claim(ctx, S, TOK("held-a")));
+    audit_clean("killed_while_waiting_for_a_lock");
+    free(fp0);
+    teardown_conn();
+}
+END_TEST
+
 /* A restarted server hands out connection ids from 1 again: a reconnect
  * may get the id the context's statements were prepared under.  The
  * statements must still be prepared again. */
@@ -872,6 +933,8 @@ int main(void)
     suite_add_tcase(s, tc);
     tu_add(s, "killed_then_reconnected", killed_then_reconnected);
     tu_add(s, "killed_inside_transaction", killed_inside_transaction);
+    tu_add(s, "killed_while_waiting_for_a_lock",
+           killed_while_waiting_for_a_lock);
     tu_add(s, "reconnect_same_thread_id", reconnect_same_thread_id);
     tu_add(s, "reconnect_caller_owned_handle", reconnect_caller_owned_handle);
     int status = tu_run(s);
