@@ -477,6 +477,14 @@ static void walk(const struct op *op)
             uint64_t calls = rsv__fault_calls(NULL);
             int want = expected(&p, kind);
             ck_assert_msg(rsv__fault_fired() > 0, "%s: never reached", where);
+            /* a persistent conflict is retried max_retries times, no more;
+             * nothing else is ever retried */
+            int always = kind == RSV_FAULT_DEADLOCK_ALWAYS ||
+                         kind == RSV_FAULT_LOCKWAIT_ALWAYS;
+            int tries = always && p.retried ? opts.max_retries + 1 : 1;
+            ck_assert_msg(p.best_effort || rsv__fault_fired() == tries,
+                          "%s: the failing call ran %d times, want %d",
+                          where, rsv__fault_fired(), tries);
             ck_assert_msg(rc == want, "%s: got %s, want %s: %s", where,
                           rsv_code_name(rc), rsv_code_name(want),
                           rsv_errmsg(ctx));
