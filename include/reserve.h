@@ -36,6 +36,16 @@
  *    transaction of the library is left open.  Close the context before
  *    closing the connection.
  *
+ *  - Reconnecting.  After RSV_ECONN or RSV_EINDOUBT the connection is gone;
+ *    the library never reconnects and never sends a statement again by
+ *    itself.  Reconnect the same MYSQL handle and keep the context: it
+ *    notices the new session and prepares its statements again.  With
+ *    Connector/C either switch MYSQL_OPT_RECONNECT on just for a call to
+ *    mariadb_reconnect() (and off again), or, for a MYSQL the application
+ *    allocated itself, mysql_close() it and mysql_init() +
+ *    mysql_real_connect() it in place.  A different MYSQL handle needs a
+ *    new context.
+ *
  *  - Identifiers.  shop_id, item_id (inventory item) and location_id
  *    (inventory group) are unsigned 64-bit integers chosen by the
  *    application.  A checkout token is an opaque byte string of
@@ -233,8 +243,8 @@ typedef struct rsv_ctx rsv_ctx;
  * opts may be NULL for defaults; it is copied.
  *
  * Returns RSV_OK, RSV_EINVAL (NULL out/conn, bad option), RSV_ENOMEM,
- * RSV_ECONN (not connected), RSV_ESERVER, RSV_ESCHEMA, RSV_ECONFIG,
- * RSV_EDB.
+ * RSV_ECONN (not connected), RSV_EBUSY (a lock conflict in the checks; no
+ * retry), RSV_ESERVER, RSV_ESCHEMA, RSV_ECONFIG, RSV_EDB.
  */
 RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
 
@@ -442,7 +452,9 @@ RSV_EXTERN int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 
 /* Add delta (may be negative) to the stock on hand; *on_hand_out (may be
  * NULL) receives the new value.  Same rules and codes as rsv_stock_set,
- * plus RSV_ENOITEM when the ledger row does not exist. */
+ * plus RSV_ENOITEM when the ledger row does not exist.  Unlike the other
+ * calls it is not idempotent: after RSV_EINDOUBT read the stock
+ * (rsv_stock_get) before deciding to repeat it. */
 RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
                                 uint64_t item_id, uint64_t location_id,
                                 int64_t delta, int64_t *on_hand_out);

@@ -204,6 +204,10 @@ RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
             check_orphans(ctx, &st);
     }
     int crc = sql_text(ctx, rc == RSV_OK ? "COMMIT" : "ROLLBACK");
+    /* A COMMIT that failed on a live connection leaves the snapshot open,
+     * and the caller's next call would find itself inside it. */
+    if (rc == RSV_OK && crc != RSV_OK && crc != RSV_ECONN)
+        (void)sql_text(ctx, "ROLLBACK");
     if (rc == RSV_OK)
         rc = crc;
     if (rc)

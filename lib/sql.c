@@ -17,6 +17,7 @@
 #include <errmsg.h>
 #include <mysqld_error.h>
 
+#include "fault.h"
 #include "internal.h"
 
 /* ---------------- buffers ---------------- */
@@ -273,6 +274,18 @@ static int stmt_fail(rsv_ctx *ctx, MYSQL_STMT *st, const char *what)
     return ctx_db_fail(ctx, mysql_stmt_errno(st), mysql_stmt_error(st), what);
 }
 
+/* Connector/C resets the statements of a handle that reconnects
+ * (mariadb_reconnect, or mysql_close and mysql_real_connect on a MYSQL the
+ * application owns) and leaves a connection error on each; a statement
+ * that failed on a live connection was dropped by sql_run already.  The
+ * thread id check alone misses a reconnect that got the old id back, as
+ * happens after a server restart. */
+static int stmt_orphaned(MYSQL_STMT *st)
+{
+    unsigned int err = mysql_stmt_errno(st);
+    return err == CR_STMT_CLOSED || rsv_is_conn_errno(err);
+}
+
 static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
                                 uint32_t shape, int *rc)
 {
@@ -282,8 +295,12 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
         rsv_stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
             s->op == ctx->op) {
-            s->last_used = ++ctx->use_clock;
-            return s;
+            if (!stmt_orphaned(s->stmt)) {
+                s->last_used = ++ctx->use_clock;
+                return s;
+            }
+            mysql_stmt_close(s->stmt);
+            memset(s, 0, sizeof *s);
         }
         if (!s->stmt || (victim->stmt && s->last_used < victim->last_used))
             victim = s;
@@ -416,8 +433,8 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     return rc;
 }
 
-int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
-            const char *spec, uint64_t *affected)
+static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+                    const char *spec, uint64_t *affected)
 {
     if (ctx->args.oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding parameters");
@@ -470,13 +487,25 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
     }
 }
 
+int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+            const char *spec, uint64_t *affected)
+{
+    int frc = RSV_OK;
+    if (FAULT_ENTER(ctx, build, shape, NULL, &ctx->args.oom, &frc))
+        return frc;
+    return FAULT_LEAVE(ctx, run_stmt(ctx, build, shape, spec, affected));
+}
+
 int sql_text(rsv_ctx *ctx, const char *text)
 {
+    int frc = RSV_OK;
     rsv_buf *sql = &ctx->sql;
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
     buf_puts(sql, text);
+    if (FAULT_ENTER(ctx, NULL, 0, text, &sql->oom, &frc))
+        return frc;
     if (sql->oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     if (mysql_real_query(ctx->conn, sql->p, sql->len) != 0)
@@ -486,5 +515,5 @@ int sql_text(rsv_ctx *ctx, const char *text)
     MYSQL_RES *r = mysql_store_result(ctx->conn);
     if (r)
         mysql_free_result(r);
-    return RSV_OK;
+    return FAULT_LEAVE(ctx, RSV_OK);
 }

@@ -115,6 +115,8 @@ RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         if (this_round == 0)
             break; /* everything due is locked by others right now */
     }
+    if (rc == RSV__RETRY) /* the due-keys scan runs outside txn_run */
+        rc = ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg);
     if (rc == RSV_OK)
         rc = txn_run(ctx, 0, purge_body, &shop_id);
     if (released_out)

@@ -93,9 +93,10 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         rc = sql_text(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
         if (rc == RSV_OK)
             rc = sql_text(ctx, "START TRANSACTION");
+        if (rc == RSV__RETRY)
+            continue; /* nothing began, nothing to roll back: retry */
         if (rc != RSV_OK)
-            return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
-                                    : rc;
+            return rc;
         rc = body(ctx, arg);
         if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
                              rc != RSV_ECONN)) {
