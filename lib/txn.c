@@ -69,6 +69,17 @@ static void rollback_quietly(rsv_ctx *ctx)
 
 int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 {
+    /* rsv_open refuses auto-reconnect; it may have been switched on since.
+     * With it, a connection lost during COMMIT is silently re-opened and
+     * the transaction's loss reported as success.  A local read: no round
+     * trip. */
+    my_bool reconnect = 0;
+    if (mysql_get_optionv(ctx->conn, MYSQL_OPT_RECONNECT, &reconnect) == 0 &&
+        reconnect)
+        return ctx_fail(ctx, RSV_ECONFIG,
+                        "MYSQL_OPT_RECONNECT was switched on after rsv_open: "
+                        "an automatic reconnect could hide a lost "
+                        "transaction; switch it off (reconnect explicitly)");
     if (txn_caller_open(ctx)) {
         if (!(flags & TXN_MAY_JOIN))
             return ctx_fail(ctx, RSV_EINTXN,
