@@ -15,12 +15,55 @@
 
 #include "internal.h"
 
-int op_begin(rsv_ctx *ctx, int op)
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
+             const void *token, size_t token_len)
 {
     ctx->op = op;
     ctx->commit_anyway = 0;
     ctx->db_errno = 0;
+    ctx->op_open = 1;
+    ctx->op_start_us = now_us();
+    ctx->op_shop = shop;
+    ctx->op_token = token;
+    /* the callback must never be handed a length to read behind NULL */
+    ctx->op_token_len = token ? token_len : 0;
+    if (writes && ctx->disabled)
+        return ctx_fail(ctx, RSV_EDISABLED,
+                        "libreserve is switched off on this context "
+                        "(rsv_set_enabled): nothing was sent to the server");
     return ctx_ok(ctx);
+}
+
+int op_end(rsv_ctx *ctx, int rc)
+{
+    if (!ctx || !ctx->op_open)
+        return rc;
+    ctx->op_open = 0;
+    uint64_t us = now_us() - ctx->op_start_us;
+    stats_call(ctx, ctx->op, rc, us);
+    if (ctx->callback && !ctx->in_callback) {
+        /* The callback may call the library on this context; the caller
+         * must still see this call's code and message afterwards. */
+        int code = ctx->code;
+        unsigned int err = ctx->db_errno;
+        char msg[sizeof ctx->msg];
+        memcpy(msg, ctx->msg, sizeof msg);
+        ctx->in_callback = 1;
+        ctx->callback(ctx->callback_user, (uint32_t)ctx->op, rc,
+                      ctx->op_shop, ctx->op_token, ctx->op_token_len, us);
+        ctx->in_callback = 0;
+        memcpy(ctx->msg, msg, sizeof msg);
+        ctx->code = code;
+        ctx->db_errno = err;
+    }
+    return rc;
 }
 
 int txn_caller_open(rsv_ctx *ctx)
@@ -53,6 +96,19 @@ static void backoff(rsv_ctx *ctx, int attempt)
     nanosleep(&ts, NULL);
 }
 
+/* Count what made the body ask for a retry.  A retry can also come from
+ * a duplicate key (two reserves creating one checkout), counted as
+ * neither. */
+static void count_conflict(rsv_ctx *ctx, int rc)
+{
+    if (rc != RSV__RETRY)
+        return;
+    if (ctx->db_errno == ER_LOCK_DEADLOCK)
+        stats_add(ctx, RSV_STAT_DEADLOCKS, 1);
+    else if (ctx->db_errno == ER_LOCK_WAIT_TIMEOUT)
+        stats_add(ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, 1);
+}
+
 static void rollback_quietly(rsv_ctx *ctx)
 {
     /* Keep the body's message: the rollback's own failure (on a dead
@@ -79,6 +135,7 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
          * to replay the caller's own statements, so none is attempted. */
         ctx->commit_anyway = 0;
         int rc = body(ctx, arg);
+        count_conflict(ctx, rc);
         if (rc == RSV__RETRY)
             rc = ctx_fail(ctx, RSV_EBUSY,
                           "%s; roll back the transaction and retry", ctx->msg);
@@ -87,15 +144,19 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 
     int rc = RSV__RETRY;
     for (int attempt = 0; attempt <= ctx->opts.max_retries; attempt++) {
-        if (attempt > 0)
+        if (attempt > 0) {
+            stats_add(ctx, RSV_STAT_RETRIES, 1);
             backoff(ctx, attempt - 1);
+        }
         ctx->commit_anyway = 0;
         rc = sql_text(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
         if (rc == RSV_OK)
             rc = sql_text(ctx, "START TRANSACTION");
-        if (rc != RSV_OK)
+        if (rc != RSV_OK) {
+            count_conflict(ctx, rc);
             return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
                                     : rc;
+        }
         rc = body(ctx, arg);
         if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
                              rc != RSV_ECONN)) {
@@ -119,6 +180,7 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         }
         if (rc == RSV_ECONN)
             return rc; /* the server rolled back when the session died */
+        count_conflict(ctx, rc);
         rollback_quietly(ctx);
         if (rc != RSV__RETRY)
             return rc;
