@@ -449,8 +449,16 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         }
         if (affected)
             *affected = (uint64_t)mysql_stmt_affected_rows(st);
-        if (spec)
-            return fetch_all(ctx, st, spec);
+        if (spec) {
+            rc = fetch_all(ctx, st, spec);
+            /* An error inside a result (a deadlock victim chosen while a
+             * locking read waits) leaves Connector/C's statement expecting
+             * rows: its next execute, the retry's, waits for them forever.
+             * Prepare it afresh instead. */
+            if (rc != RSV_OK)
+                cache_drop(ctx, slot);
+            return rc;
+        }
         if (mysql_stmt_field_count(st) != 0)
             mysql_stmt_free_result(st);
         return RSV_OK;
