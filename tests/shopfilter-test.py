@@ -336,7 +336,19 @@ def run_operations(ctx, ctx_all, shop):
         ctx.claim(shop, b"co-1")
     except rsv.AlreadyClaimed:
         pass
-    time.sleep(0.05)                      # co-3 expires
+    ctx.reserve_one(shop, b"co-5", 1, 1, 1, ttl_ms=1)
+    ctx.reserve_one(shop, b"co-6", 1, 1, 1, ttl_ms=1)
+    time.sleep(0.05)                      # co-3, co-5 and co-6 expire
+    ctx.replenish(shop, 1, 1)             # gives back co-5's and co-6's
+    try:
+        ctx.claim(shop, b"co-5")          # releases what is left of it
+    except rsv.Expired:
+        pass
+    try:
+        ctx.extend(shop, b"co-6")
+    except rsv.Expired:
+        pass
+    ctx.release(shop, b"co-6")
     ctx.sweep(shop)
     ctx.replenish(shop, 1, 1)             # folds the claim
     ctx.stock_set(shop, 1, 1, 2)          # shrinks the pool
