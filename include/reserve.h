@@ -15,7 +15,9 @@
  *    outcomes* a checkout handles as business logic (RSV_EOUTOFSTOCK,
  *    RSV_EEXPIRED, RSV_ECLAIMED, ...); the others are failures.
  *    rsv_strerror() names any code; rsv_errmsg() gives the detailed message
- *    of the last failing call on a context.
+ *    of the last failing call on a context.  While a context is switched
+ *    off with rsv_set_enabled(), every function that writes returns
+ *    RSV_EDISABLED instead (the lists of codes below leave it out).
  *
  *  - Ownership.  Every object the library returns (rsv_ctx, rsv_cart) is
  *    freed by its matching function (rsv_close, rsv_cart_free); passing NULL
