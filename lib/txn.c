@@ -6,7 +6,10 @@
  * lock-wait timeouts with a bounded, jittered exponential backoff, joining
  * a transaction the caller already has open (for claim/release), and
  * telling a lost connection before COMMIT (nothing applied: RSV_ECONN) from
- * one during COMMIT (outcome unknown: RSV_EINDOUBT).
+ * one during COMMIT (outcome unknown: RSV_EINDOUBT).  Also the frame of
+ * every public operation around it: op_begin/op_end set the tag, time the
+ * call, apply the kill switch, count the outcome and run the completion
+ * callback (the counters themselves live in stats.c).
  */
 #include <string.h>
 #include <time.h>
