@@ -205,7 +205,7 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
     ctx->conn = conn;
     ctx->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ctx ^
                0x9E3779B97F4A7C15ULL;
-    op_begin(ctx, OP_OPEN);
+    op_begin(ctx, OP_OPEN, 0, 0, NULL, 0);
     int rc = apply_options(ctx, opts);
     if (rc)
         return rc;

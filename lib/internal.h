@@ -148,6 +148,17 @@ struct rsv_cart {
     size_t failed_line;
 };
 
+/* ---- statistics (stats.c) ---- */
+/* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
+ * -code, and a last slot for anything else; grow with the codes. */
+#define STATS_CODES (-RSV_EDISABLED + 2)
+#define STATS_COUNTERS (RSV_STAT_LATENCY_MAX_US + 1)
+typedef struct rsv_stats {
+    uint64_t outcome[OP__COUNT][STATS_CODES];
+    uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */
+    uint64_t hist[OP__COUNT][RSV_STATS_BUCKETS];
+} rsv_stats;
+
 /* ---- context ---- */
 struct rsv_ctx {
     MYSQL *conn;
@@ -168,6 +179,19 @@ struct rsv_ctx {
     rsv_res res;
     rsv_buf sql;
     uint64_t rng;              /* backoff jitter, per context */
+
+    /* the operation in progress, for op_end() (txn.c) */
+    int op_open;
+    uint64_t op_start_us;
+    uint64_t op_shop;
+    const void *op_token;
+    size_t op_token_len;
+
+    int disabled;              /* rsv_set_enabled(ctx, 0) */
+    rsv_op_fn callback;
+    void *callback_user;
+    int in_callback;
+    rsv_stats stats;
 };
 
 /* ---- errors (errors.c) ---- */
@@ -210,7 +234,22 @@ RSV_HIDDEN uint32_t sql_bucket(size_t n);
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
-RSV_HIDDEN int op_begin(rsv_ctx *ctx, int op);
+/* Start a public operation: sets the tag, the clock and the shop/token the
+ * completion callback gets.  `writes`: the operation changes the database,
+ * so the kill switch refuses it; then returns RSV_EDISABLED (message set),
+ * otherwise RSV_OK. */
+RSV_HIDDEN int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
+                        const void *token, size_t token_len);
+/* Every public operation that called op_begin returns through this: it
+ * counts the call and its latency and runs the completion callback.
+ * Returns rc; NULL ctx is fine. */
+RSV_HIDDEN int op_end(rsv_ctx *ctx, int rc);
+
+/* ---- statistics (stats.c) ---- */
+/* Add n to a counter (RSV_STAT_RETRIES ..) of the current operation. */
+RSV_HIDDEN void stats_add(rsv_ctx *ctx, int stat, uint64_t n);
+/* Count a finished call: its outcome and latency. */
+RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
 
 /* ---- ledger (ledger.c) ---- */
 typedef struct rsv_level {

@@ -555,6 +555,11 @@ static int fast_body(rsv_ctx *ctx, void *p)
     int rc = take(ctx, j, 0);
     if (rc)
         return rc;
+    /* Fewer rows than asked: the pool is low, or SKIP LOCKED passed over
+     * rows other checkouts hold (see RSV_STAT_SHORT_READS). */
+    for (size_t k = 0; k < j->nkeys; k++)
+        stats_add(ctx, RSV_STAT_SHORT_READS,
+                  (int64_t)j->keys[k].nids < j->keys[k].want);
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
@@ -680,18 +685,20 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
          * means the next short reserve refills instead. */
         char msg[sizeof ctx->msg];
         memcpy(msg, ctx->msg, sizeof msg);
+        stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
         (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added);
         memcpy(ctx->msg, msg, sizeof msg);
         j->refill_added += added;
     }
 }
 
-RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
-                           size_t token_len, rsv_cart *cart, int64_t ttl_ms)
+static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                        size_t token_len, rsv_cart *cart, int64_t ttl_ms)
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_RESERVE);
+    if (op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len))
+        return ctx->code;
     if (!cart)
         return ctx_fail(ctx, RSV_EINVAL, "cart is NULL");
     cart->failed_line = (size_t)-1;
@@ -719,6 +726,7 @@ RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         return rc;
     }
     rc = txn_run(ctx, 0, fast_body, &j);
+    stats_add(ctx, RSV_STAT_SLOW_PATHS, rc == NEED_SLOW);
     if (rc == NEED_SLOW)
         rc = txn_run(ctx, 0, slow_body, &j);
     else if (rc == RSV_OK)
@@ -727,6 +735,13 @@ RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         job_reset_pass(&j); /* no allocation on failure (failed_line kept) */
     job_free(&j);
     return rc ? rc : ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                           size_t token_len, rsv_cart *cart, int64_t ttl_ms)
+{
+    return op_end(ctx, reserve_cart(ctx, shop_id, token, token_len, cart,
+                                    ttl_ms));
 }
 
 RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
@@ -743,10 +758,11 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
     memset(&cart, 0, sizeof cart);
     memset(&line, 0, sizeof line);
     if (quantity < 1 || quantity > RSV_QUANTITY_MAX) {
-        op_begin(ctx, OP_RESERVE);
-        return ctx_fail(ctx, RSV_EQUANTITY,
-                        "quantity must be 1..%d, not %lld", RSV_QUANTITY_MAX,
-                        (long long)quantity);
+        if (op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len))
+            return op_end(ctx, ctx->code);
+        return op_end(ctx, ctx_fail(ctx, RSV_EQUANTITY,
+                                    "quantity must be 1..%d, not %lld",
+                                    RSV_QUANTITY_MAX, (long long)quantity));
     }
     line.item = item_id;
     line.locs = &loc;

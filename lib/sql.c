@@ -454,6 +454,7 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
             return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding");
         if (ctx->args.n && mysql_stmt_bind_param(st, ctx->args.binds) != 0)
             return stmt_fail(ctx, st, "bind");
+        stats_add(ctx, RSV_STAT_STATEMENTS, 1);
         if (mysql_stmt_execute(st) != 0) {
             unsigned int err = mysql_stmt_errno(st);
             /* The server forgot the handle (e.g. after a failover proxy
@@ -508,6 +509,7 @@ int sql_text(rsv_ctx *ctx, const char *text)
         return frc;
     if (sql->oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    stats_add(ctx, RSV_STAT_STATEMENTS, 1);
     if (mysql_real_query(ctx->conn, sql->p, sql->len) != 0)
         return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
                            text);

@@ -191,7 +191,8 @@ static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
         *out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STOCK);
+    if (op_begin(ctx, OP_STOCK, 1, shop, NULL, 0))
+        return ctx->code;
     if (is_set && (value < 0 || value > STOCK_MAX))
         return ctx_fail(ctx, RSV_EQUANTITY,
                         "stock on hand must be 0..2^62, not %lld",
@@ -210,15 +211,16 @@ static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 RSV_EXTERN int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
                              uint64_t location_id, int64_t on_hand)
 {
-    return stock_change(ctx, shop_id, item_id, location_id, 1, on_hand, NULL);
+    return op_end(ctx, stock_change(ctx, shop_id, item_id, location_id, 1,
+                                    on_hand, NULL));
 }
 
 RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
                                 uint64_t item_id, uint64_t location_id,
                                 int64_t delta, int64_t *on_hand_out)
 {
-    return stock_change(ctx, shop_id, item_id, location_id, 0, delta,
-                        on_hand_out);
+    return op_end(ctx, stock_change(ctx, shop_id, item_id, location_id, 0,
+                                    delta, on_hand_out));
 }
 
 static int b_stock_get(rsv_buf *s, uint32_t shape)
@@ -240,14 +242,14 @@ static int b_stock_get(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
-                             uint64_t location_id, int64_t *on_hand_out,
-                             int64_t *held_out, int64_t *pooled_out,
-                             int64_t *available_out)
+static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                         uint64_t location_id, int64_t *on_hand_out,
+                         int64_t *held_out, int64_t *pooled_out,
+                         int64_t *available_out)
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STOCK);
+    op_begin(ctx, OP_STOCK, 0, shop_id, NULL, 0);
     args_reset(&ctx->args);
     arg_u64(&ctx->args, shop_id);
     arg_u64(&ctx->args, item_id);
@@ -273,4 +275,14 @@ RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
     if (available_out)
         *available_out = on_hand - held;
     return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t *on_hand_out,
+                             int64_t *held_out, int64_t *pooled_out,
+                             int64_t *available_out)
+{
+    return op_end(ctx, stock_get_run(ctx, shop_id, item_id, location_id,
+                                     on_hand_out, held_out, pooled_out,
+                                     available_out));
 }
