@@ -41,6 +41,7 @@ SONAME := libreserve.so.$(MAJOR)
 SHLIB := $(B)/libreserve.so.$(VERSION)
 STLIB := $(B)/libreserve.a
 
+.DEFAULT_GOAL := all
 .PHONY: all lib check test demo install uninstall clean deps deps-build FORCE
 FORCE:
 

@@ -15,7 +15,9 @@
  *    outcomes* a checkout handles as business logic (RSV_EOUTOFSTOCK,
  *    RSV_EEXPIRED, RSV_ECLAIMED, ...); the others are failures.
  *    rsv_strerror() names any code; rsv_errmsg() gives the detailed message
- *    of the last failing call on a context.
+ *    of the last failing call on a context.  While a context is switched
+ *    off with rsv_set_enabled(), every function that writes returns
+ *    RSV_EDISABLED instead (the lists of codes below leave it out).
  *
  *  - Ownership.  Every object the library returns (rsv_ctx, rsv_cart) is
  *    freed by its matching function (rsv_close, rsv_cart_free); passing NULL
@@ -35,6 +37,16 @@
  *    result is drained before a function returns, and on return no
  *    transaction of the library is left open.  Close the context before
  *    closing the connection.
+ *
+ *  - Reconnecting.  After RSV_ECONN or RSV_EINDOUBT the connection is gone;
+ *    the library never reconnects and never sends a statement again by
+ *    itself.  Reconnect the same MYSQL handle and keep the context: it
+ *    notices the new session and prepares its statements again.  With
+ *    Connector/C either switch MYSQL_OPT_RECONNECT on just for a call to
+ *    mariadb_reconnect() (and off again), or, for a MYSQL the application
+ *    allocated itself, mysql_close() it and mysql_init() +
+ *    mysql_real_connect() it in place.  A different MYSQL handle needs a
+ *    new context.
  *
  *  - Identifiers.  shop_id, item_id (inventory item) and location_id
  *    (inventory group) are unsigned 64-bit integers chosen by the
@@ -141,7 +153,10 @@ enum rsv_code {
                               is held by active checkouts, or below zero */
     RSV_ECONFIG = -22,     /* the connection is configured in a way the
                               library cannot use safely (auto-reconnect) */
-    RSV_ERANGE = -23       /* index out of range / buffer too small */
+    RSV_ERANGE = -23,      /* index out of range / buffer too small */
+    RSV_EDISABLED = -24    /* the context is switched off with
+                              rsv_set_enabled(ctx, 0): the call did nothing
+                              and sent nothing to the server */
 };
 
 /* Limits of a single call. */
@@ -164,9 +179,13 @@ RSV_EXTERN const char *rsv_code_name(int code);
 #define RSV_OPTIONS_VERSION 1
 
 /* Flags for rsv_options.flags. */
-#define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the server logs
-                                               binlog_format=STATEMENT
-                                               (replicas may diverge) */
+#define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the session's
+                                               binlog_format is STATEMENT.
+                                               Of no use: InnoDB itself then
+                                               refuses every write at READ
+                                               COMMITTED (error 1665, which
+                                               calls report as RSV_EDB).
+                                               Kept for compatibility. */
 #define RSV_OPT_NO_PROACTIVE_REFILL 0x2u    /* only refill a pool when a
                                                reserve finds it short */
 
@@ -229,8 +248,8 @@ typedef struct rsv_ctx rsv_ctx;
  * opts may be NULL for defaults; it is copied.
  *
  * Returns RSV_OK, RSV_EINVAL (NULL out/conn, bad option), RSV_ENOMEM,
- * RSV_ECONN (not connected), RSV_ESERVER, RSV_ESCHEMA, RSV_ECONFIG,
- * RSV_EDB.
+ * RSV_ECONN (not connected), RSV_EBUSY (a lock conflict in the checks; no
+ * retry), RSV_ESERVER, RSV_ESCHEMA, RSV_ECONFIG, RSV_EDB.
  */
 RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
 
@@ -438,7 +457,9 @@ RSV_EXTERN int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 
 /* Add delta (may be negative) to the stock on hand; *on_hand_out (may be
  * NULL) receives the new value.  Same rules and codes as rsv_stock_set,
- * plus RSV_ENOITEM when the ledger row does not exist. */
+ * plus RSV_ENOITEM when the ledger row does not exist.  Unlike the other
+ * calls it is not idempotent: after RSV_EINDOUBT read the stock
+ * (rsv_stock_get) before deciding to repeat it. */
 RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
                                 uint64_t item_id, uint64_t location_id,
                                 int64_t delta, int64_t *on_hand_out);
@@ -477,6 +498,166 @@ typedef void (*rsv_audit_fn)(void *arg, uint64_t shop_id, uint64_t item_id,
  */
 RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
                          rsv_audit_fn fn, void *arg, int64_t *violations_out);
+
+/* ------------------------------------------------------------------ */
+/* Observability and the kill switch                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Every context counts what its calls did, in fixed arrays inside the
+ * context (about 6 KiB; nothing grows).  The counters are per context like
+ * everything else: read them from the thread that uses the context, or
+ * while no call on it is running, and sum over contexts yourself.
+ *
+ * Operation kinds, for the statistics and the completion callback; each
+ * matches the conn_tag of the statements the operation sends.
+ */
+enum rsv_op_kind {
+    RSV_OP_ALL = 0,        /* statistics getters only: every kind summed */
+    RSV_OP_RESERVE = 1,    /* rsv_reserve, rsv_reserve_one */
+    RSV_OP_CLAIM = 2,      /* rsv_claim */
+    RSV_OP_RELEASE = 3,    /* rsv_release */
+    RSV_OP_EXTEND = 4,     /* rsv_extend */
+    RSV_OP_STATUS = 5,     /* rsv_checkout_status */
+    RSV_OP_REPLENISH = 6,  /* rsv_replenish */
+    RSV_OP_SWEEP = 7,      /* rsv_sweep */
+    RSV_OP_STOCK = 8,      /* rsv_stock_set, rsv_stock_adjust, rsv_stock_get */
+    RSV_OP_AUDIT = 9       /* rsv_audit */
+};
+
+/* Counters for rsv_stats_get().  A call is counted once it returns, under
+ * its kind, whatever it returned (also RSV_EINVAL or RSV_EDISABLED); a
+ * call with a NULL context is not counted anywhere.  rsv_open() and the
+ * cart, option and code functions are not operations and are not
+ * counted. */
+enum rsv_stat {
+    RSV_STAT_CALLS = 0,       /* calls returned (any code) */
+    RSV_STAT_OK = 1,          /* calls that returned RSV_OK */
+    RSV_STAT_EXPECTED = 2,    /* calls that returned an expected outcome:
+                                 RSV_EOUTOFSTOCK .. RSV_EINDOUBT (-1..-7) */
+    RSV_STAT_FAILED = 3,      /* calls that returned any other code
+                                 (failures, including RSV_EDISABLED) */
+    RSV_STAT_RETRIES = 4,     /* transaction attempts beyond the first
+                                 (after a deadlock or lock-wait timeout) */
+    RSV_STAT_DEADLOCKS = 5,   /* deadlocks the server reported to the
+                                 library (ER_LOCK_DEADLOCK, 1213) */
+    RSV_STAT_LOCK_WAIT_TIMEOUTS = 6, /* lock-wait timeouts reported to the
+                                 library (ER_LOCK_WAIT_TIMEOUT, 1205) */
+    RSV_STAT_INLINE_REFILLS = 7, /* pool refills a reserve did itself: a
+                                 top-up transaction after its commit (pool
+                                 running low) or a slow-path run (pool
+                                 short: ledger rows locked, pool refilled
+                                 from the ledger) */
+    RSV_STAT_SLOW_PATHS = 8,  /* the slow-path runs alone (included in
+                                 RSV_STAT_INLINE_REFILLS) */
+    RSV_STAT_SHORT_READS = 9, /* fast-path pool reads (one per item and
+                                 location of a cart, per attempt) that
+                                 returned fewer rows than asked: the pool
+                                 was short, or SKIP LOCKED passed over rows
+                                 other checkouts hold */
+    RSV_STAT_STATEMENTS = 10, /* statements executed on the server,
+                                 transaction control included (prepares
+                                 and rsv_open's checks are not counted) */
+    RSV_STAT_LATENCY_US = 11, /* sum of the calls' latencies, in
+                                 microseconds (divide by RSV_STAT_CALLS for
+                                 the mean) */
+    RSV_STAT_LATENCY_MAX_US = 12 /* the slowest call, in microseconds */
+};
+
+/* Latency histogram buckets per operation kind: bucket 0 counts calls
+ * under 1 microsecond, bucket b (1..30) calls of [2^(b-1), 2^b)
+ * microseconds, bucket 31 calls of 2^30 microseconds (about 18 minutes) or
+ * more. */
+#define RSV_STATS_BUCKETS 32
+
+/*
+ * Read one counter (RSV_STAT_*) for one operation kind (RSV_OP_*, or
+ * RSV_OP_ALL for the sum over every kind; for RSV_STAT_LATENCY_MAX_US the
+ * maximum) into *out.  Counters start at zero when the context is opened
+ * and wrap around at 2^64.
+ * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown stat or op).
+ */
+RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
+                             uint64_t *out);
+
+/*
+ * How many calls of kind op (RSV_OP_*, or RSV_OP_ALL) returned `code`:
+ * RSV_OK or any RSV_E* code (an unused number in that range gives 0).
+ * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown op, a code
+ * outside RSV_EDISABLED..RSV_OK).
+ */
+RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
+                                 uint64_t *out);
+
+/*
+ * Copy the latency histogram of kind op (RSV_OP_*, or RSV_OP_ALL) into
+ * buckets[0..n-1]: min(n, RSV_STATS_BUCKETS) buckets are written (see
+ * RSV_STATS_BUCKETS for their bounds) and any further entries set to 0.
+ * The buckets of a kind add up to its RSV_STAT_CALLS.
+ * Returns RSV_OK, or RSV_EINVAL (NULL ctx, NULL buckets with n > 0,
+ * unknown op).
+ */
+RSV_EXTERN int rsv_stats_histogram(const rsv_ctx *ctx, uint32_t op,
+                                   uint64_t *buckets, size_t n);
+
+/*
+ * Estimate the p-th percentile (0 <= p <= 100; 50 is the median, 99 the
+ * p99) of the latency of kind op (RSV_OP_*, or RSV_OP_ALL) into *us_out,
+ * in microseconds: interpolated inside the histogram bucket that holds it,
+ * so within a factor of two of the true value, and never above the
+ * slowest call.  0 when no call of that kind was counted.
+ * Returns RSV_OK, or RSV_EINVAL (NULL ctx or us_out, unknown op, p outside
+ * 0..100 or NaN).
+ */
+RSV_EXTERN int rsv_stats_percentile(const rsv_ctx *ctx, uint32_t op,
+                                    double p, uint64_t *us_out);
+
+/* Set every counter, outcome and histogram of ctx back to zero.  Returns
+ * RSV_OK, or RSV_EINVAL for NULL. */
+RSV_EXTERN int rsv_stats_reset(rsv_ctx *ctx);
+
+/*
+ * Called after every counted call on the context returns (see
+ * rsv_stat), with the operation kind (RSV_OP_*, never RSV_OP_ALL), the
+ * code the call returns, the shop_id it was given (0 for none), the
+ * checkout token it was given (token/token_len exactly as passed, NULL/0
+ * for operations without a token or when token was NULL; the bytes are the
+ * caller's and valid only during the callback), and its latency in
+ * microseconds.  For rsv_claim/rsv_release joined to the caller's
+ * transaction, RSV_OK means "done if the caller commits".
+ */
+typedef void (*rsv_op_fn)(void *user, uint32_t op, int code,
+                          uint64_t shop_id, const void *token,
+                          size_t token_len, uint64_t latency_us);
+
+/*
+ * Register fn (NULL to remove it) to be called after every completed
+ * operation on ctx, with `user` passed through; e.g. to shadow-write each
+ * checkout to another system during a migration.  It runs on the calling
+ * thread, after the operation's transaction has ended and its counters
+ * were updated, and before the function returns to its caller.  Inside
+ * it, rsv_errmsg(ctx) and rsv_errcode(ctx) describe the call, and other
+ * contexts may be used freely.  A call on the same ctx made from inside
+ * the callback works but does not invoke the callback again; rsv_errmsg
+ * and rsv_errcode are restored when the callback returns.  Do not close
+ * ctx from the callback.  Returns RSV_OK, or RSV_EINVAL for NULL ctx.
+ */
+RSV_EXTERN int rsv_set_callback(rsv_ctx *ctx, rsv_op_fn fn, void *user);
+
+/*
+ * The kill switch.  With enabled == 0, every function that changes the
+ * database returns RSV_EDISABLED at once, before looking at its other
+ * arguments, and sends nothing to the server: rsv_reserve,
+ * rsv_reserve_one, rsv_claim, rsv_release, rsv_extend, rsv_replenish,
+ * rsv_sweep, rsv_stock_set and rsv_stock_adjust.  The reads keep working:
+ * rsv_checkout_status, rsv_stock_get and rsv_audit, as do the statistics
+ * and everything that does not take a context.  Refused calls are
+ * counted (RSV_STAT_FAILED, outcome RSV_EDISABLED) and reported to the
+ * callback.  Any non-zero `enabled` switches the context back on.
+ * Contexts start enabled; the switch is per context.
+ * Returns RSV_OK, or RSV_EINVAL for NULL ctx.
+ */
+RSV_EXTERN int rsv_set_enabled(rsv_ctx *ctx, int enabled);
 
 #ifdef __cplusplus
 }

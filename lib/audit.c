@@ -169,14 +169,14 @@ static void check_orphans(rsv_ctx *ctx, struct audit_state *st)
     }
 }
 
-RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
-                         rsv_audit_fn fn, void *arg, int64_t *violations_out)
+static int audit_run(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
+                     rsv_audit_fn fn, void *arg, int64_t *violations_out)
 {
     if (violations_out)
         *violations_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_AUDIT);
+    op_begin(ctx, OP_AUDIT, 0, shop_id, NULL, 0);
     if (txn_caller_open(ctx))
         return ctx_fail(ctx, RSV_EINTXN,
                         "rsv_audit runs its own snapshot transaction; the "
@@ -204,6 +204,10 @@ RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
             check_orphans(ctx, &st);
     }
     int crc = sql_text(ctx, rc == RSV_OK ? "COMMIT" : "ROLLBACK");
+    /* A COMMIT that failed on a live connection leaves the snapshot open,
+     * and the caller's next call would find itself inside it. */
+    if (rc == RSV_OK && crc != RSV_OK && crc != RSV_ECONN)
+        (void)sql_text(ctx, "ROLLBACK");
     if (rc == RSV_OK)
         rc = crc;
     if (rc)
@@ -212,4 +216,11 @@ RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
     if (violations_out)
         *violations_out = st.count;
     return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
+                         rsv_audit_fn fn, void *arg, int64_t *violations_out)
+{
+    return op_end(ctx, audit_run(ctx, shop_id, all_shops, fn, arg,
+                                 violations_out));
 }

@@ -38,6 +38,12 @@ int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
     return RSV_OK;
 }
 
+/* FOR UPDATE matters: under READ COMMITTED the SELECT of an INSERT ...
+ * SELECT is otherwise a consistent (non-locking) read, which still sees a
+ * hold the reaper has locked and deleted but not yet committed.  The hold
+ * would then be given back twice (reaped, and settled as released), and
+ * the ledger's `issued` would fall below what is really out: an oversell.
+ * The locking read waits for the reaper and then skips what it deleted. */
 static int b_settle_insert(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
@@ -46,7 +52,7 @@ static int b_settle_insert(rsv_buf *s, uint32_t shape)
                 "generation, kind, quantity, settled_at) SELECT shop_id, "
                 "inventory_item_id, inventory_group_id, checkout_token, ?, ?, "
                 "quantity, NOW(6) FROM reserved_quantities WHERE shop_id = ? "
-                "AND checkout_token = ?");
+                "AND checkout_token = ? FOR UPDATE");
     return 0;
 }
 
@@ -259,7 +265,8 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, op);
+    if (op_begin(ctx, op, 1, shop, token, len))
+        return ctx->code;
     int rc = check_token(ctx, token, len);
     if (rc)
         return rc;
@@ -273,22 +280,22 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
 RSV_EXTERN int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                          size_t token_len)
 {
-    return checkout_op(ctx, OP_CLAIM, shop_id, token, token_len, 0,
-                       claim_body);
+    return op_end(ctx, checkout_op(ctx, OP_CLAIM, shop_id, token, token_len,
+                                   0, claim_body));
 }
 
 RSV_EXTERN int rsv_release(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                            size_t token_len)
 {
-    return checkout_op(ctx, OP_RELEASE, shop_id, token, token_len, 0,
-                       release_body);
+    return op_end(ctx, checkout_op(ctx, OP_RELEASE, shop_id, token,
+                                   token_len, 0, release_body));
 }
 
 RSV_EXTERN int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                           size_t token_len, int64_t ttl_ms)
 {
-    return checkout_op(ctx, OP_EXTEND, shop_id, token, token_len, ttl_ms,
-                       extend_body);
+    return op_end(ctx, checkout_op(ctx, OP_EXTEND, shop_id, token,
+                                   token_len, ttl_ms, extend_body));
 }
 
 static int b_status(rsv_buf *s, uint32_t shape)
@@ -305,14 +312,13 @@ static int b_status(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
-                                   const void *token, size_t token_len,
-                                   int32_t *status_out, int64_t *units_out,
-                                   int64_t *expires_in_ms_out)
+static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                      size_t token_len, int32_t *status_out,
+                      int64_t *units_out, int64_t *expires_in_ms_out)
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STATUS);
+    op_begin(ctx, OP_STATUS, 0, shop_id, token, token_len);
     if (!status_out)
         return ctx_fail(ctx, RSV_EINVAL, "status_out is NULL");
     int rc = check_token(ctx, token, token_len);
@@ -343,4 +349,13 @@ RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
     if (expires_in_ms_out)
         *expires_in_ms_out = expires_us / 1000;
     return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
+                                   const void *token, size_t token_len,
+                                   int32_t *status_out, int64_t *units_out,
+                                   int64_t *expires_in_ms_out)
+{
+    return op_end(ctx, status_run(ctx, shop_id, token, token_len, status_out,
+                                  units_out, expires_in_ms_out));
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fault.h"
 #include "internal.h"
 
 RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
@@ -93,17 +94,29 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
     return RSV_OK;
 }
 
+/* rsv_open has no retry frame: a lock conflict is answered, never the
+ * internal RSV__RETRY. */
+static int open_code(rsv_ctx *ctx, int rc)
+{
+    return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg) : rc;
+}
+
 /* One-row text query helper for the checks below. */
 static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
                      int ncol, char *out2, size_t out2len)
 {
+    int frc = RSV_OK;
+    if (FAULT_ENTER(ctx, NULL, 0, NULL, NULL, &frc))
+        return open_code(ctx, frc);
     if (mysql_real_query(ctx->conn, q, strlen(q)) != 0)
-        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
-                           "server check");
+        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                          mysql_error(ctx->conn),
+                                          "server check"));
     MYSQL_RES *r = mysql_store_result(ctx->conn);
     if (!r)
-        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
-                           "server check");
+        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                          mysql_error(ctx->conn),
+                                          "server check"));
     MYSQL_ROW row = mysql_fetch_row(r);
     out[0] = '\0';
     if (out2)
@@ -114,7 +127,7 @@ static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
             snprintf(out2, out2len, "%s", row[1] ? row[1] : "");
     }
     mysql_free_result(r);
-    return RSV_OK;
+    return open_code(ctx, FAULT_LEAVE(ctx, RSV_OK));
 }
 
 static int check_server(rsv_ctx *ctx)
@@ -139,8 +152,8 @@ static int check_server(rsv_ctx *ctx)
         return ctx_fail(ctx, RSV_ESERVER,
                         "binlog_format=STATEMENT: statements with SKIP "
                         "LOCKED and LIMIT are unsafe to replicate by "
-                        "statement; use ROW or MIXED (or pass "
-                        "RSV_OPT_ALLOW_STATEMENT_BINLOG)");
+                        "statement, and InnoDB refuses writes at READ "
+                        "COMMITTED under it; use ROW or MIXED");
     return RSV_OK;
 }
 
@@ -188,10 +201,11 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
     if (!ctx)
         return RSV_ENOMEM;
     *out = ctx;
+    FAULT_OPENED(ctx);
     ctx->conn = conn;
     ctx->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ctx ^
                0x9E3779B97F4A7C15ULL;
-    op_begin(ctx, OP_OPEN);
+    op_begin(ctx, OP_OPEN, 0, 0, NULL, 0);
     int rc = apply_options(ctx, opts);
     if (rc)
         return rc;

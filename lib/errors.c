@@ -41,6 +41,7 @@ static const struct code_info codes[] = {
     {RSV_ESTOCK, "RSV_ESTOCK", "stock change refused: units are held"},
     {RSV_ECONFIG, "RSV_ECONFIG", "unsupported connection configuration"},
     {RSV_ERANGE, "RSV_ERANGE", "index out of range"},
+    {RSV_EDISABLED, "RSV_EDISABLED", "libreserve is switched off on this context (rsv_set_enabled)"},
 };
 
 static const struct code_info *find_code(int code)

@@ -24,9 +24,21 @@
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
  * touches 2.  A reserve that finds a pool short rolls back everything it
  * holds before it takes 2, so no transaction ever waits for a ledger row
- * while holding pool rows.  Holders of 2 never wait on 3, 4 or 5 except for
- * the reserve slow path's blocking pool read, which waits only for fast-path
- * reserves (which never wait on 2) to finish.
+ * while holding pool rows.
+ *
+ * Waiting for 3 is allowed only before taking any lock of 4 or 5 another
+ * transaction could want: the reserve slow path does its blocking pool read
+ * right after locking 2, before settling its old cart and folding; stock
+ * shrinks use SKIP LOCKED (and retry).  A fast-path reserve that holds pool
+ * rows may wait for its own old holds (4) that a fold has locked, and that
+ * fold must not in turn wait for those pool rows.
+ *
+ * Locks are taken by primary key only.  Key lists are joined, in the order
+ * given, through sql_key_rows() with FORCE INDEX (PRIMARY): a WHERE list of
+ * keys may be read by a full scan (locking rows of other keys and shops),
+ * and a locking read through a secondary index keeps its locks on the index
+ * entries of rows SKIP LOCKED passes over.  Expired holds are found with a
+ * plain read of the expiry index, then locked by primary key.
  *
  * All transactions run at READ COMMITTED, set per transaction: under
  * REPEATABLE READ a locking read of an empty range takes gap/supremum locks
@@ -136,6 +148,17 @@ struct rsv_cart {
     size_t failed_line;
 };
 
+/* ---- statistics (stats.c) ---- */
+/* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
+ * -code, and a last slot for anything else; grow with the codes. */
+#define STATS_CODES (-RSV_EDISABLED + 2)
+#define STATS_COUNTERS (RSV_STAT_LATENCY_MAX_US + 1)
+typedef struct rsv_stats {
+    uint64_t outcome[OP__COUNT][STATS_CODES];
+    uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */
+    uint64_t hist[OP__COUNT][RSV_STATS_BUCKETS];
+} rsv_stats;
+
 /* ---- context ---- */
 struct rsv_ctx {
     MYSQL *conn;
@@ -156,6 +179,19 @@ struct rsv_ctx {
     rsv_res res;
     rsv_buf sql;
     uint64_t rng;              /* backoff jitter, per context */
+
+    /* the operation in progress, for op_end() (txn.c) */
+    int op_open;
+    uint64_t op_start_us;
+    uint64_t op_shop;
+    const void *op_token;
+    size_t op_token_len;
+
+    int disabled;              /* rsv_set_enabled(ctx, 0) */
+    rsv_op_fn callback;
+    void *callback_user;
+    int in_callback;
+    rsv_stats stats;
 };
 
 /* ---- errors (errors.c) ---- */
@@ -185,9 +221,11 @@ RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
 RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
 /* Append the /" "* conn_tag *" "/ comment for the current operation. */
 RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
-/* Append "((c1 = ? AND c2 = ?) OR (...))" for n tuples of the columns. */
-RSV_HIDDEN void sql_key_list(rsv_buf *b, const char *const *cols, size_t ncols,
-                             uint32_t n);
+/* Append "(SELECT ? AS k0, ? AS k1 UNION ALL SELECT ?, ? ...) AS k
+ * STRAIGHT_JOIN " for n tuples of ncols columns; the caller names the
+ * table next and joins it ON its key columns = k.k0, k.k1 ...  The
+ * tuples' parameters come first, before any other of the statement. */
+RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
 /* Power-of-two bucket >= n (n >= 1), for statements whose size varies. */
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
 
@@ -196,7 +234,22 @@ RSV_HIDDEN uint32_t sql_bucket(size_t n);
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
-RSV_HIDDEN int op_begin(rsv_ctx *ctx, int op);
+/* Start a public operation: sets the tag, the clock and the shop/token the
+ * completion callback gets.  `writes`: the operation changes the database,
+ * so the kill switch refuses it; then returns RSV_EDISABLED (message set),
+ * otherwise RSV_OK. */
+RSV_HIDDEN int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
+                        const void *token, size_t token_len);
+/* Every public operation that called op_begin returns through this: it
+ * counts the call and its latency and runs the completion callback.
+ * Returns rc; NULL ctx is fine. */
+RSV_HIDDEN int op_end(rsv_ctx *ctx, int rc);
+
+/* ---- statistics (stats.c) ---- */
+/* Add n to a counter (RSV_STAT_RETRIES ..) of the current operation. */
+RSV_HIDDEN void stats_add(rsv_ctx *ctx, int stat, uint64_t n);
+/* Count a finished call: its outcome and latency. */
+RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
 
 /* ---- ledger (ledger.c) ---- */
 typedef struct rsv_level {

@@ -27,14 +27,17 @@ int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
 static int b_lock(rsv_buf *s, uint32_t shape)
 {
     uint32_t n = shape & 0x7fffffffu;
-    buf_puts(s, "SELECT CAST(inventory_item_id AS SIGNED), "
-                "CAST(inventory_group_id AS SIGNED), on_hand, issued, "
-                "CAST(next_unit_id AS SIGNED), COALESCE(pool_cap, 0) "
-                "FROM inventory_levels WHERE shop_id = ? AND ");
-    static const char *const cols[] = {"inventory_item_id",
-                                       "inventory_group_id"};
-    sql_key_list(s, cols, 2, n);
-    buf_puts(s, " ORDER BY inventory_item_id, inventory_group_id FOR UPDATE");
+    /* Joined in the (ascending) order of the keys given: that is the
+     * order the rows are locked in. */
+    buf_puts(s, "SELECT CAST(l.inventory_item_id AS SIGNED), "
+                "CAST(l.inventory_group_id AS SIGNED), l.on_hand, l.issued, "
+                "CAST(l.next_unit_id AS SIGNED), COALESCE(l.pool_cap, 0) "
+                "FROM ");
+    sql_key_rows(s, 2, n);
+    buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
+                "l.inventory_item_id = k.k0 AND l.inventory_group_id = k.k1 "
+                "ORDER BY l.inventory_item_id, l.inventory_group_id "
+                "FOR UPDATE");
     if (shape & 0x80000000u)
         buf_puts(s, " SKIP LOCKED");
     return 0;
@@ -45,49 +48,77 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
 {
     uint32_t bucket = sql_bucket(nkeys);
     args_reset(&ctx->args);
-    arg_u64(&ctx->args, shop);
     for (uint32_t i = 0; i < bucket; i++) {
         size_t k = i < nkeys ? i : nkeys - 1; /* pad with the last key */
         arg_u64(&ctx->args, keys[2 * k]);
         arg_u64(&ctx->args, keys[2 * k + 1]);
     }
+    arg_u64(&ctx->args, shop);
     int rc = sql_run(ctx, b_lock, bucket | (skip ? 0x80000000u : 0), "iiiiii",
                      NULL);
     if (rc)
         return rc;
     rsv_res *r = &ctx->res;
-    *found = r->rows;
-    for (size_t i = 0; i < r->rows && i < nkeys; i++) {
-        levels[i].item = (uint64_t)RES_I(r, i, 0);
-        levels[i].loc = (uint64_t)RES_I(r, i, 1);
-        levels[i].on_hand = RES_I(r, i, 2);
-        levels[i].issued = RES_I(r, i, 3);
-        levels[i].next_id = (uint64_t)RES_I(r, i, 4);
-        levels[i].cap = RES_I(r, i, 5);
+    size_t n = 0;
+    for (size_t i = 0; i < r->rows && n < nkeys; i++) {
+        uint64_t item = (uint64_t)RES_I(r, i, 0);
+        uint64_t loc = (uint64_t)RES_I(r, i, 1);
+        /* the padding repeats the last key: rows come sorted, skip it */
+        if (n > 0 && levels[n - 1].item == item && levels[n - 1].loc == loc)
+            continue;
+        levels[n].item = item;
+        levels[n].loc = loc;
+        levels[n].on_hand = RES_I(r, i, 2);
+        levels[n].issued = RES_I(r, i, 3);
+        levels[n].next_id = (uint64_t)RES_I(r, i, 4);
+        levels[n].cap = RES_I(r, i, 5);
+        n++;
     }
+    *found = n;
     return RSV_OK;
 }
 
 /* ---- fold: expired holds and settlements back into the ledger ---- */
 
-static int b_reap_select(rsv_buf *s, uint32_t shape)
+/* Expired holds are found with a plain (consistent) read of the expiry
+ * index and only then locked, by primary key, with SKIP LOCKED.  A locking
+ * read through the secondary index would keep its lock on the index entry
+ * of every hold it skips (one its checkout is settling right now), and
+ * that checkout's DELETE of its own hold would then wait for us: a
+ * deadlock, or a stall until the lock-wait timeout. */
+static int b_reap_candidates(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "SELECT checkout_token, quantity FROM reserved_quantities "
+    buf_puts(s, "SELECT checkout_token FROM reserved_quantities "
                 "WHERE shop_id = ? AND inventory_item_id = ? AND "
                 "inventory_group_id = ? AND expires_at <= NOW(6) "
-                "ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED");
+                "ORDER BY expires_at LIMIT ?");
+    return 0;
+}
+
+static void hold_keys_on(rsv_buf *s)
+{
+    buf_puts(s, "reserved_quantities h FORCE INDEX (PRIMARY) ON h.shop_id = ? AND "
+                "h.checkout_token = k.k0 AND h.inventory_item_id = ? AND "
+                "h.inventory_group_id = ?");
+}
+
+/* Still expired (the checkout may have extended or settled it since the
+ * read above). */
+static int b_reap_lock(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "SELECT h.checkout_token, h.quantity FROM ");
+    sql_key_rows(s, 1, n);
+    hold_keys_on(s);
+    buf_puts(s, " WHERE h.expires_at <= NOW(6) FOR UPDATE SKIP LOCKED");
     return 0;
 }
 
 static int b_reap_delete(rsv_buf *s, uint32_t n)
 {
-    buf_puts(s, "DELETE FROM reserved_quantities WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ? AND "
-                "checkout_token IN (");
-    for (uint32_t i = 0; i < n; i++)
-        buf_puts(s, i ? ",?" : "?");
-    buf_puts(s, ")");
+    buf_puts(s, "DELETE h FROM ");
+    sql_key_rows(s, 1, n);
+    hold_keys_on(s);
     return 0;
 }
 
@@ -103,10 +134,11 @@ static int b_settle_select(rsv_buf *s, uint32_t shape)
 
 static int b_settle_delete(rsv_buf *s, uint32_t n)
 {
-    buf_puts(s, "DELETE FROM reservation_settlements WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ? AND ");
-    static const char *const cols[] = {"checkout_token", "generation"};
-    sql_key_list(s, cols, 2, n);
+    buf_puts(s, "DELETE x FROM ");
+    sql_key_rows(s, 2, n);
+    buf_puts(s, "reservation_settlements x FORCE INDEX (PRIMARY) ON x.shop_id = ? AND "
+                "x.inventory_item_id = ? AND x.inventory_group_id = ? AND "
+                "x.checkout_token = k.k0 AND x.generation = k.k1");
     return 0;
 }
 
@@ -157,33 +189,60 @@ typedef struct fold_rows {
     size_t n;
 } fold_rows;
 
+/* Run a statement over the batch's keys: (token) for holds, (token,
+ * generation) for settlements.  Padded to a power of two (few distinct
+ * statements to prepare) with the empty token, which no checkout has. */
+static int fold_keys(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+                     const fold_rows *fr, rsv_sql_builder build,
+                     const char *spec)
+{
+    int with_gen = build == b_settle_delete;
+    uint32_t bucket = sql_bucket(fr->n);
+    args_reset(&ctx->args);
+    for (uint32_t i = 0; i < bucket; i++) {
+        if (i < fr->n)
+            arg_bin(&ctx->args, fr->tok[i], fr->len[i]);
+        else
+            arg_bin(&ctx->args, "", 0);
+        if (with_gen)
+            arg_i64(&ctx->args, i < fr->n ? fr->gen[i] : 0);
+    }
+    key_args(ctx, shop, lv);
+    return sql_run(ctx, build, bucket, spec, NULL);
+}
+
 static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                      fold_rows *fr, int64_t *units)
+                      fold_rows *fr, int64_t *units, int64_t *holds)
 {
     args_reset(&ctx->args);
     key_args(ctx, shop, lv);
     arg_i64(&ctx->args, FOLD_BATCH);
-    int rc = sql_run(ctx, b_reap_select, 0, "bi", NULL);
+    *units = *holds = 0;
+    int rc = sql_run(ctx, b_reap_candidates, 0, "b", NULL);
     if (rc)
         return rc;
     rsv_res *r = &ctx->res;
+    size_t seen = r->rows; /* a short read ends the fold, not a skip */
     fr->n = r->rows;
-    *units = 0;
+    for (size_t i = 0; i < r->rows; i++) {
+        fr->len[i] = RES_BLEN(r, i, 0);
+        memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
+    }
+    if (fr->n == 0)
+        return RSV_OK;
+    if ((rc = fold_keys(ctx, shop, lv, fr, b_reap_lock, "bi")))
+        return rc;
+    fr->n = r->rows;
     for (size_t i = 0; i < r->rows; i++) {
         fr->len[i] = RES_BLEN(r, i, 0);
         memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
         *units += RES_I(r, i, 1);
     }
-    if (fr->n == 0)
-        return RSV_OK;
-    uint32_t bucket = sql_bucket(fr->n);
-    args_reset(&ctx->args);
-    key_args(ctx, shop, lv);
-    for (uint32_t i = 0; i < bucket; i++) {
-        size_t k = i < fr->n ? i : fr->n - 1;
-        arg_bin(&ctx->args, fr->tok[k], fr->len[k]);
-    }
-    return sql_run(ctx, b_reap_delete, bucket, NULL, NULL);
+    *holds = (int64_t)fr->n;
+    if (fr->n > 0)
+        rc = fold_keys(ctx, shop, lv, fr, b_reap_delete, NULL);
+    fr->n = seen;
+    return rc;
 }
 
 static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
@@ -209,15 +268,7 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     }
     if (fr->n == 0)
         return RSV_OK;
-    uint32_t bucket = sql_bucket(fr->n);
-    args_reset(&ctx->args);
-    key_args(ctx, shop, lv);
-    for (uint32_t i = 0; i < bucket; i++) {
-        size_t k = i < fr->n ? i : fr->n - 1;
-        arg_bin(&ctx->args, fr->tok[k], fr->len[k]);
-        arg_i64(&ctx->args, fr->gen[k]);
-    }
-    return sql_run(ctx, b_settle_delete, bucket, NULL, NULL);
+    return fold_keys(ctx, shop, lv, fr, b_settle_delete, NULL);
 }
 
 int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
@@ -229,9 +280,9 @@ int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
     int64_t taken = 0, returned = 0, reaped = 0;
     int rc = RSV_OK;
     for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK; b++) {
-        int64_t u = 0;
-        rc = reap_batch(ctx, shop, lv, fr, &u);
-        reaped += (int64_t)fr->n;
+        int64_t u = 0, h = 0;
+        rc = reap_batch(ctx, shop, lv, fr, &u, &h);
+        reaped += h;
         returned += u;
         if (rc || fr->n < FOLD_BATCH)
             break;
@@ -390,7 +441,8 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
         *added_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_REPLENISH);
+    if (op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0))
+        return op_end(ctx, ctx->code);
     int rc = ledger_refill(ctx, shop_id, item_id, location_id, 0, added_out);
-    return rc ? rc : ctx_ok(ctx);
+    return op_end(ctx, rc ? rc : ctx_ok(ctx));
 }

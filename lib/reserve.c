@@ -90,14 +90,14 @@ static int b_take(rsv_buf *s, uint32_t shape)
         buf_puts(s, "(SELECT 0, status, CAST(generation AS SIGNED), "
                     "hold_count, 0 FROM reservation_checkouts WHERE "
                     "shop_id = ? AND checkout_token = ? FOR UPDATE)");
-        buf_puts(s, " UNION ALL (SELECT 1, CAST(inventory_item_id AS SIGNED), "
-                    "CAST(inventory_group_id AS SIGNED), "
-                    "CAST(next_unit_id AS SIGNED), on_hand - issued FROM "
-                    "inventory_levels WHERE shop_id = ? AND ");
-        static const char *const cols[] = {"inventory_item_id",
-                                           "inventory_group_id"};
-        sql_key_list(s, cols, 2, n);
-        buf_puts(s, ")");
+        buf_puts(s, " UNION ALL (SELECT 1, CAST(l.inventory_item_id AS "
+                    "SIGNED), CAST(l.inventory_group_id AS SIGNED), "
+                    "CAST(l.next_unit_id AS SIGNED), l.on_hand - l.issued "
+                    "FROM ");
+        sql_key_rows(s, 2, n);
+        buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
+                    "l.inventory_item_id = k.k0 AND "
+                    "l.inventory_group_id = k.k1)");
     }
     for (uint32_t k = 0; k < n; k++)
         pool_part(s, k, slow, slow && k == 0);
@@ -117,10 +117,11 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
 
 static int b_units_delete(rsv_buf *s, uint32_t n)
 {
-    static const char *const cols[] = {"inventory_item_id",
-                                       "inventory_group_id", "id"};
-    buf_puts(s, "DELETE FROM reservation_units WHERE shop_id = ? AND ");
-    sql_key_list(s, cols, 3, n);
+    buf_puts(s, "DELETE u FROM ");
+    sql_key_rows(s, 3, n);
+    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
+                "u.inventory_item_id = k.k0 AND u.inventory_group_id = k.k1 "
+                "AND u.id = k.k2");
     return 0;
 }
 
@@ -275,11 +276,11 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
     if (!slow) {
         arg_u64(&ctx->args, j->shop);
         arg_bin(&ctx->args, j->token, j->len);
-        arg_u64(&ctx->args, j->shop);
         for (size_t k = 0; k < j->nkeys; k++) {
             arg_u64(&ctx->args, j->keys[k].item);
             arg_u64(&ctx->args, j->keys[k].loc);
         }
+        arg_u64(&ctx->args, j->shop);
     }
     for (size_t k = 0; k < j->nkeys; k++) {
         arg_u64(&ctx->args, j->shop);
@@ -440,7 +441,6 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
             return RSV_OK;
         uint32_t bucket = sql_bucket(n);
         args_reset(&ctx->args);
-        arg_u64(&ctx->args, j->shop);
         size_t kk = start_k, ii = start_i, emitted = 0;
         const rkey *last = NULL;
         uint64_t last_id = 0;
@@ -457,11 +457,13 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
                 ii = 0;
             }
         }
-        for (; emitted < bucket; emitted++) { /* pad: repeat the last row */
+        /* pad with id 0: pool ids start at 1, so it matches nothing */
+        for (; emitted < bucket; emitted++) {
             arg_u64(&ctx->args, last->item);
             arg_u64(&ctx->args, last->loc);
-            arg_u64(&ctx->args, last_id);
+            arg_u64(&ctx->args, 0);
         }
+        arg_u64(&ctx->args, j->shop);
         uint64_t affected = 0;
         int rc = sql_run(ctx, b_units_delete, bucket, NULL, &affected);
         if (rc)
@@ -553,6 +555,11 @@ static int fast_body(rsv_ctx *ctx, void *p)
     int rc = take(ctx, j, 0);
     if (rc)
         return rc;
+    /* Fewer rows than asked: the pool is low, or SKIP LOCKED passed over
+     * rows other checkouts hold (see RSV_STAT_SHORT_READS). */
+    for (size_t k = 0; k < j->nkeys; k++)
+        stats_add(ctx, RSV_STAT_SHORT_READS,
+                  (int64_t)j->keys[k].nids < j->keys[k].want);
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
@@ -614,6 +621,13 @@ static int slow_body(rsv_ctx *ctx, void *p)
         }
     }
     free(lv);
+    /* 3. pool rows, waiting for rows in-flight checkouts hold: they may
+     * roll back, and only then is a short pool really short.  This wait
+     * comes before the fold below: the fold locks expired holds, and a
+     * fast-path reserve holding the pool rows we wait for may itself be
+     * waiting for one of those (its own old cart's hold). */
+    if ((rc = take(ctx, j, 1)))
+        return rc;
     /* A changed cart may reuse the units its old cart holds: settle the
      * old holds first, so the fold below (which does not skip our own
      * locks) returns them to the ledger. */
@@ -624,10 +638,6 @@ static int slow_body(rsv_ctx *ctx, void *p)
     for (size_t k = 0; k < j->nkeys; k++)
         if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, NULL)))
             return rc;
-    /* 3. pool rows, waiting for rows in-flight checkouts hold: they may
-     * roll back, and only then is a short pool really short. */
-    if ((rc = take(ctx, j, 1)))
-        return rc;
     if ((rc = allocate(ctx, j, 1)))
         return rc;
     /* Issue what the pool lacked straight from the ledger, and top the
@@ -675,18 +685,20 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
          * means the next short reserve refills instead. */
         char msg[sizeof ctx->msg];
         memcpy(msg, ctx->msg, sizeof msg);
+        stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
         (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added);
         memcpy(ctx->msg, msg, sizeof msg);
         j->refill_added += added;
     }
 }
 
-RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
-                           size_t token_len, rsv_cart *cart, int64_t ttl_ms)
+static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                        size_t token_len, rsv_cart *cart, int64_t ttl_ms)
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_RESERVE);
+    if (op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len))
+        return ctx->code;
     if (!cart)
         return ctx_fail(ctx, RSV_EINVAL, "cart is NULL");
     cart->failed_line = (size_t)-1;
@@ -714,6 +726,7 @@ RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         return rc;
     }
     rc = txn_run(ctx, 0, fast_body, &j);
+    stats_add(ctx, RSV_STAT_SLOW_PATHS, rc == NEED_SLOW);
     if (rc == NEED_SLOW)
         rc = txn_run(ctx, 0, slow_body, &j);
     else if (rc == RSV_OK)
@@ -722,6 +735,13 @@ RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         job_reset_pass(&j); /* no allocation on failure (failed_line kept) */
     job_free(&j);
     return rc ? rc : ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token,
+                           size_t token_len, rsv_cart *cart, int64_t ttl_ms)
+{
+    return op_end(ctx, reserve_cart(ctx, shop_id, token, token_len, cart,
+                                    ttl_ms));
 }
 
 RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
@@ -738,10 +758,11 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
     memset(&cart, 0, sizeof cart);
     memset(&line, 0, sizeof line);
     if (quantity < 1 || quantity > RSV_QUANTITY_MAX) {
-        op_begin(ctx, OP_RESERVE);
-        return ctx_fail(ctx, RSV_EQUANTITY,
-                        "quantity must be 1..%d, not %lld", RSV_QUANTITY_MAX,
-                        (long long)quantity);
+        if (op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len))
+            return op_end(ctx, ctx->code);
+        return op_end(ctx, ctx_fail(ctx, RSV_EQUANTITY,
+                                    "quantity must be 1..%d, not %lld",
+                                    RSV_QUANTITY_MAX, (long long)quantity));
     }
     line.item = item_id;
     line.locs = &loc;

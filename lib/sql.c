@@ -17,6 +17,7 @@
 #include <errmsg.h>
 #include <mysqld_error.h>
 
+#include "fault.h"
 #include "internal.h"
 
 /* ---------------- buffers ---------------- */
@@ -197,24 +198,28 @@ static int res_grow(rsv_res *r)
 
 /* ---------------- the cache ---------------- */
 
-void sql_key_list(rsv_buf *b, const char *const *cols, size_t ncols,
-                  uint32_t n)
+void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n)
 {
-    /* Explicit ORs of equalities, never a row-constructor IN: MariaDB
-     * turns a one-element (a, b) IN ((?, ?)) into a row comparison that
-     * the range optimizer ignores, and the statement would then scan (and
-     * lock) every row of the shop. */
+    /* The keys become a derived table that is joined, in the order given,
+     * to the table by its primary key (STRAIGHT_JOIN fixes the order; each
+     * key is one eq_ref lookup).  A WHERE list of the same keys (ORs of
+     * equalities, or a row IN) leaves the access path to the optimizer,
+     * which on a small table, or with many keys, picks a full scan: a
+     * locking read or DELETE then waits on, and locks, rows of other keys
+     * and other shops, out of lock order (deadlocks, convoys).  Callers
+     * also name FORCE INDEX (PRIMARY): a secondary index would lock its
+     * own entries, and SKIP LOCKED leaves those locked on rows it skips. */
     buf_puts(b, "(");
     for (uint32_t i = 0; i < n; i++) {
-        buf_puts(b, i ? " OR (" : "(");
+        buf_puts(b, i ? " UNION ALL SELECT " : "SELECT ");
         for (size_t c = 0; c < ncols; c++) {
-            buf_puts(b, c ? " AND " : "");
-            buf_puts(b, cols[c]);
-            buf_puts(b, " = ?");
+            if (i == 0)
+                buf_printf_u(b, c ? ", ? AS k" : "? AS k", c, "");
+            else
+                buf_puts(b, c ? ", ?" : "?");
         }
-        buf_puts(b, ")");
     }
-    buf_puts(b, ")");
+    buf_puts(b, ") AS k STRAIGHT_JOIN ");
 }
 
 uint32_t sql_bucket(size_t n)
@@ -269,6 +274,18 @@ static int stmt_fail(rsv_ctx *ctx, MYSQL_STMT *st, const char *what)
     return ctx_db_fail(ctx, mysql_stmt_errno(st), mysql_stmt_error(st), what);
 }
 
+/* Connector/C resets the statements of a handle that reconnects
+ * (mariadb_reconnect, or mysql_close and mysql_real_connect on a MYSQL the
+ * application owns) and leaves a connection error on each; a statement
+ * that failed on a live connection was dropped by sql_run already.  The
+ * thread id check alone misses a reconnect that got the old id back, as
+ * happens after a server restart. */
+static int stmt_orphaned(MYSQL_STMT *st)
+{
+    unsigned int err = mysql_stmt_errno(st);
+    return err == CR_STMT_CLOSED || rsv_is_conn_errno(err);
+}
+
 static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
                                 uint32_t shape, int *rc)
 {
@@ -278,8 +295,12 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
         rsv_stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
             s->op == ctx->op) {
-            s->last_used = ++ctx->use_clock;
-            return s;
+            if (!stmt_orphaned(s->stmt)) {
+                s->last_used = ++ctx->use_clock;
+                return s;
+            }
+            mysql_stmt_close(s->stmt);
+            memset(s, 0, sizeof *s);
         }
         if (!s->stmt || (victim->stmt && s->last_used < victim->last_used))
             victim = s;
@@ -412,8 +433,8 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     return rc;
 }
 
-int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
-            const char *spec, uint64_t *affected)
+static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+                    const char *spec, uint64_t *affected)
 {
     if (ctx->args.oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding parameters");
@@ -433,6 +454,7 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
             return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding");
         if (ctx->args.n && mysql_stmt_bind_param(st, ctx->args.binds) != 0)
             return stmt_fail(ctx, st, "bind");
+        stats_add(ctx, RSV_STAT_STATEMENTS, 1);
         if (mysql_stmt_execute(st) != 0) {
             unsigned int err = mysql_stmt_errno(st);
             /* The server forgot the handle (e.g. after a failover proxy
@@ -448,23 +470,46 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         }
         if (affected)
             *affected = (uint64_t)mysql_stmt_affected_rows(st);
-        if (spec)
-            return fetch_all(ctx, st, spec);
+        if (spec) {
+            rc = fetch_all(ctx, st, spec);
+            /* A result abandoned half-way (a deadlock or lock-wait timeout
+             * arriving after the column metadata, while rows are read)
+             * leaves Connector/C's statement in a state where its next
+             * execute first tries to drain rows the server never sends:
+             * the client waits forever while its transaction holds locks.
+             * Never reuse such a statement; prepare it again. */
+            if (rc != RSV_OK)
+                cache_drop(ctx, slot);
+            return rc;
+        }
         if (mysql_stmt_field_count(st) != 0)
             mysql_stmt_free_result(st);
         return RSV_OK;
     }
 }
 
+int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+            const char *spec, uint64_t *affected)
+{
+    int frc = RSV_OK;
+    if (FAULT_ENTER(ctx, build, shape, NULL, &ctx->args.oom, &frc))
+        return frc;
+    return FAULT_LEAVE(ctx, run_stmt(ctx, build, shape, spec, affected));
+}
+
 int sql_text(rsv_ctx *ctx, const char *text)
 {
+    int frc = RSV_OK;
     rsv_buf *sql = &ctx->sql;
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
     buf_puts(sql, text);
+    if (FAULT_ENTER(ctx, NULL, 0, text, &sql->oom, &frc))
+        return frc;
     if (sql->oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    stats_add(ctx, RSV_STAT_STATEMENTS, 1);
     if (mysql_real_query(ctx->conn, sql->p, sql->len) != 0)
         return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
                            text);
@@ -472,5 +517,5 @@ int sql_text(rsv_ctx *ctx, const char *text)
     MYSQL_RES *r = mysql_store_result(ctx->conn);
     if (r)
         mysql_free_result(r);
-    return RSV_OK;
+    return FAULT_LEAVE(ctx, RSV_OK);
 }

@@ -7,6 +7,13 @@
  * below what the pool holds, shrinks the pool in the same transaction so
  * "pool + holds <= on hand" holds at every commit.  Units held by active
  * checkouts are never taken away: such a change is refused (RSV_ESTOCK).
+ *
+ * The shrink takes pool rows with SKIP LOCKED and never waits for one: the
+ * fold before it has locked expired holds, and a reserve holding pool rows
+ * may be waiting for exactly those (to settle its own old cart), so a
+ * waiting shrink could deadlock with it.  Rows an in-flight reserve holds
+ * come free within milliseconds: the transaction is retried (backoff, then
+ * RSV_EBUSY) rather than refused.
  */
 #include <string.h>
 
@@ -25,16 +32,65 @@ static int b_level_insert(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-/* Pool rows are taken from the top, waiting for rows an in-flight reserve
- * holds: fast-path reserves never wait for a ledger row, so this cannot
- * deadlock, and after the wait a row the reserve took is simply gone. */
-static int b_pool_shrink(rsv_buf *s, uint32_t shape)
+#define SHRINK_CHUNK 1024
+
+/* Pool rows are taken from the top (the fast path reads from the bottom). */
+static int b_pool_pick(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "DELETE FROM reservation_units WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ? "
-                "ORDER BY id DESC LIMIT ?");
+    buf_puts(s, "SELECT CAST(id AS SIGNED) FROM reservation_units WHERE "
+                "shop_id = ? AND inventory_item_id = ? AND "
+                "inventory_group_id = ? ORDER BY id DESC LIMIT ? "
+                "FOR UPDATE SKIP LOCKED");
     return 0;
+}
+
+static int b_pool_drop(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "DELETE u FROM ");
+    sql_key_rows(s, 1, n);
+    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
+                "AND u.inventory_item_id = ? AND u.inventory_group_id = ? "
+                "AND u.id = k.k0");
+    return 0;
+}
+
+/* Remove up to `want` unlocked pool rows; *done gets how many. */
+static int pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+                       int64_t want, int64_t *done)
+{
+    *done = 0;
+    while (*done < want) {
+        int64_t n = want - *done < SHRINK_CHUNK ? want - *done : SHRINK_CHUNK;
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, shop);
+        arg_u64(&ctx->args, lv->item);
+        arg_u64(&ctx->args, lv->loc);
+        arg_i64(&ctx->args, n);
+        int rc = sql_run(ctx, b_pool_pick, 0, "i", NULL);
+        if (rc)
+            return rc;
+        size_t got = ctx->res.rows;
+        if (got == 0)
+            return RSV_OK;
+        uint64_t ids[SHRINK_CHUNK];
+        for (size_t i = 0; i < got; i++)
+            ids[i] = (uint64_t)RES_I(&ctx->res, i, 0);
+        uint32_t bucket = sql_bucket(got);
+        args_reset(&ctx->args);
+        /* padded with id 0, which no pool row has */
+        for (uint32_t i = 0; i < bucket; i++)
+            arg_u64(&ctx->args, i < got ? ids[i] : 0);
+        arg_u64(&ctx->args, shop);
+        arg_u64(&ctx->args, lv->item);
+        arg_u64(&ctx->args, lv->loc);
+        if ((rc = sql_run(ctx, b_pool_drop, bucket, NULL, NULL)))
+            return rc;
+        *done += (int64_t)got;
+        if ((int64_t)got < n)
+            return RSV_OK; /* the rest is locked by in-flight reserves */
+    }
+    return RSV_OK;
 }
 
 static int b_set_on_hand(rsv_buf *s, uint32_t shape)
@@ -90,15 +146,24 @@ static int stock_body(rsv_ctx *ctx, void *p)
                         (long long)target);
     int64_t shrunk = 0;
     if (target < lv.issued) {
-        args_reset(&ctx->args);
-        arg_u64(&ctx->args, a->shop);
-        arg_u64(&ctx->args, lv.item);
-        arg_u64(&ctx->args, lv.loc);
-        arg_i64(&ctx->args, lv.issued - target);
-        uint64_t n = 0;
-        if ((rc = sql_run(ctx, b_pool_shrink, 0, NULL, &n)))
+        if ((rc = pool_shrink(ctx, a->shop, &lv, lv.issued - target,
+                              &shrunk)))
             return rc;
-        shrunk = (int64_t)n;
+        int64_t pooled = 0;
+        if (lv.issued - shrunk > target &&
+            (rc = ledger_pool_count(ctx, a->shop, &lv, &pooled)))
+            return rc;
+        /* What is left in the pool (our deletes are already invisible to
+         * us) is locked by in-flight reserves, which commit or roll back
+         * in milliseconds: if those rows could cover the rest, try again
+         * rather than call the units held. */
+        if (lv.issued - shrunk > target && pooled >= lv.issued - shrunk - target)
+            return ctx_fail(ctx, RSV__RETRY,
+                            "pool rows of shop %llu item %llu location %llu "
+                            "are taken by checkouts in flight",
+                            (unsigned long long)a->shop,
+                            (unsigned long long)lv.item,
+                            (unsigned long long)lv.loc);
         if (lv.issued - shrunk > target)
             return ctx_fail(ctx, RSV_ESTOCK,
                             "cannot set stock on hand to %lld: %lld units "
@@ -126,7 +191,8 @@ static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
         *out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STOCK);
+    if (op_begin(ctx, OP_STOCK, 1, shop, NULL, 0))
+        return ctx->code;
     if (is_set && (value < 0 || value > STOCK_MAX))
         return ctx_fail(ctx, RSV_EQUANTITY,
                         "stock on hand must be 0..2^62, not %lld",
@@ -145,15 +211,16 @@ static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 RSV_EXTERN int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
                              uint64_t location_id, int64_t on_hand)
 {
-    return stock_change(ctx, shop_id, item_id, location_id, 1, on_hand, NULL);
+    return op_end(ctx, stock_change(ctx, shop_id, item_id, location_id, 1,
+                                    on_hand, NULL));
 }
 
 RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
                                 uint64_t item_id, uint64_t location_id,
                                 int64_t delta, int64_t *on_hand_out)
 {
-    return stock_change(ctx, shop_id, item_id, location_id, 0, delta,
-                        on_hand_out);
+    return op_end(ctx, stock_change(ctx, shop_id, item_id, location_id, 0,
+                                    delta, on_hand_out));
 }
 
 static int b_stock_get(rsv_buf *s, uint32_t shape)
@@ -175,14 +242,14 @@ static int b_stock_get(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
-                             uint64_t location_id, int64_t *on_hand_out,
-                             int64_t *held_out, int64_t *pooled_out,
-                             int64_t *available_out)
+static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                         uint64_t location_id, int64_t *on_hand_out,
+                         int64_t *held_out, int64_t *pooled_out,
+                         int64_t *available_out)
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STOCK);
+    op_begin(ctx, OP_STOCK, 0, shop_id, NULL, 0);
     args_reset(&ctx->args);
     arg_u64(&ctx->args, shop_id);
     arg_u64(&ctx->args, item_id);
@@ -208,4 +275,14 @@ RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
     if (available_out)
         *available_out = on_hand - held;
     return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                             uint64_t location_id, int64_t *on_hand_out,
+                             int64_t *held_out, int64_t *pooled_out,
+                             int64_t *available_out)
+{
+    return op_end(ctx, stock_get_run(ctx, shop_id, item_id, location_id,
+                                     on_hand_out, held_out, pooled_out,
+                                     available_out));
 }

@@ -68,14 +68,15 @@ static int purge_body(rsv_ctx *ctx, void *p)
     return sql_run(ctx, b_purge, 0, NULL, NULL);
 }
 
-RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
-                         int64_t *released_out)
+static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
+                     int64_t *released_out)
 {
     if (released_out)
         *released_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_SWEEP);
+    if (op_begin(ctx, OP_SWEEP, 1, shop_id, NULL, 0))
+        return ctx->code;
     if (max_holds < 0)
         return ctx_fail(ctx, RSV_EINVAL, "max_holds must be >= 0");
     if (max_holds == 0)
@@ -115,9 +116,17 @@ RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         if (this_round == 0)
             break; /* everything due is locked by others right now */
     }
+    if (rc == RSV__RETRY) /* the due-keys scan runs outside txn_run */
+        rc = ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg);
     if (rc == RSV_OK)
         rc = txn_run(ctx, 0, purge_body, &shop_id);
     if (released_out)
         *released_out = released;
     return rc ? rc : ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
+                         int64_t *released_out)
+{
+    return op_end(ctx, sweep_run(ctx, shop_id, max_holds, released_out));
 }

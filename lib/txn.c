@@ -6,7 +6,10 @@
  * lock-wait timeouts with a bounded, jittered exponential backoff, joining
  * a transaction the caller already has open (for claim/release), and
  * telling a lost connection before COMMIT (nothing applied: RSV_ECONN) from
- * one during COMMIT (outcome unknown: RSV_EINDOUBT).
+ * one during COMMIT (outcome unknown: RSV_EINDOUBT).  Also the frame of
+ * every public operation around it: op_begin/op_end set the tag, time the
+ * call, apply the kill switch, count the outcome and run the completion
+ * callback (the counters themselves live in stats.c).
  */
 #include <string.h>
 #include <time.h>
@@ -15,12 +18,55 @@
 
 #include "internal.h"
 
-int op_begin(rsv_ctx *ctx, int op)
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
+             const void *token, size_t token_len)
 {
     ctx->op = op;
     ctx->commit_anyway = 0;
     ctx->db_errno = 0;
+    ctx->op_open = 1;
+    ctx->op_start_us = now_us();
+    ctx->op_shop = shop;
+    ctx->op_token = token;
+    /* the callback must never be handed a length to read behind NULL */
+    ctx->op_token_len = token ? token_len : 0;
+    if (writes && ctx->disabled)
+        return ctx_fail(ctx, RSV_EDISABLED,
+                        "libreserve is switched off on this context "
+                        "(rsv_set_enabled): nothing was sent to the server");
     return ctx_ok(ctx);
+}
+
+int op_end(rsv_ctx *ctx, int rc)
+{
+    if (!ctx || !ctx->op_open)
+        return rc;
+    ctx->op_open = 0;
+    uint64_t us = now_us() - ctx->op_start_us;
+    stats_call(ctx, ctx->op, rc, us);
+    if (ctx->callback && !ctx->in_callback) {
+        /* The callback may call the library on this context; the caller
+         * must still see this call's code and message afterwards. */
+        int code = ctx->code;
+        unsigned int err = ctx->db_errno;
+        char msg[sizeof ctx->msg];
+        memcpy(msg, ctx->msg, sizeof msg);
+        ctx->in_callback = 1;
+        ctx->callback(ctx->callback_user, (uint32_t)ctx->op, rc,
+                      ctx->op_shop, ctx->op_token, ctx->op_token_len, us);
+        ctx->in_callback = 0;
+        memcpy(ctx->msg, msg, sizeof msg);
+        ctx->code = code;
+        ctx->db_errno = err;
+    }
+    return rc;
 }
 
 int txn_caller_open(rsv_ctx *ctx)
@@ -53,6 +99,19 @@ static void backoff(rsv_ctx *ctx, int attempt)
     nanosleep(&ts, NULL);
 }
 
+/* Count what made the body ask for a retry.  A retry can also come from
+ * a duplicate key (two reserves creating one checkout), counted as
+ * neither. */
+static void count_conflict(rsv_ctx *ctx, int rc)
+{
+    if (rc != RSV__RETRY)
+        return;
+    if (ctx->db_errno == ER_LOCK_DEADLOCK)
+        stats_add(ctx, RSV_STAT_DEADLOCKS, 1);
+    else if (ctx->db_errno == ER_LOCK_WAIT_TIMEOUT)
+        stats_add(ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, 1);
+}
+
 static void rollback_quietly(rsv_ctx *ctx)
 {
     /* Keep the body's message: the rollback's own failure (on a dead
@@ -69,6 +128,17 @@ static void rollback_quietly(rsv_ctx *ctx)
 
 int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 {
+    /* rsv_open refuses auto-reconnect; it may have been switched on since.
+     * With it, a connection lost during COMMIT is silently re-opened and
+     * the transaction's loss reported as success.  A local read: no round
+     * trip. */
+    my_bool reconnect = 0;
+    if (mysql_get_optionv(ctx->conn, MYSQL_OPT_RECONNECT, &reconnect) == 0 &&
+        reconnect)
+        return ctx_fail(ctx, RSV_ECONFIG,
+                        "MYSQL_OPT_RECONNECT was switched on after rsv_open: "
+                        "an automatic reconnect could hide a lost "
+                        "transaction; switch it off (reconnect explicitly)");
     if (txn_caller_open(ctx)) {
         if (!(flags & TXN_MAY_JOIN))
             return ctx_fail(ctx, RSV_EINTXN,
@@ -79,6 +149,7 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
          * to replay the caller's own statements, so none is attempted. */
         ctx->commit_anyway = 0;
         int rc = body(ctx, arg);
+        count_conflict(ctx, rc);
         if (rc == RSV__RETRY)
             rc = ctx_fail(ctx, RSV_EBUSY,
                           "%s; roll back the transaction and retry", ctx->msg);
@@ -87,15 +158,20 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 
     int rc = RSV__RETRY;
     for (int attempt = 0; attempt <= ctx->opts.max_retries; attempt++) {
-        if (attempt > 0)
+        if (attempt > 0) {
+            stats_add(ctx, RSV_STAT_RETRIES, 1);
             backoff(ctx, attempt - 1);
+        }
         ctx->commit_anyway = 0;
         rc = sql_text(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
         if (rc == RSV_OK)
             rc = sql_text(ctx, "START TRANSACTION");
+        if (rc == RSV__RETRY) {
+            count_conflict(ctx, rc);
+            continue; /* nothing began, nothing to roll back: retry */
+        }
         if (rc != RSV_OK)
-            return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
-                                    : rc;
+            return rc;
         rc = body(ctx, arg);
         if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
                              rc != RSV_ECONN)) {
@@ -119,6 +195,7 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         }
         if (rc == RSV_ECONN)
             return rc; /* the server rolled back when the session died */
+        count_conflict(ctx, rc);
         rollback_quietly(ctx);
         if (rc != RSV__RETRY)
             return rc;

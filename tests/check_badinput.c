@@ -366,6 +366,24 @@ START_TEST(bad_options)
     rc = rsv_open(&ctx, c, NULL);
     TU_RC(ctx, rc, RSV_ECONFIG);
     rsv_close(ctx);
+    /* ... also when it is switched on after rsv_open: refused, untouched */
+    my_bool off = 0;
+    mysql_optionsv(c, MYSQL_OPT_RECONNECT, &off);
+    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 3));
+    mysql_optionsv(c, MYSQL_OPT_RECONNECT, &on);
+    rc = rsv_reserve_one(ctx, shop, "late", 4, 1, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_ECONFIG);
+    ck_assert(strstr(rsv_errmsg(ctx), "MYSQL_OPT_RECONNECT") != NULL);
+    mysql_optionsv(c, MYSQL_OPT_RECONNECT, &off);
+    char q[160];
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_checkouts WHERE "
+             "shop_id = %llu", (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(c, q), 0);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, "late", 4, 1, 1, 1, 0));
+    ck_assert_int_eq(tu_i64(c, q), 1);
+    rsv_close(ctx);
     mysql_close(c);
 }
 END_TEST

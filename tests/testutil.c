@@ -205,13 +205,18 @@ int64_t tu_held(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc)
 
 static void audit_teardown(void) { tu_audit_clean(); }
 
-void tu_add(Suite *s, const char *name, const TTest *t)
+void tu_add_timeout(Suite *s, const char *name, const TTest *t, double seconds)
 {
     TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, seconds);
     tcase_add_checked_fixture(tc, NULL, audit_teardown);
     tcase_add_test(tc, t);
     suite_add_tcase(s, tc);
+}
+
+void tu_add(Suite *s, const char *name, const TTest *t)
+{
+    tu_add_timeout(s, name, t, 120);
 }
 
 int tu_run(Suite *s)

@@ -47,6 +47,9 @@ int64_t tu_held(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc);
 
 /* Add a test case whose teardown runs the audit. */
 void tu_add(Suite *s, const char *name, const TTest *t);
+/* The same with a timeout of its own (a test whose failure mode is a
+ * hang should fail quickly). */
+void tu_add_timeout(Suite *s, const char *name, const TTest *t, double seconds);
 /* Run a suite, return the process exit status. */
 int tu_run(Suite *s);
 

@@ -48,7 +48,7 @@ __all__ = [
     "Busy", "InDoubt", "ConnectionLost", "InvalidArgument", "InvalidQuantity",
     "EmptyCart", "InvalidToken", "NoItem", "SchemaError", "UnsupportedServer",
     "InTransaction", "OutOfMemory", "DatabaseError", "CartTooBig",
-    "StockError", "ConfigError", "RangeError", "MariaDBError",
+    "StockError", "ConfigError", "RangeError", "Disabled", "MariaDBError",
     "version", "version_number", "strerror", "code_name", "options_size",
     "library_path", "find_schema", "lib", "mariadb",
 ]
@@ -83,11 +83,12 @@ ETOOBIG = -20
 ESTOCK = -21
 ECONFIG = -22
 ERANGE = -23
+EDISABLED = -24
 
 ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
              EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
              ESCHEMA, ESERVER, EINTXN, ENOMEM, EDB, ETOOBIG, ESTOCK, ECONFIG,
-             ERANGE)
+             ERANGE, EDISABLED)
 
 TOKEN_MAX = 128
 QUANTITY_MAX = 1000000000
@@ -106,6 +107,46 @@ STATUS_RELEASED = 3
 STATUS_EXPIRED = 4
 STATUS_NAMES = {STATUS_HELD: "held", STATUS_CLAIMED: "claimed",
                 STATUS_RELEASED: "released", STATUS_EXPIRED: "expired"}
+
+# Operation kinds (enum rsv_op_kind) and counters (enum rsv_stat).
+OP_ALL = 0
+OP_RESERVE = 1
+OP_CLAIM = 2
+OP_RELEASE = 3
+OP_EXTEND = 4
+OP_STATUS = 5
+OP_REPLENISH = 6
+OP_SWEEP = 7
+OP_STOCK = 8
+OP_AUDIT = 9
+OP_NAMES = {OP_ALL: "all", OP_RESERVE: "reserve", OP_CLAIM: "claim",
+            OP_RELEASE: "release", OP_EXTEND: "extend", OP_STATUS: "status",
+            OP_REPLENISH: "replenish", OP_SWEEP: "sweep", OP_STOCK: "stock",
+            OP_AUDIT: "audit"}
+
+STAT_CALLS = 0
+STAT_OK = 1
+STAT_EXPECTED = 2
+STAT_FAILED = 3
+STAT_RETRIES = 4
+STAT_DEADLOCKS = 5
+STAT_LOCK_WAIT_TIMEOUTS = 6
+STAT_INLINE_REFILLS = 7
+STAT_SLOW_PATHS = 8
+STAT_SHORT_READS = 9
+STAT_STATEMENTS = 10
+STAT_LATENCY_US = 11
+STAT_LATENCY_MAX_US = 12
+STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
+              STAT_FAILED: "failed", STAT_RETRIES: "retries",
+              STAT_DEADLOCKS: "deadlocks",
+              STAT_LOCK_WAIT_TIMEOUTS: "lock_wait_timeouts",
+              STAT_INLINE_REFILLS: "inline_refills",
+              STAT_SLOW_PATHS: "slow_paths", STAT_SHORT_READS: "short_reads",
+              STAT_STATEMENTS: "statements", STAT_LATENCY_US: "latency_us",
+              STAT_LATENCY_MAX_US: "latency_max_us"}
+
+STATS_BUCKETS = 32
 
 _U64_MAX = (1 << 64) - 1
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -236,6 +277,11 @@ class RangeError(Failure, IndexError):
     """RSV_ERANGE: index out of range / buffer too small."""
 
 
+class Disabled(Failure):
+    """RSV_EDISABLED: the context is switched off (Context.set_enabled);
+    nothing was sent to the server."""
+
+
 _EXC_BY_CODE = {
     EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
     ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
@@ -244,7 +290,7 @@ _EXC_BY_CODE = {
     ENOITEM: NoItem, ESCHEMA: SchemaError, ESERVER: UnsupportedServer,
     EINTXN: InTransaction, ENOMEM: OutOfMemory, EDB: DatabaseError,
     ETOOBIG: CartTooBig, ESTOCK: StockError, ECONFIG: ConfigError,
-    ERANGE: RangeError,
+    ERANGE: RangeError, EDISABLED: Disabled,
 }
 
 
@@ -460,6 +506,12 @@ _AUDIT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64,
                              ctypes.c_uint64, ctypes.c_uint64,
                              ctypes.c_char_p)
 
+# void (*)(void *user, uint32_t op, int code, uint64_t shop_id,
+#         const void *token, size_t token_len, uint64_t latency_us)
+_OP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32,
+                          ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p,
+                          ctypes.c_size_t, ctypes.c_uint64)
+
 _pp = ctypes.POINTER(ctypes.c_void_p)
 _i64p = ctypes.POINTER(ctypes.c_int64)
 _u64p = ctypes.POINTER(ctypes.c_uint64)
@@ -519,6 +571,17 @@ _PROTOS = {
                                      _i64p]),
     "rsv_audit": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_int,
                                  _AUDIT_FN, ctypes.c_void_p, _i64p]),
+    "rsv_stats_get": (ctypes.c_int, [_c_p, ctypes.c_uint32, ctypes.c_uint32,
+                                     _u64p]),
+    "rsv_stats_outcome": (ctypes.c_int, [_c_p, ctypes.c_uint32, ctypes.c_int,
+                                         _u64p]),
+    "rsv_stats_histogram": (ctypes.c_int, [_c_p, ctypes.c_uint32, _u64p,
+                                           ctypes.c_size_t]),
+    "rsv_stats_percentile": (ctypes.c_int, [_c_p, ctypes.c_uint32,
+                                            ctypes.c_double, _u64p]),
+    "rsv_stats_reset": (ctypes.c_int, [_c_p]),
+    "rsv_set_callback": (ctypes.c_int, [_c_p, _OP_FN, ctypes.c_void_p]),
+    "rsv_set_enabled": (ctypes.c_int, [_c_p, ctypes.c_int]),
 }
 
 for _name, (_res, _args) in _PROTOS.items():
@@ -961,6 +1024,8 @@ class Context:
 
     def __init__(self, conn, options=None, **fields):
         self._p = None
+        self._callback = None      # keeps the C trampoline alive
+        self.callback_errors = []  # exceptions raised by the callback
         self.connection = conn if isinstance(conn, Connection) else None
         if fields:
             if options is None:
@@ -998,6 +1063,7 @@ class Context:
         if self._p:
             lib.rsv_close(self._p)
             self._p = None
+            self._callback = None
             if self.connection is not None:
                 try:
                     self.connection._contexts.remove(self)
@@ -1169,3 +1235,79 @@ class Context:
                                  "called back %d times" % (n.value,
                                                            len(found)))
         return found
+
+    # -- observability and the kill switch --
+    def stats(self, stat, op=OP_ALL):
+        """rsv_stats_get(): counter STAT_* for kind OP_* (OP_ALL: every
+        kind)."""
+        v = ctypes.c_uint64()
+        rc = lib.rsv_stats_get(self._ptr(), stat, op, ctypes.byref(v))
+        self._check_plain(rc, "rsv_stats_get")
+        return v.value
+
+    def stats_outcome(self, op, code):
+        """rsv_stats_outcome(): calls of kind op that returned code."""
+        v = ctypes.c_uint64()
+        rc = lib.rsv_stats_outcome(self._ptr(), op, code, ctypes.byref(v))
+        self._check_plain(rc, "rsv_stats_outcome")
+        return v.value
+
+    def stats_histogram(self, op=OP_ALL):
+        """rsv_stats_histogram() -> list of STATS_BUCKETS call counts
+        (bucket b: latency in [2^(b-1), 2^b) microseconds)."""
+        buf = (ctypes.c_uint64 * STATS_BUCKETS)()
+        rc = lib.rsv_stats_histogram(self._ptr(), op, buf, STATS_BUCKETS)
+        self._check_plain(rc, "rsv_stats_histogram")
+        return list(buf)
+
+    def stats_percentile(self, op, p):
+        """rsv_stats_percentile() -> estimated p-th percentile latency in
+        microseconds (0 <= p <= 100; 0 when nothing was counted)."""
+        v = ctypes.c_uint64()
+        rc = lib.rsv_stats_percentile(self._ptr(), op, float(p),
+                                      ctypes.byref(v))
+        self._check_plain(rc, "rsv_stats_percentile")
+        return v.value
+
+    def stats_reset(self):
+        """rsv_stats_reset()."""
+        self._check_plain(lib.rsv_stats_reset(self._ptr()), "rsv_stats_reset")
+
+    def stats_dict(self, op=OP_ALL):
+        """Every counter of kind op as {name: value}."""
+        return {name: self.stats(k, op) for k, name in STAT_NAMES.items()}
+
+    def set_callback(self, fn):
+        """rsv_set_callback(): fn(op, code, shop_id, token, latency_us) is
+        called after every completed operation (token: bytes or None);
+        None removes it.  An exception fn raises cannot cross the C frame:
+        it is appended to self.callback_errors and the call goes on."""
+        if fn is None:
+            rc = lib.rsv_set_callback(self._ptr(), ctypes.cast(None, _OP_FN),
+                                      None)
+            self._check_plain(rc, "rsv_set_callback")
+            self._callback = None
+            return
+
+        def trampoline(_user, op, code, shop, token, length, us):
+            tok = ctypes.string_at(token, length) if token else None
+            try:
+                fn(op, code, shop, tok, us)
+            except BaseException as e:  # cannot cross the C frame
+                self.callback_errors.append(e)
+
+        cb = _OP_FN(trampoline)
+        rc = lib.rsv_set_callback(self._ptr(), cb, None)
+        self._check_plain(rc, "rsv_set_callback")
+        self._callback = cb
+
+    def set_enabled(self, enabled):
+        """rsv_set_enabled(): the kill switch; False makes every function
+        that changes the database raise Disabled without touching it."""
+        rc = lib.rsv_set_enabled(self._ptr(), 1 if enabled else 0)
+        self._check_plain(rc, "rsv_set_enabled")
+
+    def _check_plain(self, rc, function):
+        """For functions that do not set the context's message."""
+        if rc != OK:
+            _raise(rc, strerror(rc), function)

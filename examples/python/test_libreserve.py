@@ -95,7 +95,7 @@ class TestVersionAndCodes(unittest.TestCase):
         self.assertEqual(rsv.code_name(rsv.OK), "RSV_OK")
         self.assertEqual(rsv.code_name(rsv.EOUTOFSTOCK), "RSV_EOUTOFSTOCK")
         self.assertEqual(rsv.strerror(rsv.EOUTOFSTOCK), "out of stock")
-        for unknown in (1, -9, -24, 12345, -(1 << 31)):
+        for unknown in (1, -9, -25, 12345, -(1 << 31)):
             self.assertIsNone(rsv.code_name(unknown))
             self.assertEqual(rsv.strerror(unknown), "unknown error code")
 
@@ -190,7 +190,7 @@ class TestNullArguments(unittest.TestCase):
         self.assertEqual(lib.rsv_cart_failed_line(NULL), SIZE_MAX)
         self.assertEqual(lib.rsv_cart_new(NULL), rsv.EINVAL)
         n, loc, q = ctypes.c_size_t(), ctypes.c_uint64(), ctypes.c_int64()
-        st, i64 = ctypes.c_int32(), ctypes.c_int64()
+        st, i64, u64 = ctypes.c_int32(), ctypes.c_int64(), ctypes.c_uint64()
         r = ctypes.byref
         self.assertEqual(lib.rsv_cart_allocation_count(NULL, 0, r(n)),
                          rsv.EINVAL)
@@ -212,6 +212,14 @@ class TestNullArguments(unittest.TestCase):
             lambda: lib.rsv_stock_adjust(NULL, 1, 1, 1, 1, r(i64)),
             lambda: lib.rsv_stock_get(NULL, 1, 1, 1, NULL, NULL, NULL, NULL),
             lambda: lib.rsv_audit(NULL, 1, 0, null_fn(), NULL, r(i64)),
+            lambda: lib.rsv_stats_get(NULL, 0, 0, r(u64)),
+            lambda: lib.rsv_stats_outcome(NULL, 0, 0, r(u64)),
+            lambda: lib.rsv_stats_histogram(NULL, 0, r(u64), 1),
+            lambda: lib.rsv_stats_percentile(NULL, 0, 50.0, r(u64)),
+            lambda: lib.rsv_stats_reset(NULL),
+            lambda: lib.rsv_set_callback(NULL, ctypes.cast(None, rsv._OP_FN),
+                                         NULL),
+            lambda: lib.rsv_set_enabled(NULL, 0),
         ]
         for call in calls:
             self.assertEqual(call(), rsv.EINVAL)
@@ -1005,6 +1013,98 @@ class TestAudit(ServerTest):
         finally:
             self.conn.execute(fix % ("-", s))
         self.assertEqual(c.audit(s), [])
+
+
+class TestObservability(ServerTest):
+
+    def test_stats(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 2)
+        c.reserve_one(s, b"a", 1, 1, 2)
+        self.assertRsv(rsv.OutOfStock, rsv.EOUTOFSTOCK, c.reserve_one, s,
+                       b"b", 1, 1, 1)
+        c.claim(s, b"a")
+        self.assertEqual(c.stats(rsv.STAT_CALLS, rsv.OP_RESERVE), 2)
+        self.assertEqual(c.stats(rsv.STAT_OK, rsv.OP_RESERVE), 1)
+        self.assertEqual(c.stats(rsv.STAT_EXPECTED, rsv.OP_RESERVE), 1)
+        self.assertEqual(c.stats_outcome(rsv.OP_RESERVE, rsv.EOUTOFSTOCK), 1)
+        self.assertEqual(c.stats_outcome(rsv.OP_ALL, rsv.OK), 3)
+        self.assertEqual(c.stats(rsv.STAT_CALLS), 4)
+        self.assertGreater(c.stats(rsv.STAT_STATEMENTS, rsv.OP_CLAIM), 0)
+        d = c.stats_dict(rsv.OP_RESERVE)
+        self.assertEqual(set(d), set(rsv.STAT_NAMES.values()))
+        self.assertEqual(d["calls"], 2)
+        h = c.stats_histogram(rsv.OP_RESERVE)
+        self.assertEqual(len(h), rsv.STATS_BUCKETS)
+        self.assertEqual(sum(h), 2)
+        p50 = c.stats_percentile(rsv.OP_RESERVE, 50)
+        p100 = c.stats_percentile(rsv.OP_RESERVE, 100)
+        self.assertTrue(0 < p50 <= p100)
+        self.assertEqual(p100, c.stats(rsv.STAT_LATENCY_MAX_US,
+                                       rsv.OP_RESERVE))
+        self.assertEqual(c.stats_percentile(rsv.OP_AUDIT, 99), 0)
+        with self.assertRaises(rsv.InvalidArgument):
+            c.stats(99)
+        with self.assertRaises(rsv.InvalidArgument):
+            c.stats_percentile(rsv.OP_ALL, 101)
+        with self.assertRaises(rsv.InvalidArgument):
+            c.stats_outcome(rsv.OP_ALL, 5)
+        c.stats_reset()
+        self.assertEqual(c.stats(rsv.STAT_CALLS), 0)
+        self.assertEqual(sum(c.stats_histogram()), 0)
+
+    def test_callback(self):
+        c, s = self.ctx, self.shop
+        seen = []
+        c.set_callback(lambda *a: seen.append(a))
+        c.stock_set(s, 1, 1, 3)
+        c.reserve_one(s, b"t\x00k", 1, 1, 1)
+        self.assertRsv(rsv.NotFound, rsv.ENOTFOUND, c.claim, s, b"zz")
+        c.release(s, b"t\x00k")
+        self.assertEqual([a[:4] for a in seen], [
+            (rsv.OP_STOCK, rsv.OK, s, None),
+            (rsv.OP_RESERVE, rsv.OK, s, b"t\x00k"),
+            (rsv.OP_CLAIM, rsv.ENOTFOUND, s, b"zz"),
+            (rsv.OP_RELEASE, rsv.OK, s, b"t\x00k"),
+        ])
+        self.assertTrue(all(a[4] > 0 for a in seen))
+
+        def boom(*a):
+            raise RuntimeError("shadow write failed")
+        c.set_callback(boom)
+        c.stock_get(s, 1, 1)  # the call itself goes on
+        self.assertIsInstance(c.callback_errors[-1], RuntimeError)
+        c.set_callback(None)
+        n = len(seen)
+        c.stock_get(s, 1, 1)
+        self.assertEqual(len(seen), n)
+
+    def test_kill_switch(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 5)
+        c.reserve_one(s, b"k", 1, 1, 2)
+        before = c.stock_get(s, 1, 1)
+        c.set_enabled(False)
+        for fn, args in ((c.reserve_one, (s, b"k2", 1, 1, 1)),
+                         (c.claim, (s, b"k")), (c.release, (s, b"k")),
+                         (c.extend, (s, b"k", 1000)),
+                         (c.replenish, (s, 1, 1)), (c.sweep, (s,)),
+                         (c.stock_set, (s, 1, 1, 9)),
+                         (c.stock_adjust, (s, 1, 1, 1))):
+            e = self.assertRsv(rsv.Disabled, rsv.EDISABLED, fn, *args)
+            self.assertIsInstance(e, rsv.Failure)
+        with rsv.Cart() as cart:
+            cart.add(1, [1], 1)
+            self.assertRsv(rsv.Disabled, rsv.EDISABLED, c.reserve, s, b"k3",
+                           cart)
+        # reads keep working, and nothing changed
+        self.assertEqual(c.stock_get(s, 1, 1), before)
+        self.assertEqual(c.checkout_status(s, b"k").status, rsv.STATUS_HELD)
+        self.assertEqual(c.audit(s), [])
+        self.assertEqual(c.stats_outcome(rsv.OP_ALL, rsv.EDISABLED), 9)
+        c.set_enabled(True)
+        c.claim(s, b"k")
+        self.assertEqual(c.stock_get(s, 1, 1).on_hand, 3)
 
 
 class TestConnTag(ServerTest):

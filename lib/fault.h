@@ -1,0 +1,101 @@
+/*
+ * fault.h - fault injection for the test-only build (-DRSV_FAULT_INJECTION,
+ * build/fault/libreserve-fault.a).  Never part of the production library:
+ * without the define the hooks below compile to nothing and fault.c is
+ * empty, so libreserve.so exports and does nothing new.
+ *
+ * Every database call of the library (sql_run, sql_text, and the checks
+ * rsv_open makes) is counted per context.  rsv__fault_arm() makes call
+ * number nth (1-based, counted from the arm) fail with one kind of fault,
+ * so a test can walk an operation through every failure point: run it
+ * once unarmed to count its calls, then arm each call in turn.
+ *
+ * Kinds, and why each is injected the way it is:
+ *  - DEADLOCK / LOCKWAIT: report 1213 / 1205 instead of running the call,
+ *    once.  The frame must roll back and retry, so the operation succeeds.
+ *  - DEADLOCK_ALWAYS / LOCKWAIT_ALWAYS: the same, and again every time the
+ *    same statement comes round (each retry): the answer is RSV_EBUSY.
+ *  - GONE: report 2006 without running the call, and really close the
+ *    socket, so the session is gone on the server too (it rolls back).
+ *  - LOST: close the socket, then let the real call run into it: the error
+ *    is whatever Connector/C reports, nothing is simulated.  On COMMIT this
+ *    is the lost-before-COMMIT case: nothing applied, yet the library
+ *    cannot know that and must say RSV_EINDOUBT.
+ *  - LOST_AFTER: run the call for real, then close the socket and report
+ *    2013.  On COMMIT the transaction was applied and the answer must be
+ *    RSV_EINDOUBT; on any other statement RSV_ECONN (the server rolls back).
+ *  - OOM: the library's own allocation for that call fails (the out-of-
+ *    memory flag its growable buffers set when realloc fails), so the real
+ *    RSV_ENOMEM path runs.  Chosen over client error 2008: after
+ *    CR_OUT_OF_MEMORY the connector's protocol state is undefined, which
+ *    cannot be simulated faithfully, while our own allocations fail
+ *    cleanly and are what the library must handle.
+ *
+ * State is process-global and follows one context at a time (a test
+ * binary, never the library's users); arm with ctx NULL to follow the next
+ * context rsv_open() creates.
+ */
+#ifndef RSV_FAULT_H
+#define RSV_FAULT_H
+
+#include <stdint.h>
+
+#include "internal.h"
+
+enum rsv_fault_kind {
+    RSV_FAULT_NONE,
+    RSV_FAULT_DEADLOCK,
+    RSV_FAULT_LOCKWAIT,
+    RSV_FAULT_DEADLOCK_ALWAYS,
+    RSV_FAULT_LOCKWAIT_ALWAYS,
+    RSV_FAULT_GONE,
+    RSV_FAULT_LOST,
+    RSV_FAULT_LOST_AFTER,
+    RSV_FAULT_OOM,
+    RSV_FAULT__COUNT
+};
+
+#ifdef RSV_FAULT_INJECTION
+
+/* Follow ctx (NULL: the next context opened), reset its call counter and
+ * make call nth fail with kind (RSV_FAULT_NONE: only count). */
+void rsv__fault_arm(rsv_ctx *ctx, uint64_t nth_call, int kind);
+/* Stop injecting; the counter keeps running. */
+void rsv__fault_disarm(void);
+/* Calls made by the followed context since the arm (ctx NULL: whichever
+ * context is followed, e.g. one opened and closed since). */
+uint64_t rsv__fault_calls(const rsv_ctx *ctx);
+/* How many calls the armed fault hit (0: it never came round). */
+int rsv__fault_fired(void);
+/* What call i (1-based) was: the text of a fixed statement ("COMMIT",
+ * "START TRANSACTION" ...), "stmt" for a prepared statement, "query" for
+ * the checks of rsv_open; NULL beyond the calls recorded. */
+const char *rsv__fault_call(uint64_t i);
+/* Pretend the connection id did not change (after a reconnect), as when a
+ * restarted server hands out the old id again. */
+void rsv__fault_keep_thread_id(rsv_ctx *ctx, unsigned long thread_id);
+const char *rsv__fault_kind_name(int kind);
+
+/* The hooks (library side).  fault_enter: 1 if the call must not run,
+ * with its code in *rc; may set *oom to make the call's own allocation
+ * fail.  fault_leave: the code of a call that ran. */
+RSV_HIDDEN void fault_opened(rsv_ctx *ctx);
+RSV_HIDDEN int fault_enter(rsv_ctx *ctx, rsv_sql_builder build,
+                           uint32_t shape, const char *text, int *oom,
+                           int *rc);
+RSV_HIDDEN int fault_leave(rsv_ctx *ctx, int rc);
+
+#define FAULT_OPENED(ctx) fault_opened(ctx)
+#define FAULT_ENTER(ctx, build, shape, text, oom, rcp) \
+    fault_enter(ctx, build, shape, text, oom, rcp)
+#define FAULT_LEAVE(ctx, rc) fault_leave(ctx, rc)
+
+#else
+
+#define FAULT_OPENED(ctx) ((void)(ctx))
+#define FAULT_ENTER(ctx, build, shape, text, oom, rcp) ((void)(rcp), 0)
+#define FAULT_LEAVE(ctx, rc) (rc)
+
+#endif /* RSV_FAULT_INJECTION */
+
+#endif /* RSV_FAULT_H */
