@@ -152,6 +152,7 @@ struct cl {
     uint64_t rng;
     long seq;
     long edb_logged;
+    int lie;
 };
 
 static struct cl *me;
@@ -431,6 +432,14 @@ static void flow_mix(struct cl *c, rsv_cart *cart)
                                       20000));
     }
     r = rnd(&c->rng, 100);
+    if (c->lie && r < 60) {
+        /* checker self-test (STRESS_SELFTEST=1): log a claim that was
+         * never made; the run must then fail */
+        c->lie = 0;
+        lg("a c %s", tok);
+        lg("C %s 0 0", tok);
+        return;
+    }
     if (r < 60) {
         rc = settle(c, SHOP_MIX, tok, OP_CLAIM);
         if (rc == RSV_EBUSY)
@@ -536,6 +545,7 @@ static void client_main(int slot, int inc)
     c.inc = inc;
     c.role = role_of(slot);
     c.impatient = c.role == ROLE_MIX && slot % 4 == 1;
+    c.lie = slot == 2 && inc == 1 && getenv("STRESS_SELFTEST") != NULL;
     c.rng = (C.seed * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)slot << 32) ^
             ((uint64_t)inc << 16) ^ (uint64_t)getpid() ^ 0x1234567ULL;
     if (!c.rng)
