@@ -86,6 +86,7 @@ struct shm {
     atomic_int stop;
     atomic_int flash_round;
     atomic_long storms;
+    atomic_long tm_deadlocks; /* the troublemaker was the victim */
     struct slot s[MAXC];
 };
 
@@ -654,22 +655,33 @@ static void troublemaker_main(void)
                      "SELECT id FROM reservation_units WHERE shop_id = 1 AND "
                      "inventory_item_id = %u FOR UPDATE", item);
             break;
-        default: /* deadlock storm: checkout rows, then ledger rows in the
-                    reverse of the library's order */
+        default: /* deadlock storm: pool rows, then (once reserves of the
+                    item sit in the slow path holding its ledger rows and
+                    waiting for these pool rows) the ledger rows: the
+                    reverse of the library's lock order */
             snprintf(q, sizeof q,
-                     "SELECT status FROM reservation_checkouts WHERE "
-                     "shop_id = 1 AND status = 1 ORDER BY updated_at DESC "
-                     "LIMIT 300 FOR UPDATE");
+                     "SELECT (SELECT COUNT(*) FROM (SELECT id FROM "
+                     "reservation_units WHERE shop_id = 1 AND "
+                     "inventory_item_id = %u FOR UPDATE) u), (SELECT on_hand "
+                     "FROM inventory_levels WHERE shop_id = 1 AND "
+                     "inventory_item_id = %u AND inventory_group_id = %d "
+                     "FOR UPDATE)", item, item, NLOCS);
             snprintf(q2, sizeof q2,
                      "SELECT on_hand FROM inventory_levels WHERE shop_id = 1 "
-                     "ORDER BY inventory_item_id DESC, inventory_group_id "
-                     "DESC FOR UPDATE");
+                     "AND inventory_item_id = %u AND inventory_group_id < %d "
+                     "ORDER BY inventory_group_id DESC FOR UPDATE", item,
+                     NLOCS);
         }
         unsigned e = q_run(m, "START TRANSACTION");
         if (!e)
             e = q_run(m, q);
-        if (!e && q2[0])
-            e = q_run(m, q2);
+        if (!e && q2[0]) {
+            e = q_run(m, "SELECT SLEEP(0.4)");
+            if (!e)
+                e = q_run(m, q2);
+            if (e == 1213)
+                atomic_fetch_add(&shm->tm_deadlocks, 1);
+        }
         if (!e) {
             atomic_fetch_add(&shm->storms, 1);
             char s[64];
@@ -787,11 +799,30 @@ static int proc_alive(int pid)
     return r == 1 && st != 'Z' && st != 'X';
 }
 
+static MYSQL *raw_connect(const char *host, int port, const char *sock,
+                          unsigned read_timeout);
+static int64_t q_int(MYSQL *m, const char *q);
+static int64_t deadlocks_before; /* Innodb_deadlocks of earlier servers */
+
+static int64_t server_deadlocks(void)
+{
+    MYSQL *m = raw_connect(NULL, 0, C.sock, 10);
+    int64_t v = 0;
+    if (m) {
+        v = q_int(m, "SELECT variable_value FROM "
+                     "information_schema.global_status WHERE variable_name "
+                     "= 'INNODB_DEADLOCKS'");
+        mysql_close(m);
+    }
+    return v > 0 ? v : 0;
+}
+
 static int kill_server(void)
 {
     int pid = server_pid();
     if (pid <= 0 || !proc_alive(pid))
         return 0;
+    deadlocks_before += server_deadlocks();
     kill(pid, SIGKILL);
     for (int i = 0; i < 1000 && proc_alive(pid); i++)
         sleep_ms(10);
@@ -1723,9 +1754,7 @@ int main(int argc, char **argv)
     waitpid(proxy_pid, NULL, 0);
 
     MYSQL *m = admin_connect();
-    int64_t deadlocks =
-        q_int(m, "SELECT variable_value FROM information_schema.global_status "
-                 "WHERE variable_name = 'INNODB_DEADLOCKS'");
+    int64_t deadlocks = deadlocks_before + server_deadlocks();
     if (run_checks(m))
         return 2;
     if (hang_open > K.open_txns)
@@ -1735,13 +1764,13 @@ int main(int argc, char **argv)
     long faults = kill_client + cuts + kill_server_n + K.lock_timeout;
     printf("stress: detail: elapsed=%.0fs kill_reserve=%ld kill_claim=%ld "
            "cuts_after_commit=%ld cuts_before_commit=%ld indoubt_resolved=%ld "
-           "econn_retries=%ld edb_retries=%ld storms=%ld deadlocks=%lld "
+           "econn_retries=%ld edb_retries=%ld storms=%ld deadlocks=%lld troublemaker_deadlock_victim=%ld "
            "tokens=%ld unknown_tokens=%ld flash_rounds=%d "
            "flash_rounds_timed_out=%ld audit_violations=%ld stalls=%ld "
            "stuck_calls=%ld hung_clients=%d unexpected_client_exits=%ld\n",
            elapsed, kill_reserve, kill_claim, cuts_after, cuts_before,
            K.indoubt, K.econn, K.edb, (long)atomic_load(&shm->storms),
-           (long long)deadlocks, K.tokens, K.unknown_tokens,
+           (long long)deadlocks, (long)atomic_load(&shm->tm_deadlocks), K.tokens, K.unknown_tokens,
            atomic_load(&shm->flash_round), flash_timeouts,
            K.audit_violations, stalls, stuck_calls, hung, client_exits);
     printf("stress: clients=%d ops=%ld faults=%ld (kill_client=%ld "
