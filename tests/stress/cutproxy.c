@@ -16,6 +16,7 @@
  * connection drop while it waits for COMMIT's reply: the outcome is
  * unknown to it (RSV_EINDOUBT), which is the point.
  *
+ * "c N" lets N-1 COMMITs through first and cuts the N-th (reproducers).
  * An "s" line prints "cuts <done> <after> <before> <armed>" on standard
  * output.  End of file on standard input stops the proxy.
  *
@@ -40,6 +41,7 @@
 
 static const char *unix_path;
 static atomic_int armed;
+static atomic_int skip; /* COMMITs to let through before the armed cut */
 static atomic_long cuts_after, cuts_before;
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -170,6 +172,14 @@ static void *relay(void *arg)
                 if (e == 0)
                     break;
                 int a = atomic_load(&armed);
+                if (a > 0) {
+                    int k = atomic_load(&skip);
+                    while (k > 0 && !atomic_compare_exchange_weak(&skip, &k,
+                                                                  k - 1))
+                        ;
+                    if (k > 0)
+                        a = 0; /* let this one through */
+                }
                 while (a > 0 && !atomic_compare_exchange_weak(&armed, &a, a - 1))
                     ;
                 if (a > 0) {
@@ -209,6 +219,9 @@ static void *control(void *arg)
     char line[64];
     while (fgets(line, sizeof line, stdin)) {
         if (line[0] == 'c') {
+            int n = atoi(line + 1);
+            if (n > 1)
+                atomic_store(&skip, n - 1);
             atomic_fetch_add(&armed, 1);
         } else if (line[0] == 's') {
             pthread_mutex_lock(&out_mu);

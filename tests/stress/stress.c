@@ -278,6 +278,19 @@ static int run_call(struct cl *c, struct call *k, int *doubt)
             cl_reconnect(c);
             continue;
         }
+        if (rc == RSV_EINTXN && attempt < 20) {
+            /* Clients never open transactions of their own, so this is the
+             * library's: after a connection lost during a COMMIT whose
+             * failure it swallowed (the refill after a reserve), the
+             * client-side status still says "in transaction" and every
+             * later call is refused.  Do what the code asks (roll back),
+             * which shows the connection is gone, and count it: the run
+             * fails on it. */
+            lg("D eintxn %s", k->tok);
+            if (mysql_query(c->db, "ROLLBACK") != 0)
+                cl_reconnect(c);
+            continue;
+        }
         if (rc == RSV_EDB && attempt < 20) {
             /* e.g. the server refusing work during crash recovery; nothing
              * was applied (reserve.h), so repeating is safe */
@@ -399,6 +412,11 @@ static void other(struct cl *c, const char *name, int rc)
 {
     (void)c;
     lg("O %s %d", name, rc);
+    if (rc == RSV_EINTXN) {
+        lg("D eintxn -");
+        if (mysql_query(c->db, "ROLLBACK") != 0)
+            cl_reconnect(c);
+    }
     if (rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_EDB)
         cl_reconnect(c);
 }
@@ -511,6 +529,11 @@ static void flow_merchant(struct cl *c)
              * stays unknown to the checker */
             lg("S %llu %llu %lld %d", (unsigned long long)item,
                (unsigned long long)loc, (long long)delta, rc);
+            if (rc == RSV_EINTXN) {
+                lg("D eintxn -");
+                if (mysql_query(c->db, "ROLLBACK") != 0)
+                    cl_reconnect(c);
+            }
             if (rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_EDB)
                 cl_reconnect(c);
         }
@@ -996,7 +1019,7 @@ struct tokst {
 };
 
 static struct counts {
-    long ops, lock_timeout, indoubt, econn, edb, flash_soldout_lines;
+    long ops, lock_timeout, indoubt, econn, edb, eintxn, flash_soldout_lines;
     long lost_holds, double_claims, oversold, undersold, open_txns;
     long audit_violations, tokens, unknown_tokens;
 } K;
@@ -1206,6 +1229,8 @@ static void parse_log(const char *path)
         case 'D':
             if (!strncmp(line, "D econn", 7))
                 K.econn++;
+            else if (!strncmp(line, "D eintxn", 8))
+                K.eintxn++;
             else if (!strncmp(line, "D edb", 5))
                 K.edb++;
             else
@@ -1655,8 +1680,8 @@ int main(int argc, char **argv)
         for (int s = 0; s < C.clients; s++) {
             struct slot *sl = &shm->s[s];
             uint64_t since = atomic_load(&sl->op_since);
-            if (atomic_load(&sl->op) != OP_IDLE && since && t > since &&
-                t - since > 30000 && !atomic_load(&sl->reported)) {
+            if (atomic_load(&sl->op) != OP_IDLE && since &&
+                t > since + 30000 && !atomic_load(&sl->reported)) {
                 atomic_store(&sl->reported, 1);
                 stuck_calls++;
                 fprintf(stderr, "stress: client %d (pid %d) inside one call "
@@ -1669,7 +1694,7 @@ int main(int argc, char **argv)
             last_ops = total;
             last_progress = t;
             stalled = 0;
-        } else if (t - last_progress > 30000 && !stalled) {
+        } else if (t > last_progress + 30000 && !stalled) {
             stalls++;
             stalled = 1;
             fprintf(stderr, "stress: no progress for 30 s\n");
@@ -1764,12 +1789,12 @@ int main(int argc, char **argv)
     long faults = kill_client + cuts + kill_server_n + K.lock_timeout;
     printf("stress: detail: elapsed=%.0fs kill_reserve=%ld kill_claim=%ld "
            "cuts_after_commit=%ld cuts_before_commit=%ld indoubt_resolved=%ld "
-           "econn_retries=%ld edb_retries=%ld storms=%ld deadlocks=%lld troublemaker_deadlock_victim=%ld "
+           "econn_retries=%ld edb_retries=%ld eintxn=%ld storms=%ld deadlocks=%lld troublemaker_deadlock_victim=%ld "
            "tokens=%ld unknown_tokens=%ld flash_rounds=%d "
            "flash_rounds_timed_out=%ld audit_violations=%ld stalls=%ld "
            "stuck_calls=%ld hung_clients=%d unexpected_client_exits=%ld\n",
            elapsed, kill_reserve, kill_claim, cuts_after, cuts_before,
-           K.indoubt, K.econn, K.edb, (long)atomic_load(&shm->storms),
+           K.indoubt, K.econn, K.edb, K.eintxn, (long)atomic_load(&shm->storms),
            (long long)deadlocks, (long)atomic_load(&shm->tm_deadlocks), K.tokens, K.unknown_tokens,
            atomic_load(&shm->flash_round), flash_timeouts,
            K.audit_violations, stalls, stuck_calls, hung, client_exits);
@@ -1785,5 +1810,9 @@ int main(int argc, char **argv)
     if (K.audit_violations)
         fprintf(stderr, "stress: the audit found %ld violations\n",
                 K.audit_violations);
-    return bad || K.audit_violations || hung ? 1 : 0;
+    if (K.eintxn)
+        fprintf(stderr, "stress: %ld calls were refused with RSV_EINTXN on a "
+                        "connection with no transaction of the client's "
+                        "(library bug: see docs/stress.md)\n", K.eintxn);
+    return bad || K.audit_violations || hung || K.eintxn ? 1 : 0;
 }
