@@ -188,6 +188,12 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                Kept for compatibility. */
 #define RSV_OPT_NO_PROACTIVE_REFILL 0x2u    /* only refill a pool when a
                                                reserve finds it short */
+#define RSV_OPT_READ_FROM_BOTTOM 0x4u       /* read every pool from its
+                                               lowest id instead of from a
+                                               per-context cursor: the same
+                                               statements every time (for
+                                               tests that count them);
+                                               slower under contention */
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then

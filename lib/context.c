@@ -60,7 +60,8 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         o = *in;
         o.version = RSV_OPTIONS_VERSION;
     }
-    if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL))
+    if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL |
+                    RSV_OPT_READ_FROM_BOTTOM))
         return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
     if (o.pool_cap < 1 || o.pool_cap > 10000)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..10000, not %lld",

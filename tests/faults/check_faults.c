@@ -50,6 +50,9 @@ static void fill_opts(void)
 {
     rsv_options_init(&opts, RSV_OPTIONS_VERSION);
     opts.pool_cap = 10;
+    /* The walk needs the same calls on every run of an operation: no
+     * per-context read cursors (they move with every read). */
+    opts.flags = RSV_OPT_READ_FROM_BOTTOM;
     opts.max_retries = 2;
     opts.retry_base_us = 50;
 }
