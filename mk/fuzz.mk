@@ -69,6 +69,6 @@ fuzz-quick: fuzz-build
 fuzz-stateful: deps fuzz-build
 	@mkdir -p $(FUZZ_B)/corpus/fuzz_stateful $(FUZZ_B)/crashes
 	@cp -n tests/fuzz/corpus/fuzz_stateful/* $(FUZZ_B)/corpus/fuzz_stateful/ 2>/dev/null || true
-	$(FUZZ_ENV) tools/mariadb.sh run $(FUZZ_B)/fuzz_stateful -runs=$(FUZZ_STATEFUL_RUNS) \
+	$(FUZZ_ENV) tools/mariadb.sh run $(FUZZ_B)/fuzz_stateful -runs=$(FUZZ_STATEFUL_RUNS) -max_len=512 \
 	    -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/crashes/fuzz_stateful- \
 	    $(FUZZ_ARGS) $(FUZZ_B)/corpus/fuzz_stateful

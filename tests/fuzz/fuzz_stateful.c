@@ -279,15 +279,18 @@ static void do_reserve(fz *f, int ci, int t)
     uint32_t flags[3];
     uint64_t lineitem[3];
     for (int l = 0; l < nlines; l++) {
+        /* two bytes a line: item b % 3, locations (b >> 2) % 3 + 1
+         * starting at (b >> 4) % 3, split bit 7; quantity q % 8 + 1 */
         uint8_t b = fz_u8(f);
+        uint8_t q = fz_u8(f);
         uint64_t item = items[b % 3];
         lineitem[l] = item;
         nloc[l] = (size_t)(b >> 2) % 3 + 1;
         int first = (b >> 4) % 3;
         for (size_t i = 0; i < nloc[l]; i++)
             lineloc[l][i] = locs[(first + i) % 3];
-        qty[l] = (b >> 6) + 1 + (fz_u8(f) % 3 == 0 ? 3 : 0);
-        flags[l] = (b & 0x2) ? RSV_LINE_SPLIT : 0;
+        qty[l] = q % 8 + 1;
+        flags[l] = (b & 0x80) ? RSV_LINE_SPLIT : 0;
         int rc = rsv_cart_add(cart, item, lineloc[l], nloc[l], qty[l],
                               flags[l]);
         check(rc == RSV_OK, "cart_add %d", rc);
@@ -520,6 +523,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cur_shop = (shop_counter & 1) ? shop_counter : UINT64_MAX - shop_counter;
     for (int t = 0; t < NTOK; t++)
         toks[t].state = T_NONE;
+    /* FUZZ_STATEFUL_TRACE=1: print every step (to read a crash input). */
+    static int trace = -1;
+    if (trace < 0)
+        trace = getenv("FUZZ_STATEFUL_TRACE") != NULL;
 
     for (int step = 0; step < MAX_STEPS && f.n > 0; step++) {
         uint8_t op = fz_u8(&f);
@@ -621,6 +628,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         check_msg(ctx);
+        if (trace)
+            fprintf(stderr, "step %2d ctx %d op %2d token %d item %llu "
+                    "location %llu: %s -> %s %s\n", step, ci, op % 16, t,
+                    (unsigned long long)item, (unsigned long long)loc,
+                    what ? what : "-", rsv_code_name(rsv_errcode(ctx)),
+                    rsv_errmsg(ctx));
+        what = NULL;
     }
     audit(0);
     return 0;

@@ -11,10 +11,11 @@
  * established: a call whose arguments are all valid gets as far as its
  * first statement and answers RSV_ECONN, which is what the oracle expects.
  *
- * Input: byte 0 picks the function and argument variants, bytes 1-8 the
- * TTL, byte 9 the length mode, the rest is the token (copied into a buffer
- * of exactly its length, so ASan sees any read past it).  Also checks
- * rsv_strerror()/rsv_code_name() on the code taken from bytes 1-4.
+ * Input: byte 0 picks the function and argument variants, then the TTL
+ * (a selector byte and its payload, fz_i64_interesting), one length-mode
+ * byte, and the rest is the token (copied into a buffer of exactly its
+ * length, so ASan sees any read past it).  Bytes 1-4 are also read as a
+ * return code to check rsv_strerror() and rsv_code_name() on.
  */
 #include <stdint.h>
 #include <stdlib.h>
