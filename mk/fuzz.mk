@@ -28,7 +28,6 @@ FUZZ_TARGETS := fuzz_cart fuzz_token fuzz_options
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g $(WARN) -Iinclude -Ilib $(MARIADB_CFLAGS) $(FUZZ_SAN) $(CPPFLAGS) $(CFLAGS)
 FUZZ_LIB_OBJ := $(LIB_SRC:lib/%.c=$(FUZZ_B)/lib/%.o)
-FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .PHONY: fuzz fuzz-quick fuzz-stateful fuzz-build
 .SECONDARY: $(FUZZ_LIB_OBJ)
@@ -44,31 +43,14 @@ $(FUZZ_B)/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ) | $(FUZZ_B)/l
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_B)/%) $(FUZZ_B)/fuzz_stateful
 
-# One run per target: the working corpus starts as a copy of the seeds.
-define fuzz_run
-	@mkdir -p $(FUZZ_B)/corpus/$(1) $(FUZZ_B)/crashes
-	@cp -n tests/fuzz/corpus/$(1)/* $(FUZZ_B)/corpus/$(1)/ 2>/dev/null || true
-	@echo "== $(1): $(2)"
-	@start=$$(date +%s); \
-	$(FUZZ_ENV) $(FUZZ_B)/$(1) $(2) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_B)/crashes/$(1)- $(FUZZ_ARGS) \
-	    $(FUZZ_B)/corpus/$(1) 2>$(FUZZ_B)/$(1).log; st=$$?; \
-	grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^(Done|INFO: Done)' $(FUZZ_B)/$(1).log || true; \
-	echo "-- $(1): exit $$st, $$(( $$(date +%s) - start )) s (log: $(FUZZ_B)/$(1).log)"; \
-	[ $$st = 0 ] || { tail -40 $(FUZZ_B)/$(1).log; exit 1; }
-endef
-
 fuzz: fuzz-build
-	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t),-runs=$(FUZZ_RUNS))
-	)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    tests/fuzz/run.sh $(FUZZ_B) $$t -runs=$(FUZZ_RUNS) $(FUZZ_ARGS); done
 
 fuzz-quick: fuzz-build
-	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t),-max_total_time=$(FUZZ_QUICK_SECONDS))
-	)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    tests/fuzz/run.sh $(FUZZ_B) $$t -max_total_time=$(FUZZ_QUICK_SECONDS) $(FUZZ_ARGS); done
 
 fuzz-stateful: deps fuzz-build
-	@mkdir -p $(FUZZ_B)/corpus/fuzz_stateful $(FUZZ_B)/crashes
-	@cp -n tests/fuzz/corpus/fuzz_stateful/* $(FUZZ_B)/corpus/fuzz_stateful/ 2>/dev/null || true
-	$(FUZZ_ENV) tools/mariadb.sh run $(FUZZ_B)/fuzz_stateful -runs=$(FUZZ_STATEFUL_RUNS) -max_len=512 \
-	    -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/crashes/fuzz_stateful- \
-	    $(FUZZ_ARGS) $(FUZZ_B)/corpus/fuzz_stateful
+	tools/mariadb.sh run tests/fuzz/run.sh $(FUZZ_B) fuzz_stateful \
+	    -runs=$(FUZZ_STATEFUL_RUNS) -max_len=512 $(FUZZ_ARGS)
