@@ -12,6 +12,11 @@
 # Both fail on the first sanitizer report, memcheck error or leak.
 
 ASAN_B ?= build-asan
+# gcc: its shared libasan lets the instrumented libreserve.so link with
+# -Wl,--no-undefined and be loaded by Python; clang links its ASan runtime
+# statically into executables only.
+ASAN_CC ?= gcc
+ASAN_CXX ?= g++
 VG_B ?= build-valgrind
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -27,7 +32,7 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_
 # it.  The interpreter itself keeps memory at exit that LeakSanitizer would
 # report (none of it ours), so leak detection is off in python processes
 # only; ASan/UBSan checks of the library code they call stay on.
-ASAN_RT = $(shell $(CC) -print-file-name=libasan.so)
+ASAN_RT = $(shell $(ASAN_CC) -print-file-name=libasan.so)
 
 # The install test checks packaging (make install, pkg-config, the
 # installed library); it rebuilds the default build dir and is not about
@@ -38,7 +43,7 @@ ASAN_EXTRA := tests/admin-test.sh examples/python/run-tests.sh
 
 asan-build:
 	@$(MAKE) --no-print-directory B=$(ASAN_B) SAN_CFLAGS="$(SAN_FLAGS)" \
-	    SAN_LDFLAGS="$(SAN_FLAGS)" CXX="$(CXX) $(SAN_FLAGS)" \
+	    SAN_LDFLAGS="$(SAN_FLAGS)" CC="$(ASAN_CC)" CXX="$(ASAN_CXX) $(SAN_FLAGS)" \
 	    lib $(TEST_PROGS:$(B)/%=$(ASAN_B)/%) $(ASAN_B)/rsv-admin
 	@mkdir -p $(ASAN_B)/pyshim
 	@printf '%s\n' '#!/bin/sh' \

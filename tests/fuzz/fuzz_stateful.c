@@ -524,9 +524,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int t = 0; t < NTOK; t++)
         toks[t].state = T_NONE;
     /* FUZZ_STATEFUL_TRACE=1: print every step (to read a crash input). */
-    static int trace = -1;
-    if (trace < 0)
+    static int trace = -1, skip_known;
+    if (trace < 0) {
         trace = getenv("FUZZ_STATEFUL_TRACE") != NULL;
+        skip_known = getenv("FUZZ_STATEFUL_SKIP_KNOWN") != NULL;
+    }
 
     for (int step = 0; step < MAX_STEPS && f.n > 0; step++) {
         uint8_t op = fz_u8(&f);
@@ -595,6 +597,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           : v == 250 ? INT64_MIN
                           : v == 251 ? INT64_MAX
                           : v == 252 ? ((int64_t)1 << 62) : -((int64_t)1 << 62);
+            /* FUZZ_STATEFUL_SKIP_KNOWN=1 steers around the known,
+             * unfixed overflow of finding 2 (docs/testing.md): on hand
+             * 2^62 + delta 2^62; regression input
+             * tests/fuzz/regressions/fuzz_stateful-stock-adjust-overflow */
+            if (skip_known && delta == ((int64_t)1 << 62))
+                delta--;
             int64_t oh = -7;
             what = "rsv_stock_adjust";
             rc = rsv_stock_adjust(ctx, cur_shop, item, loc, delta, &oh);
