@@ -11,6 +11,7 @@
 #
 # Both fail on the first sanitizer report, memcheck error or leak.
 
+# Build directories, relative to the source tree.
 ASAN_B ?= build-asan
 # gcc: its shared libasan lets the instrumented libreserve.so link with
 # -Wl,--no-undefined and be loaded by Python; clang links its ASan runtime
@@ -21,9 +22,10 @@ VG_B ?= build-valgrind
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # detect_leaks=1: LeakSanitizer is on for every C program of the suite.
-# abort_on_error=0 / halt_on_error: the first report ends the process with
-# a non-zero status, which tests/run.sh (or Check, per forked test) counts
-# as a failure.
+# ASan stops at its first report; UBSan does too (-fno-sanitize-recover,
+# halt_on_error).  Either way the process exits non-zero, which
+# tests/run.sh (or Check, for the forked child of one test) counts as a
+# failure.
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
