@@ -29,7 +29,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fra
 FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g $(WARN) -Iinclude -Ilib $(MARIADB_CFLAGS) $(FUZZ_SAN) $(CPPFLAGS) $(CFLAGS)
 FUZZ_LIB_OBJ := $(LIB_SRC:lib/%.c=$(FUZZ_B)/lib/%.o)
 
-.PHONY: fuzz fuzz-quick fuzz-stateful fuzz-build
+.PHONY: fuzz fuzz-quick fuzz-stateful fuzz-build fuzz-check-cc
 .SECONDARY: $(FUZZ_LIB_OBJ)
 
 $(FUZZ_B)/lib $(FUZZ_B)/crashes:
@@ -41,7 +41,10 @@ $(FUZZ_B)/lib/%.o: lib/%.c lib/internal.h include/reserve.h | $(FUZZ_B)/lib
 $(FUZZ_B)/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ) | $(FUZZ_B)/lib
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB_OBJ) -o $@ $(LDFLAGS) $(MARIADB_LIBS) -lpthread
 
-fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_B)/%) $(FUZZ_B)/fuzz_stateful
+fuzz-build: fuzz-check-cc $(FUZZ_TARGETS:%=$(FUZZ_B)/%) $(FUZZ_B)/fuzz_stateful
+
+fuzz-check-cc:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "$(FUZZ_CC) not found: the fuzz targets need clang with libFuzzer (apt-get install clang)" >&2; exit 2; }
 
 fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
