@@ -178,6 +178,8 @@ START_TEST(expired_hold_still_claimable_until_taken)
     /* nobody took the unit: the claim still succeeds */
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("slow-payer")));
     ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
+    rsv_close(ctx);
+    mysql_close(c);
 }
 END_TEST
 
