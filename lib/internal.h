@@ -54,6 +54,9 @@
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
+/* The largest pool_cap option a context accepts (rsv_options). */
+#define POOL_CAP_MAX 10000
+
 /* Internal code: a deadlock or lock-wait timeout; the transaction must be
  * rolled back and may be retried. */
 #define RSV__RETRY (-1000)

@@ -44,6 +44,7 @@ $(FUZZ_B)/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ) | $(FUZZ_B)/l
 fuzz-build: fuzz-check-cc $(FUZZ_TARGETS:%=$(FUZZ_B)/%) $(FUZZ_B)/fuzz_stateful
 
 fuzz-check-cc:
+	@tools/deps.sh fuzz
 	@command -v $(FUZZ_CC) >/dev/null || { echo "$(FUZZ_CC) not found: the fuzz targets need clang with libFuzzer (apt-get install clang)" >&2; exit 2; }
 
 fuzz: fuzz-build

@@ -75,6 +75,7 @@ valgrind-build:
 	@$(MAKE) --no-print-directory B=$(VG_B) lib $(VG_TESTS)
 
 check-valgrind: deps
+	@tools/deps.sh valgrind
 	@command -v $(VALGRIND) >/dev/null || { echo "valgrind not found: apt-get install valgrind" >&2; exit 2; }
 	@$(MAKE) --no-print-directory valgrind-build
 	CK_FORK=no RSV_BUILD=$(VG_B) tools/mariadb.sh run tests/run.sh -- \

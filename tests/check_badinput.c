@@ -111,6 +111,12 @@ START_TEST(bad_quantities)
     TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_int_eq(shop_rows(c, shop), before);
     ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 10);
+    /* stock at the top of its range plus the largest delta: refused
+     * before the sum is formed (it would overflow int64) */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, INT64_C(1) << 62));
+    rc = rsv_stock_adjust(ctx, shop, 2, 1, INT64_C(1) << 62, NULL);
+    TU_RC(ctx, rc, RSV_EQUANTITY);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 2, 1), INT64_C(1) << 62);
     rsv_cart_free(cart);
     rsv_close(ctx);
     mysql_close(c);

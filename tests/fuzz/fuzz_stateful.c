@@ -147,12 +147,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
     /* Both contexts: a tiny pool, so refills, shrinks and the slow path
      * run all the time.  Context 1: otherwise the defaults, without
-     * proactive refill.  The two must agree on pool_cap: rsv_audit()
-     * checks pools against the auditing context's pool_cap, so a pool
-     * filled by a context with a larger cap is reported as a violation
-     * (finding 1 in docs/testing.md; FUZZ_STATEFUL_MIXED_CAPS=1 gives
-     * context 1 the default cap of 1000 to reproduce it with
-     * tests/fuzz/regressions/fuzz_stateful-mixed-pool-cap). */
+     * proactive refill, with the default pool_cap: pools filled by
+     * contexts with different caps must still audit clean (finding 1 in
+     * docs/testing.md, fixed; its input is in the corpus). */
     rsv_options o[NCTX];
     rsv_options_init(&o[0], RSV_OPTIONS_VERSION);
     o[0].pool_cap = 3;
@@ -162,8 +159,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     rsv_options_init(&o[1], RSV_OPTIONS_VERSION);
     o[1].flags = RSV_OPT_NO_PROACTIVE_REFILL;
     o[1].conn_tag_prefix = "fuzz.tag:";
-    if (!getenv("FUZZ_STATEFUL_MIXED_CAPS"))
-        o[1].pool_cap = 3;
     for (int i = 0; i < NCTX; i++) {
         conns[i] = connect_db(db_name);
         int rc = rsv_open(&ctxs[i], conns[i], &o[i]);
@@ -524,11 +519,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int t = 0; t < NTOK; t++)
         toks[t].state = T_NONE;
     /* FUZZ_STATEFUL_TRACE=1: print every step (to read a crash input). */
-    static int trace = -1, skip_known;
-    if (trace < 0) {
+    static int trace = -1;
+    if (trace < 0)
         trace = getenv("FUZZ_STATEFUL_TRACE") != NULL;
-        skip_known = getenv("FUZZ_STATEFUL_SKIP_KNOWN") != NULL;
-    }
 
     for (int step = 0; step < MAX_STEPS && f.n > 0; step++) {
         uint8_t op = fz_u8(&f);
@@ -597,12 +590,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           : v == 250 ? INT64_MIN
                           : v == 251 ? INT64_MAX
                           : v == 252 ? ((int64_t)1 << 62) : -((int64_t)1 << 62);
-            /* FUZZ_STATEFUL_SKIP_KNOWN=1 steers around the known,
-             * unfixed overflow of finding 2 (docs/testing.md): on hand
-             * 2^62 + delta 2^62; regression input
-             * tests/fuzz/regressions/fuzz_stateful-stock-adjust-overflow */
-            if (skip_known && delta == ((int64_t)1 << 62))
-                delta--;
             int64_t oh = -7;
             what = "rsv_stock_adjust";
             rc = rsv_stock_adjust(ctx, cur_shop, item, loc, delta, &oh);
