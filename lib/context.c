@@ -135,6 +135,7 @@ static int check_server(rsv_ctx *ctx)
 {
     const char *info = mysql_get_server_info(ctx->conn);
     unsigned long v = mysql_get_server_version(ctx->conn);
+    FAULT_SERVER(&v, &info);
     ctx->is_mariadb = info && strstr(info, "MariaDB") != NULL;
     if (ctx->is_mariadb ? v < 100600 : v < 80001)
         return ctx_fail(ctx, RSV_ESERVER,
