@@ -71,6 +71,13 @@ int op_end(rsv_ctx *ctx, int rc)
 
 int txn_caller_open(rsv_ctx *ctx)
 {
+    /* A connection Connector/C has given up on (its socket closed after a
+     * loss) keeps the server status of its last answer, which may say "in
+     * a transaction": the session, and the transaction, are gone.  Trust
+     * the flag only on a live connection, or every later call would say
+     * RSV_EINTXN instead of RSV_ECONN. */
+    if (!ctx->conn->net.pvio)
+        return 0;
     unsigned int status = 0;
     if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
                           &status) != 0)

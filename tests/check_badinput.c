@@ -324,6 +324,21 @@ START_TEST(lost_connection)
     rsv_close(k2);
     rsv_close(ctx);
     mysql_close(c);
+    /* The connection is lost while the application is inside its own
+     * transaction and the application has seen the loss: the handle still
+     * says "in a transaction" (the last status it read), but the session
+     * is gone.  RSV_ECONN, not RSV_EINTXN. */
+    c = tu_connect();
+    ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    tu_exec(c, "START TRANSACTION");
+    snprintf(q, sizeof q, "KILL %lu", mysql_thread_id(c));
+    tu_exec(killer, q);
+    ck_assert_int_ne(mysql_query(c, "SELECT 1"), 0);
+    rc = rsv_reserve_one(ctx, shop, TOK("lost2"), 1, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_ECONN);
+    rsv_close(ctx);
+    mysql_close(c);
     /* a handle that never connected */
     MYSQL *never = mysql_init(NULL);
     rsv_ctx *n = NULL;
