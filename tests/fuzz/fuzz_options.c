@@ -127,10 +127,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int valid =
         o.version >= 1 && o.version <= RSV_OPTIONS_VERSION &&
         !(o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG |
-                      RSV_OPT_NO_PROACTIVE_REFILL)) &&
+                      RSV_OPT_NO_PROACTIVE_REFILL |
+                      RSV_OPT_READ_FROM_BOTTOM)) &&
         o.pool_cap >= 1 && o.pool_cap <= 10000 &&
         lw >= 0 && lw <= o.pool_cap &&
-        /* not in the header: */
+        /* in the header since the fuzzer found them missing: */
         o.hold_ttl_ms >= 1 && o.hold_ttl_ms <= 30LL * 24 * 3600 * 1000 &&
         o.max_retries >= 0 && o.max_retries <= 100 &&
         o.retry_base_us >= 1 && o.retry_base_us <= 1000000 &&
