@@ -148,7 +148,8 @@ enum rsv_code {
                               server's errno and text) */
     RSV_ETOOBIG = -20,     /* the cart has more than RSV_CART_MAX_LINES lines
                               or a line more than RSV_LINE_MAX_LOCATIONS
-                              locations */
+                              locations, or (rsv_reserve) it names more
+                              than 1000 distinct item/location pairs */
     RSV_ESTOCK = -21,      /* the stock change would leave less stock than
                               is held by active checkouts, or below zero */
     RSV_ECONFIG = -22,     /* the connection is configured in a way the
@@ -188,6 +189,12 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                Kept for compatibility. */
 #define RSV_OPT_NO_PROACTIVE_REFILL 0x2u    /* only refill a pool when a
                                                reserve finds it short */
+#define RSV_OPT_READ_FROM_BOTTOM 0x4u       /* read every pool from its
+                                               lowest id instead of from a
+                                               per-context cursor: the same
+                                               statements every time (for
+                                               tests that count them);
+                                               slower under contention */
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then
@@ -203,10 +210,12 @@ typedef struct rsv_options {
     int64_t refill_low_water;   /* refill a pool ahead of demand once fewer
                                    than this many rows are left (0..pool_cap,
                                    or -1 = pool_cap / 2, the default) */
-    int64_t hold_ttl_ms;        /* default hold lifetime (default 600000) */
-    int32_t max_retries;        /* deadlock / lock-wait retries (default 8) */
+    int64_t hold_ttl_ms;        /* default hold lifetime (1 ms..30 days,
+                                   default 600000) */
+    int32_t max_retries;        /* deadlock / lock-wait retries (0..100,
+                                   default 8) */
     int32_t retry_base_us;      /* first backoff, doubled per retry, with
-                                   jitter (default 2000) */
+                                   jitter (1..1000000, default 2000) */
     int32_t lock_wait_timeout_s;/* innodb_lock_wait_timeout for the
                                    library's own statements on MariaDB
                                    (1..3600); 0 = the session's value (the
@@ -217,7 +226,8 @@ typedef struct rsv_options {
                                    [A-Za-z0-9_:.-] */
     int64_t settled_retention_s;/* how long claimed/released checkouts are
                                    kept for idempotent retries before
-                                   rsv_sweep() purges them (default 604800) */
+                                   rsv_sweep() purges them (>= 0, default
+                                   604800) */
 } rsv_options;
 
 /* Fill *opts with the defaults for the given version (pass
@@ -344,7 +354,8 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  * Returns RSV_OK; expected: RSV_EOUTOFSTOCK, RSV_ECLAIMED (the token was
  * already claimed), RSV_EBUSY, RSV_EINDOUBT; failures: RSV_EINVAL,
  * RSV_ETOKEN, RSV_EEMPTY, RSV_EQUANTITY (ttl_ms negative or above 30
- * days), RSV_ENOITEM, RSV_EINTXN, RSV_ESCHEMA, RSV_ECONN, RSV_EDB,
+ * days), RSV_ETOOBIG (the cart names more than 1000 distinct
+ * item/location pairs), RSV_ENOITEM, RSV_EINTXN, RSV_ESCHEMA, RSV_ECONN, RSV_EDB,
  * RSV_ENOMEM.  On any code but RSV_OK and RSV_EINDOUBT nothing changed in
  * the database.
  */
@@ -440,7 +451,9 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
  * processes at once, and never waits for a checkout in progress.
  * *released_out (may be NULL) receives the number of holds given back.
  * Expired capacity also comes back without any sweeper, at the next refill
- * of the pool.
+ * of the pool.  Returns RSV_OK, RSV_EINVAL (NULL ctx, max_holds negative),
+ * RSV_EINTXN, RSV_EBUSY, RSV_EDISABLED and the usual failures (RSV_ECONN:
+ * the keys finished before the loss stay given back).
  */
 RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
                          int64_t *released_out);

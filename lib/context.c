@@ -60,11 +60,12 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         o = *in;
         o.version = RSV_OPTIONS_VERSION;
     }
-    if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL))
+    if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL |
+                    RSV_OPT_READ_FROM_BOTTOM))
         return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
-    if (o.pool_cap < 1 || o.pool_cap > 10000)
-        return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..10000, not %lld",
-                        (long long)o.pool_cap);
+    if (o.pool_cap < 1 || o.pool_cap > POOL_CAP_MAX)
+        return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..%d, not %lld",
+                        POOL_CAP_MAX, (long long)o.pool_cap);
     if (o.refill_low_water == -1)
         o.refill_low_water = o.pool_cap / 2;
     if (o.refill_low_water < 0 || o.refill_low_water > o.pool_cap)
@@ -134,6 +135,7 @@ static int check_server(rsv_ctx *ctx)
 {
     const char *info = mysql_get_server_info(ctx->conn);
     unsigned long v = mysql_get_server_version(ctx->conn);
+    FAULT_SERVER(&v, &info);
     ctx->is_mariadb = info && strstr(info, "MariaDB") != NULL;
     if (ctx->is_mariadb ? v < 100600 : v < 80001)
         return ctx_fail(ctx, RSV_ESERVER,

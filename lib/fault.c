@@ -60,6 +60,23 @@ void rsv__fault_keep_thread_id(rsv_ctx *ctx, unsigned long thread_id)
     ctx->thread_id = thread_id;
 }
 
+static unsigned long pretend_version;
+static const char *pretend_info;
+
+void rsv__fault_pretend_server(unsigned long version, const char *info)
+{
+    pretend_version = version;
+    pretend_info = info;
+}
+
+void fault_server(unsigned long *version, const char **info)
+{
+    if (pretend_version) {
+        *version = pretend_version;
+        *info = pretend_info;
+    }
+}
+
 const char *rsv__fault_kind_name(int kind)
 {
     static const char *names[RSV_FAULT__COUNT] = {

@@ -74,6 +74,11 @@ const char *rsv__fault_call(uint64_t i);
 /* Pretend the connection id did not change (after a reconnect), as when a
  * restarted server hands out the old id again. */
 void rsv__fault_keep_thread_id(rsv_ctx *ctx, unsigned long thread_id);
+/* Make rsv_open() see this server instead of the real one (version as
+ * mysql_get_server_version() gives it, e.g. 100505 for 10.5.5; info as
+ * mysql_get_server_info()); version 0 stops pretending.  There is no
+ * server too old for SKIP LOCKED in the test environment. */
+void rsv__fault_pretend_server(unsigned long version, const char *info);
 const char *rsv__fault_kind_name(int kind);
 
 /* The hooks (library side).  fault_enter: 1 if the call must not run,
@@ -84,17 +89,20 @@ RSV_HIDDEN int fault_enter(rsv_ctx *ctx, rsv_sql_builder build,
                            uint32_t shape, const char *text, int *oom,
                            int *rc);
 RSV_HIDDEN int fault_leave(rsv_ctx *ctx, int rc);
+RSV_HIDDEN void fault_server(unsigned long *version, const char **info);
 
 #define FAULT_OPENED(ctx) fault_opened(ctx)
 #define FAULT_ENTER(ctx, build, shape, text, oom, rcp) \
     fault_enter(ctx, build, shape, text, oom, rcp)
 #define FAULT_LEAVE(ctx, rc) fault_leave(ctx, rc)
+#define FAULT_SERVER(version, info) fault_server(version, info)
 
 #else
 
 #define FAULT_OPENED(ctx) ((void)(ctx))
 #define FAULT_ENTER(ctx, build, shape, text, oom, rcp) ((void)(rcp), 0)
 #define FAULT_LEAVE(ctx, rc) (rc)
+#define FAULT_SERVER(version, info) ((void)(version), (void)(info))
 
 #endif /* RSV_FAULT_INJECTION */
 

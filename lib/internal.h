@@ -54,6 +54,9 @@
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
+/* The largest pool_cap option a context accepts (rsv_options). */
+#define POOL_CAP_MAX 10000
+
 /* Internal code: a deadlock or lock-wait timeout; the transaction must be
  * rolled back and may be retried. */
 #define RSV__RETRY (-1000)
@@ -159,6 +162,15 @@ typedef struct rsv_stats {
     uint64_t hist[OP__COUNT][RSV_STATS_BUCKETS];
 } rsv_stats;
 
+/* ---- what a context last saw of a pool (reserve.c, "spreading") ---- */
+typedef struct rsv_pool_seen {
+    uint64_t shop, item, loc;
+    uint64_t hi;               /* next_unit_id as last read */
+    uint64_t cursor;           /* where the next read starts */
+    uint64_t refill_after_us;  /* no refill probe before (monotonic) */
+} rsv_pool_seen;
+#define RSV_POOL_SEEN 16       /* pools remembered per context */
+
 /* ---- context ---- */
 struct rsv_ctx {
     MYSQL *conn;
@@ -179,6 +191,7 @@ struct rsv_ctx {
     rsv_res res;
     rsv_buf sql;
     uint64_t rng;              /* backoff jitter, per context */
+    rsv_pool_seen seen[RSV_POOL_SEEN];
 
     /* the operation in progress, for op_end() (txn.c) */
     int op_open;
@@ -218,6 +231,9 @@ RSV_HIDDEN int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
                        const char *spec, uint64_t *affected);
 /* Run a fixed text statement (transaction control); same returns. */
 RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
+/* SET TRANSACTION ISOLATION LEVEL READ COMMITTED and START TRANSACTION in
+ * one round trip; same returns. */
+RSV_HIDDEN int sql_begin(rsv_ctx *ctx);
 RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
 /* Append the /" "* conn_tag *" "/ comment for the current operation. */
 RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
@@ -234,6 +250,8 @@ RSV_HIDDEN uint32_t sql_bucket(size_t n);
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
+/* Uniform-ish random number from the context's generator. */
+RSV_HIDDEN uint64_t ctx_rand(rsv_ctx *ctx);
 /* Start a public operation: sets the tag, the clock and the shop/token the
  * completion callback gets.  `writes`: the operation changes the database,
  * so the kill switch refuses it; then returns RSV_EDISABLED (message set),

@@ -26,6 +26,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mysqld_error.h>
 
@@ -34,10 +35,12 @@
 #define RSV_MAX_KEYS 1000 /* distinct (item, location) pairs per cart */
 #define DELETE_CHUNK 1024
 #define NEED_SLOW 1       /* allocate(): the fast path cannot decide */
+#define NEED_RESCAN 2     /* a read from a spread start came up short */
 
 typedef struct rkey {
     uint64_t item, loc;
     int64_t want;        /* LIMIT of the pool read */
+    uint64_t start;      /* the pool read begins at this id */
     uint64_t *ids;       /* pool rows read, ascending */
     size_t nids, cap_ids;
     size_t used;         /* ids allocated to lines */
@@ -62,6 +65,7 @@ typedef struct rjob {
     int prev_found, prev_status;
     uint32_t prev_gen;
     int64_t refill_added;
+    int rescan;          /* read every pool from its bottom */
 } rjob;
 
 /* ---------------- statements ---------------- */
@@ -73,7 +77,8 @@ static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
     buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
                  ", CAST(id AS SIGNED), 0, 0 FROM reservation_units WHERE "
                  "shop_id = ? AND inventory_item_id = ? AND "
-                 "inventory_group_id = ? ORDER BY id LIMIT ? FOR UPDATE");
+                 "inventory_group_id = ? AND id >= ? ORDER BY id LIMIT ? "
+                 "FOR UPDATE");
     buf_puts(s, slow ? ")" : " SKIP LOCKED)");
 }
 
@@ -94,10 +99,18 @@ static int b_take(rsv_buf *s, uint32_t shape)
                     "SIGNED), CAST(l.inventory_group_id AS SIGNED), "
                     "CAST(l.next_unit_id AS SIGNED), l.on_hand - l.issued "
                     "FROM ");
-        sql_key_rows(s, 2, n);
-        buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
-                    "l.inventory_item_id = k.k0 AND "
-                    "l.inventory_group_id = k.k1)");
+        /* One key (the common cart): a full primary key is a single-row
+         * lookup whatever the optimizer thinks, and cheaper than the join
+         * (this part also takes no lock). */
+        if (n == 1)
+            buf_puts(s, "inventory_levels l WHERE l.inventory_item_id = ? "
+                        "AND l.inventory_group_id = ? AND l.shop_id = ?)");
+        else {
+            sql_key_rows(s, 2, n);
+            buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON "
+                        "l.shop_id = ? AND l.inventory_item_id = k.k0 AND "
+                        "l.inventory_group_id = k.k1)");
+        }
     }
     for (uint32_t k = 0; k < n; k++)
         pool_part(s, k, slow, slow && k == 0);
@@ -117,6 +130,13 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
 
 static int b_units_delete(rsv_buf *s, uint32_t n)
 {
+    /* One row: an equality on the whole primary key is a single-row
+     * lookup (no scan is possible), and much cheaper than the join. */
+    if (n == 1) {
+        buf_puts(s, "DELETE FROM reservation_units WHERE inventory_item_id = ? "
+                    "AND inventory_group_id = ? AND id = ? AND shop_id = ?");
+        return 0;
+    }
     buf_puts(s, "DELETE u FROM ");
     sql_key_rows(s, 3, n);
     buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
@@ -286,6 +306,7 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
         arg_u64(&ctx->args, j->shop);
         arg_u64(&ctx->args, j->keys[k].item);
         arg_u64(&ctx->args, j->keys[k].loc);
+        arg_u64(&ctx->args, slow ? 0 : j->keys[k].start);
         arg_i64(&ctx->args, j->keys[k].want);
     }
     int rc = sql_run(ctx, b_take, n | (slow ? SLOW_BIT : 0), "iiiii", NULL);
@@ -546,20 +567,150 @@ static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
     return RSV_OK;
 }
 
+/* ---------------- spreading the pool reads ----------------
+ *
+ * Every buyer of a hot item reads the same pool.  Read from its bottom,
+ * each read walks past the rows concurrent checkouts have locked and past
+ * the rows taken recently but not yet purged, and that walk, repeated by
+ * every reserve, was most of the server's CPU on a flash sale.  So each
+ * context keeps a cursor per pool: it reads upward from where its last
+ * read ended, and its first read of a pool (from the bottom) places the
+ * cursor at a random id of the live range.  Concurrent contexts then read
+ * far apart and find a free row within a few entries.  A read from a
+ * cursor that comes up short says nothing about the pool (the cursor may
+ * just have reached the top): the reserve reads again from the bottom
+ * (NEED_RESCAN) before it may take the slow path, and that read places the
+ * cursor afresh.
+ *
+ * When to top the pool up is decided apart from reading it: at most every
+ * PROBE_GAP_US per pool and context, a reserve counts the pool's rows (one
+ * plain read of at most pool_cap index entries, outside any transaction)
+ * and refills only if it is below the low-water mark.  Refill attempts by
+ * every buyer at once used to find the ledger row locked by one refiller
+ * and do nothing but cost.
+ */
+#define PROBE_GAP_US 1000000
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static rsv_pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, const rkey *k)
+{
+    uint64_t h = (shop * 0x9E3779B97F4A7C15ULL) ^
+                 (k->item * 0xC2B2AE3D27D4EB4FULL) ^
+                 (k->loc * 0x165667B19E3779F9ULL);
+    return &ctx->seen[(h >> 32) % RSV_POOL_SEEN];
+}
+
+static rsv_pool_seen *seen_find(rsv_ctx *ctx, uint64_t shop, const rkey *k)
+{
+    rsv_pool_seen *s = seen_slot(ctx, shop, k);
+    return s->hi && s->shop == shop && s->item == k->item && s->loc == k->loc
+               ? s : NULL;
+}
+
+static void choose_starts(rsv_ctx *ctx, rjob *j)
+{
+    for (size_t i = 0; i < j->nkeys; i++) {
+        rkey *k = &j->keys[i];
+        rsv_pool_seen *s = seen_find(ctx, j->shop, k);
+        k->start = j->rescan || !s ||
+                           (ctx->opts.flags & RSV_OPT_READ_FROM_BOTTOM)
+                       ? 0 : s->cursor;
+    }
+}
+
+/* After a fast-path read: move the cursors. */
+static void note_reads(rsv_ctx *ctx, rjob *j)
+{
+    for (size_t i = 0; i < j->nkeys; i++) {
+        rkey *k = &j->keys[i];
+        if (!k->have_hint)
+            continue;
+        rsv_pool_seen *s = seen_slot(ctx, j->shop, k);
+        if (!seen_find(ctx, j->shop, k)) {
+            memset(s, 0, sizeof *s);
+            s->shop = j->shop;
+            s->item = k->item;
+            s->loc = k->loc;
+        }
+        s->hi = k->hint_next;
+        if (k->nids == 0) {
+            s->cursor = 0;
+        } else if (k->start == 0) {
+            uint64_t lo = k->ids[0];
+            s->cursor = s->hi > lo ? lo + ctx_rand(ctx) % (s->hi - lo) : 0;
+        } else {
+            s->cursor = k->ids[k->nids - 1] + 1;
+        }
+    }
+}
+
+/* Whether the pool of key k is due for a refill: it was short, or a count
+ * (rate-limited) finds it below the low-water mark. */
+static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
+{
+    if ((int64_t)k->nids < k->want)
+        return 1;
+    /* Read from the bottom, the read itself tells: ids above the lowest
+     * free row (an overestimate of the rows left).  Deterministic, for
+     * tests that count statements. */
+    if (ctx->opts.flags & RSV_OPT_READ_FROM_BOTTOM)
+        return (int64_t)(k->hint_next - k->ids[0]) < ctx->opts.refill_low_water;
+    rsv_pool_seen *s = seen_find(ctx, j->shop, k);
+    uint64_t now = now_us();
+    /* Jittered: contexts started together must not probe in step (the
+     * pool would drain between their waves); spread out, all contexts
+     * together probe a hot pool every PROBE_GAP_US / contexts. */
+    if (s && !s->refill_after_us)
+        s->refill_after_us = now + ctx_rand(ctx) % PROBE_GAP_US;
+    if (s && now < s->refill_after_us)
+        return 0;
+    if (s)
+        s->refill_after_us = now + PROBE_GAP_US / 2 +
+                             ctx_rand(ctx) % PROBE_GAP_US;
+    /* With autocommit off a plain read would leave a transaction open on
+     * the application's connection: refill straight away instead (the
+     * refill counts under the ledger lock and adds nothing if full). */
+    unsigned int status = 0;
+    if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
+                          &status) != 0 || !(status & SERVER_STATUS_AUTOCOMMIT))
+        return 1;
+    rsv_level lv;
+    memset(&lv, 0, sizeof lv);
+    lv.item = k->item;
+    lv.loc = k->loc;
+    int64_t count = 0;
+    char msg[sizeof ctx->msg];
+    memcpy(msg, ctx->msg, sizeof msg);
+    int rc = ledger_pool_count(ctx, j->shop, &lv, &count);
+    memcpy(ctx->msg, msg, sizeof msg);
+    return rc != RSV_OK || count < ctx->opts.refill_low_water;
+}
+
 /* ---------------- the two paths ---------------- */
 
 static int fast_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
+    choose_starts(ctx, j);
     int rc = take(ctx, j, 0);
     if (rc)
         return rc;
+    note_reads(ctx, j);
     /* Fewer rows than asked: the pool is low, or SKIP LOCKED passed over
      * rows other checkouts hold (see RSV_STAT_SHORT_READS). */
     for (size_t k = 0; k < j->nkeys; k++)
         stats_add(ctx, RSV_STAT_SHORT_READS,
                   (int64_t)j->keys[k].nids < j->keys[k].want);
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
+            return NEED_RESCAN; /* rolled back by the frame */
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
@@ -674,11 +825,7 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         rkey *key = &j->keys[k];
         if (!key->have_hint || key->hint_avail <= 0)
             continue;
-        uint64_t top = key->used ? key->ids[key->used - 1]
-                                 : (key->nids ? key->ids[0] : 0);
-        int64_t left = key->nids == 0 ? 0
-                                      : (int64_t)(key->hint_next - 1 - top);
-        if (left >= ctx->opts.refill_low_water && key->nids >= (size_t)key->want)
+        if (!refill_due(ctx, j, key))
             continue;
         int64_t added = 0;
         /* Best effort: the reserve already committed; a failed refill only
@@ -687,6 +834,7 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         memcpy(msg, ctx->msg, sizeof msg);
         stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
         (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added);
+
         memcpy(ctx->msg, msg, sizeof msg);
         j->refill_added += added;
     }
@@ -726,6 +874,10 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         return rc;
     }
     rc = txn_run(ctx, 0, fast_body, &j);
+    if (rc == NEED_RESCAN) {
+        j.rescan = 1;
+        rc = txn_run(ctx, 0, fast_body, &j);
+    }
     stats_add(ctx, RSV_STAT_SLOW_PATHS, rc == NEED_SLOW);
     if (rc == NEED_SLOW)
         rc = txn_run(ctx, 0, slow_body, &j);

@@ -139,6 +139,12 @@ static int stock_body(rsv_ctx *ctx, void *p)
     } else if ((rc = ledger_fold(ctx, a->shop, &lv, NULL))) {
         return rc;
     }
+    /* on_hand is 0..2^62 and the delta -2^62..2^62, so the sum can
+     * reach 2^63: refuse before adding. */
+    if (!a->is_set && a->value > STOCK_MAX - lv.on_hand)
+        return ctx_fail(ctx, RSV_EQUANTITY,
+                        "stock on hand would be above 2^62 (%lld + %lld)",
+                        (long long)lv.on_hand, (long long)a->value);
     int64_t target = a->is_set ? a->value : lv.on_hand + a->value;
     if (target < 0 || target > STOCK_MAX)
         return ctx_fail(ctx, target < 0 ? RSV_ESTOCK : RSV_EQUANTITY,

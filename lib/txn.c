@@ -71,6 +71,13 @@ int op_end(rsv_ctx *ctx, int rc)
 
 int txn_caller_open(rsv_ctx *ctx)
 {
+    /* A connection Connector/C has given up on (its socket closed after a
+     * loss) keeps the server status of its last answer, which may say "in
+     * a transaction": the session, and the transaction, are gone.  Trust
+     * the flag only on a live connection, or every later call would say
+     * RSV_EINTXN instead of RSV_ECONN. */
+    if (!ctx->conn->net.pvio)
+        return 0;
     unsigned int status = 0;
     if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
                           &status) != 0)
@@ -78,9 +85,9 @@ int txn_caller_open(rsv_ctx *ctx)
     return (status & SERVER_STATUS_IN_TRANS) != 0;
 }
 
-static uint64_t next_rand(rsv_ctx *ctx)
+uint64_t ctx_rand(rsv_ctx *ctx)
 {
-    /* xorshift64*: jitter only, no need for quality */
+    /* xorshift64*: jitter and read offsets, no need for quality */
     uint64_t x = ctx->rng;
     x ^= x >> 12;
     x ^= x << 25;
@@ -94,7 +101,7 @@ static void backoff(rsv_ctx *ctx, int attempt)
     int64_t base = ctx->opts.retry_base_us;
     int64_t cap = base << (attempt < 10 ? attempt : 10);
     /* "full jitter": uniform in [cap/2, cap) so retries spread out */
-    int64_t us = cap / 2 + (int64_t)(next_rand(ctx) % (uint64_t)(cap / 2 + 1));
+    int64_t us = cap / 2 + (int64_t)(ctx_rand(ctx) % (uint64_t)(cap / 2 + 1));
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
     nanosleep(&ts, NULL);
 }
@@ -163,9 +170,7 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
             backoff(ctx, attempt - 1);
         }
         ctx->commit_anyway = 0;
-        rc = sql_text(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
-        if (rc == RSV_OK)
-            rc = sql_text(ctx, "START TRANSACTION");
+        rc = sql_begin(ctx);
         if (rc == RSV__RETRY) {
             count_conflict(ctx, rc);
             continue; /* nothing began, nothing to roll back: retry */

@@ -4,13 +4,14 @@
 #
 # Creates its own database with sql/schema.sql and drops it at the end.
 # Holds are made through the library itself (a few lines of Python ctypes
-# calling build/libreserve.so), so the tool is tested on states the
-# library really produces.  Run by `make check`, or by hand:
+# calling $RSV_BUILD/libreserve.so, RSV_BUILD defaulting to build), so the
+# tool is tested on states the library really produces.  Run by `make
+# check`, or by hand:
 #   make lib build/rsv-admin && tools/mariadb.sh run tests/admin-test.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ADMIN=${RSV_ADMIN_BIN:-build/rsv-admin}
+ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
 : "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
 [ -x "$ADMIN" ] || { echo "admin-test: $ADMIN is not built (make $ADMIN)" >&2; exit 1; }
 USER_=${RSV_TEST_USER:-root}
@@ -71,7 +72,7 @@ lib() {
 import ctypes, ctypes.util, os, sys
 from ctypes import c_void_p, c_char_p, c_uint, c_ulong, c_uint64, c_int64, c_size_t, c_int, POINTER, byref
 m = ctypes.CDLL(ctypes.util.find_library("mariadb") or "libmariadb.so.3")
-r = ctypes.CDLL(os.path.abspath("build/libreserve.so"))
+r = ctypes.CDLL(os.path.abspath(os.path.join(os.environ.get("RSV_BUILD", "build"), "libreserve.so")))
 m.mysql_init.restype = c_void_p; m.mysql_init.argtypes = [c_void_p]
 m.mysql_real_connect.restype = c_void_p
 m.mysql_real_connect.argtypes = [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_uint, c_char_p, c_ulong]

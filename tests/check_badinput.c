@@ -111,6 +111,12 @@ START_TEST(bad_quantities)
     TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_int_eq(shop_rows(c, shop), before);
     ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 10);
+    /* stock at the top of its range plus the largest delta: refused
+     * before the sum is formed (it would overflow int64) */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, INT64_C(1) << 62));
+    rc = rsv_stock_adjust(ctx, shop, 2, 1, INT64_C(1) << 62, NULL);
+    TU_RC(ctx, rc, RSV_EQUANTITY);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 2, 1), INT64_C(1) << 62);
     rsv_cart_free(cart);
     rsv_close(ctx);
     mysql_close(c);
@@ -316,6 +322,21 @@ START_TEST(lost_connection)
     TU_OK(k2, rsv_open(&k2, killer, NULL));
     ck_assert_int_eq(tu_held(k2, shop, 1, 1), 0);
     rsv_close(k2);
+    rsv_close(ctx);
+    mysql_close(c);
+    /* The connection is lost while the application is inside its own
+     * transaction and the application has seen the loss: the handle still
+     * says "in a transaction" (the last status it read), but the session
+     * is gone.  RSV_ECONN, not RSV_EINTXN. */
+    c = tu_connect();
+    ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    tu_exec(c, "START TRANSACTION");
+    snprintf(q, sizeof q, "KILL %lu", mysql_thread_id(c));
+    tu_exec(killer, q);
+    ck_assert_int_ne(mysql_query(c, "SELECT 1"), 0);
+    rc = rsv_reserve_one(ctx, shop, TOK("lost2"), 1, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_ECONN);
     rsv_close(ctx);
     mysql_close(c);
     /* a handle that never connected */

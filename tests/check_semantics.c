@@ -178,6 +178,8 @@ START_TEST(expired_hold_still_claimable_until_taken)
     /* nobody took the unit: the claim still succeeds */
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("slow-payer")));
     ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
+    rsv_close(ctx);
+    mysql_close(c);
 }
 END_TEST
 
@@ -424,6 +426,44 @@ START_TEST(statement_failed_mid_result_is_reusable)
 }
 END_TEST
 
+/* A context reads a pool from a cursor (where its last read ended, or a
+ * random place after a read from the bottom).  A cursor read that comes up
+ * short says nothing about the pool: the reserve must read again from the
+ * bottom and succeed, not report out of stock or leave a transaction. */
+START_TEST(cursor_read_short_rescans_from_bottom)
+{
+    MYSQL *c = tu_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = 10;
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    uint64_t shop = tu_shop();
+    for (int round = 0; round < 20; round++) {
+        uint64_t item = (uint64_t)(100 + round);
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 10));
+        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
+        char t1[32], t2[32];
+        snprintf(t1, sizeof t1, "cur-a-%d", round);
+        snprintf(t2, sizeof t2, "cur-b-%d", round);
+        /* from the bottom: places the cursor somewhere in ids 1..10 */
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(t1), item, 1, 1, 0));
+        /* 9 more: only a cursor at the very start could cover them */
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(t2), item, 1, 9, 0));
+        ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+        ck_assert_int_eq(tu_held(ctx, shop, item, 1), 10);
+        int rc = rsv_reserve_one(ctx, shop, TOK("cur-none"), item, 1, 1, 0);
+        TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    }
+    uint64_t slow = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    /* the 20 out-of-stock answers take the slow path; the rescans do not */
+    ck_assert_uint_eq(slow, 20);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("semantics");
@@ -438,6 +478,8 @@ int main(void)
     tu_add(s, "claim_inside_caller_transaction", claim_inside_caller_transaction);
     tu_add(s, "stock_changes_keep_invariants", stock_changes_keep_invariants);
     tu_add(s, "lock_wait_timeout_reports_busy", lock_wait_timeout_reports_busy);
+    tu_add(s, "cursor_read_short_rescans_from_bottom",
+           cursor_read_short_rescans_from_bottom);
     tu_add_timeout(s, "statement_failed_mid_result_is_reusable",
                    statement_failed_mid_result_is_reusable, 15);
     int rc = tu_run(s);

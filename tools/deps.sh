@@ -2,9 +2,11 @@
 # Makes sure the build and test dependencies are installed.
 #
 # Checks for a C compiler, make, pkg-config, MariaDB Connector/C
-# (libmariadb-dev), Check, the MariaDB server and client, and Python 3.
+# (libmariadb-dev), Check, the MariaDB server and client, and Python 3;
+# "valgrind" and "fuzz" also for valgrind, resp. clang with libFuzzer.
 # Run as root it installs what is missing with apt-get; otherwise it prints
-# the exact command to run and fails.  Usage: tools/deps.sh [build|test]
+# the exact command to run and fails.
+# Usage: tools/deps.sh [build|test|valgrind|fuzz]
 set -euo pipefail
 what=${1:-test}
 
@@ -17,7 +19,13 @@ have pkg-config || missing+=(pkg-config)
 if ! have pkg-config || ! pkg-config --exists libmariadb 2>/dev/null; then
   missing+=(libmariadb-dev)
 fi
-if [ "$what" = test ]; then
+if [ "$what" = valgrind ]; then
+  have valgrind || missing+=(valgrind)
+fi
+if [ "$what" = fuzz ]; then
+  have clang || missing+=(clang)
+fi
+if [ "$what" != build ]; then
   if ! have pkg-config || ! pkg-config --exists check 2>/dev/null; then
     missing+=(check)
   fi

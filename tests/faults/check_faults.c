@@ -50,6 +50,9 @@ static void fill_opts(void)
 {
     rsv_options_init(&opts, RSV_OPTIONS_VERSION);
     opts.pool_cap = 10;
+    /* The walk needs the same calls on every run of an operation: no
+     * per-context read cursors (they move with every read). */
+    opts.flags = RSV_OPT_READ_FROM_BOTTOM;
     opts.max_retries = 2;
     opts.retry_base_us = 50;
 }
@@ -926,6 +929,38 @@ START_TEST(reconnect_caller_owned_handle)
 }
 END_TEST
 
+/* rsv_open refuses servers without SELECT ... FOR UPDATE SKIP LOCKED.  No
+ * such server is at hand, so rsv_open is made to see one: the check is the
+ * library's, only the version it reads is pretended. */
+START_TEST(old_servers_are_refused)
+{
+    static const struct {
+        unsigned long version;
+        const char *info;
+        int want;
+    } cases[] = {
+        {100505, "10.5.5-MariaDB", RSV_ESERVER},
+        {100600, "10.6.0-MariaDB", RSV_OK},
+        {80000, "8.0.0", RSV_ESERVER},
+        {80001, "8.0.1", RSV_OK},
+        {50744, "5.7.44-log", RSV_ESERVER},
+    };
+    MYSQL *c = tu_connect();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rsv__fault_pretend_server(cases[i].version, cases[i].info);
+        rsv_ctx *x = NULL;
+        int rc = rsv_open(&x, c, NULL);
+        rsv__fault_pretend_server(0, NULL);
+        ck_assert_msg(rc == cases[i].want, "%s: got %s (%s)", cases[i].info,
+                      rsv_code_name(rc), rsv_errmsg(x));
+        if (rc == RSV_ESERVER)
+            ck_assert(strstr(rsv_errmsg(x), "SKIP LOCKED") != NULL);
+        rsv_close(x);
+    }
+    mysql_close(c);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("faults");
@@ -945,6 +980,7 @@ int main(void)
            killed_while_waiting_for_a_lock);
     tu_add(s, "reconnect_same_thread_id", reconnect_same_thread_id);
     tu_add(s, "reconnect_caller_owned_handle", reconnect_caller_owned_handle);
+    tu_add(s, "old_servers_are_refused", old_servers_are_refused);
     int status = tu_run(s);
     tu_db_drop();
     return status;
