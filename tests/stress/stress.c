@@ -1607,6 +1607,10 @@ int main(int argc, char **argv)
             }
             if (p == proxy_pid) {
                 fprintf(stderr, "stress: the proxy died (%d)\n", st);
+                atomic_store(&shm->stop, 1);
+                for (int s = 0; s < C.clients; s++)
+                    kill(atomic_load(&shm->s[s].pid), SIGKILL);
+                kill(tm, SIGKILL);
                 exit(2);
             }
             for (int s = 0; s < C.clients; s++)
