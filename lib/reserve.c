@@ -99,18 +99,16 @@ static int b_take(rsv_buf *s, uint32_t shape)
                     "SIGNED), CAST(l.inventory_group_id AS SIGNED), "
                     "CAST(l.next_unit_id AS SIGNED), l.on_hand - l.issued "
                     "FROM ");
-        /* One key (the common cart): a full primary key is a single-row
-         * lookup whatever the optimizer thinks, and cheaper than the join
-         * (this part also takes no lock). */
-        if (n == 1)
-            buf_puts(s, "inventory_levels l WHERE l.inventory_item_id = ? "
-                        "AND l.inventory_group_id = ? AND l.shop_id = ?)");
-        else {
-            sql_key_rows(s, 2, n);
-            buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON "
-                        "l.shop_id = ? AND l.inventory_item_id = k.k0 AND "
-                        "l.inventory_group_id = k.k1)");
-        }
+        /* This part takes no lock, so a plain list of keys is safe here
+         * (a scan would cost time, never lock order), and much cheaper
+         * than the join the locking statements need. */
+        buf_puts(s, "inventory_levels l WHERE (");
+        for (uint32_t i = 0; i < n; i++)
+            buf_puts(s, i ? " OR (l.inventory_item_id = ? AND "
+                            "l.inventory_group_id = ?)"
+                          : "(l.inventory_item_id = ? AND "
+                            "l.inventory_group_id = ?)");
+        buf_puts(s, ") AND l.shop_id = ?)");
     }
     for (uint32_t k = 0; k < n; k++)
         pool_part(s, k, slow, slow && k == 0);
@@ -650,45 +648,62 @@ static void note_reads(rsv_ctx *ctx, rjob *j)
     }
 }
 
+struct pool_probe {
+    uint64_t shop, item, loc;
+    int64_t count;
+};
+
+static int probe_body(rsv_ctx *ctx, void *p)
+{
+    struct pool_probe *pp = p;
+    rsv_level lv;
+    memset(&lv, 0, sizeof lv);
+    lv.item = pp->item;
+    lv.loc = pp->loc;
+    return ledger_pool_count(ctx, pp->shop, &lv, &pp->count);
+}
+
 /* Whether the pool of key k is due for a refill: it was short, or a count
  * (rate-limited) finds it below the low-water mark. */
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     if ((int64_t)k->nids < k->want)
         return 1;
-    /* Read from the bottom, the read itself tells: ids above the lowest
-     * free row (an overestimate of the rows left).  Deterministic, for
-     * tests that count statements. */
-    if (ctx->opts.flags & RSV_OPT_READ_FROM_BOTTOM)
-        return (int64_t)(k->hint_next - k->ids[0]) < ctx->opts.refill_low_water;
+    /* A read from the bottom tells by itself: the ids above the lowest
+     * free row (an overestimate of the rows left).  Only reads from a
+     * cursor need the count, and only pools this context reads often
+     * (still in its cache): a cart over many items must not count each. */
     rsv_pool_seen *s = seen_find(ctx, j->shop, k);
+    if (!s) /* (evicted by another key of this cart since the read) */
+        return k->start == 0 && (int64_t)(k->hint_next - k->ids[0]) <
+                                    ctx->opts.refill_low_water;
     uint64_t now = now_us();
+    if (k->start == 0) {
+        /* at most one attempt per pool and PROBE_GAP_US from here too: a
+         * pool the ledger can only trickle into looks low on every read */
+        if ((int64_t)(k->hint_next - k->ids[0]) >= ctx->opts.refill_low_water ||
+            now < s->refill_after_us)
+            return 0;
+        s->refill_after_us = now + PROBE_GAP_US / 2 +
+                             ctx_rand(ctx) % PROBE_GAP_US;
+        return 1;
+    }
     /* Jittered: contexts started together must not probe in step (the
      * pool would drain between their waves); spread out, all contexts
      * together probe a hot pool every PROBE_GAP_US / contexts. */
-    if (s && !s->refill_after_us)
+    if (!s->refill_after_us)
         s->refill_after_us = now + ctx_rand(ctx) % PROBE_GAP_US;
-    if (s && now < s->refill_after_us)
+    if (now < s->refill_after_us)
         return 0;
-    if (s)
-        s->refill_after_us = now + PROBE_GAP_US / 2 +
-                             ctx_rand(ctx) % PROBE_GAP_US;
-    /* With autocommit off a plain read would leave a transaction open on
-     * the application's connection: refill straight away instead (the
-     * refill counts under the ledger lock and adds nothing if full). */
-    unsigned int status = 0;
-    if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
-                          &status) != 0 || !(status & SERVER_STATUS_AUTOCOMMIT))
-        return 1;
-    rsv_level lv;
-    memset(&lv, 0, sizeof lv);
-    lv.item = k->item;
-    lv.loc = k->loc;
-    int64_t count = 0;
+    s->refill_after_us = now + PROBE_GAP_US / 2 + ctx_rand(ctx) % PROBE_GAP_US;
+    /* In a transaction of its own: with autocommit off a plain read would
+     * leave one open on the application's connection. */
+    struct pool_probe pp = {j->shop, k->item, k->loc, 0};
     char msg[sizeof ctx->msg];
     memcpy(msg, ctx->msg, sizeof msg);
-    int rc = ledger_pool_count(ctx, j->shop, &lv, &count);
+    int rc = txn_run(ctx, 0, probe_body, &pp);
     memcpy(ctx->msg, msg, sizeof msg);
+    int64_t count = pp.count;
     return rc != RSV_OK || count < ctx->opts.refill_low_water;
 }
 

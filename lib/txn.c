@@ -76,7 +76,7 @@ int txn_caller_open(rsv_ctx *ctx)
      * a transaction": the session, and the transaction, are gone.  Trust
      * the flag only on a live connection, or every later call would say
      * RSV_EINTXN instead of RSV_ECONN. */
-    if (!ctx->conn->net.pvio)
+    if (mysql_get_socket(ctx->conn) == MARIADB_INVALID_SOCKET)
         return 0;
     unsigned int status = 0;
     if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
