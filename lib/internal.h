@@ -250,6 +250,8 @@ RSV_HIDDEN uint32_t sql_bucket(size_t n);
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
+/* ROLLBACK, keeping the code and message of what made it necessary. */
+RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
 /* Uniform-ish random number from the context's generator. */
 RSV_HIDDEN uint64_t ctx_rand(rsv_ctx *ctx);
 /* Start a public operation: sets the tag, the clock and the shop/token the

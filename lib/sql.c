@@ -573,16 +573,8 @@ int sql_begin(rsv_ctx *ctx)
                              mysql_error(ctx->conn), start);
         return rc;
     }
-    if (rc != RSV_OK && (ctx->conn->server_status & SERVER_STATUS_IN_TRANS)) {
-        int code = ctx->code;
-        unsigned int err = ctx->db_errno;
-        char msg[sizeof ctx->msg];
-        memcpy(msg, ctx->msg, sizeof msg);
-        (void)sql_text(ctx, "ROLLBACK");
-        memcpy(ctx->msg, msg, sizeof msg);
-        ctx->code = code;
-        ctx->db_errno = err;
-    }
+    if (rc != RSV_OK && txn_caller_open(ctx))
+        txn_rollback_quietly(ctx);
     return rc;
 #endif
 }

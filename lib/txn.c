@@ -119,7 +119,7 @@ static void count_conflict(rsv_ctx *ctx, int rc)
         stats_add(ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, 1);
 }
 
-static void rollback_quietly(rsv_ctx *ctx)
+void txn_rollback_quietly(rsv_ctx *ctx)
 {
     /* Keep the body's message: the rollback's own failure (on a dead
      * connection) says nothing new. */
@@ -201,7 +201,7 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         if (rc == RSV_ECONN)
             return rc; /* the server rolled back when the session died */
         count_conflict(ctx, rc);
-        rollback_quietly(ctx);
+        txn_rollback_quietly(ctx);
         if (rc != RSV__RETRY)
             return rc;
     }
