@@ -306,6 +306,22 @@ RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc, int skip, int64_t *added);
 RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
 
+/* ---- pool cursors (pool_cursor.c) ---- */
+/* Where this context's next fast-path read of the pool starts (0: the
+ * bottom). */
+RSV_HIDDEN uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop,
+                                      uint64_t item, uint64_t loc);
+/* After a fast-path read from start that returned ids first..last (0 if
+ * none) and saw next_unit_id next_id: move the cursor. */
+RSV_HIDDEN void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                                 uint64_t loc, uint64_t next_id,
+                                 uint64_t start, uint64_t first_id,
+                                 uint64_t last_id);
+/* After a committed reserve: whether to top this pool up now. */
+RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                               uint64_t loc, uint64_t start, uint64_t next_id,
+                               uint64_t first_id, int was_short);
+
 /* ---- checkouts (checkout.c) ---- */
 RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
 RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);

@@ -26,7 +26,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <mysqld_error.h>
 
@@ -565,60 +564,14 @@ static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
     return RSV_OK;
 }
 
-/* ---------------- spreading the pool reads ----------------
- *
- * Every buyer of a hot item reads the same pool.  Read from its bottom,
- * each read walks past the rows concurrent checkouts have locked and past
- * the rows taken recently but not yet purged, and that walk, repeated by
- * every reserve, was most of the server's CPU on a flash sale.  So each
- * context keeps a cursor per pool: it reads upward from where its last
- * read ended, and its first read of a pool (from the bottom) places the
- * cursor at a random id of the live range.  Concurrent contexts then read
- * far apart and find a free row within a few entries.  A read from a
- * cursor that comes up short says nothing about the pool (the cursor may
- * just have reached the top): the reserve reads again from the bottom
- * (NEED_RESCAN) before it may take the slow path, and that read places the
- * cursor afresh.
- *
- * When to top the pool up is decided apart from reading it: at most every
- * PROBE_GAP_US per pool and context, a reserve counts the pool's rows (one
- * plain read of at most pool_cap index entries, outside any transaction)
- * and refills only if it is below the low-water mark.  Refill attempts by
- * every buyer at once used to find the ledger row locked by one refiller
- * and do nothing but cost.
- */
-#define PROBE_GAP_US 1000000
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static rsv_pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, const rkey *k)
-{
-    uint64_t h = (shop * 0x9E3779B97F4A7C15ULL) ^
-                 (k->item * 0xC2B2AE3D27D4EB4FULL) ^
-                 (k->loc * 0x165667B19E3779F9ULL);
-    return &ctx->seen[(h >> 32) % RSV_POOL_SEEN];
-}
-
-static rsv_pool_seen *seen_find(rsv_ctx *ctx, uint64_t shop, const rkey *k)
-{
-    rsv_pool_seen *s = seen_slot(ctx, shop, k);
-    return s->hi && s->shop == shop && s->item == k->item && s->loc == k->loc
-               ? s : NULL;
-}
+/* ---------------- where reads start (pool_cursor.c) ---------------- */
 
 static void choose_starts(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *k = &j->keys[i];
-        rsv_pool_seen *s = seen_find(ctx, j->shop, k);
-        k->start = j->rescan || !s ||
-                           (ctx->opts.flags & RSV_OPT_READ_FROM_BOTTOM)
-                       ? 0 : s->cursor;
+        k->start = j->rescan ? 0
+                             : pool_cursor_start(ctx, j->shop, k->item, k->loc);
     }
 }
 
@@ -627,84 +580,18 @@ static void note_reads(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *k = &j->keys[i];
-        if (!k->have_hint)
-            continue;
-        rsv_pool_seen *s = seen_slot(ctx, j->shop, k);
-        if (!seen_find(ctx, j->shop, k)) {
-            memset(s, 0, sizeof *s);
-            s->shop = j->shop;
-            s->item = k->item;
-            s->loc = k->loc;
-        }
-        s->hi = k->hint_next;
-        if (k->nids == 0) {
-            s->cursor = 0;
-        } else if (k->start == 0) {
-            uint64_t lo = k->ids[0];
-            s->cursor = s->hi > lo ? lo + ctx_rand(ctx) % (s->hi - lo) : 0;
-        } else {
-            s->cursor = k->ids[k->nids - 1] + 1;
-        }
+        if (k->have_hint)
+            pool_cursor_note(ctx, j->shop, k->item, k->loc, k->hint_next,
+                             k->start, k->nids ? k->ids[0] : 0,
+                             k->nids ? k->ids[k->nids - 1] : 0);
     }
 }
 
-struct pool_probe {
-    uint64_t shop, item, loc;
-    int64_t count;
-};
-
-static int probe_body(rsv_ctx *ctx, void *p)
-{
-    struct pool_probe *pp = p;
-    rsv_level lv;
-    memset(&lv, 0, sizeof lv);
-    lv.item = pp->item;
-    lv.loc = pp->loc;
-    return ledger_pool_count(ctx, pp->shop, &lv, &pp->count);
-}
-
-/* Whether the pool of key k is due for a refill: it was short, or a count
- * (rate-limited) finds it below the low-water mark. */
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
-    if ((int64_t)k->nids < k->want)
-        return 1;
-    /* A read from the bottom tells by itself: the ids above the lowest
-     * free row (an overestimate of the rows left).  Only reads from a
-     * cursor need the count, and only pools this context reads often
-     * (still in its cache): a cart over many items must not count each. */
-    rsv_pool_seen *s = seen_find(ctx, j->shop, k);
-    if (!s) /* (evicted by another key of this cart since the read) */
-        return k->start == 0 && (int64_t)(k->hint_next - k->ids[0]) <
-                                    ctx->opts.refill_low_water;
-    uint64_t now = now_us();
-    if (k->start == 0) {
-        /* at most one attempt per pool and PROBE_GAP_US from here too: a
-         * pool the ledger can only trickle into looks low on every read */
-        if ((int64_t)(k->hint_next - k->ids[0]) >= ctx->opts.refill_low_water ||
-            now < s->refill_after_us)
-            return 0;
-        s->refill_after_us = now + PROBE_GAP_US / 2 +
-                             ctx_rand(ctx) % PROBE_GAP_US;
-        return 1;
-    }
-    /* Jittered: contexts started together must not probe in step (the
-     * pool would drain between their waves); spread out, all contexts
-     * together probe a hot pool every PROBE_GAP_US / contexts. */
-    if (!s->refill_after_us)
-        s->refill_after_us = now + ctx_rand(ctx) % PROBE_GAP_US;
-    if (now < s->refill_after_us)
-        return 0;
-    s->refill_after_us = now + PROBE_GAP_US / 2 + ctx_rand(ctx) % PROBE_GAP_US;
-    /* In a transaction of its own: with autocommit off a plain read would
-     * leave one open on the application's connection. */
-    struct pool_probe pp = {j->shop, k->item, k->loc, 0};
-    char msg[sizeof ctx->msg];
-    memcpy(msg, ctx->msg, sizeof msg);
-    int rc = txn_run(ctx, 0, probe_body, &pp);
-    memcpy(ctx->msg, msg, sizeof msg);
-    int64_t count = pp.count;
-    return rc != RSV_OK || count < ctx->opts.refill_low_water;
+    return pool_refill_due(ctx, j->shop, k->item, k->loc, k->start,
+                           k->hint_next, k->nids ? k->ids[0] : 0,
+                           (int64_t)k->nids < k->want);
 }
 
 /* ---------------- the two paths ---------------- */

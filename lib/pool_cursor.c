@@ -1,0 +1,144 @@
+/*
+ * pool_cursor.c - where a context's reads of a pool start, and when a
+ * reserve tops the pool up.
+ *
+ * Every buyer of a hot item reads the same pool.  Read from its bottom,
+ * each read walks past the rows concurrent checkouts have locked and past
+ * the rows taken recently but not yet purged, and that walk, repeated by
+ * every reserve, cost server CPU that grew with the number of buyers.  So each
+ * context keeps a cursor per pool: it reads upward from where its last
+ * read ended, and its first read of a pool (from the bottom) places the
+ * cursor at a random id of the live range.  Concurrent contexts then read
+ * far apart and find a free row within a few entries.  A read from a
+ * cursor that comes up short says nothing about the pool (the cursor may
+ * just have reached the top): the reserve reads again from the bottom
+ * (NEED_RESCAN) before it may take the slow path, and that read places the
+ * cursor afresh.
+ *
+ * When to top the pool up is decided apart from reading it: at most every
+ * PROBE_GAP_US per pool and context, a reserve counts the pool's rows (one
+ * plain read of at most pool_cap index entries, in a short transaction of
+ * its own) and refills only if it is below the low-water mark.  Refill attempts by
+ * every buyer at once used to find the ledger row locked by one refiller
+ * and do nothing but cost.
+ *
+ * The cursors live in the context (RSV_POOL_SEEN pools, direct-mapped): a
+ * pool that falls out of the cache is read from the bottom again.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define PROBE_GAP_US 1000000
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static rsv_pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                                uint64_t loc)
+{
+    uint64_t h = (shop * 0x9E3779B97F4A7C15ULL) ^
+                 (item * 0xC2B2AE3D27D4EB4FULL) ^
+                 (loc * 0x165667B19E3779F9ULL);
+    return &ctx->seen[(h >> 32) % RSV_POOL_SEEN];
+}
+
+static rsv_pool_seen *seen_find(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                                uint64_t loc)
+{
+    rsv_pool_seen *s = seen_slot(ctx, shop, item, loc);
+    return s->hi && s->shop == shop && s->item == item && s->loc == loc
+               ? s : NULL;
+}
+
+uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                           uint64_t loc)
+{
+    if (ctx->opts.flags & RSV_OPT_READ_FROM_BOTTOM)
+        return 0;
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    return s ? s->cursor : 0;
+}
+
+void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                      uint64_t loc, uint64_t next_id, uint64_t start,
+                      uint64_t first_id, uint64_t last_id)
+{
+    rsv_pool_seen *s = seen_slot(ctx, shop, item, loc);
+    if (!seen_find(ctx, shop, item, loc)) {
+        memset(s, 0, sizeof *s);
+        s->shop = shop;
+        s->item = item;
+        s->loc = loc;
+    }
+    s->hi = next_id;
+    if (first_id == 0)
+        s->cursor = 0;
+    else if (start == 0)
+        s->cursor = s->hi > first_id
+                        ? first_id + ctx_rand(ctx) % (s->hi - first_id) : 0;
+    else
+        s->cursor = last_id + 1;
+}
+
+struct pool_probe {
+    uint64_t shop, item, loc;
+    int64_t count;
+};
+
+static int probe_body(rsv_ctx *ctx, void *p)
+{
+    struct pool_probe *pp = p;
+    rsv_level lv;
+    memset(&lv, 0, sizeof lv);
+    lv.item = pp->item;
+    lv.loc = pp->loc;
+    return ledger_pool_count(ctx, pp->shop, &lv, &pp->count);
+}
+
+int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
+                    uint64_t start, uint64_t next_id, uint64_t first_id,
+                    int was_short)
+{
+    if (was_short)
+        return 1;
+    /* A read from the bottom tells by itself: the ids above the lowest
+     * free row (an overestimate of the rows left).  Only reads from a
+     * cursor need the count, and only pools this context reads often
+     * (still in its cache): a cart over many items must not count each. */
+    int64_t span = (int64_t)(next_id - first_id);
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    if (!s) /* (evicted by another key of this cart since the read) */
+        return start == 0 && span < ctx->opts.refill_low_water;
+    uint64_t now = now_us();
+    if (start == 0) {
+        /* at most one attempt per pool and PROBE_GAP_US from here too: a
+         * pool the ledger can only trickle into looks low on every read */
+        if (span >= ctx->opts.refill_low_water || now < s->refill_after_us)
+            return 0;
+        s->refill_after_us = now + PROBE_GAP_US / 2 +
+                             ctx_rand(ctx) % PROBE_GAP_US;
+        return 1;
+    }
+    /* Jittered: contexts started together must not probe in step (the
+     * pool would drain between their waves); spread out, all contexts
+     * together probe a hot pool every PROBE_GAP_US / contexts. */
+    if (!s->refill_after_us)
+        s->refill_after_us = now + ctx_rand(ctx) % PROBE_GAP_US;
+    if (now < s->refill_after_us)
+        return 0;
+    s->refill_after_us = now + PROBE_GAP_US / 2 + ctx_rand(ctx) % PROBE_GAP_US;
+    /* In a transaction of its own: with autocommit off a plain read would
+     * leave one open on the application's connection. */
+    struct pool_probe pp = {shop, item, loc, 0};
+    char msg[sizeof ctx->msg];
+    memcpy(msg, ctx->msg, sizeof msg);
+    int rc = txn_run(ctx, 0, probe_body, &pp);
+    memcpy(ctx->msg, msg, sizeof msg);
+    return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
+}
