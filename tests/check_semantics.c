@@ -346,13 +346,8 @@ END_TEST
 
 START_TEST(lock_wait_timeout_reports_busy)
 {
-    MYSQL *c = tu_connect();
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.lock_wait_timeout_s = 1;
-    o.max_retries = 1;
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 1);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("locked"), 1, 1, 1, 0));
@@ -383,13 +378,8 @@ END_TEST
  * second reserve hung forever with its transaction open (the soak's hang). */
 START_TEST(statement_failed_mid_result_is_reusable)
 {
-    MYSQL *c = tu_connect();
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.lock_wait_timeout_s = 1;
-    o.max_retries = 0;
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 0);
     uint64_t shop = tu_shop();
     /* Item 2: two units pooled, a third only in the ledger, so every
      * reserve of 3 takes the slow path. */

@@ -481,13 +481,8 @@ END_TEST
 
 START_TEST(lock_wait_timeouts_and_retries)
 {
-    MYSQL *c = tu_connect();
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.lock_wait_timeout_s = 1;
-    o.max_retries = 1;
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 1);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("locked"), 1, 1, 1, 0));

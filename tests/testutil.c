@@ -140,6 +140,20 @@ rsv_ctx *tu_open(MYSQL **conn_out)
     return ctx;
 }
 
+rsv_ctx *tu_open_impatient(MYSQL **conn_out, int32_t max_retries)
+{
+    MYSQL *c = tu_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.lock_wait_timeout_s = 1;
+    o.max_retries = max_retries;
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open(&ctx, c, &o);
+    ck_assert_msg(rc == RSV_OK, "rsv_open: %d %s", rc, rsv_errmsg(ctx));
+    *conn_out = c;
+    return ctx;
+}
+
 uint64_t tu_shop(void)
 {
     static uint64_t n;

@@ -25,6 +25,9 @@ MYSQL *tu_connect(void);
 MYSQL *tu_connect_nodb(void);
 /* A context on a new connection. */
 rsv_ctx *tu_open(MYSQL **conn_out);
+/* The same, waiting at most 1 s for a row lock and retrying max_retries
+ * times: for tests that provoke lock conflicts. */
+rsv_ctx *tu_open_impatient(MYSQL **conn_out, int32_t max_retries);
 /* A shop id no other test uses. */
 uint64_t tu_shop(void);
 
