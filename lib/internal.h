@@ -293,6 +293,10 @@ RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
 RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
                              int64_t taken, int64_t returned, int64_t issue,
                              int64_t minted);
+/* DELETE pool rows given as n (item, location, id) keys followed by the
+ * shop (reserve's taken rows, stock's shrink); pad with id 0, which no
+ * pool row has. */
+RSV_HIDDEN int b_pool_delete(rsv_buf *s, uint32_t n);
 /* With the ledger row locked: count pool rows. */
 RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
                                  const rsv_level *lv, int64_t *count);

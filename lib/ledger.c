@@ -193,10 +193,9 @@ typedef struct fold_rows {
  * generation) for settlements.  Padded to a power of two (few distinct
  * statements to prepare) with the empty token, which no checkout has. */
 static int fold_keys(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                     const fold_rows *fr, rsv_sql_builder build,
+                     const fold_rows *fr, int with_gen, rsv_sql_builder build,
                      const char *spec)
 {
-    int with_gen = build == b_settle_delete;
     uint32_t bucket = sql_bucket(fr->n);
     args_reset(&ctx->args);
     for (uint32_t i = 0; i < bucket; i++) {
@@ -230,7 +229,7 @@ static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     }
     if (fr->n == 0)
         return RSV_OK;
-    if ((rc = fold_keys(ctx, shop, lv, fr, b_reap_lock, "bi")))
+    if ((rc = fold_keys(ctx, shop, lv, fr, 0, b_reap_lock, "bi")))
         return rc;
     fr->n = r->rows;
     for (size_t i = 0; i < r->rows; i++) {
@@ -240,7 +239,7 @@ static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     }
     *holds = (int64_t)fr->n;
     if (fr->n > 0)
-        rc = fold_keys(ctx, shop, lv, fr, b_reap_delete, NULL);
+        rc = fold_keys(ctx, shop, lv, fr, 0, b_reap_delete, NULL);
     fr->n = seen;
     return rc;
 }
@@ -268,7 +267,7 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     }
     if (fr->n == 0)
         return RSV_OK;
-    return fold_keys(ctx, shop, lv, fr, b_settle_delete, NULL);
+    return fold_keys(ctx, shop, lv, fr, 1, b_settle_delete, NULL);
 }
 
 int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
@@ -324,6 +323,23 @@ int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
         return rc;
     *count = ctx->res.rows ? RES_I(&ctx->res, 0, 0) : 0;
     return RSV_OK;
+}
+
+int b_pool_delete(rsv_buf *s, uint32_t n)
+{
+    /* One row: an equality on the whole primary key is a single-row
+     * lookup (no scan is possible), and much cheaper than the join. */
+    if (n == 1) {
+        buf_puts(s, "DELETE FROM reservation_units WHERE inventory_item_id = ? "
+                    "AND inventory_group_id = ? AND id = ? AND shop_id = ?");
+        return 0;
+    }
+    buf_puts(s, "DELETE u FROM ");
+    sql_key_rows(s, 3, n);
+    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
+                "u.inventory_item_id = k.k0 AND u.inventory_group_id = k.k1 "
+                "AND u.id = k.k2");
+    return 0;
 }
 
 /* Up to 10,000 consecutive ids from one statement: a digits cross join is

@@ -125,23 +125,6 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-static int b_units_delete(rsv_buf *s, uint32_t n)
-{
-    /* One row: an equality on the whole primary key is a single-row
-     * lookup (no scan is possible), and much cheaper than the join. */
-    if (n == 1) {
-        buf_puts(s, "DELETE FROM reservation_units WHERE inventory_item_id = ? "
-                    "AND inventory_group_id = ? AND id = ? AND shop_id = ?");
-        return 0;
-    }
-    buf_puts(s, "DELETE u FROM ");
-    sql_key_rows(s, 3, n);
-    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
-                "u.inventory_item_id = k.k0 AND u.inventory_group_id = k.k1 "
-                "AND u.id = k.k2");
-    return 0;
-}
-
 /* Padding rows repeat the last hold; ON DUPLICATE KEY UPDATE makes the
  * repeat a no-op (holds are one row per key by construction). */
 static int b_holds_insert(rsv_buf *s, uint32_t n)
@@ -483,7 +466,7 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
         }
         arg_u64(&ctx->args, j->shop);
         uint64_t affected = 0;
-        int rc = sql_run(ctx, b_units_delete, bucket, NULL, &affected);
+        int rc = sql_run(ctx, b_pool_delete, bucket, NULL, &affected);
         if (rc)
             return rc;
         if (affected != n)

@@ -497,14 +497,21 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
     return FAULT_LEAVE(ctx, run_stmt(ctx, build, shape, spec, affected));
 }
 
-int sql_text(rsv_ctx *ctx, const char *text)
+/* ctx->sql = the conn_tag comment + text. */
+static rsv_buf *tagged(rsv_ctx *ctx, const char *text)
 {
-    int frc = RSV_OK;
     rsv_buf *sql = &ctx->sql;
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
     buf_puts(sql, text);
+    return sql;
+}
+
+int sql_text(rsv_ctx *ctx, const char *text)
+{
+    int frc = RSV_OK;
+    rsv_buf *sql = tagged(ctx, text);
     if (FAULT_ENTER(ctx, NULL, 0, text, &sql->oom, &frc))
         return frc;
     if (sql->oom)
@@ -534,29 +541,24 @@ int sql_begin(rsv_ctx *ctx)
      * after: one round trip instead of two on every transaction.  The
      * server runs them in order; if the first fails the second still
      * runs, and a transaction it opened (at the session's isolation) is
-     * rolled back here rather than used. */
-    char a[sizeof set_rc + 64], b[sizeof start + 64];
-    rsv_buf *sql = &ctx->sql;
-    sql->len = 0;
-    sql->oom = 0;
-    sql_tag(ctx, sql);
-    if (sql->oom || sql->len + sizeof set_rc > sizeof a)
+     * rolled back here rather than used.  mysql_send_query() has written
+     * the text out when it returns, so one buffer serves both. */
+    rsv_buf *sql = tagged(ctx, set_rc);
+    if (sql->oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    memcpy(a, sql->p, sql->len);
-    memcpy(a + sql->len, set_rc, sizeof set_rc);
-    memcpy(b, sql->p, sql->len);
-    memcpy(b + sql->len, start, sizeof start);
-    size_t alen = sql->len + sizeof set_rc - 1;
-    size_t blen = sql->len + sizeof start - 1;
     stats_add(ctx, RSV_STAT_STATEMENTS, 2);
-    if (mysql_send_query(ctx->conn, a, (unsigned long)alen) != 0)
+    if (mysql_send_query(ctx->conn, sql->p, (unsigned long)sql->len) != 0)
         return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
                            set_rc);
-    if (mysql_send_query(ctx->conn, b, (unsigned long)blen) != 0) {
+    sql = tagged(ctx, start);
+    if (sql->oom ||
+        mysql_send_query(ctx->conn, sql->p, (unsigned long)sql->len) != 0) {
         /* the first went out: read its answer to stay in step */
-        int rc = ctx_db_fail(ctx, mysql_errno(ctx->conn),
-                             mysql_error(ctx->conn), start);
-        if (!rsv_is_conn_errno(ctx->db_errno))
+        int oom = sql->oom;
+        int rc = oom ? ctx_fail(ctx, RSV_ENOMEM, "out of memory")
+                     : ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                   mysql_error(ctx->conn), start);
+        if (oom || !rsv_is_conn_errno(ctx->db_errno))
             (void)mysql_read_query_result(ctx->conn);
         return rc;
     }

@@ -45,16 +45,6 @@ static int b_pool_pick(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-static int b_pool_drop(rsv_buf *s, uint32_t n)
-{
-    buf_puts(s, "DELETE u FROM ");
-    sql_key_rows(s, 1, n);
-    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
-                "AND u.inventory_item_id = ? AND u.inventory_group_id = ? "
-                "AND u.id = k.k0");
-    return 0;
-}
-
 /* Remove up to `want` unlocked pool rows; *done gets how many. */
 static int pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
                        int64_t want, int64_t *done)
@@ -78,13 +68,13 @@ static int pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
             ids[i] = (uint64_t)RES_I(&ctx->res, i, 0);
         uint32_t bucket = sql_bucket(got);
         args_reset(&ctx->args);
-        /* padded with id 0, which no pool row has */
-        for (uint32_t i = 0; i < bucket; i++)
-            arg_u64(&ctx->args, i < got ? ids[i] : 0);
+        for (uint32_t i = 0; i < bucket; i++) {
+            arg_u64(&ctx->args, lv->item);
+            arg_u64(&ctx->args, lv->loc);
+            arg_u64(&ctx->args, i < got ? ids[i] : 0); /* 0 pads */
+        }
         arg_u64(&ctx->args, shop);
-        arg_u64(&ctx->args, lv->item);
-        arg_u64(&ctx->args, lv->loc);
-        if ((rc = sql_run(ctx, b_pool_drop, bucket, NULL, NULL)))
+        if ((rc = sql_run(ctx, b_pool_delete, bucket, NULL, NULL)))
             return rc;
         *done += (int64_t)got;
         if ((int64_t)got < n)

@@ -688,7 +688,24 @@ def _token(token):
 # MariaDB connection (Connector/C through ctypes)
 # ---------------------------------------------------------------------------
 
-class Connection:
+class _Closable:
+    """Context-manager support and close-on-collect for the wrappers of
+    library handles (each defines close(), idempotent)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Connection(_Closable):
     """A MariaDB connection opened with mysql_real_connect().
 
     Connection(unix_socket=..., host=..., port=..., user=..., password=...,
@@ -756,18 +773,6 @@ class Connection:
         if self.handle:
             _mdb.mysql_close(self.handle)
             self.handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -- info --
     @property
@@ -1014,7 +1019,7 @@ CheckoutStatus.name = property(lambda s: STATUS_NAMES.get(s.status, "?"))
 Violation = namedtuple("Violation", "shop_id item_id location_id problem")
 
 
-class Context:
+class Context(_Closable):
     """rsv_ctx bound to one connection.
 
     Context(conn, options=None, **fields): conn is a Connection (kept alive
@@ -1074,18 +1079,6 @@ class Context:
     @property
     def closed(self):
         return not self._p
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def errmsg(self):
