@@ -195,6 +195,12 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                statements every time (for
                                                tests that count them);
                                                slower under contention */
+#define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the reserve
+                                               procedure (rsv_fast_reserve_v1
+                                               in sql/schema.sql): every
+                                               reserve sends its statements
+                                               one by one, one round trip
+                                               each (for comparison) */
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then
@@ -574,7 +580,14 @@ enum rsv_stat {
     RSV_STAT_LATENCY_US = 11, /* sum of the calls' latencies, in
                                  microseconds (divide by RSV_STAT_CALLS for
                                  the mean) */
-    RSV_STAT_LATENCY_MAX_US = 12 /* the slowest call, in microseconds */
+    RSV_STAT_LATENCY_MAX_US = 12, /* the slowest call, in microseconds */
+    RSV_STAT_ONE_TRIP = 13    /* reserves done in one round trip by the
+                                 schema's reserve procedure (a new checkout
+                                 whose lines name one item at one location,
+                                 pool not short); the others sent their
+                                 statements one by one.  0 with a schema
+                                 loaded without the procedure, or with
+                                 RSV_OPT_STATEMENTS_ONLY */
 };
 
 /* Latency histogram buckets per operation kind: bucket 0 counts calls

@@ -61,7 +61,7 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         o.version = RSV_OPTIONS_VERSION;
     }
     if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL |
-                    RSV_OPT_READ_FROM_BOTTOM))
+                    RSV_OPT_READ_FROM_BOTTOM | RSV_OPT_STATEMENTS_ONLY))
         return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
     if (o.pool_cap < 1 || o.pool_cap > POOL_CAP_MAX)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..%d, not %lld",
@@ -189,6 +189,21 @@ static int check_schema(rsv_ctx *ctx)
                             "(share/libreserve/schema.sql) into this database",
                             db, tables[i]);
     }
+    /* The reserve procedure is optional: without it (an account that
+     * cannot create routines loaded the schema, or an older schema file)
+     * every reserve sends its statements one by one, slower on a network
+     * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used. */
+    char n[32];
+    rc = query_row(ctx,
+                   "/* conn_tag:open */ SELECT COUNT(*) FROM "
+                   "information_schema.routines WHERE routine_schema = "
+                   "DATABASE() AND routine_type = 'PROCEDURE' AND "
+                   "routine_name = '" RSV_PROC_RESERVE "'",
+                   n, sizeof n, 1, NULL, 0);
+    if (rc)
+        return rc;
+    ctx->has_proc = strcmp(n, "1") == 0 &&
+                    !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY);
     return RSV_OK;
 }
 

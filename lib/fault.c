@@ -122,7 +122,10 @@ int fault_enter(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         return 0;
     uint64_t n = ++F.calls;
     if (n <= TRACE_MAX)
-        F.trace[n - 1] = build ? "stmt" : text ? text : "query";
+        F.trace[n - 1] = build == b_call_reserve ? "CALL"
+                         : build                   ? "stmt"
+                         : text                    ? text
+                                                   : "query";
     F.leave = 0;
     if (F.kind == RSV_FAULT_NONE ||
         !(n == F.nth || (F.sticky && same_call(build, shape, text))))
@@ -173,7 +176,16 @@ int fault_enter(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
 
 int fault_leave(rsv_ctx *ctx, int rc)
 {
-    if (!ctx || ctx != F.ctx || !F.leave)
+    if (!ctx || ctx != F.ctx)
+        return rc;
+    /* The walk must know whether the reserve procedure committed: what
+     * follows a committed CALL is best-effort refill, what follows one
+     * that rolled back is the statement path. */
+    uint64_t n = F.calls;
+    if (n >= 1 && n <= TRACE_MAX && strcmp(F.trace[n - 1], "CALL") == 0 &&
+        !(rc == RSV_OK && ctx->res.rows == 1 && RES_I(&ctx->res, 0, 0) == 0))
+        F.trace[n - 1] = "CALL (rolled back)";
+    if (!F.leave)
         return rc;
     F.leave = 0;
     kill_socket(ctx);

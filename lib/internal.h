@@ -54,6 +54,10 @@
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
+/* The reserve fast path as one stored procedure (sql/schema.sql); the
+ * version in the name changes whenever its body or arguments do. */
+#define RSV_PROC_RESERVE "rsv_fast_reserve_v1"
+
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
 
@@ -155,7 +159,7 @@ struct rsv_cart {
 /* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV_EDISABLED + 2)
-#define STATS_COUNTERS (RSV_STAT_LATENCY_MAX_US + 1)
+#define STATS_COUNTERS (RSV_STAT_ONE_TRIP + 1)
 typedef struct rsv_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
     uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */
@@ -184,6 +188,9 @@ struct rsv_ctx {
     char msg[512];             /* last error message */
     unsigned int db_errno;     /* last server/client error number */
     int commit_anyway;         /* body asks to commit despite its code */
+    int executed;              /* the last sql_run reached the server's
+                                  execute (a prepare that failed did not):
+                                  a loss after that may have run it */
 
     rsv_stmt_slot stmts[RSV_STMT_CACHE];
     uint64_t use_clock;
@@ -200,6 +207,9 @@ struct rsv_ctx {
     const void *op_token;
     size_t op_token_len;
 
+    int has_proc;              /* the reserve procedure is in the schema
+                                  (rsv_open; cleared if a CALL shows it
+                                  gone or not allowed) */
     int disabled;              /* rsv_set_enabled(ctx, 0) */
     rsv_op_fn callback;
     void *callback_user;
@@ -246,7 +256,16 @@ RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
 
 /* ---- transactions (txn.c) ---- */
+/* The CALL of the reserve procedure (reserve.c); the fault walk names it
+ * in its trace, because it is a commit point. */
+RSV_HIDDEN int b_call_reserve(rsv_buf *s, uint32_t shape);
+
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
+#define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,
+                               commits or rolls back its own transaction
+                               (the reserve procedure): no BEGIN/COMMIT
+                               around it, and a connection lost while it
+                               runs leaves the outcome unknown */
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);

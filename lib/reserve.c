@@ -35,13 +35,17 @@
 #define DELETE_CHUNK 1024
 #define NEED_SLOW 1       /* allocate(): the fast path cannot decide */
 #define NEED_RESCAN 2     /* a read from a spread start came up short */
+#define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
+#define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
+                             holds send their statements (one read) */
 
 typedef struct rkey {
     uint64_t item, loc;
     int64_t want;        /* LIMIT of the pool read */
     uint64_t start;      /* the pool read begins at this id */
-    uint64_t *ids;       /* pool rows read, ascending */
+    uint64_t *ids;       /* pool rows read, ascending (statement path) */
     size_t nids, cap_ids;
+    uint64_t first_id, last_id; /* lowest and highest pool id read */
     size_t used;         /* ids allocated to lines */
     int64_t direct;      /* units issued straight from the ledger */
     int64_t take;        /* units held at this key in total */
@@ -260,6 +264,7 @@ static void job_reset_pass(rjob *j)
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
         key->nids = key->used = 0;
+        key->first_id = key->last_id = 0;
         key->direct = key->take = 0;
         key->have_hint = 0;
     }
@@ -323,6 +328,11 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
         }
         }
     }
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].nids) {
+            j->keys[k].first_id = j->keys[k].ids[0];
+            j->keys[k].last_id = j->keys[k].ids[j->keys[k].nids - 1];
+        }
     return RSV_OK;
 }
 
@@ -565,15 +575,14 @@ static void note_reads(rsv_ctx *ctx, rjob *j)
         rkey *k = &j->keys[i];
         if (k->have_hint)
             pool_cursor_note(ctx, j->shop, k->item, k->loc, k->hint_next,
-                             k->start, k->nids ? k->ids[0] : 0,
-                             k->nids ? k->ids[k->nids - 1] : 0);
+                             k->start, k->first_id, k->last_id);
     }
 }
 
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     return pool_refill_due(ctx, j->shop, k->item, k->loc, k->start,
-                           k->hint_next, k->nids ? k->ids[0] : 0,
+                           k->hint_next, k->first_id,
                            (int64_t)k->nids < k->want);
 }
 
@@ -607,6 +616,88 @@ static int fast_body(rsv_ctx *ctx, void *p)
     if (rc)
         return rc;
     return write_holds(ctx, j);
+}
+
+/* ---------------- one round trip: the schema's procedure ---------------- */
+
+enum { PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3 };
+
+int b_call_reserve(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?)");
+    return 0;
+}
+
+/* The procedure does exactly what fast_body does for a new checkout with
+ * one (item, location) key: same statements, same lock order, same
+ * commit.  Everything else (re-reserves, several keys, big holds) sends
+ * the statements, which handle every case. */
+static int proc_fits(const rsv_ctx *ctx, const rjob *j)
+{
+    return ctx->has_proc && j->nkeys == 1 &&
+           j->keys[0].want <= PROC_MAX_UNITS;
+}
+
+/* Errors that mean the procedure cannot be called here (dropped after
+ * rsv_open, no EXECUTE privilege, a different version under the name):
+ * nothing ran, and the statements still work. */
+static int proc_unusable(unsigned int err)
+{
+    return err == ER_SP_DOES_NOT_EXIST || err == ER_PROCACCESS_DENIED_ERROR ||
+           err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
+}
+
+static int proc_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    rkey *k = &j->keys[0];
+    job_reset_pass(j);
+    choose_starts(ctx, j);
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    arg_u64(&ctx->args, k->item);
+    arg_u64(&ctx->args, k->loc);
+    arg_i64(&ctx->args, k->want);
+    arg_u64(&ctx->args, k->start);
+    arg_i64(&ctx->args, j->ttl_ms * 1000);
+    int rc = sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
+    if (rc) {
+        if (proc_unusable(ctx->db_errno)) {
+            ctx->has_proc = 0;
+            return NEED_STATEMENTS;
+        }
+        return rc;
+    }
+    rsv_res *r = &ctx->res;
+    if (r->rows != 1)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows",
+                        RSV_PROC_RESERVE, r->rows);
+    int64_t status = RES_I(r, 0, 0);
+    if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
+        return NEED_STATEMENTS; /* rolled back: the statements decide */
+    if (status != PROC_DONE && status != PROC_SHORT)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered status %lld",
+                        RSV_PROC_RESERVE, (long long)status);
+    k->nids = (size_t)RES_I(r, 0, 1);
+    k->first_id = (uint64_t)RES_I(r, 0, 2);
+    k->last_id = (uint64_t)RES_I(r, 0, 3);
+    k->have_hint = 1;
+    k->hint_next = (uint64_t)RES_I(r, 0, 4);
+    k->hint_avail = RES_I(r, 0, 5);
+    note_reads(ctx, j);
+    stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
+    if (status == PROC_SHORT)
+        /* rolled back; as in fast_body, a read that did not start at
+         * the bottom looks again from there before the slow path */
+        return k->start > 0 ? NEED_RESCAN : NEED_SLOW;
+    k->used = k->nids;
+    k->take = k->want;
+    for (size_t l = 0; l < j->cart->n; l++)
+        j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;
+    stats_add(ctx, RSV_STAT_ONE_TRIP, 1);
+    return RSV_OK;
 }
 
 static int slow_body(rsv_ctx *ctx, void *p)
@@ -725,6 +816,18 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
     }
 }
 
+/* The fast path, read again from the bottom of the pool if a read from
+ * the context's cursor came up short. */
+static int fast_run(rsv_ctx *ctx, rjob *j, int flags, rsv_txn_body body)
+{
+    int rc = txn_run(ctx, flags, body, j);
+    if (rc == NEED_RESCAN) {
+        j->rescan = 1;
+        rc = txn_run(ctx, flags, body, j);
+    }
+    return rc;
+}
+
 static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                         size_t token_len, rsv_cart *cart, int64_t ttl_ms)
 {
@@ -758,11 +861,11 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         job_free(&j);
         return rc;
     }
-    rc = txn_run(ctx, 0, fast_body, &j);
-    if (rc == NEED_RESCAN) {
-        j.rescan = 1;
-        rc = txn_run(ctx, 0, fast_body, &j);
-    }
+    rc = NEED_STATEMENTS;
+    if (proc_fits(ctx, &j))
+        rc = fast_run(ctx, &j, TXN_SELF_COMMIT, proc_body);
+    if (rc == NEED_STATEMENTS)
+        rc = fast_run(ctx, &j, 0, fast_body);
     stats_add(ctx, RSV_STAT_SLOW_PATHS, rc == NEED_SLOW);
     if (rc == NEED_SLOW)
         rc = txn_run(ctx, 0, slow_body, &j);

@@ -196,6 +196,21 @@ static int res_grow(rsv_res *r)
     return 0;
 }
 
+/* Buffers for a result of this shape, with room for the first rows,
+ * made before the statement runs: a statement that commits (the reserve
+ * procedure) must not be followed by an allocation that can fail, or a
+ * committed reserve would be reported as out of memory. */
+static int res_shape(rsv_res *r, const char *spec)
+{
+    size_t ncols = strlen(spec);
+    if (r->spec && (r->ncols != ncols || strcmp(r->spec, spec) != 0))
+        res_free(r); /* different shape from the previous result */
+    r->spec = spec;
+    r->ncols = ncols;
+    r->rows = 0;
+    return r->cap_rows ? 0 : res_grow(r);
+}
+
 /* ---------------- the cache ---------------- */
 
 void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n)
@@ -349,15 +364,8 @@ static void cache_drop(rsv_ctx *ctx, rsv_stmt_slot *s)
 
 static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
 {
-    rsv_res *r = &ctx->res;
-    size_t ncols = strlen(spec);
-    if (r->spec && (r->ncols != ncols || strcmp(r->spec, spec) != 0)) {
-        /* Different shape from the previous result: restart the buffers. */
-        res_free(r);
-    }
-    r->spec = spec;
-    r->ncols = ncols;
-    r->rows = 0;
+    rsv_res *r = &ctx->res; /* shaped by run_stmt (res_shape) */
+    size_t ncols = r->ncols;
 
     MYSQL_BIND out[16];
     int64_t ival[16];
@@ -433,6 +441,29 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     return rc;
 }
 
+/* A CALL answers with its result sets and then a final status of its own;
+ * read everything up to that, so the connection is in step for the next
+ * statement (ours or the application's). */
+static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st)
+{
+    while (mysql_stmt_more_results(st)) {
+        int r = mysql_stmt_next_result(st);
+        if (r > 0)
+            return stmt_fail(ctx, st, "next result");
+        if (r < 0)
+            break;
+        if (mysql_stmt_field_count(st) != 0) {
+            if (mysql_stmt_store_result(st) != 0) {
+                int rc = stmt_fail(ctx, st, "read result");
+                mysql_stmt_free_result(st);
+                return rc;
+            }
+            mysql_stmt_free_result(st);
+        }
+    }
+    return RSV_OK;
+}
+
 static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
                     const char *spec, uint64_t *affected)
 {
@@ -452,9 +483,13 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         }
         if (args_bind(&ctx->args) != 0)
             return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding");
+        if (spec && res_shape(&ctx->res, spec) != 0)
+            return ctx_fail(ctx, RSV_ENOMEM, "out of memory for a result");
         if (ctx->args.n && mysql_stmt_bind_param(st, ctx->args.binds) != 0)
             return stmt_fail(ctx, st, "bind");
         stats_add(ctx, RSV_STAT_STATEMENTS, 1);
+        /* a handle whose socket Connector/C closed sends nothing */
+        ctx->executed = mysql_get_socket(ctx->conn) != MARIADB_INVALID_SOCKET;
         if (mysql_stmt_execute(st) != 0) {
             unsigned int err = mysql_stmt_errno(st);
             /* The server forgot the handle (e.g. after a failover proxy
@@ -470,21 +505,21 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         }
         if (affected)
             *affected = (uint64_t)mysql_stmt_affected_rows(st);
-        if (spec) {
+        if (spec)
             rc = fetch_all(ctx, st, spec);
-            /* A result abandoned half-way (a deadlock or lock-wait timeout
-             * arriving after the column metadata, while rows are read)
-             * leaves Connector/C's statement in a state where its next
-             * execute first tries to drain rows the server never sends:
-             * the client waits forever while its transaction holds locks.
-             * Never reuse such a statement; prepare it again. */
-            if (rc != RSV_OK)
-                cache_drop(ctx, slot);
-            return rc;
-        }
-        if (mysql_stmt_field_count(st) != 0)
+        else if (mysql_stmt_field_count(st) != 0)
             mysql_stmt_free_result(st);
-        return RSV_OK;
+        if (rc == RSV_OK)
+            rc = drain_more(ctx, st);
+        /* A result abandoned half-way (a deadlock or lock-wait timeout
+         * arriving after the column metadata, while rows are read) leaves
+         * Connector/C's statement in a state where its next execute first
+         * tries to drain rows the server never sends: the client waits
+         * forever while its transaction holds locks.  Never reuse such a
+         * statement; prepare it again. */
+        if (rc != RSV_OK)
+            cache_drop(ctx, slot);
+        return rc;
     }
 }
 
@@ -492,9 +527,13 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
             const char *spec, uint64_t *affected)
 {
     int frc = RSV_OK;
+    ctx->executed = 0;
     if (FAULT_ENTER(ctx, build, shape, NULL, &ctx->args.oom, &frc))
         return frc;
-    return FAULT_LEAVE(ctx, run_stmt(ctx, build, shape, spec, affected));
+    int rc = run_stmt(ctx, build, shape, spec, affected);
+    /* a loss the fault walk plants after the call ran */
+    ctx->executed |= rc == RSV_OK;
+    return FAULT_LEAVE(ctx, rc);
 }
 
 /* ctx->sql = the conn_tag comment + text. */

@@ -133,6 +133,29 @@ void txn_rollback_quietly(rsv_ctx *ctx)
     ctx->db_errno = err;
 }
 
+/* One attempt of a body that is a single statement with its own
+ * START TRANSACTION and COMMIT inside (a stored procedure).  The server
+ * runs a procedure to its end even if the client has gone, so a
+ * connection lost at any point after the call went out may have
+ * committed: that is RSV_EINDOUBT (a loss found while preparing it is
+ * RSV_ECONN: nothing was sent).  A procedure that fails rolls itself
+ * back before it reports the error; a transaction still open (the
+ * server's status flag, read locally) is rolled back here all the same,
+ * so nothing is ever left holding locks. */
+static int self_committed(rsv_ctx *ctx, rsv_txn_body body, void *arg)
+{
+    int rc = body(ctx, arg);
+    if (rc == RSV_ECONN && ctx->executed)
+        return ctx_fail(ctx, RSV_EINDOUBT,
+                        "connection lost during the reserve's one-statement "
+                        "transaction (%s): the outcome is unknown; reconnect "
+                        "and repeat the call", ctx->msg);
+    if (rc != RSV_OK && txn_caller_open(ctx))
+        txn_rollback_quietly(ctx);
+    count_conflict(ctx, rc);
+    return rc;
+}
+
 int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 {
     /* rsv_open refuses auto-reconnect; it may have been switched on since.
@@ -170,6 +193,12 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
             backoff(ctx, attempt - 1);
         }
         ctx->commit_anyway = 0;
+        if (flags & TXN_SELF_COMMIT) {
+            rc = self_committed(ctx, body, arg);
+            if (rc != RSV__RETRY)
+                return rc;
+            continue;
+        }
         rc = sql_begin(ctx);
         if (rc == RSV__RETRY) {
             count_conflict(ctx, rc);

@@ -42,12 +42,15 @@ static int64_t statements_for(rsv_ctx *ctx, MYSQL *c, uint64_t shop, int lines,
     return after - before - 1; /* the status query itself */
 }
 
-START_TEST(statements_do_not_grow_with_lines)
+/* Statements per reserve of 1, 5 and 50 lines; the counter of reserves
+ * done in one round trip in *one_trip. */
+static void count_statements(uint32_t flags, int64_t counts[3],
+                             uint64_t *one_trip)
 {
     MYSQL *c;
     rsv_options o;
     rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.flags = RSV_OPT_NO_PROACTIVE_REFILL;
+    o.flags = RSV_OPT_NO_PROACTIVE_REFILL | flags;
     c = tu_connect();
     rsv_ctx *ctx = NULL;
     TU_OK(ctx, rsv_open(&ctx, c, &o));
@@ -57,19 +60,36 @@ START_TEST(statements_do_not_grow_with_lines)
         TU_OK(ctx, rsv_replenish(ctx, shop, (uint64_t)(100 + i), 1, NULL));
     }
     int sizes[] = {1, 5, 50};
-    int64_t counts[3];
     for (int k = 0; k < 3; k++) {
         statements_for(ctx, c, shop, sizes[k], 0); /* prepares */
         counts[k] = statements_for(ctx, c, shop, sizes[k], 1);
     }
-    fprintf(stderr, "statements per reserve: 1 line %lld, 5 lines %lld, "
-            "50 lines %lld\n", (long long)counts[0], (long long)counts[1],
-            (long long)counts[2]);
+    fprintf(stderr, "statements per reserve%s: 1 line %lld, 5 lines %lld, "
+            "50 lines %lld\n", flags ? " (statements only)" : "",
+            (long long)counts[0], (long long)counts[1], (long long)counts[2]);
+    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE,
+                                   one_trip), RSV_OK);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+
+START_TEST(statements_do_not_grow_with_lines)
+{
+    int64_t counts[3];
+    uint64_t one_trip = 99;
+    /* The statement path: the same statements whatever the cart size. */
+    count_statements(RSV_OPT_STATEMENTS_ONLY, counts, &one_trip);
     ck_assert_int_eq(counts[0], counts[1]);
     ck_assert_int_eq(counts[1], counts[2]);
     ck_assert_int_le(counts[0], 7);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_uint_eq(one_trip, 0);
+    /* With the schema's procedure: a one-line cart is one CALL; carts of
+     * several items still send a constant number. */
+    count_statements(0, counts, &one_trip);
+    ck_assert_int_eq(counts[0], 1);
+    ck_assert_int_eq(counts[1], counts[2]);
+    ck_assert_int_le(counts[1], 7);
+    ck_assert_uint_eq(one_trip, 2); /* the two one-line reserves */
 }
 END_TEST
 

@@ -262,6 +262,31 @@ def check_statement(sql, shop):
     return problems
 
 
+PROC = "rsv_fast_reserve_v1"
+
+
+def procedure_statements(shop):
+    """The statements of the reserve procedure's body as sql/schema.sql
+    defines it, its shop argument replaced by `shop`.  The general log
+    shows only the CALL (statements inside a stored program are not
+    logged), so the body is checked as written, and each CALL is checked
+    to pass the shop being served."""
+    with open(os.path.join(REPO, "sql", "schema.sql")) as f:
+        text = f.read()
+    m = re.search(r"CREATE PROCEDURE %s\((.*?)\nEND//" % PROC, text, re.S)
+    if not m:
+        return None
+    body = "\n".join(ln.split("--")[0] for ln in m.group(1).split("\n"))
+    out = []
+    for part in body.split(";"):
+        st = re.sub(r"\s+", " ", part).strip().lower()
+        st = re.sub(r"\bp_shop\b", str(shop), st)
+        k = re.search(r"\b(select|insert|delete|update)\b", st)
+        if k and re.search(r"\b(" + "|".join(TABLES) + r")\b", st):
+            out.append(st[k.start():])
+    return out
+
+
 # The checker must find a problem in each of these and pass the good
 # ones; run before the real check so a checker that accepts anything fails.
 SELF_TEST_BAD = [
@@ -304,7 +329,7 @@ def self_test():
     return not bad
 
 
-def run_operations(ctx, ctx_all, shop):
+def run_operations(ctx, ctx_all, ctx_stmts, shop):
     """Every public operation, for one shop (and one all_shops audit)."""
     ctx.stock_set(shop, 1, 1, 20)
     ctx.stock_set(shop, 1, 2, 20)
@@ -323,6 +348,7 @@ def run_operations(ctx, ctx_all, shop):
         cart.add(2, [1], 1)
         ctx.reserve(shop, b"co-1", cart)
     ctx.reserve_one(shop, b"co-2", 1, 1, 2)
+    ctx_stmts.reserve_one(shop, b"co-2s", 1, 1, 1)  # the statement path
     ctx.reserve_one(shop, b"co-3", 2, 1, 1, ttl_ms=1)
     try:
         ctx.reserve_one(shop, b"co-4", 2, 1, 1000)
@@ -389,8 +415,10 @@ def main():
                 tid = conn.thread_id
                 with rsv.Context(conn) as ctx, \
                         rsv.Context(conn, conn_tag_prefix=ALL_SHOPS_PREFIX) \
-                        as ctx_all:
-                    run_operations(ctx, ctx_all, shop)
+                        as ctx_all, \
+                        rsv.Context(conn, flags=rsv.OPT_STATEMENTS_ONLY) \
+                        as ctx_stmts:
+                    run_operations(ctx, ctx_all, ctx_stmts, shop)
         finally:
             admin.execute("SET GLOBAL general_log = %d" % old_log)
             admin.execute("SET GLOBAL log_output = '%s'" % old_output)
@@ -404,7 +432,15 @@ def main():
         admin.execute("DROP DATABASE IF EXISTS %s" % db)
         admin.close()
 
-    checked, exempt, kinds = 0, {}, set()
+    checked, exempt, kinds, calls = 0, {}, set(), 0
+    body = procedure_statements(shop)
+    if not body or len(body) < 5:
+        failures.append(("the reserve procedure's statements were not found "
+                         "in sql/schema.sql", repr(body)))
+    for st in body or []:
+        checked += 1
+        for p in check_statement(st, shop):
+            failures.append(("in procedure %s: %s" % (PROC, p), st))
     for command, arg in rows:
         raw = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else arg
         sql = re.sub(r"\s+", " ", strip_literals(raw)).strip().lower()
@@ -423,6 +459,12 @@ def main():
         if why:
             exempt[why] = exempt.get(why, 0) + 1
             continue
+        call = re.match(r"call %s\s*\(\s*(\d+)\s*," % PROC, tag.group(3))
+        if call:
+            calls += 1
+            if call.group(1) != str(shop):
+                failures.append(("CALL passes shop %s" % call.group(1), raw))
+            continue
         if not re.search(r"\b(" + "|".join(TABLES) + r")\b", sql):
             failures.append(("tagged statement touches no library table and "
                              "is not an exception", raw))
@@ -431,9 +473,12 @@ def main():
         for p in check_statement(sql, shop):
             failures.append((p, raw))
 
-    print("shopfilter: %d statements captured, %d checked; exceptions: %s"
-          % (len(rows), checked, "; ".join("%d x %s" % (n, w)
-                                          for w, n in exempt.items())))
+    print("shopfilter: %d statements captured, %d checked (%d in the "
+          "reserve procedure), %d CALLs; exceptions: %s"
+          % (len(rows), checked, len(body or []), calls,
+             "; ".join("%d x %s" % (n, w) for w, n in exempt.items())))
+    if calls == 0:
+        failures.append(("no CALL of the reserve procedure was captured", ""))
     want = {"open", "stock", "reserve", "replenish", "status", "extend",
             "claim", "release", "sweep", "audit"}
     if checked == 0:

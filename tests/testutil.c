@@ -2,6 +2,7 @@
  * testutil.c - see testutil.h.
  */
 #include "testutil.h"
+#include "sqlscript.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +98,11 @@ void tu_db_create(const char *suite)
         fprintf(stderr, "cannot read sql/schema.sql (set RSV_SCHEMA)\n");
         exit(2);
     }
-    exec_or_die(c, schema);
+    char err[512];
+    if (sqlscript_run(c, schema, err, sizeof err) != 0) {
+        fprintf(stderr, "loading the schema: %s\n", err);
+        exit(2);
+    }
     free(schema);
     mysql_close(c);
 }

@@ -99,6 +99,7 @@ OPTIONS_VERSION = 1
 OPT_ALLOW_STATEMENT_BINLOG = 0x1
 OPT_NO_PROACTIVE_REFILL = 0x2
 OPT_READ_FROM_BOTTOM = 0x4
+OPT_STATEMENTS_ONLY = 0x8
 
 LINE_SPLIT = 0x1
 
@@ -138,6 +139,7 @@ STAT_SHORT_READS = 9
 STAT_STATEMENTS = 10
 STAT_LATENCY_US = 11
 STAT_LATENCY_MAX_US = 12
+STAT_ONE_TRIP = 13
 STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_FAILED: "failed", STAT_RETRIES: "retries",
               STAT_DEADLOCKS: "deadlocks",
@@ -145,7 +147,8 @@ STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_INLINE_REFILLS: "inline_refills",
               STAT_SLOW_PATHS: "slow_paths", STAT_SHORT_READS: "short_reads",
               STAT_STATEMENTS: "statements", STAT_LATENCY_US: "latency_us",
-              STAT_LATENCY_MAX_US: "latency_max_us"}
+              STAT_LATENCY_MAX_US: "latency_max_us",
+              STAT_ONE_TRIP: "one_trip"}
 
 STATS_BUCKETS = 32
 
@@ -853,13 +856,20 @@ class Connection(_Closable):
         return n or 0
 
     def execute_script(self, sql):
-        """Run several ;-separated statements in one round trip
-        (multi-statements are switched on for the call only)."""
+        """Run a script the way the mariadb client does: ;-separated
+        statements, sent in one round trip per part (multi-statements are
+        switched on for the call only), and "DELIMITER xx" lines for
+        stored procedures (sql/schema.sql has one)."""
         h = self._h()
+        if isinstance(sql, str):
+            sql = sql.encode("utf-8")
         if _mdb.mysql_set_server_option(h, _MYSQL_OPTION_MULTI_STATEMENTS_ON):
             raise self._error()
         try:
-            return self._run(sql)
+            out = []
+            for part in _script_parts(sql):
+                out += self._run(part)
+            return out
         finally:
             _mdb.mysql_set_server_option(h, _MYSQL_OPTION_MULTI_STATEMENTS_OFF)
 
@@ -880,6 +890,34 @@ class Connection(_Closable):
 
     def rollback(self):
         self.execute("ROLLBACK")
+
+
+def _script_blank(b):
+    return all(not ln.strip() or ln.strip().startswith(b"--")
+               for ln in b.split(b"\n"))
+
+
+def _script_parts(sql):
+    """Split a script at DELIMITER lines: the ;-parts whole (sent as
+    multi-statements), each statement of a DELIMITER xx part alone."""
+    parts, chunk, delim = [], [], b";"
+    for line in sql.split(b"\n"):
+        s = line.strip()
+        if s[:10].upper() == b"DELIMITER " and len(s) > 10:
+            if delim == b";":
+                parts.append(b"\n".join(chunk))
+            chunk, delim = [], s[10:].strip()
+        elif delim != b";" and s.endswith(delim):
+            chunk.append(line.rstrip()[:-len(delim)])
+            parts.append(b"\n".join(chunk))
+            chunk = []
+        else:
+            chunk.append(line)
+    if delim != b";" and not _script_blank(b"\n".join(chunk)):
+        raise ValueError("script ends inside DELIMITER " + delim.decode())
+    if delim == b";":
+        parts.append(b"\n".join(chunk))
+    return [p for p in parts if not _script_blank(p)]
 
 
 def _conn_ptr(conn):

@@ -49,6 +49,7 @@
 #include <errmsg.h>
 
 #include "reserve.h"
+#include "../sqlscript.h"
 
 extern char **environ;
 
@@ -1387,7 +1388,9 @@ static void setup_database(MYSQL *c)
     char *schema = slurp(cfg.schema_path);
     if (!schema)
         die("cannot read %s", cfg.schema_path);
-    q_exec(c, schema);
+    char err[512];
+    if (sqlscript_run(c, schema, err, sizeof err) != 0)
+        die("loading %s: %s", cfg.schema_path, err);
     free(schema);
     q_exec(c, "CREATE TABLE bench_hot_levels ("
               " shop_id BIGINT UNSIGNED NOT NULL,"

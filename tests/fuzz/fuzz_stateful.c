@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
+#include "../sqlscript.h"
 
 #define MAX_STEPS 48
 #define NTOK 4
@@ -142,7 +143,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     size_t n = fread(schema, 1, sizeof schema - 1, f);
     fclose(f);
     schema[n] = '\0';
-    exec_all(c, schema);
+    if (n == sizeof schema - 1) {
+        fprintf(stderr, "fuzz_stateful: schema larger than its buffer\n");
+        exit(2);
+    }
+    char err[512];
+    if (sqlscript_run(c, schema, err, sizeof err) != 0) {
+        fprintf(stderr, "fuzz_stateful: loading the schema: %s\n", err);
+        exit(2);
+    }
     mysql_close(c);
 
     /* Both contexts: a tiny pool, so refills, shrinks and the slow path
