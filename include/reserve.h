@@ -254,8 +254,9 @@ typedef struct rsv_ctx rsv_ctx;
  * Open a context on an established connection.
  *
  * Checks the server (SKIP LOCKED support, binlog format), that the schema
- * is loaded in the connection's current database, and that the connection
- * does not auto-reconnect.  On success *out owns a new context; the
+ * is loaded in the connection's current database (and whether it has the
+ * reserve procedure: without it reserves work, with more round trips),
+ * and that the connection does not auto-reconnect.  On success *out owns a new context; the
  * connection stays owned by the caller and must outlive the context.
  * On failure *out is NULL unless the failure was detected after the
  * context was allocated, in which case *out is still set so rsv_errmsg()
@@ -356,6 +357,14 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  * units held by checkouts still in flight are waited for, and an empty pool
  * is refilled from the ledger first.  On success the cart's allocation
  * functions say where each line is held.
+ *
+ * A new checkout whose lines all name one item at one location (the flash
+ * sale case) is reserved in one round trip when the schema's procedure
+ * rsv_fast_reserve_v1 is loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts
+ * these): the same statements and transaction, run by the server.  Since
+ * that one statement also commits, a connection lost after it was sent
+ * gives RSV_EINDOUBT (repeat the call), never RSV_ECONN.  Everything else,
+ * or a schema without the procedure, sends the statements one by one.
  *
  * Returns RSV_OK; expected: RSV_EOUTOFSTOCK, RSV_ECLAIMED (the token was
  * already claimed), RSV_EBUSY, RSV_EINDOUBT; failures: RSV_EINVAL,

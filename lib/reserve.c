@@ -80,16 +80,16 @@ static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
     buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
                  ", CAST(id AS SIGNED), 0, 0 FROM reservation_units WHERE "
                  "shop_id = ? AND inventory_item_id = ? AND "
-                 "inventory_group_id = ? AND id >= ? ORDER BY id LIMIT ? "
-                 "FOR UPDATE");
-    buf_puts(s, slow ? ")" : " SKIP LOCKED)");
+                 "inventory_group_id = ? AND id >= ? ORDER BY id LIMIT ?");
+    buf_puts(s, slow ? ")" : " FOR UPDATE SKIP LOCKED)");
 }
 
-/* shape: number of keys, SLOW_BIT for the blocking variant.  Columns:
+/* shape: number of keys, SLOW_BIT for the slow path's variant.  Columns:
  *   (0, status, generation, hold_count, 0)   the checkout row, locked
  *   (1, item, location, next_unit_id, on_hand - issued)   ledger, unlocked
  *   (2, key index, pool row id, 0, 0)        pool rows, locked
- * The slow variant has only the pool parts, without SKIP LOCKED. */
+ * The slow variant has only the pool parts, and does not lock: the rows it
+ * reads are then locked by primary key (take_waiting). */
 static int b_take(rsv_buf *s, uint32_t shape)
 {
     uint32_t n = shape & ~SLOW_BIT;
@@ -334,6 +334,118 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
             j->keys[k].last_id = j->keys[k].ids[j->keys[k].nids - 1];
         }
     return RSV_OK;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The rows read, locked by primary key, waiting for in-flight holders:
+ * columns (key index, pool row id) of the rows still there. */
+static int b_pool_lock(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED) FROM ");
+    sql_key_rows(s, 4, n);
+    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
+                "AND u.inventory_item_id = k.k1 AND u.inventory_group_id = "
+                "k.k2 AND u.id = k.k3 FOR UPDATE");
+    return 0;
+}
+
+#define WAIT_ROUNDS 8
+
+/* The slow path's pool read, which waits for rows other checkouts are
+ * taking (they may roll back; only then is a short pool really short).
+ * A blocking range read (... ORDER BY id LIMIT n FOR UPDATE) cannot do it:
+ * when the range has fewer rows than the limit, InnoDB goes on to the next
+ * record of the index, which belongs to another item or location, and
+ * waits for its lock too - two slow paths then deadlock across keys
+ * neither of them owns (found by the soak).  So the rows are read without
+ * locking and then locked by primary key, which touches nothing else; a
+ * row whose taker commits meanwhile is gone when the wait ends, and the
+ * read is repeated while that happens (bounded: what is locked after the
+ * last round is what this reserve has, and the ledger covers the rest). */
+static int take_waiting(rsv_ctx *ctx, rjob *j)
+{
+    for (int round = 0;; round++) {
+        for (size_t k = 0; k < j->nkeys; k++)
+            j->keys[k].nids = 0; /* each round reads afresh */
+        int rc = take(ctx, j, 1);
+        if (rc)
+            return rc;
+        size_t nread = 0;
+        for (size_t k = 0; k < j->nkeys; k++)
+            nread += j->keys[k].nids;
+        if (nread == 0)
+            return RSV_OK;
+        size_t *got = calloc(j->nkeys, sizeof *got); /* rows locked, per key */
+        if (!got)
+            return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+        size_t locked = 0, k = 0, i = 0;
+        while (rc == RSV_OK) {
+            /* the next chunk of (key, id) in key order */
+            size_t start_k = k, start_i = i, n = 0;
+            while (k < j->nkeys && n < DELETE_CHUNK) {
+                if (i < j->keys[k].nids) {
+                    n++;
+                    i++;
+                } else {
+                    k++;
+                    i = 0;
+                }
+            }
+            if (n == 0)
+                break;
+            uint32_t bucket = sql_bucket(n);
+            args_reset(&ctx->args);
+            size_t kk = start_k, ii = start_i, emitted = 0;
+            while (emitted < bucket) {
+                if (emitted >= n) { /* pad: id 0 matches no row */
+                    arg_u64(&ctx->args, 0);
+                    arg_u64(&ctx->args, 0);
+                    arg_u64(&ctx->args, 0);
+                    arg_u64(&ctx->args, 0);
+                    emitted++;
+                } else if (ii < j->keys[kk].nids) {
+                    arg_u64(&ctx->args, kk);
+                    arg_u64(&ctx->args, j->keys[kk].item);
+                    arg_u64(&ctx->args, j->keys[kk].loc);
+                    arg_u64(&ctx->args, j->keys[kk].ids[ii++]);
+                    emitted++;
+                } else {
+                    kk++;
+                    ii = 0;
+                }
+            }
+            arg_u64(&ctx->args, j->shop);
+            if ((rc = sql_run(ctx, b_pool_lock, bucket, "ii", NULL)))
+                break;
+            /* Locked rows overwrite the front of each key's id list (never
+             * beyond the rows already sent); sorted again below. */
+            for (size_t r = 0; r < ctx->res.rows; r++) {
+                size_t key = (size_t)RES_I(&ctx->res, r, 0);
+                if (key < j->nkeys && got[key] < j->keys[key].nids) {
+                    j->keys[key].ids[got[key]++] =
+                        (uint64_t)RES_I(&ctx->res, r, 1);
+                    locked++;
+                }
+            }
+        }
+        if (rc == RSV_OK) {
+            for (size_t q = 0; q < j->nkeys; q++) {
+                rkey *key = &j->keys[q];
+                key->nids = got[q];
+                qsort(key->ids, key->nids, sizeof *key->ids, cmp_id);
+                key->first_id = key->nids ? key->ids[0] : 0;
+                key->last_id = key->nids ? key->ids[key->nids - 1] : 0;
+            }
+        }
+        free(got);
+        if (rc || locked == nread || round + 1 >= WAIT_ROUNDS)
+            return rc;
+    }
 }
 
 /* Units key k can still give: pool rows read and not yet allocated, plus,
@@ -753,7 +865,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
      * comes before the fold below: the fold locks expired holds, and a
      * fast-path reserve holding the pool rows we wait for may itself be
      * waiting for one of those (its own old cart's hold). */
-    if ((rc = take(ctx, j, 1)))
+    if ((rc = take_waiting(ctx, j)))
         return rc;
     /* A changed cart may reuse the units its old cart holds: settle the
      * old holds first, so the fold below (which does not skip our own

@@ -4,15 +4,15 @@
 #   make bench         every workload, 0 and 0.5 ms RTT; writes
 #                      build/bench/results.txt and build/bench/*.svg
 #   make bench-quick   the flash sale at 64 clients only (< 2 minutes)
-#   make bench-sp      the one-round-trip stored-procedure prototype
-#                      against rsv_reserve_one (tests/bench/sp/)
+#   BENCH_ARGS=--statements-only   libreserve without its reserve procedure
+#                      (every reserve sends its statements one by one)
 #
 # Both start a throwaway MariaDB (tools/mariadb.sh run) and stop it, and the
 # proxy, when done.  BENCH_ARGS are passed to the bench program.
 
 BENCH_ARGS ?=
 
-.PHONY: bench bench-quick bench-build bench-sp
+.PHONY: bench bench-quick bench-build
 
 $(B)/bench:
 	mkdir -p $@
@@ -32,12 +32,3 @@ bench: deps
 bench-quick: deps
 	@$(MAKE) --no-print-directory bench-build
 	tools/mariadb.sh run tests/bench/run-bench.sh quick $(BENCH_ARGS)
-
-# The one-round-trip prototype (tests/bench/sp/): a stored procedure doing
-# a one-unit reserve against rsv_reserve_one, same pool and clients.
-$(B)/bench/sp_bench: tests/bench/sp/sp_bench.c include/reserve.h $(B)/libreserve.so | $(B)/bench
-	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
-
-bench-sp: deps
-	@$(MAKE) --no-print-directory lib $(B)/bench/proxy $(B)/bench/sp_bench
-	tools/mariadb.sh run tests/bench/sp/run.sh

@@ -436,6 +436,43 @@ START_TEST(statement_failed_mid_result_is_reusable)
 }
 END_TEST
 
+/* The slow path waits for pool rows in-flight checkouts of the same item
+ * hold, never for rows of another item.  A blocking range read of an empty
+ * (or short) pool goes on to the next index record - the first pool row of
+ * the next item - and waits for its lock: two slow paths then deadlocked
+ * across items (the soak).  Here item 10's pool is empty and item 11's
+ * first row, right after it in the index, is locked by a checkout in
+ * flight: the reserve of item 10 must not wait for it. */
+START_TEST(slow_path_never_waits_for_other_items)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 0);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 10, 1, 3)); /* pool left empty */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 11, 1, 2));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
+    MYSQL *other = tu_connect();
+    char q[256];
+    /* as a library transaction would: READ COMMITTED, no gap locks */
+    tu_exec(other, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    tu_exec(other, "START TRANSACTION");
+    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
+             "AND inventory_item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
+             (unsigned long long)shop);
+    tu_exec(other, q);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other-item"), 10, 1, 2, 0));
+    ck_assert_int_eq(tu_held(ctx, shop, 10, 1), 2);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    uint64_t slow = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    ck_assert_uint_eq(slow, 1);
+    tu_exec(other, "ROLLBACK");
+    mysql_close(other);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* A context reads a pool from a cursor (where its last read ended, or a
  * random place after a read from the bottom).  A cursor read that comes up
  * short says nothing about the pool: the reserve must read again from the
@@ -474,6 +511,61 @@ START_TEST(cursor_read_short_rescans_from_bottom)
 }
 END_TEST
 
+static uint64_t one_trips(rsv_ctx *ctx)
+{
+    uint64_t n = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE, &n));
+    return n;
+}
+
+/* The reserve procedure is optional: a schema without it, or one dropped
+ * under an open context, means statements, with the same results. */
+START_TEST(reserve_without_the_procedure)
+{
+    MYSQL *c = tu_connect();
+    MYSQL *adm = tu_connect();
+    rsv_ctx *a = NULL, *b = NULL;
+    TU_OK(a, rsv_open(&a, c, NULL));
+    uint64_t shop = tu_shop();
+    TU_OK(a, rsv_stock_set(a, shop, 7, 1, 10));
+    TU_OK(a, rsv_replenish(a, shop, 7, 1, NULL));
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-1"), 7, 1, 2, 0));
+    ck_assert_uint_eq(one_trips(a), 1);
+
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v1");
+    /* the CALL fails with "does not exist": nothing ran, statements next */
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 3, 0));
+    ck_assert_uint_eq(one_trips(a), 1);
+    ck_assert_int_eq(tu_held(a, shop, 7, 1), 5);
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-3"), 7, 1, 1, 0));
+    ck_assert_uint_eq(one_trips(a), 1);
+
+    /* opened without it: never tries */
+    TU_OK(b, rsv_open(&b, c, NULL));
+    TU_OK(b, rsv_reserve_one(b, shop, TOK("np-4"), 7, 1, 1, 0));
+    ck_assert_uint_eq(one_trips(b), 0);
+    int rc = rsv_reserve_one(b, shop, TOK("np-5"), 7, 1, 4, 0);
+    TU_RC(b, rc, RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(tu_held(b, shop, 7, 1), 7);
+    rsv_close(b);
+
+    /* loading the schema again brings it back for new contexts */
+    tu_load_schema(adm);
+    b = NULL;
+    TU_OK(b, rsv_open(&b, c, NULL));
+    TU_OK(b, rsv_reserve_one(b, shop, TOK("np-6"), 7, 1, 3, 0));
+    ck_assert_uint_eq(one_trips(b), 1);
+    ck_assert_int_eq(tu_held(b, shop, 7, 1), 10);
+    int64_t v = -1;
+    TU_OK(b, rsv_audit(b, shop, 0, NULL, NULL, &v));
+    ck_assert_int_eq(v, 0);
+    rsv_close(b);
+    rsv_close(a);
+    mysql_close(adm);
+    mysql_close(c);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("semantics");
@@ -488,6 +580,9 @@ int main(void)
     tu_add(s, "claim_inside_caller_transaction", claim_inside_caller_transaction);
     tu_add(s, "stock_changes_keep_invariants", stock_changes_keep_invariants);
     tu_add(s, "lock_wait_timeout_reports_busy", lock_wait_timeout_reports_busy);
+    tu_add(s, "reserve_without_the_procedure", reserve_without_the_procedure);
+    tu_add(s, "slow_path_never_waits_for_other_items",
+           slow_path_never_waits_for_other_items);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
            cursor_read_short_rescans_from_bottom);
     tu_add_timeout(s, "statement_failed_mid_result_is_reusable",

@@ -92,6 +92,12 @@ void tu_db_create(const char *suite)
     exec_or_die(c, q);
     snprintf(q, sizeof q, "USE %s", db_name);
     exec_or_die(c, q);
+    tu_load_schema(c);
+    mysql_close(c);
+}
+
+void tu_load_schema(MYSQL *c)
+{
     const char *path = getenv("RSV_SCHEMA");
     char *schema = slurp(path ? path : "sql/schema.sql");
     if (!schema) {
@@ -104,7 +110,6 @@ void tu_db_create(const char *suite)
         exit(2);
     }
     free(schema);
-    mysql_close(c);
 }
 
 void tu_db_drop(void)

@@ -23,6 +23,8 @@ const char *tu_db_name(void);
 MYSQL *tu_connect(void);
 /* Connection without selecting a database (for schema tests). */
 MYSQL *tu_connect_nodb(void);
+/* (Re)load sql/schema.sql (or $RSV_SCHEMA) into c's database; idempotent. */
+void tu_load_schema(MYSQL *c);
 /* A context on a new connection. */
 rsv_ctx *tu_open(MYSQL **conn_out);
 /* The same, waiting at most 1 s for a row lock and retrying max_retries

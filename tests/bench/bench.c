@@ -102,7 +102,17 @@ static struct {
     long spread_stock;
     long claim_holds[D_N];
     int setup_threads;
+    uint32_t lib_flags;      /* rsv_options.flags of libreserve's contexts */
 } cfg;
+
+/* Every libreserve context of the run (--statements-only sets a flag). */
+static int lib_open(rsv_ctx **ctx, MYSQL *c)
+{
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.flags = cfg.lib_flags;
+    return rsv_open(ctx, c, &o);
+}
 
 static char dbname[64];
 
@@ -555,6 +565,17 @@ static unsigned int pstmt_exec(pstmt *s, unsigned long long *affected)
 /* measurements                                                       */
 /* ------------------------------------------------------------------ */
 
+/* libreserve's own counters (rsv_stats_get) reported per measurement:
+ * which path the reserves took. */
+static const uint32_t lib_stat[] = {RSV_STAT_CALLS, RSV_STAT_ONE_TRIP,
+                                    RSV_STAT_SLOW_PATHS, RSV_STAT_INLINE_REFILLS,
+                                    RSV_STAT_SHORT_READS, RSV_STAT_RETRIES,
+                                    RSV_STAT_STATEMENTS};
+static const char *const lib_stat_name[] = {"calls", "one_trip", "slow_paths",
+                                            "inline_refills", "short_reads",
+                                            "retries", "statements"};
+#define LIB_NSTATS (sizeof lib_stat / sizeof lib_stat[0])
+
 typedef struct meas {
     int id;
     int design, workload, clients, rtt_idx, rtt_us;
@@ -586,6 +607,8 @@ typedef struct worker {
     uint64_t errors, retries;
     char first_err[256];
     int setup_failed;
+    int lib_reset;           /* libreserve counters restarted at t_start */
+    uint64_t lib[LIB_NSTATS];  /* and read at the end (lib_stats) */
     int fatal;
 } worker;
 
@@ -631,7 +654,7 @@ static int worker_setup(worker *w)
     p->ttl_us = (unsigned long long)HOLD_TTL_MS * 1000u;
     p->loc = 1;
     if (m->design == D_LIB) {
-        int rc = rsv_open(&w->ctx, w->conn, NULL);
+        int rc = lib_open(&w->ctx, w->conn);
         if (rc != RSV_OK) {
             fprintf(stderr, "bench: rsv_open: %s\n", rsv_errmsg(w->ctx));
             return -1;
@@ -730,6 +753,8 @@ static void worker_teardown(worker *w)
         if (all[i]->st)
             mysql_stmt_close(all[i]->st);
     rsv_cart_free(w->cart);
+    for (size_t i = 0; w->ctx && w->lib_reset && i < LIB_NSTATS; i++)
+        rsv_stats_get(w->ctx, lib_stat[i], RSV_OP_ALL, &w->lib[i]);
     rsv_close(w->ctx);
     if (w->conn)
         mysql_close(w->conn);
@@ -930,6 +955,10 @@ static void *worker_main(void *arg)
             p->loc = 1;
         }
         p->toklen = (unsigned long)strlen(p->tok);
+        if (w->ctx && !w->lib_reset && t1 >= m->t_start) {
+            rsv_stats_reset(w->ctx);
+            w->lib_reset = 1;
+        }
         int r = m->design == D_LIB ? op_lib(w) : op_base(w);
         uint64_t t2 = now_us();
         if (r > 0 && t2 >= m->t_start && t2 < m->t_end)
@@ -1196,6 +1225,21 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
            status_delta(&s0, &s1, "Innodb_deadlocks"),
            (double)status_delta(&s0, &s1, "Innodb_data_fsyncs") / ops, lw, lt,
            s1.v[NSTATUS - 1]);
+    if (m->design == D_LIB) {
+        /* counted from each client's first call in the window to its
+         * last (which may end just after it) */
+        uint64_t lib[LIB_NSTATS] = {0};
+        for (int i = 0; i < m->clients; i++)
+            for (size_t j = 0; j < LIB_NSTATS; j++)
+                lib[j] += w[i].lib[j];
+        double calls = lib[0] ? (double)lib[0] : 1.0;
+        printf("# lib design=%s workload=%s clients=%d rtt_us=%d calls=%llu "
+               "per_call:", design_name[m->design], wl_name[m->workload],
+               m->clients, m->rtt_us, (unsigned long long)lib[0]);
+        for (size_t j = 1; j < LIB_NSTATS; j++)
+            printf(" %s=%.3f", lib_stat_name[j], (double)lib[j] / calls);
+        printf("\n");
+    }
     double secs = (double)(m->t_end - m->t_start) / 1e6;
     printf("# cpu design=%s workload=%s clients=%d rtt_us=%d cores_busy: "
            "server=%.2f bench_clients=%.2f proxy=%.2f whole_machine=%.2f "
@@ -1286,7 +1330,7 @@ static void *par_main(void *a)
     par_job *j = a;
     MYSQL *c = connect_local();
     rsv_ctx *ctx = NULL;
-    if (rsv_open(&ctx, c, NULL) != RSV_OK)
+    if (lib_open(&ctx, c) != RSV_OK)
         die("rsv_open: %s", rsv_errmsg(ctx));
     for (;;) {
         pthread_mutex_lock(&j->mu);
@@ -1460,7 +1504,7 @@ static void stmts_probe(void)
     const int reps = 600;
     MYSQL *c = connect_local();
     rsv_ctx *ctx = NULL;
-    if (rsv_open(&ctx, c, NULL) != RSV_OK)
+    if (lib_open(&ctx, c) != RSV_OK)
         die("rsv_open: %s", rsv_errmsg(ctx));
     rsv_cart *cart;
     rsv_cart_new(&cart);
@@ -1519,7 +1563,7 @@ static void cold_probe(void)
     const int n = 20;
     MYSQL *c = connect_local();
     rsv_ctx *ctx = NULL;
-    if (rsv_open(&ctx, c, NULL) != RSV_OK)
+    if (lib_open(&ctx, c) != RSV_OK)
         die("rsv_open: %s", rsv_errmsg(ctx));
     uint32_t cold[64], warm[64 * 5];
     int nw = 0;
@@ -1660,7 +1704,7 @@ static void usage(void)
             "             [--warmup-ms N] [--duration-ms N] [--rtt-us LIST]\n"
             "             [--clients LIST] [--workloads LIST] [--designs LIST]\n"
             "             [--no-stmts] [--no-cold] [--no-profile]\n"
-            "             [--spread-stock N] [--claim-holds N]\n"
+            "             [--spread-stock N] [--claim-holds N] [--statements-only]\n"
             "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1;\n"
             "designs: libreserve,hotrow,floor.  Needs RSV_TEST_SOCKET (run it\n"
             "under tools/mariadb.sh run, or use make bench / make bench-quick).\n");
@@ -1754,6 +1798,8 @@ int main(int argc, char **argv)
             cfg.cold = 0;
         } else if (strcmp(a, "--no-profile") == 0) {
             cfg.profile = 0;
+        } else if (strcmp(a, "--statements-only") == 0) {
+            cfg.lib_flags |= RSV_OPT_STATEMENTS_ONLY;
         } else {
             usage();
         }
@@ -1936,7 +1982,7 @@ int main(int argc, char **argv)
     /* ---- the library's own audit: the run must leave no violation ---- */
     {
         rsv_ctx *ctx = NULL;
-        if (rsv_open(&ctx, mon, NULL) == RSV_OK) {
+        if (lib_open(&ctx, mon) == RSV_OK) {
             int64_t v = -1;
             int rc = rsv_audit(ctx, SHOP, 0, NULL, NULL, &v);
             printf("# audit after the run: rc=%s violations=%lld\n",

@@ -1,12 +1,18 @@
 /*
- * cutproxy.c - a TCP proxy that cuts connections during COMMIT.
+ * cutproxy.c - a TCP proxy that cuts connections during COMMIT (and
+ * during the reserve procedure's CALL, which commits inside).
  *
  * Listens on 127.0.0.1 (ephemeral port) and forwards every connection to a
  * Unix socket (the throwaway server's), byte for byte, one thread per
  * connection.  It follows the client -> server stream as MySQL packets
  * (3-byte length, 1-byte sequence number); a packet with sequence number 0
  * whose payload is COM_QUERY (0x03) with text starting, after blanks and
- * comments, with COMMIT is a COMMIT.
+ * comments, with COMMIT is a COMMIT.  The reserve procedure's CALL is a
+ * commit point too: it is a prepared statement, so the proxy notes the
+ * COM_STMT_PREPARE (0x16) of a text calling rsv_fast_reserve, reads the
+ * statement id from the server's PREPARE_OK (the next server packet on
+ * that connection: the client waits for it), and treats every
+ * COM_STMT_EXECUTE (0x17) of that id as a COMMIT.
  *
  * Each "c" line on standard input arms one cut: the next COMMIT seen on any
  * connection is cut, alternately
@@ -17,8 +23,10 @@
  * unknown to it (RSV_EINDOUBT), which is the point.
  *
  * "c N" lets N-1 COMMITs through first and cuts the N-th (reproducers).
- * An "s" line prints "cuts <done> <after> <before> <armed>" on standard
- * output.  End of file on standard input stops the proxy.
+ * A "k" line arms a cut for the next reserve CALL only (the library takes
+ * that path for some carts only; the stress arms both kinds).
+ * An "s" line prints "cuts <done> <after> <before> <armed> <at CALL>" on
+ * standard output.  End of file on standard input stops the proxy.
  *
  * Usage:  cutproxy --unix PATH   (prints the listening port first)
  */
@@ -31,6 +39,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,19 +50,92 @@
 
 static const char *unix_path;
 static atomic_int armed;
+static atomic_int armed_call; /* cuts armed for the reserve CALL only */
 static atomic_int skip; /* COMMITs to let through before the armed cut */
-static atomic_long cuts_after, cuts_before;
+static atomic_long cuts_after, cuts_before, cuts_call;
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Parser of the client -> server packet stream. */
+#define MAX_CALL_IDS 64
+
+/* Parser of one direction's packet stream. */
 struct pstate {
     unsigned char hdr[4];
     int hdr_got;
-    size_t left;            /* payload bytes still to come */
-    int candidate;          /* seq 0: a command packet */
-    unsigned char head[96]; /* first payload bytes */
+    size_t left;             /* payload bytes still to come */
+    int candidate;           /* seq 0: a command packet */
+    unsigned char head[256]; /* first payload bytes */
     size_t head_got;
 };
+
+/* Per connection: prepared CALLs of the reserve procedure. */
+struct calls {
+    int pending;             /* a CALL prepare awaits its PREPARE_OK */
+    uint32_t id[MAX_CALL_IDS];
+    int n;
+};
+
+static int is_call_prepare(const unsigned char *p, size_t n)
+{
+    static const char needle[] = "CALL rsv_fast_reserve";
+    size_t k = sizeof needle - 1;
+    if (n < 1 || p[0] != 0x16)
+        return 0;
+    for (size_t i = 1; i + k <= n; i++)
+        if (strncasecmp((const char *)p + i, needle, k) == 0)
+            return 1;
+    return 0;
+}
+
+static int is_call_execute(const struct calls *cs, const unsigned char *p,
+                           size_t n)
+{
+    if (n < 5 || p[0] != 0x17)
+        return 0;
+    uint32_t id = (uint32_t)p[1] | (uint32_t)p[2] << 8 |
+                  (uint32_t)p[3] << 16 | (uint32_t)p[4] << 24;
+    for (int i = 0; i < cs->n; i++)
+        if (cs->id[i] == id)
+            return 1;
+    return 0;
+}
+
+/* Server -> client bytes: the first packet after a CALL prepare is its
+ * PREPARE_OK (0x00, statement id) or an error. */
+static void feed_server(struct pstate *ps, struct calls *cs,
+                        const unsigned char *buf, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (ps->hdr_got < 4) {
+            ps->hdr[ps->hdr_got++] = buf[i++];
+            if (ps->hdr_got == 4) {
+                ps->left = (size_t)ps->hdr[0] | (size_t)ps->hdr[1] << 8 |
+                           (size_t)ps->hdr[2] << 16;
+                ps->head_got = 0;
+                if (ps->left == 0)
+                    ps->hdr_got = 0;
+            }
+            continue;
+        }
+        size_t take = n - i < ps->left ? n - i : ps->left;
+        for (size_t k = 0; k < take && ps->head_got < sizeof ps->head; k++)
+            ps->head[ps->head_got++] = buf[i + k];
+        i += take;
+        ps->left -= take;
+        if (ps->left == 0) {
+            ps->hdr_got = 0;
+            if (cs->pending) {
+                cs->pending = 0;
+                if (ps->head_got >= 5 && ps->head[0] == 0x00 &&
+                    cs->n < MAX_CALL_IDS)
+                    cs->id[cs->n++] = (uint32_t)ps->head[1] |
+                                      (uint32_t)ps->head[2] << 8 |
+                                      (uint32_t)ps->head[3] << 16 |
+                                      (uint32_t)ps->head[4] << 24;
+            }
+        }
+    }
+}
 
 static int is_commit(const unsigned char *p, size_t n)
 {
@@ -85,8 +167,9 @@ static int is_commit(const unsigned char *p, size_t n)
 /* Feed bytes; returns the offset just past the end of a COMMIT packet
  * found in buf (and *start its first byte, or 0 if it began in an earlier
  * chunk), or 0 if none ended in buf. */
-static size_t feed(struct pstate *ps, const unsigned char *buf, size_t n,
-                   size_t *start)
+static size_t feed(struct pstate *ps, struct calls *cs,
+                   const unsigned char *buf, size_t n, size_t *start,
+                   int *is_call)
 {
     size_t i = 0, pkt_start = 0;
     while (i < n) {
@@ -111,7 +194,12 @@ static size_t feed(struct pstate *ps, const unsigned char *buf, size_t n,
         ps->left -= take;
         if (ps->left == 0) {
             ps->hdr_got = 0;
-            if (ps->candidate && is_commit(ps->head, ps->head_got)) {
+            if (ps->candidate && is_call_prepare(ps->head, ps->head_got))
+                cs->pending = 1;
+            *is_call = ps->candidate &&
+                       is_call_execute(cs, ps->head, ps->head_got);
+            if (*is_call ||
+                (ps->candidate && is_commit(ps->head, ps->head_got))) {
                 *start = pkt_start;
                 return i;
             }
@@ -144,8 +232,11 @@ static void *relay(void *arg)
     struct conn *cn = arg;
     int c = cn->c, s = cn->s;
     free(cn);
-    struct pstate ps;
+    struct pstate ps, sps;
+    struct calls cs;
     memset(&ps, 0, sizeof ps);
+    memset(&sps, 0, sizeof sps);
+    memset(&cs, 0, sizeof cs);
     static _Thread_local unsigned char buf[65536];
     struct pollfd pf[2] = {{c, POLLIN, 0}, {s, POLLIN, 0}};
     for (;;) {
@@ -156,6 +247,8 @@ static void *relay(void *arg)
         }
         if (pf[1].revents) {
             ssize_t n = recv(s, buf, sizeof buf, 0);
+            if (n > 0)
+                feed_server(&sps, &cs, buf, (size_t)n);
             if (n <= 0 || write_all(c, buf, (size_t)n) != 0)
                 break;
         }
@@ -164,13 +257,26 @@ static void *relay(void *arg)
             if (n <= 0)
                 break;
             size_t start = 0, end = 0, off = 0;
-            int cut = 0;
+            int cut = 0, call = 0;
             /* find COMMITs in this chunk; cut at the first one armed */
             while (off < (size_t)n) {
                 size_t st = 0;
-                size_t e = feed(&ps, buf + off, (size_t)n - off, &st);
+                size_t e = feed(&ps, &cs, buf + off, (size_t)n - off, &st,
+                                &call);
                 if (e == 0)
                     break;
+                if (call) {
+                    int k = atomic_load(&armed_call);
+                    while (k > 0 && !atomic_compare_exchange_weak(
+                                        &armed_call, &k, k - 1))
+                        ;
+                    if (k > 0) {
+                        start = off + st;
+                        end = off + e;
+                        cut = 1;
+                        break;
+                    }
+                }
                 int a = atomic_load(&armed);
                 if (a > 0) {
                     int k = atomic_load(&skip);
@@ -191,6 +297,8 @@ static void *relay(void *arg)
                 off += e;
             }
             if (cut) {
+                if (call)
+                    atomic_fetch_add(&cuts_call, 1);
                 long total = atomic_load(&cuts_after) + atomic_load(&cuts_before);
                 if (total % 2 == 0) {
                     (void)write_all(s, buf, end);
@@ -223,14 +331,19 @@ static void *control(void *arg)
             if (n > 1)
                 atomic_store(&skip, n - 1);
             atomic_fetch_add(&armed, 1);
+        } else if (line[0] == 'k') {
+            atomic_fetch_add(&armed_call, 1);
         } else if (line[0] == 's') {
             pthread_mutex_lock(&out_mu);
             long a = atomic_load(&cuts_after), b = atomic_load(&cuts_before);
-            printf("cuts %ld %ld %ld %d\n", a + b, a, b, atomic_load(&armed));
+            printf("cuts %ld %ld %ld %d %ld\n", a + b, a, b,
+                   atomic_load(&armed) + atomic_load(&armed_call),
+                   (long)atomic_load(&cuts_call));
             fflush(stdout);
             pthread_mutex_unlock(&out_mu);
         } else if (line[0] == 'x') {
             atomic_store(&armed, 0); /* disarm what is left */
+            atomic_store(&armed_call, 0);
         }
     }
     exit(0); /* our parent is gone or done */

@@ -67,6 +67,15 @@
 #define NLOCS 3
 #define FLASH_ITEM0 1000
 #define FLASH_LOCS 2
+/* Odd flash items sell at location 1 only (stock 0 at location 2): carts of
+ * one item at one location take the reserve procedure (one round trip),
+ * the even items' two-location carts send statements; both must be
+ * exact. */
+static int flash_locs(int f) { return f % 2 ? 1 : FLASH_LOCS; }
+static int64_t flash_stock_at(int f, int l, int64_t stock)
+{
+    return l <= flash_locs(f) ? stock : 0;
+}
 #define MAX_ALLOC 32
 
 enum { OP_IDLE, OP_RESERVE, OP_CLAIM, OP_RELEASE, OP_OTHER };
@@ -363,11 +372,14 @@ static void shuffle_locs(struct cl *c, uint64_t *locs, int n, int base)
 static void build_cart(struct cl *c, rsv_cart *cart, uint64_t *items)
 {
     rsv_cart_clear(cart);
-    int nl = 1 + (int)rnd(&c->rng, 4);
+    /* a third are one line at one location: the one-round-trip path for
+     * a new token */
+    int single = rnd(&c->rng, 3) == 0;
+    int nl = single ? 1 : 1 + (int)rnd(&c->rng, 4);
     for (int l = 0; l < nl; l++) {
         uint64_t locs[NLOCS];
         shuffle_locs(c, locs, NLOCS, 1);
-        int nloc = 1 + (int)rnd(&c->rng, NLOCS);
+        int nloc = single ? 1 : 1 + (int)rnd(&c->rng, NLOCS);
         items[l] = 1 + rnd(&c->rng, NITEMS);
         uint32_t fl = rnd(&c->rng, 3) == 0 ? RSV_LINE_SPLIT : 0;
         rsv_cart_add(cart, items[l], locs, (size_t)nloc,
@@ -489,9 +501,10 @@ static void flow_flash(struct cl *c, rsv_cart *cart)
     char tok[64];
     uint64_t items[1] = {item}, locs[FLASH_LOCS];
     snprintf(tok, sizeof tok, "f%d.%d.%ld", c->slot, c->inc, c->seq++);
-    shuffle_locs(c, locs, FLASH_LOCS, 1);
+    int nloc = flash_locs(round);
+    shuffle_locs(c, locs, nloc, 1);
     rsv_cart_clear(cart);
-    rsv_cart_add(cart, item, locs, FLASH_LOCS, 1, 0);
+    rsv_cart_add(cart, item, locs, (size_t)nloc, 1, 0);
     /* no clean-up release: nothing is ever released in a flash sale */
     int rc = reserve(c, SHOP_FLASH, tok, cart, items, 3600000, 0);
     if (rc == RSV_EOUTOFSTOCK) {
@@ -1412,7 +1425,7 @@ static int run_checks(MYSQL *m)
     for (int f = 0; f < C.nflash; f++)
         for (int l = 1; l <= FLASH_LOCS; l++) {
             struct key *k = key_get(SHOP_FLASH, FLASH_ITEM0 + f, l);
-            k->stock_min = k->stock_max = C.flash_stock;
+            k->stock_min = k->stock_max = flash_stock_at(f, l, C.flash_stock);
         }
     load_db(m);
     DIR *d = opendir(C.logdir);
@@ -1460,7 +1473,7 @@ static void setup_stock(void)
     for (int f = 0; f < C.nflash && !rc; f++)
         for (int l = 1; l <= FLASH_LOCS && !rc; l++)
             rc = rsv_stock_set(ctx, SHOP_FLASH, FLASH_ITEM0 + (uint64_t)f,
-                               (uint64_t)l, C.flash_stock);
+                               (uint64_t)l, flash_stock_at(f, l, C.flash_stock));
     if (rc) {
         fprintf(stderr, "stress: stock set-up: %s\n", rsv_errmsg(ctx));
         exit(2);
@@ -1651,7 +1664,10 @@ int main(int argc, char **argv)
                       rnd(&rng, (unsigned)(C.kc_every * 1000) + 1);
         }
         if (t >= next_cc && !C.no_proxy && !getenv("STRESS_NO_CUTS")) {
-            proxy_cmd("c\n");
+            /* every third cut waits for a reserve CALL (the procedure
+             * commits inside it); the others take the next commit point
+             * of any kind */
+            proxy_cmd(cuts_armed % 3 == 2 ? "k\n" : "c\n");
             cuts_armed++;
             next_cc = t + (uint64_t)(C.cc_every * 500) +
                       rnd(&rng, (unsigned)(C.cc_every * 1000) + 1);
@@ -1775,9 +1791,10 @@ int main(int argc, char **argv)
         sleep_ms(20);
     }
     long cuts = 0, cuts_after = 0, cuts_before = 0, cuts_left = 0;
+    long cuts_call = 0;
     proxy_cmd("s\n");
-    if (fscanf(proxy_out, " cuts %ld %ld %ld %ld", &cuts, &cuts_after,
-               &cuts_before, &cuts_left) != 4)
+    if (fscanf(proxy_out, " cuts %ld %ld %ld %ld %ld", &cuts, &cuts_after,
+               &cuts_before, &cuts_left, &cuts_call) != 5)
         fprintf(stderr, "stress: no answer from the proxy\n");
     fclose(proxy_in);
     waitpid(proxy_pid, NULL, 0);
@@ -1792,13 +1809,14 @@ int main(int argc, char **argv)
 
     long faults = kill_client + cuts + kill_server_n + K.lock_timeout;
     printf("stress: detail: elapsed=%.0fs kill_reserve=%ld kill_claim=%ld "
-           "cuts_after_commit=%ld cuts_before_commit=%ld indoubt_resolved=%ld "
+           "cuts_after_commit=%ld cuts_before_commit=%ld "
+           "cuts_at_reserve_call=%ld indoubt_resolved=%ld "
            "econn_retries=%ld edb_retries=%ld eintxn=%ld storms=%ld deadlocks=%lld troublemaker_deadlock_victim=%ld "
            "tokens=%ld unknown_tokens=%ld flash_rounds=%d "
            "flash_rounds_timed_out=%ld audit_violations=%ld stalls=%ld "
            "stuck_calls=%ld hung_clients=%d unexpected_client_exits=%ld\n",
            elapsed, kill_reserve, kill_claim, cuts_after, cuts_before,
-           K.indoubt, K.econn, K.edb, K.eintxn, (long)atomic_load(&shm->storms),
+           cuts_call, K.indoubt, K.econn, K.edb, K.eintxn, (long)atomic_load(&shm->storms),
            (long long)deadlocks, (long)atomic_load(&shm->tm_deadlocks), K.tokens, K.unknown_tokens,
            atomic_load(&shm->flash_round), flash_timeouts,
            K.audit_violations, stalls, stuck_calls, hung, client_exits);
