@@ -22,7 +22,8 @@
  *                                                  folds use SKIP LOCKED)
  *
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
- * touches 2.  A reserve that finds a pool short rolls back everything it
+ * touches 2.  So does the reserve procedure (sql/schema.sql), in the same
+ * order, inside one CALL.  A reserve that finds a pool short rolls back everything it
  * holds before it takes 2, so no transaction ever waits for a ledger row
  * while holding pool rows.
  *
@@ -32,6 +33,16 @@
  * shrinks use SKIP LOCKED (and retry).  A fast-path reserve that holds pool
  * rows may wait for its own old holds (4) that a fold has locked, and that
  * fold must not in turn wait for those pool rows.
+ *
+ * The slow path locks 2 with SKIP LOCKED at first: if another transaction
+ * holds a ledger row it needs, it rolls back and waits for a shared lock on
+ * that row in a transaction holding nothing else, then starts over.
+ *
+ * A blocking locking read must never be a range that can run short: InnoDB
+ * then reads on to the next index record, which belongs to another key,
+ * and waits for it too (cross-key deadlocks).  Blocking reads are by whole
+ * primary key; pool rows the slow path waits for are found by a plain read
+ * and then locked by primary key.
  *
  * Locks are taken by primary key only.  Key lists are joined, in the order
  * given, through sql_key_rows() with FORCE INDEX (PRIMARY): a WHERE list of
@@ -303,6 +314,11 @@ typedef struct rsv_level {
 RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
                            size_t nkeys, int skip, rsv_level *levels,
                            size_t *found);
+/* Wait, holding nothing, until no other transaction holds an exclusive lock
+ * on the ledger rows of these keys (a shared-lock read in a transaction of
+ * its own, ended at once). */
+RSV_HIDDEN int ledger_wait(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
+                           size_t nkeys);
 /* With the ledger row locked: give back expired holds and fold settlements
  * into on_hand/issued (lv is updated).  Never waits for other rows. */
 RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,

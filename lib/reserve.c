@@ -16,13 +16,22 @@
  *      separate transaction that skips the ledger row if another refiller
  *      holds it, so no buyer ever waits behind a refill.
  *
+ * One round trip: a new checkout whose lines all name one item at one
+ * location calls the schema's procedure rsv_fast_reserve_v1 instead, which
+ * runs the same statements of the fast path on the server and commits; if
+ * it cannot (the checkout exists, the pool is short, no ledger row) it
+ * rolls back and the statements below take over.
+ *
  * Slow path, only when a pool read comes back short and the ledger may
  * have more (the fast-path transaction is rolled back first, so nothing is
  * held while waiting): lock the ledger rows in key order, fold settled and
  * expired holds back, read the pool *waiting* for rows other checkouts hold
  * (they may roll back), cover what the pool lacks straight from the ledger
  * and top the pool up.  Only if the committed state then still cannot
- * cover a line is the answer "out of stock".
+ * cover a line is the answer "out of stock".  A slow path that finds a
+ * ledger row taken by another one gives way (rolls back, waits holding
+ * nothing, tries the fast path again) a few times before it queues: the
+ * other one is refilling the pool.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +45,8 @@
 #define NEED_SLOW 1       /* allocate(): the fast path cannot decide */
 #define NEED_RESCAN 2     /* a read from a spread start came up short */
 #define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
+#define NEED_LEDGER_WAIT 4 /* slow path: another holds a ledger row */
+#define SLOW_YIELDS 3     /* times a slow path gives way to another one */
 #define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
                              holds send their statements (one read) */
 
@@ -69,6 +80,8 @@ typedef struct rjob {
     uint32_t prev_gen;
     int64_t refill_added;
     int rescan;          /* read every pool from its bottom */
+    int ledger_skip;     /* slow path: give way if a ledger row is taken */
+    uint64_t *pairs;     /* the keys as (item, location) pairs */
 } rjob;
 
 /* ---------------- statements ---------------- */
@@ -176,6 +189,7 @@ static void job_free(rjob *j)
         for (size_t k = 0; k < j->nkeys; k++)
             free(j->keys[k].ids);
     free(j->keys);
+    free(j->pairs);
     free(j->line_keys);
     free(j->line_off);
 }
@@ -223,6 +237,7 @@ static int job_build(rsv_ctx *ctx, rjob *j)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     }
     j->nkeys = n;
+    j->pairs = pairs; /* the first n pairs: the keys, sorted and unique */
     for (size_t k = 0; k < n; k++) {
         j->keys[k].item = pairs[2 * k];
         j->keys[k].loc = pairs[2 * k + 1];
@@ -240,7 +255,6 @@ static int job_build(rsv_ctx *ctx, rjob *j)
                 j->keys[k].want += ln->qty;
         }
     }
-    free(pairs);
     return RSV_OK;
 }
 
@@ -831,24 +845,24 @@ static int slow_body(rsv_ctx *ctx, void *p)
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
 
-    /* 2. ledger rows, ascending key order */
-    uint64_t *pairs = malloc(j->nkeys * 2 * sizeof *pairs);
+    /* 2. ledger rows, ascending key order.  While another reserve holds
+     * one (it is refilling the pool, or answering "out of stock"), give
+     * way a few times (reserve_cart), rather than queue: queued, every
+     * buyer of the item would do a refill's work in turn, each holding the
+     * ledger row for a dozen round trips. */
     rsv_level *lv = malloc(j->nkeys * sizeof *lv);
-    if (!pairs || !lv) {
-        free(pairs);
-        free(lv);
+    if (!lv)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    }
-    for (size_t k = 0; k < j->nkeys; k++) {
-        pairs[2 * k] = j->keys[k].item;
-        pairs[2 * k + 1] = j->keys[k].loc;
-    }
     size_t found = 0;
-    rc = ledger_lock(ctx, j->shop, pairs, j->nkeys, 0, lv, &found);
-    free(pairs);
+    rc = ledger_lock(ctx, j->shop, j->pairs, j->nkeys, j->ledger_skip, lv,
+                     &found);
     if (rc) {
         free(lv);
         return rc;
+    }
+    if (j->ledger_skip && found < j->nkeys) {
+        free(lv);
+        return NEED_LEDGER_WAIT; /* rolled back by the frame */
     }
     for (size_t k = 0, f = 0; k < j->nkeys; k++) {
         if (f < found && lv[f].item == j->keys[k].item &&
@@ -940,6 +954,18 @@ static int fast_run(rsv_ctx *ctx, rjob *j, int flags, rsv_txn_body body)
     return rc;
 }
 
+/* The fast path: in one round trip when the procedure can do it, else by
+ * statements. */
+static int fast_paths(rsv_ctx *ctx, rjob *j)
+{
+    int rc = NEED_STATEMENTS;
+    if (proc_fits(ctx, j))
+        rc = fast_run(ctx, j, TXN_SELF_COMMIT, proc_body);
+    if (rc == NEED_STATEMENTS)
+        rc = fast_run(ctx, j, 0, fast_body);
+    return rc;
+}
+
 static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                         size_t token_len, rsv_cart *cart, int64_t ttl_ms)
 {
@@ -973,15 +999,21 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         job_free(&j);
         return rc;
     }
-    rc = NEED_STATEMENTS;
-    if (proc_fits(ctx, &j))
-        rc = fast_run(ctx, &j, TXN_SELF_COMMIT, proc_body);
-    if (rc == NEED_STATEMENTS)
-        rc = fast_run(ctx, &j, 0, fast_body);
+    rc = fast_paths(ctx, &j);
     stats_add(ctx, RSV_STAT_SLOW_PATHS, rc == NEED_SLOW);
-    if (rc == NEED_SLOW)
+    for (int yield = 0; rc == NEED_SLOW; yield++) {
+        /* A sold-out item needs the slow path to say so: give way to
+         * another slow path only a few times, then queue for the row. */
+        j.ledger_skip = yield < SLOW_YIELDS;
         rc = txn_run(ctx, 0, slow_body, &j);
-    else if (rc == RSV_OK)
+        if (rc != NEED_LEDGER_WAIT)
+            break;
+        /* wait for that reserve to commit (its refill), then the pool
+         * most likely serves the fast path again */
+        if ((rc = ledger_wait(ctx, j.shop, j.pairs, j.nkeys)) == RSV_OK)
+            rc = fast_paths(ctx, &j);
+    }
+    if (rc == RSV_OK)
         refill_ahead(ctx, &j);
     if (rc != RSV_OK)
         job_reset_pass(&j); /* no allocation on failure (failed_line kept) */

@@ -1017,6 +1017,21 @@ class TestAudit(ServerTest):
 
 class TestObservability(ServerTest):
 
+    def test_one_trip_and_statements_only(self):
+        s = self.shop
+        self.ctx.stock_set(s, 1, 1, 10)
+        self.ctx.replenish(s, 1, 1)
+        self.ctx.reserve_one(s, b"one-trip", 1, 1, 2)
+        self.assertEqual(self.ctx.stats(rsv.STAT_ONE_TRIP, rsv.OP_RESERVE), 1)
+        self.assertEqual(self.ctx.stats(rsv.STAT_STATEMENTS, rsv.OP_RESERVE),
+                         1)
+        with rsv.Context(self.conn, flags=rsv.OPT_STATEMENTS_ONLY) as c:
+            c.reserve_one(s, b"statements", 1, 1, 2)
+            self.assertEqual(c.stats(rsv.STAT_ONE_TRIP, rsv.OP_RESERVE), 0)
+            self.assertGreater(c.stats(rsv.STAT_STATEMENTS, rsv.OP_RESERVE),
+                               1)
+        self.assertEqual(self.ctx.stock_get(s, 1, 1).held, 4)
+
     def test_stats(self):
         c, s = self.ctx, self.shop
         c.stock_set(s, 1, 1, 2)
