@@ -34,10 +34,6 @@
  * rows may wait for its own old holds (4) that a fold has locked, and that
  * fold must not in turn wait for those pool rows.
  *
- * The slow path locks 2 with SKIP LOCKED at first: if another transaction
- * holds a ledger row it needs, it rolls back and waits for a shared lock on
- * that row in a transaction holding nothing else, then starts over.
- *
  * A blocking locking read must never be a range that can run short: InnoDB
  * then reads on to the next index record, which belongs to another key,
  * and waits for it too (cross-key deadlocks).  Blocking reads are by whole
@@ -314,11 +310,6 @@ typedef struct rsv_level {
 RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
                            size_t nkeys, int skip, rsv_level *levels,
                            size_t *found);
-/* Wait, holding nothing, until no other transaction holds an exclusive lock
- * on the ledger rows of these keys (a shared-lock read in a transaction of
- * its own, ended at once). */
-RSV_HIDDEN int ledger_wait(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                           size_t nkeys);
 /* With the ledger row locked: give back expired holds and fold settlements
  * into on_hand/issued (lv is updated).  Never waits for other rows. */
 RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,

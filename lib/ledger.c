@@ -25,11 +25,10 @@ int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
 
 /* shape: bucket of keys, bit 31 = SKIP LOCKED */
 #define LOCK_SKIP 0x80000000u  /* b_lock: FOR UPDATE SKIP LOCKED */
-#define LOCK_SHARE 0x40000000u /* b_lock: LOCK IN SHARE MODE (ledger_wait) */
 
 static int b_lock(rsv_buf *s, uint32_t shape)
 {
-    uint32_t n = shape & ~(LOCK_SKIP | LOCK_SHARE);
+    uint32_t n = shape & ~LOCK_SKIP;
     /* Joined in the (ascending) order of the keys given: that is the
      * order the rows are locked in. */
     buf_puts(s, "SELECT CAST(l.inventory_item_id AS SIGNED), "
@@ -40,11 +39,7 @@ static int b_lock(rsv_buf *s, uint32_t shape)
     buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
                 "l.inventory_item_id = k.k0 AND l.inventory_group_id = k.k1 "
                 "ORDER BY l.inventory_item_id, l.inventory_group_id ");
-    if (shape & LOCK_SHARE)
-        buf_puts(s, "LOCK IN SHARE MODE");
-    else
-        buf_puts(s, shape & LOCK_SKIP ? "FOR UPDATE SKIP LOCKED"
-                                      : "FOR UPDATE");
+    buf_puts(s, shape & LOCK_SKIP ? "FOR UPDATE SKIP LOCKED" : "FOR UPDATE");
     return 0;
 }
 
@@ -87,30 +82,6 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
     }
     *found = n;
     return RSV_OK;
-}
-
-struct wait_arg {
-    uint64_t shop;
-    const uint64_t *keys;
-    size_t nkeys;
-};
-
-static int wait_body(rsv_ctx *ctx, void *p)
-{
-    struct wait_arg *a = p;
-    uint32_t bucket = sql_bucket(a->nkeys);
-    key_list_args(ctx, a->shop, a->keys, a->nkeys, bucket);
-    return sql_run(ctx, b_lock, bucket | LOCK_SHARE, "iiiiii", NULL);
-}
-
-int ledger_wait(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                size_t nkeys)
-{
-    /* Shared locks: every waiter is granted at once when the holder
-     * commits, and none of them holds anything else meanwhile (a
-     * transaction of its own, ended at once). */
-    struct wait_arg a = {shop, keys, nkeys};
-    return txn_run(ctx, 0, wait_body, &a);
 }
 
 /* ---- fold: expired holds and settlements back into the ledger ---- */

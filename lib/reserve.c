@@ -28,10 +28,7 @@
  * expired holds back, read the pool *waiting* for rows other checkouts hold
  * (they may roll back), cover what the pool lacks straight from the ledger
  * and top the pool up.  Only if the committed state then still cannot
- * cover a line is the answer "out of stock".  A slow path that finds a
- * ledger row taken by another one gives way (rolls back, waits holding
- * nothing, tries the fast path again) a few times before it queues: the
- * other one is refilling the pool.
+ * cover a line is the answer "out of stock".
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +42,6 @@
 #define NEED_SLOW 1       /* allocate(): the fast path cannot decide */
 #define NEED_RESCAN 2     /* a read from a spread start came up short */
 #define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
-#define NEED_LEDGER_WAIT 4 /* slow path: another holds a ledger row */
-#define SLOW_YIELDS 3     /* times a slow path gives way to another one */
 #define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
                              holds send their statements (one read) */
 
@@ -80,7 +75,6 @@ typedef struct rjob {
     uint32_t prev_gen;
     int64_t refill_added;
     int rescan;          /* read every pool from its bottom */
-    int ledger_skip;     /* slow path: give way if a ledger row is taken */
     uint64_t *pairs;     /* the keys as (item, location) pairs */
 } rjob;
 
@@ -845,24 +839,15 @@ static int slow_body(rsv_ctx *ctx, void *p)
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
 
-    /* 2. ledger rows, ascending key order.  While another reserve holds
-     * one (it is refilling the pool, or answering "out of stock"), give
-     * way a few times (reserve_cart), rather than queue: queued, every
-     * buyer of the item would do a refill's work in turn, each holding the
-     * ledger row for a dozen round trips. */
+    /* 2. ledger rows, ascending key order */
     rsv_level *lv = malloc(j->nkeys * sizeof *lv);
     if (!lv)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     size_t found = 0;
-    rc = ledger_lock(ctx, j->shop, j->pairs, j->nkeys, j->ledger_skip, lv,
-                     &found);
+    rc = ledger_lock(ctx, j->shop, j->pairs, j->nkeys, 0, lv, &found);
     if (rc) {
         free(lv);
         return rc;
-    }
-    if (j->ledger_skip && found < j->nkeys) {
-        free(lv);
-        return NEED_LEDGER_WAIT; /* rolled back by the frame */
     }
     for (size_t k = 0, f = 0; k < j->nkeys; k++) {
         if (f < found && lv[f].item == j->keys[k].item &&
@@ -1001,19 +986,9 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     }
     rc = fast_paths(ctx, &j);
     stats_add(ctx, RSV_STAT_SLOW_PATHS, rc == NEED_SLOW);
-    for (int yield = 0; rc == NEED_SLOW; yield++) {
-        /* A sold-out item needs the slow path to say so: give way to
-         * another slow path only a few times, then queue for the row. */
-        j.ledger_skip = yield < SLOW_YIELDS;
+    if (rc == NEED_SLOW)
         rc = txn_run(ctx, 0, slow_body, &j);
-        if (rc != NEED_LEDGER_WAIT)
-            break;
-        /* wait for that reserve to commit (its refill), then the pool
-         * most likely serves the fast path again */
-        if ((rc = ledger_wait(ctx, j.shop, j.pairs, j.nkeys)) == RSV_OK)
-            rc = fast_paths(ctx, &j);
-    }
-    if (rc == RSV_OK)
+    else if (rc == RSV_OK)
         refill_ahead(ctx, &j);
     if (rc != RSV_OK)
         job_reset_pass(&j); /* no allocation on failure (failed_line kept) */

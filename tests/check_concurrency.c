@@ -168,99 +168,6 @@ START_TEST(in_flight_rows_are_not_out_of_stock)
 }
 END_TEST
 
-/* A slow path that finds the ledger row taken (another reserve refilling
- * the pool, here a transaction holding it) gives way: it rolls back and
- * waits holding nothing, then tries again.  Queued instead, it would sit
- * on its checkout row (and every buyer of the item would refill in turn).
- * Seen from outside: while it waits, its checkout row is free. */
-struct ledger_holder {
-    uint64_t shop;
-    int locked;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-};
-
-static void *hold_ledger_then_rollback(void *p)
-{
-    struct ledger_holder *h = p;
-    MYSQL *c = tu_connect();
-    char q[256];
-    tu_exec(c, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(c, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT on_hand FROM inventory_levels WHERE "
-             "shop_id=%llu AND inventory_item_id = 2 FOR UPDATE",
-             (unsigned long long)h->shop);
-    tu_exec(c, q);
-    pthread_mutex_lock(&h->mu);
-    h->locked = 1;
-    pthread_cond_signal(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    usleep(600 * 1000);
-    tu_exec(c, "ROLLBACK");
-    mysql_close(c);
-    return NULL;
-}
-
-struct rereserve {
-    rsv_ctx *ctx;
-    uint64_t shop;
-    int rc;
-};
-
-static void *rereserve_item2(void *p)
-{
-    struct rereserve *r = p;
-    r->rc = rsv_reserve_one(r->ctx, r->shop, TOK("giveway"), 2, 1, 1, 0);
-    return NULL;
-}
-
-START_TEST(slow_path_gives_way_holding_nothing)
-{
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    struct ledger_holder h = {tu_shop(), 0, PTHREAD_MUTEX_INITIALIZER,
-                              PTHREAD_COND_INITIALIZER};
-    TU_OK(ctx, rsv_stock_set(ctx, h.shop, 1, 1, 5));
-    TU_OK(ctx, rsv_replenish(ctx, h.shop, 1, 1, NULL));
-    TU_OK(ctx, rsv_stock_set(ctx, h.shop, 2, 1, 5)); /* no pool: slow path */
-    TU_OK(ctx, rsv_reserve_one(ctx, h.shop, TOK("giveway"), 1, 1, 2, 0));
-    pthread_t t, r;
-    pthread_create(&t, NULL, hold_ledger_then_rollback, &h);
-    pthread_mutex_lock(&h.mu);
-    while (!h.locked)
-        pthread_cond_wait(&h.cv, &h.mu);
-    pthread_mutex_unlock(&h.mu);
-    /* the same checkout, now for item 2: its row exists and is locked by
-     * the reserve's transactions */
-    struct rereserve rr = {ctx, h.shop, 99};
-    pthread_create(&r, NULL, rereserve_item2, &rr);
-    usleep(250 * 1000);
-    MYSQL *probe = tu_connect();
-    char q[256];
-    tu_exec(probe, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
-             "shop_id=%llu AND checkout_token = 'giveway' FOR UPDATE NOWAIT",
-             (unsigned long long)h.shop);
-    int qrc = mysql_query(probe, q);
-    if (qrc == 0) {
-        MYSQL_RES *res = mysql_store_result(probe);
-        if (res)
-            mysql_free_result(res);
-    }
-    ck_assert_msg(qrc == 0, "the waiting reserve holds its checkout row: %s",
-                  mysql_error(probe));
-    tu_exec(probe, "ROLLBACK");
-    mysql_close(probe);
-    pthread_join(r, NULL);
-    pthread_join(t, NULL);
-    TU_RC(ctx, rr.rc, RSV_OK);
-    ck_assert_int_eq(tu_held(ctx, h.shop, 2, 1), 1);
-    ck_assert_int_eq(tu_held(ctx, h.shop, 1, 1), 0);
-    rsv_close(ctx);
-    mysql_close(c);
-}
-END_TEST
-
 int main(void)
 {
     tu_db_create("concurrency");
@@ -269,8 +176,6 @@ int main(void)
     tu_add(s, "last_units_default_pool", last_units_default_pool);
     tu_add(s, "last_units_in_threes", last_units_in_threes);
     tu_add(s, "in_flight_rows_are_not_out_of_stock", in_flight_rows_are_not_out_of_stock);
-    tu_add(s, "slow_path_gives_way_holding_nothing",
-           slow_path_gives_way_holding_nothing);
     int rc = tu_run(s);
     tu_db_drop();
     return rc;
