@@ -445,7 +445,8 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
             for (size_t q = 0; q < j->nkeys; q++) {
                 rkey *key = &j->keys[q];
                 key->nids = got[q];
-                qsort(key->ids, key->nids, sizeof *key->ids, cmp_id);
+                if (key->nids > 1) /* (ids may be NULL when empty) */
+                    qsort(key->ids, key->nids, sizeof *key->ids, cmp_id);
                 key->first_id = key->nids ? key->ids[0] : 0;
                 key->last_id = key->nids ? key->ids[key->nids - 1] : 0;
             }
