@@ -128,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.version >= 1 && o.version <= RSV_OPTIONS_VERSION &&
         !(o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG |
                       RSV_OPT_NO_PROACTIVE_REFILL |
-                      RSV_OPT_READ_FROM_BOTTOM)) &&
+                      RSV_OPT_READ_FROM_BOTTOM |
+                      RSV_OPT_STATEMENTS_ONLY)) &&
         o.pool_cap >= 1 && o.pool_cap <= 10000 &&
         lw >= 0 && lw <= o.pool_cap &&
         /* in the header since the fuzzer found them missing: */
