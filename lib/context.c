@@ -165,44 +165,41 @@ static int check_schema(rsv_ctx *ctx)
         "inventory_levels", "reservation_units", "reservation_checkouts",
         "reserved_quantities", "reservation_settlements",
     };
-    char db[256];
-    int rc = query_row(ctx, "/* conn_tag:open */ SELECT DATABASE()", db,
-                       sizeof db, 1, NULL, 0);
+    enum { NTABLES = sizeof tables / sizeof tables[0] };
+    /* One round trip: the database, then one digit per table (is it
+     * there?) and a last one for the reserve procedure. */
+    char q[1536];
+    size_t len = (size_t)snprintf(q, sizeof q,
+                                  "/* conn_tag:open */ SELECT DATABASE(), "
+                                  "CONCAT(");
+    for (size_t i = 0; i < NTABLES; i++)
+        len += (size_t)snprintf(q + len, sizeof q - len,
+                                "(SELECT COUNT(*) FROM information_schema."
+                                "tables WHERE table_schema = DATABASE() AND "
+                                "table_name = '%s'), ", tables[i]);
+    snprintf(q + len, sizeof q - len,
+             "(SELECT COUNT(*) FROM information_schema.routines WHERE "
+             "routine_schema = DATABASE() AND routine_type = 'PROCEDURE' "
+             "AND routine_name = '" RSV_PROC_RESERVE "'))");
+    char db[256], found[32];
+    int rc = query_row(ctx, q, db, sizeof db, 2, found, sizeof found);
     if (rc)
         return rc;
     if (!db[0])
         return ctx_fail(ctx, RSV_ESCHEMA,
                         "no database selected on the connection: select the "
                         "database that holds the libreserve schema");
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-        char q[256], n[32];
-        snprintf(q, sizeof q,
-                 "/* conn_tag:open */ SELECT COUNT(*) FROM "
-                 "information_schema.tables WHERE table_schema = DATABASE() "
-                 "AND table_name = '%s'", tables[i]);
-        rc = query_row(ctx, q, n, sizeof n, 1, NULL, 0);
-        if (rc)
-            return rc;
-        if (strcmp(n, "1") != 0)
+    for (size_t i = 0; i < NTABLES; i++)
+        if (found[i] != '1')
             return ctx_fail(ctx, RSV_ESCHEMA,
                             "table %s.%s is missing: load sql/schema.sql "
                             "(share/libreserve/schema.sql) into this database",
                             db, tables[i]);
-    }
     /* The reserve procedure is optional: without it (an account that
      * cannot create routines loaded the schema, or an older schema file)
      * every reserve sends its statements one by one, slower on a network
      * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used. */
-    char n[32];
-    rc = query_row(ctx,
-                   "/* conn_tag:open */ SELECT COUNT(*) FROM "
-                   "information_schema.routines WHERE routine_schema = "
-                   "DATABASE() AND routine_type = 'PROCEDURE' AND "
-                   "routine_name = '" RSV_PROC_RESERVE "'",
-                   n, sizeof n, 1, NULL, 0);
-    if (rc)
-        return rc;
-    ctx->has_proc = strcmp(n, "1") == 0 &&
+    ctx->has_proc = found[NTABLES] == '1' &&
                     !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY);
     return RSV_OK;
 }

@@ -350,6 +350,51 @@ static int cmp_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Where a walk over the job's (key, pool id) pairs stands. */
+typedef struct id_walk {
+    size_t k, i;
+} id_walk;
+
+/* Bind the next chunk of (key, pool id) pairs, in key order: of each key
+ * its first `used` ids (rows to delete) or, with read_all, every id read
+ * (rows to lock), each as item, location and id, preceded by the key's
+ * index with with_index.  Padded up to the statement's size bucket with id
+ * 0 (pool ids start at 1: it matches nothing), then the shop.  Returns the
+ * number of real pairs bound; 0 when the walk is done. */
+static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
+                            int with_index, id_walk *w, uint32_t *bucket)
+{
+    args_reset(&ctx->args);
+    size_t n = 0, last_k = 0;
+    while (w->k < j->nkeys && n < DELETE_CHUNK) {
+        const rkey *key = &j->keys[w->k];
+        if (w->i >= (read_all ? key->nids : key->used)) {
+            w->k++;
+            w->i = 0;
+            continue;
+        }
+        if (with_index)
+            arg_u64(&ctx->args, w->k);
+        arg_u64(&ctx->args, key->item);
+        arg_u64(&ctx->args, key->loc);
+        arg_u64(&ctx->args, key->ids[w->i++]);
+        last_k = w->k;
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    *bucket = sql_bucket(n);
+    for (size_t p = n; p < *bucket; p++) {
+        if (with_index)
+            arg_u64(&ctx->args, last_k);
+        arg_u64(&ctx->args, j->keys[last_k].item);
+        arg_u64(&ctx->args, j->keys[last_k].loc);
+        arg_u64(&ctx->args, 0);
+    }
+    arg_u64(&ctx->args, j->shop);
+    return n;
+}
+
 /* The rows read, locked by primary key, waiting for in-flight holders:
  * columns (key index, pool row id) of the rows still there. */
 static int b_pool_lock(rsv_buf *s, uint32_t n)
@@ -391,43 +436,10 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
         size_t *got = calloc(j->nkeys, sizeof *got); /* rows locked, per key */
         if (!got)
             return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-        size_t locked = 0, k = 0, i = 0;
-        while (rc == RSV_OK) {
-            /* the next chunk of (key, id) in key order */
-            size_t start_k = k, start_i = i, n = 0;
-            while (k < j->nkeys && n < DELETE_CHUNK) {
-                if (i < j->keys[k].nids) {
-                    n++;
-                    i++;
-                } else {
-                    k++;
-                    i = 0;
-                }
-            }
-            if (n == 0)
-                break;
-            uint32_t bucket = sql_bucket(n);
-            args_reset(&ctx->args);
-            size_t kk = start_k, ii = start_i, emitted = 0;
-            while (emitted < bucket) {
-                if (emitted >= n) { /* pad: id 0 matches no row */
-                    arg_u64(&ctx->args, 0);
-                    arg_u64(&ctx->args, 0);
-                    arg_u64(&ctx->args, 0);
-                    arg_u64(&ctx->args, 0);
-                    emitted++;
-                } else if (ii < j->keys[kk].nids) {
-                    arg_u64(&ctx->args, kk);
-                    arg_u64(&ctx->args, j->keys[kk].item);
-                    arg_u64(&ctx->args, j->keys[kk].loc);
-                    arg_u64(&ctx->args, j->keys[kk].ids[ii++]);
-                    emitted++;
-                } else {
-                    kk++;
-                    ii = 0;
-                }
-            }
-            arg_u64(&ctx->args, j->shop);
+        size_t locked = 0;
+        id_walk w = {0, 0};
+        uint32_t bucket = 0;
+        while (rc == RSV_OK && bind_id_chunk(ctx, j, 1, 1, &w, &bucket)) {
             if ((rc = sql_run(ctx, b_pool_lock, bucket, "ii", NULL)))
                 break;
             /* Locked rows overwrite the front of each key's id list (never
@@ -556,46 +568,10 @@ static int unknown_key(rsv_ctx *ctx, rjob *j, const rkey *k)
 
 static int delete_used(rsv_ctx *ctx, rjob *j)
 {
-    size_t k = 0, i = 0;
-    for (;;) {
-        /* gather up to DELETE_CHUNK (key, id) tuples */
-        size_t start_k = k, start_i = i, n = 0;
-        while (k < j->nkeys && n < DELETE_CHUNK) {
-            if (i < j->keys[k].used) {
-                n++;
-                i++;
-            } else {
-                k++;
-                i = 0;
-            }
-        }
-        if (n == 0)
-            return RSV_OK;
-        uint32_t bucket = sql_bucket(n);
-        args_reset(&ctx->args);
-        size_t kk = start_k, ii = start_i, emitted = 0;
-        const rkey *last = NULL;
-        uint64_t last_id = 0;
-        while (emitted < n) {
-            if (ii < j->keys[kk].used) {
-                last = &j->keys[kk];
-                last_id = last->ids[ii++];
-                arg_u64(&ctx->args, last->item);
-                arg_u64(&ctx->args, last->loc);
-                arg_u64(&ctx->args, last_id);
-                emitted++;
-            } else {
-                kk++;
-                ii = 0;
-            }
-        }
-        /* pad with id 0: pool ids start at 1, so it matches nothing */
-        for (; emitted < bucket; emitted++) {
-            arg_u64(&ctx->args, last->item);
-            arg_u64(&ctx->args, last->loc);
-            arg_u64(&ctx->args, 0);
-        }
-        arg_u64(&ctx->args, j->shop);
+    id_walk w = {0, 0};
+    uint32_t bucket = 0;
+    size_t n;
+    while ((n = bind_id_chunk(ctx, j, 0, 0, &w, &bucket)) > 0) {
         uint64_t affected = 0;
         int rc = sql_run(ctx, b_pool_delete, bucket, NULL, &affected);
         if (rc)
@@ -607,6 +583,7 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
                             "internal: deleted %llu of %zu pool rows",
                             (unsigned long long)affected, n);
     }
+    return RSV_OK;
 }
 
 static int write_holds(rsv_ctx *ctx, rjob *j)

@@ -74,6 +74,47 @@ struct calls {
     int n;
 };
 
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+/* Consume bytes of buf from *i until a packet with a payload ends (1: its
+ * first bytes are in ps->head, ps->candidate says whether it is a command)
+ * or buf runs out (0).  *pkt_start: offset in buf of the last packet
+ * header begun in this buf. */
+static int next_packet(struct pstate *ps, const unsigned char *buf, size_t n,
+                       size_t *i, size_t *pkt_start)
+{
+    while (*i < n) {
+        if (ps->hdr_got < 4) {
+            if (ps->hdr_got == 0)
+                *pkt_start = *i;
+            ps->hdr[ps->hdr_got++] = buf[(*i)++];
+            if (ps->hdr_got == 4) {
+                ps->left = (size_t)ps->hdr[0] | (size_t)ps->hdr[1] << 8 |
+                           (size_t)ps->hdr[2] << 16;
+                ps->candidate = ps->hdr[3] == 0;
+                ps->head_got = 0;
+                if (ps->left == 0)
+                    ps->hdr_got = 0;
+            }
+            continue;
+        }
+        size_t take = n - *i < ps->left ? n - *i : ps->left;
+        for (size_t k = 0; k < take && ps->head_got < sizeof ps->head; k++)
+            ps->head[ps->head_got++] = buf[*i + k];
+        *i += take;
+        ps->left -= take;
+        if (ps->left == 0) {
+            ps->hdr_got = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int is_call_prepare(const unsigned char *p, size_t n)
 {
     static const char needle[] = "CALL rsv_fast_reserve";
@@ -91,8 +132,7 @@ static int is_call_execute(const struct calls *cs, const unsigned char *p,
 {
     if (n < 5 || p[0] != 0x17)
         return 0;
-    uint32_t id = (uint32_t)p[1] | (uint32_t)p[2] << 8 |
-                  (uint32_t)p[3] << 16 | (uint32_t)p[4] << 24;
+    uint32_t id = le32(p + 1);
     for (int i = 0; i < cs->n; i++)
         if (cs->id[i] == id)
             return 1;
@@ -104,36 +144,13 @@ static int is_call_execute(const struct calls *cs, const unsigned char *p,
 static void feed_server(struct pstate *ps, struct calls *cs,
                         const unsigned char *buf, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        if (ps->hdr_got < 4) {
-            ps->hdr[ps->hdr_got++] = buf[i++];
-            if (ps->hdr_got == 4) {
-                ps->left = (size_t)ps->hdr[0] | (size_t)ps->hdr[1] << 8 |
-                           (size_t)ps->hdr[2] << 16;
-                ps->head_got = 0;
-                if (ps->left == 0)
-                    ps->hdr_got = 0;
-            }
+    size_t i = 0, pkt_start = 0;
+    while (next_packet(ps, buf, n, &i, &pkt_start)) {
+        if (!cs->pending)
             continue;
-        }
-        size_t take = n - i < ps->left ? n - i : ps->left;
-        for (size_t k = 0; k < take && ps->head_got < sizeof ps->head; k++)
-            ps->head[ps->head_got++] = buf[i + k];
-        i += take;
-        ps->left -= take;
-        if (ps->left == 0) {
-            ps->hdr_got = 0;
-            if (cs->pending) {
-                cs->pending = 0;
-                if (ps->head_got >= 5 && ps->head[0] == 0x00 &&
-                    cs->n < MAX_CALL_IDS)
-                    cs->id[cs->n++] = (uint32_t)ps->head[1] |
-                                      (uint32_t)ps->head[2] << 8 |
-                                      (uint32_t)ps->head[3] << 16 |
-                                      (uint32_t)ps->head[4] << 24;
-            }
-        }
+        cs->pending = 0;
+        if (ps->head_got >= 5 && ps->head[0] == 0x00 && cs->n < MAX_CALL_IDS)
+            cs->id[cs->n++] = le32(ps->head + 1);
     }
 }
 
@@ -172,37 +189,15 @@ static size_t feed(struct pstate *ps, struct calls *cs,
                    int *is_call)
 {
     size_t i = 0, pkt_start = 0;
-    while (i < n) {
-        if (ps->hdr_got < 4) {
-            if (ps->hdr_got == 0)
-                pkt_start = i;
-            ps->hdr[ps->hdr_got++] = buf[i++];
-            if (ps->hdr_got == 4) {
-                ps->left = (size_t)ps->hdr[0] | (size_t)ps->hdr[1] << 8 |
-                           (size_t)ps->hdr[2] << 16;
-                ps->candidate = ps->hdr[3] == 0;
-                ps->head_got = 0;
-                if (ps->left == 0)
-                    ps->hdr_got = 0;
-            }
+    while (next_packet(ps, buf, n, &i, &pkt_start)) {
+        if (!ps->candidate)
             continue;
-        }
-        size_t take = n - i < ps->left ? n - i : ps->left;
-        for (size_t k = 0; k < take && ps->head_got < sizeof ps->head; k++)
-            ps->head[ps->head_got++] = buf[i + k];
-        i += take;
-        ps->left -= take;
-        if (ps->left == 0) {
-            ps->hdr_got = 0;
-            if (ps->candidate && is_call_prepare(ps->head, ps->head_got))
-                cs->pending = 1;
-            *is_call = ps->candidate &&
-                       is_call_execute(cs, ps->head, ps->head_got);
-            if (*is_call ||
-                (ps->candidate && is_commit(ps->head, ps->head_got))) {
-                *start = pkt_start;
-                return i;
-            }
+        if (is_call_prepare(ps->head, ps->head_got))
+            cs->pending = 1;
+        *is_call = is_call_execute(cs, ps->head, ps->head_got);
+        if (*is_call || is_commit(ps->head, ps->head_got)) {
+            *start = pkt_start;
+            return i;
         }
     }
     return 0;
