@@ -34,6 +34,14 @@
  * rows may wait for its own old holds (4) that a fold has locked, and that
  * fold must not in turn wait for those pool rows.
  *
+ * Within 3, every path takes pool rows in primary-key order (key order,
+ * then id), SKIP LOCKED or not, and waits only for a row above every pool
+ * row it holds.  SKIP LOCKED never waits, but InnoDB's deadlock detector
+ * can still see a reader that is looking at a row we hold as waiting for
+ * it: a slow path that waited for a row below one it held was "in a
+ * deadlock" with such a reader, and the reader was rolled back (about one
+ * soak run in six; see take_waiting).
+ *
  * A blocking locking read must never be a range that can run short: InnoDB
  * then reads on to the next index record, which belongs to another key,
  * and waits for it too (cross-key deadlocks).  Blocking reads are by whole

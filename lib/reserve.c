@@ -350,23 +350,31 @@ static int cmp_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Where a walk over the job's (key, pool id) pairs stands. */
+/* Where a walk over the job's (key, pool id) pairs stands.  The pairs are
+ * walked in key order and, within a key, in id order: primary key order. */
 typedef struct id_walk {
     size_t k, i;
 } id_walk;
 
+static int walk_before(const id_walk *w, const id_walk *stop)
+{
+    return !stop || w->k < stop->k || (w->k == stop->k && w->i < stop->i);
+}
+
 /* Bind the next chunk of (key, pool id) pairs, in key order: of each key
  * its first `used` ids (rows to delete) or, with read_all, every id read
  * (rows to lock), each as item, location and id, preceded by the key's
- * index with with_index.  Padded up to the statement's size bucket with id
- * 0 (pool ids start at 1: it matches nothing), then the shop.  Returns the
- * number of real pairs bound; 0 when the walk is done. */
+ * index with with_index; up to `stop` if given.  Padded up to the
+ * statement's size bucket with id 0 (pool ids start at 1: it matches
+ * nothing), then the shop.  Returns the number of real pairs bound; 0 when
+ * the walk is done. */
 static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
-                            int with_index, id_walk *w, uint32_t *bucket)
+                            int with_index, id_walk *w, const id_walk *stop,
+                            uint32_t *bucket)
 {
     args_reset(&ctx->args);
     size_t n = 0, last_k = 0;
-    while (w->k < j->nkeys && n < DELETE_CHUNK) {
+    while (w->k < j->nkeys && n < DELETE_CHUNK && walk_before(w, stop)) {
         const rkey *key = &j->keys[w->k];
         if (w->i >= (read_all ? key->nids : key->used)) {
             w->k++;
@@ -395,19 +403,48 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
     return n;
 }
 
-/* The rows read, locked by primary key, waiting for in-flight holders:
- * columns (key index, pool row id) of the rows still there. */
-static int b_pool_lock(rsv_buf *s, uint32_t n)
+/* The rows read, locked by primary key: columns (key index, pool row id)
+ * of the rows still there.  shape: size bucket, SKIP_BIT to pass over rows
+ * other transactions hold instead of waiting for them. */
+#define SKIP_BIT 0x80000000u
+static int b_pool_lock(rsv_buf *s, uint32_t shape)
 {
     buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED) FROM ");
-    sql_key_rows(s, 4, n);
+    sql_key_rows(s, 4, shape & ~SKIP_BIT);
     buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
                 "AND u.inventory_item_id = k.k1 AND u.inventory_group_id = "
                 "k.k2 AND u.id = k.k3 FOR UPDATE");
+    if (shape & SKIP_BIT)
+        buf_puts(s, " SKIP LOCKED");
     return 0;
 }
 
 #define WAIT_ROUNDS 8
+
+/* Lock the pairs from *w up to stop (NULL: to the end), waiting for
+ * holders or (skip) passing over them.  Locked rows overwrite the front of
+ * each key's id list, never beyond the rows already sent: got[] counts
+ * them per key, *locked in all. */
+static int lock_pairs(rsv_ctx *ctx, rjob *j, int skip, id_walk *w,
+                      const id_walk *stop, size_t *got, size_t *locked)
+{
+    uint32_t bucket = 0;
+    while (bind_id_chunk(ctx, j, 1, 1, w, stop, &bucket)) {
+        int rc = sql_run(ctx, b_pool_lock, bucket | (skip ? SKIP_BIT : 0),
+                         "ii", NULL);
+        if (rc)
+            return rc;
+        for (size_t r = 0; r < ctx->res.rows; r++) {
+            size_t key = (size_t)RES_I(&ctx->res, r, 0);
+            if (key < j->nkeys && got[key] < j->keys[key].nids) {
+                j->keys[key].ids[got[key]++] =
+                    (uint64_t)RES_I(&ctx->res, r, 1);
+                (*locked)++;
+            }
+        }
+    }
+    return RSV_OK;
+}
 
 /* The slow path's pool read, which waits for rows other checkouts are
  * taking (they may roll back; only then is a short pool really short).
@@ -419,54 +456,81 @@ static int b_pool_lock(rsv_buf *s, uint32_t n)
  * locking and then locked by primary key, which touches nothing else; a
  * row whose taker commits meanwhile is gone when the wait ends, and the
  * read is repeated while that happens (bounded: what is locked after the
- * last round is what this reserve has, and the ledger covers the rest). */
+ * last round is what this reserve has, and the ledger covers the rest).
+ *
+ * Every wait is for a row above every pool row already held, in primary
+ * key order.  Fast-path readers take rows in that order too, with SKIP
+ * LOCKED, and SKIP LOCKED does not keep InnoDB's deadlock detector from
+ * counting a reader that is only looking at a row we hold: the soak saw
+ * that "cycle" (reader rolled back as a deadlock victim) whenever a later
+ * round waited for a row of an earlier key.  So a later round locks the
+ * rows below the highest one held with SKIP LOCKED, and waits only above
+ * it; a row passed over that way may belong to a checkout that rolls
+ * back, so if one is still there after the last round the whole slow path
+ * is retried (RSV__RETRY: rolled back, then run again after a backoff). */
 static int take_waiting(rsv_ctx *ctx, rjob *j)
 {
+    size_t *got = calloc(j->nkeys, sizeof *got); /* rows locked, per key */
+    if (!got)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    size_t top_k = 0;   /* the highest pool row held: its key ... */
+    uint64_t top_id = 0; /* ... and id (0: none held yet) */
+    int rc = RSV_OK;
     for (int round = 0;; round++) {
         for (size_t k = 0; k < j->nkeys; k++)
             j->keys[k].nids = 0; /* each round reads afresh */
-        int rc = take(ctx, j, 1);
-        if (rc)
-            return rc;
+        if ((rc = take(ctx, j, 1)))
+            break;
         size_t nread = 0;
         for (size_t k = 0; k < j->nkeys; k++)
             nread += j->keys[k].nids;
         if (nread == 0)
-            return RSV_OK;
-        size_t *got = calloc(j->nkeys, sizeof *got); /* rows locked, per key */
-        if (!got)
-            return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-        size_t locked = 0;
+            break;
+        /* Where the rows read pass the highest held: the walk's split. */
+        id_walk split = {top_k, 0};
+        if (top_id) {
+            const rkey *key = &j->keys[top_k];
+            while (split.i < key->nids && key->ids[split.i] <= top_id)
+                split.i++;
+        }
+        memset(got, 0, j->nkeys * sizeof *got);
+        size_t locked = 0, below = 0, below_locked = 0;
         id_walk w = {0, 0};
-        uint32_t bucket = 0;
-        while (rc == RSV_OK && bind_id_chunk(ctx, j, 1, 1, &w, &bucket)) {
-            if ((rc = sql_run(ctx, b_pool_lock, bucket, "ii", NULL)))
+        if (top_id) {
+            for (size_t k = 0; k < split.k; k++)
+                below += j->keys[k].nids;
+            below += split.i;
+            if ((rc = lock_pairs(ctx, j, 1, &w, &split, got, &locked)))
                 break;
-            /* Locked rows overwrite the front of each key's id list (never
-             * beyond the rows already sent); sorted again below. */
-            for (size_t r = 0; r < ctx->res.rows; r++) {
-                size_t key = (size_t)RES_I(&ctx->res, r, 0);
-                if (key < j->nkeys && got[key] < j->keys[key].nids) {
-                    j->keys[key].ids[got[key]++] =
-                        (uint64_t)RES_I(&ctx->res, r, 1);
-                    locked++;
-                }
+            below_locked = locked;
+        }
+        if ((rc = lock_pairs(ctx, j, 0, &w, NULL, got, &locked)))
+            break;
+        for (size_t q = 0; q < j->nkeys; q++) {
+            rkey *key = &j->keys[q];
+            key->nids = got[q];
+            if (key->nids > 1) /* (ids may be NULL when empty) */
+                qsort(key->ids, key->nids, sizeof *key->ids, cmp_id);
+            key->first_id = key->nids ? key->ids[0] : 0;
+            key->last_id = key->nids ? key->ids[key->nids - 1] : 0;
+            /* (never lowered: a row held stays held until the end) */
+            if (key->nids &&
+                (q > top_k || (q == top_k && key->last_id > top_id))) {
+                top_k = q;
+                top_id = key->last_id;
             }
         }
-        if (rc == RSV_OK) {
-            for (size_t q = 0; q < j->nkeys; q++) {
-                rkey *key = &j->keys[q];
-                key->nids = got[q];
-                if (key->nids > 1) /* (ids may be NULL when empty) */
-                    qsort(key->ids, key->nids, sizeof *key->ids, cmp_id);
-                key->first_id = key->nids ? key->ids[0] : 0;
-                key->last_id = key->nids ? key->ids[key->nids - 1] : 0;
-            }
+        if (locked == nread)
+            break;
+        if (round + 1 >= WAIT_ROUNDS) {
+            if (below_locked < below)
+                rc = ctx_fail(ctx, RSV__RETRY, "pool rows of this cart are "
+                              "held by other checkouts");
+            break;
         }
-        free(got);
-        if (rc || locked == nread || round + 1 >= WAIT_ROUNDS)
-            return rc;
     }
+    free(got);
+    return rc;
 }
 
 /* Units key k can still give: pool rows read and not yet allocated, plus,
@@ -571,7 +635,7 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
     id_walk w = {0, 0};
     uint32_t bucket = 0;
     size_t n;
-    while ((n = bind_id_chunk(ctx, j, 0, 0, &w, &bucket)) > 0) {
+    while ((n = bind_id_chunk(ctx, j, 0, 0, &w, NULL, &bucket)) > 0) {
         uint64_t affected = 0;
         int rc = sql_run(ctx, b_pool_delete, bucket, NULL, &affected);
         if (rc)

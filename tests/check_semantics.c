@@ -4,6 +4,7 @@
  * claims inside the caller's transaction, stock changes, lock conflicts.
  */
 #define _DEFAULT_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +474,188 @@ START_TEST(slow_path_never_waits_for_other_items)
 }
 END_TEST
 
+/* Pool row ids of one item at location 1, ascending. */
+static size_t pool_ids(MYSQL *c, uint64_t shop, uint64_t item, uint64_t *ids,
+                       size_t max)
+{
+    char q[256];
+    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
+             "%llu AND inventory_item_id = %llu AND inventory_group_id = 1 "
+             "ORDER BY id", (unsigned long long)shop, (unsigned long long)item);
+    ck_assert_int_eq(mysql_query(c, q), 0);
+    MYSQL_RES *r = mysql_store_result(c);
+    ck_assert_ptr_nonnull(r);
+    size_t n = 0;
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(r)) && n < max)
+        ids[n++] = strtoull(row[0], NULL, 10);
+    mysql_free_result(r);
+    return n;
+}
+
+/* Waits (up to 20 s) until the connection with thread id `who` has been
+ * waiting for at least 200 ms in a blocking lock of pool rows by primary
+ * key (the slow path's wait), in a statement after query id `after`.
+ * Returns that statement's query id, 0 if none came.  (MariaDB's
+ * INNODB_LOCK_WAITS does not show this wait; the process list does.) */
+static int64_t await_pool_wait(MYSQL *mon, unsigned long who, int64_t after)
+{
+    char q[512];
+    snprintf(q, sizeof q, "SELECT COALESCE(MAX(QUERY_ID), 0) FROM "
+             "information_schema.PROCESSLIST WHERE ID = %lu AND TIME_MS >= 200 "
+             "AND QUERY_ID > %lld AND INFO LIKE '%%reservation_units u FORCE "
+             "INDEX (PRIMARY)%%FOR UPDATE' AND INFO NOT LIKE '%%SKIP LOCKED%%'",
+             who, (long long)after);
+    for (int i = 0; i < 2000; i++) {
+        int64_t id = tu_i64(mon, q);
+        if (id > 0)
+            return id;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* What happens around the reserve in slow_path_waits_in_key_order. */
+struct key_order_scene {
+    MYSQL *taker, *holder, *probe, *mon;
+    unsigned long reserver; /* the reserve's connection (thread id) */
+    char probe_sql[256];
+    int64_t waited_taker, waited_holder;
+    int probe_rc; /* the probe's NOWAIT lock of the other item's row */
+    char probe_err[256];
+};
+
+static void *key_order_timeline(void *p)
+{
+    struct key_order_scene *sc = p;
+    /* the reserve waits for the row the taker took: let it vanish */
+    sc->waited_taker = await_pool_wait(sc->mon, sc->reserver, 0);
+    tu_exec(sc->taker, "COMMIT");
+    /* the reserve then waits for the holder's row: what does it hold? */
+    if (sc->waited_taker)
+        sc->waited_holder = await_pool_wait(sc->mon, sc->reserver,
+                                            sc->waited_taker);
+    sc->probe_rc = mysql_query(sc->probe, sc->probe_sql);
+    snprintf(sc->probe_err, sizeof sc->probe_err, "%s",
+             mysql_error(sc->probe));
+    if (sc->probe_rc == 0)
+        mysql_free_result(mysql_store_result(sc->probe));
+    tu_exec(sc->probe, "ROLLBACK");
+    tu_exec(sc->holder, "ROLLBACK");
+    return NULL;
+}
+
+/* The slow path waits for pool rows only above every pool row it holds
+ * (primary-key order), like every reader of pools: InnoDB's deadlock
+ * detector counts a SKIP LOCKED reader looking at a row we hold as
+ * waiting for it, so a wait below a held row made "deadlocks" whose
+ * victims were fast-path reserves (the soak, about one run in six).
+ *
+ * Item 20 has pool rows a0..a3 and one unit unissued; item 21 has b0, b1.
+ * A checkout in flight (taker) has taken a0, another (holder) has a3
+ * locked.  A cart of 3 x item 20 and 1 x item 21 goes slow, waits for a0,
+ * which vanishes when the taker commits; it then needs a3, the holder's,
+ * while it holds b0.  The old slow path waited for a3 holding b0; now it
+ * must not hold b0 while it waits (a NOWAIT probe can lock b0), and it
+ * still gets a1..a3 and b0 once the holder rolls back.  Each step waits
+ * for the server to show the reserve waiting: no timing assumed. */
+START_TEST(slow_path_waits_in_key_order)
+{
+    MYSQL *c = tu_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = 4;
+    o.flags = RSV_OPT_NO_PROACTIVE_REFILL;
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 20, 1, 5));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 20, 1, NULL));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 21, 1, 2));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 21, 1, NULL));
+    uint64_t a[4], b[2];
+    ck_assert_uint_eq(pool_ids(c, shop, 20, a, 4), 4);
+    ck_assert_uint_eq(pool_ids(c, shop, 21, b, 2), 2);
+
+    struct key_order_scene sc;
+    memset(&sc, 0, sizeof sc);
+    sc.taker = tu_connect();
+    sc.holder = tu_connect();
+    sc.probe = tu_connect();
+    sc.mon = tu_connect();
+    sc.reserver = mysql_thread_id(c);
+    char q[512];
+    /* The taker does what a fast-path reserve does, and waits to commit. */
+    tu_exec(sc.taker, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    tu_exec(sc.taker, "START TRANSACTION");
+    snprintf(q, sizeof q, "INSERT INTO reservation_checkouts (shop_id, "
+             "checkout_token, status, generation, hold_count, expires_at, "
+             "created_at, updated_at) VALUES (%llu, 'taker', 1, 1, 1, "
+             "NOW(6) + INTERVAL 1 HOUR, NOW(6), NOW(6))",
+             (unsigned long long)shop);
+    tu_exec(sc.taker, q);
+    snprintf(q, sizeof q, "DELETE FROM reservation_units WHERE shop_id = %llu "
+             "AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
+             "id = %llu", (unsigned long long)shop, (unsigned long long)a[0]);
+    tu_exec(sc.taker, q);
+    snprintf(q, sizeof q, "INSERT INTO reserved_quantities (shop_id, "
+             "checkout_token, inventory_item_id, inventory_group_id, "
+             "quantity, generation, expires_at, created_at) VALUES (%llu, "
+             "'taker', 20, 1, 1, 1, NOW(6) + INTERVAL 1 HOUR, NOW(6))",
+             (unsigned long long)shop);
+    tu_exec(sc.taker, q);
+    tu_exec(sc.holder, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    tu_exec(sc.holder, "START TRANSACTION");
+    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
+             "%llu AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
+             "id = %llu FOR UPDATE", (unsigned long long)shop,
+             (unsigned long long)a[3]);
+    tu_exec(sc.holder, q);
+    tu_exec(sc.probe, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    tu_exec(sc.probe, "START TRANSACTION");
+    snprintf(sc.probe_sql, sizeof sc.probe_sql, "SELECT id FROM "
+             "reservation_units WHERE shop_id = %llu AND inventory_item_id = "
+             "21 AND inventory_group_id = 1 AND id = %llu FOR UPDATE NOWAIT",
+             (unsigned long long)shop, (unsigned long long)b[0]);
+
+    int64_t deadlocks = tu_i64(c, "SELECT VARIABLE_VALUE FROM "
+                                  "information_schema.GLOBAL_STATUS WHERE "
+                                  "VARIABLE_NAME = 'Innodb_deadlocks'");
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t loc = 1;
+    ck_assert_int_eq(rsv_cart_add(cart, 20, &loc, 1, 3, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 21, &loc, 1, 1, 0), RSV_OK);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, key_order_timeline, &sc), 0);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("key-order"), cart, 0));
+    pthread_join(t, NULL);
+    ck_assert_msg(sc.waited_taker && sc.waited_holder,
+                  "the reserve never waited for the taker (%lld) or the "
+                  "holder (%lld)", (long long)sc.waited_taker,
+                  (long long)sc.waited_holder);
+    ck_assert_msg(sc.probe_rc == 0, "the slow path held item 21's row while "
+                  "it waited for item 20's: %s", sc.probe_err);
+    ck_assert_int_eq(tu_held(ctx, shop, 20, 1), 4); /* 3 + the taker's */
+    ck_assert_int_eq(tu_held(ctx, shop, 21, 1), 1);
+    uint64_t slow = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    ck_assert_uint_eq(slow, 1);
+    ck_assert_int_eq(tu_i64(c, "SELECT VARIABLE_VALUE FROM "
+                               "information_schema.GLOBAL_STATUS WHERE "
+                               "VARIABLE_NAME = 'Innodb_deadlocks'"),
+                     deadlocks);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    rsv_cart_free(cart);
+    mysql_close(sc.taker);
+    mysql_close(sc.holder);
+    mysql_close(sc.probe);
+    mysql_close(sc.mon);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* A context reads a pool from a cursor (where its last read ended, or a
  * random place after a read from the bottom).  A cursor read that comes up
  * short says nothing about the pool: the reserve must read again from the
@@ -583,6 +766,7 @@ int main(void)
     tu_add(s, "reserve_without_the_procedure", reserve_without_the_procedure);
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
+    tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
            cursor_read_short_rescans_from_bottom);
     tu_add_timeout(s, "statement_failed_mid_result_is_reusable",

@@ -61,6 +61,24 @@ static void token_of(char *buf, size_t n, int soaker, int t)
     snprintf(buf, n, "soak-%d-%d", soaker, t);
 }
 
+/* Prints the server's account of the last deadlock, so a failing run (in CI,
+ * say) shows which statements waited on which locks. */
+static void print_last_deadlock(MYSQL *c)
+{
+    if (mysql_query(c, "SHOW ENGINE INNODB STATUS") != 0)
+        return;
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    const char *text = row && row[2] ? row[2] : "";
+    const char *from = strstr(text, "LATEST DETECTED DEADLOCK");
+    const char *to = from ? strstr(from, "\nTRANSACTIONS\n") : NULL;
+    if (from)
+        fprintf(stderr, "%.*s\n", to ? (int)(to - from) : (int)strlen(from),
+                from);
+    if (r)
+        mysql_free_result(r);
+}
+
 /* What the call's answer says about the checkout, given what was known. */
 static void record(struct ack *a, int op, int rc, int64_t units)
 {
@@ -259,6 +277,8 @@ START_TEST(soak_mixed_operations)
     for (int i = 0; i < nthreads; i++)
         ck_assert_msg(s[i].failures == 0, "soaker %d: %d failures, last %s", i,
                       s[i].failures, s[i].msg);
+    if (after != deadlocks)
+        print_last_deadlock(c);
     ck_assert_msg(after == deadlocks, "%lld deadlocks during the soak",
                   (long long)(after - deadlocks));
     /* Both outcomes were exercised, or the soak proves little. */
