@@ -494,18 +494,18 @@ static size_t pool_ids(MYSQL *c, uint64_t shop, uint64_t item, uint64_t *ids,
 }
 
 /* Waits (up to 20 s) until the connection with thread id `who` has been
- * waiting for at least 200 ms in a blocking lock of pool rows by primary
- * key (the slow path's wait), in a statement after query id `after`.
+ * running a statement matching the LIKE pattern `like` for at least
+ * 200 ms (waiting for a lock), a statement after query id `after`.
  * Returns that statement's query id, 0 if none came.  (MariaDB's
- * INNODB_LOCK_WAITS does not show this wait; the process list does.) */
-static int64_t await_pool_wait(MYSQL *mon, unsigned long who, int64_t after)
+ * INNODB_LOCK_WAITS does not show these waits; the process list does.) */
+static int64_t await_wait(MYSQL *mon, unsigned long who, int64_t after,
+                          const char *like)
 {
     char q[512];
     snprintf(q, sizeof q, "SELECT COALESCE(MAX(QUERY_ID), 0) FROM "
              "information_schema.PROCESSLIST WHERE ID = %lu AND TIME_MS >= 200 "
-             "AND QUERY_ID > %lld AND INFO LIKE '%%reservation_units u FORCE "
-             "INDEX (PRIMARY)%%FOR UPDATE' AND INFO NOT LIKE '%%SKIP LOCKED%%'",
-             who, (long long)after);
+             "AND QUERY_ID > %lld AND INFO LIKE '%s' AND INFO NOT LIKE "
+             "'%%SKIP LOCKED%%'", who, (long long)after, like);
     for (int i = 0; i < 2000; i++) {
         int64_t id = tu_i64(mon, q);
         if (id > 0)
@@ -514,6 +514,9 @@ static int64_t await_pool_wait(MYSQL *mon, unsigned long who, int64_t after)
     }
     return 0;
 }
+
+/* The slow path's blocking lock of pool rows by primary key. */
+#define POOL_WAIT "%reservation_units u FORCE INDEX (PRIMARY)%FOR UPDATE"
 
 /* What happens around the reserve in slow_path_waits_in_key_order. */
 struct key_order_scene {
@@ -529,12 +532,12 @@ static void *key_order_timeline(void *p)
 {
     struct key_order_scene *sc = p;
     /* the reserve waits for the row the taker took: let it vanish */
-    sc->waited_taker = await_pool_wait(sc->mon, sc->reserver, 0);
+    sc->waited_taker = await_wait(sc->mon, sc->reserver, 0, POOL_WAIT);
     tu_exec(sc->taker, "COMMIT");
     /* the reserve then waits for the holder's row: what does it hold? */
     if (sc->waited_taker)
-        sc->waited_holder = await_pool_wait(sc->mon, sc->reserver,
-                                            sc->waited_taker);
+        sc->waited_holder = await_wait(sc->mon, sc->reserver,
+                                       sc->waited_taker, POOL_WAIT);
     sc->probe_rc = mysql_query(sc->probe, sc->probe_sql);
     snprintf(sc->probe_err, sizeof sc->probe_err, "%s",
              mysql_error(sc->probe));
@@ -656,6 +659,97 @@ START_TEST(slow_path_waits_in_key_order)
 }
 END_TEST
 
+static uint64_t one_trips(rsv_ctx *ctx)
+{
+    uint64_t n = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE, &n));
+    return n;
+}
+
+/* What happens around the reserve in slow_path_goes_back_when_refilled. */
+struct refill_scene {
+    MYSQL *refiller, *mon;
+    unsigned long reserver;
+    int64_t waited;
+};
+
+static void *refill_timeline(void *p)
+{
+    struct refill_scene *sc = p;
+    /* the reserve's slow path waits for the ledger row: finish the refill */
+    sc->waited = await_wait(sc->mon, sc->reserver, 0,
+                            "%inventory_levels%FOR UPDATE");
+    tu_exec(sc->refiller, "COMMIT");
+    return NULL;
+}
+
+/* When a hot pool runs dry, every buyer of that moment goes to the slow
+ * path and queues for the ledger row behind whoever refills the pool.
+ * A slow path that then finds the pool refilled since its fast path read
+ * it must let go of the ledger row at once and take the fast path again,
+ * not hold the row through a slow path of its own (the convoy that made
+ * slow paths take seconds at 128 buyers). */
+START_TEST(slow_path_goes_back_when_refilled)
+{
+    MYSQL *c = tu_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.flags = RSV_OPT_NO_PROACTIVE_REFILL;
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 30, 1, 20)); /* pool left empty */
+    struct refill_scene sc;
+    memset(&sc, 0, sizeof sc);
+    sc.refiller = tu_connect();
+    sc.mon = tu_connect();
+    sc.reserver = mysql_thread_id(c);
+    char q[512];
+    /* A refill in flight: the ledger row locked, 10 rows minted. */
+    tu_exec(sc.refiller, "SET SESSION TRANSACTION ISOLATION LEVEL READ "
+                         "COMMITTED");
+    tu_exec(sc.refiller, "START TRANSACTION");
+    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM inventory_levels "
+             "WHERE shop_id = %llu AND inventory_item_id = 30 AND "
+             "inventory_group_id = 1 FOR UPDATE", (unsigned long long)shop);
+    tu_exec(sc.refiller, q);
+    snprintf(q, sizeof q, "INSERT INTO reservation_units (shop_id, "
+             "inventory_item_id, inventory_group_id, id) SELECT %llu, 30, 1, "
+             "@n + seq FROM seq_0_to_9", (unsigned long long)shop);
+    tu_exec(sc.refiller, q);
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET issued = issued + 10, "
+             "next_unit_id = next_unit_id + 10 WHERE shop_id = %llu AND "
+             "inventory_item_id = 30 AND inventory_group_id = 1",
+             (unsigned long long)shop);
+    tu_exec(sc.refiller, q);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, refill_timeline, &sc), 0);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("went-back"), 30, 1, 2, 0));
+    pthread_join(t, NULL);
+    ck_assert_msg(sc.waited, "the reserve never waited for the ledger row");
+    ck_assert_int_eq(tu_held(ctx, shop, 30, 1), 2);
+    uint64_t slow = 9, shorts = 0, statements = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SHORT_READS, RSV_OP_RESERVE,
+                             &shorts));
+    ck_assert_uint_eq(shorts, 1); /* the empty pool */
+    ck_assert_uint_eq(slow, 0);   /* went back instead */
+    if (one_trips(ctx) == 1) {    /* the second CALL (with the procedure) */
+        TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, RSV_OP_RESERVE,
+                                 &statements));
+        /* CALL, SET TRANSACTION + START TRANSACTION, checkout row,
+         * ledger row, ROLLBACK, CALL: the ledger row was held for one
+         * statement */
+        ck_assert_uint_eq(statements, 7);
+    }
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    mysql_close(sc.refiller);
+    mysql_close(sc.mon);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* A context reads a pool from a cursor (where its last read ended, or a
  * random place after a read from the bottom).  A cursor read that comes up
  * short says nothing about the pool: the reserve must read again from the
@@ -693,13 +787,6 @@ START_TEST(cursor_read_short_rescans_from_bottom)
     mysql_close(c);
 }
 END_TEST
-
-static uint64_t one_trips(rsv_ctx *ctx)
-{
-    uint64_t n = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE, &n));
-    return n;
-}
 
 /* The reserve procedure is optional: a schema without it, or one dropped
  * under an open context, means statements, with the same results. */
@@ -767,6 +854,8 @@ int main(void)
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
+    tu_add(s, "slow_path_goes_back_when_refilled",
+           slow_path_goes_back_when_refilled);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
            cursor_read_short_rescans_from_bottom);
     tu_add_timeout(s, "statement_failed_mid_result_is_reusable",

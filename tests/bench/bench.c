@@ -576,6 +576,25 @@ static const char *const lib_stat_name[] = {"calls", "one_trip", "slow_paths",
                                             "retries", "statements"};
 #define LIB_NSTATS (sizeof lib_stat / sizeof lib_stat[0])
 
+/* Which way each libreserve reserve went, told from its counters before
+ * and after the call, so the tail can be pinned on a path: the one-trip
+ * CALL alone; the CALL plus the context's pool-size probe; a reserve that
+ * refilled the pool itself afterwards; the slow path; everything else
+ * (the statement path). */
+enum { P_ONE_TRIP, P_PROBE, P_REFILL, P_SLOW, P_STATEMENTS, NPATHS };
+static const char *const path_name[NPATHS] = {"one_trip", "one_trip+probe",
+                                              "refill", "slow",
+                                              "statements"};
+static const uint32_t path_stat[] = {RSV_STAT_ONE_TRIP, RSV_STAT_STATEMENTS,
+                                     RSV_STAT_INLINE_REFILLS,
+                                     RSV_STAT_SLOW_PATHS};
+#define PATH_NSTATS (sizeof path_stat / sizeof path_stat[0])
+
+typedef struct latvec {
+    uint32_t *v;
+    size_t n, cap;
+} latvec;
+
 typedef struct meas {
     int id;
     int design, workload, clients, rtt_idx, rtt_us;
@@ -604,6 +623,7 @@ typedef struct worker {
     long claim_next;
     uint32_t *lat;
     size_t nlat, caplat;
+    latvec path_lat[NPATHS]; /* libreserve reserves: latency by path */
     uint64_t errors, retries;
     char first_err[256];
     int setup_failed;
@@ -612,17 +632,42 @@ typedef struct worker {
     int fatal;
 } worker;
 
+static void vec_push(uint32_t **v, size_t *n, size_t *capp, uint32_t x)
+{
+    if (*n == *capp) {
+        size_t cap = *capp ? *capp * 2 : 4096;
+        uint32_t *nv = realloc(*v, cap * sizeof *nv);
+        if (!nv)
+            die("out of memory");
+        *v = nv;
+        *capp = cap;
+    }
+    (*v)[(*n)++] = x;
+}
+
 static void lat_push(worker *w, uint32_t v)
 {
-    if (w->nlat == w->caplat) {
-        size_t cap = w->caplat ? w->caplat * 2 : 4096;
-        uint32_t *n = realloc(w->lat, cap * sizeof *n);
-        if (!n)
-            die("out of memory");
-        w->lat = n;
-        w->caplat = cap;
-    }
-    w->lat[w->nlat++] = v;
+    vec_push(&w->lat, &w->nlat, &w->caplat, v);
+}
+
+static void path_counters(worker *w, uint64_t *out)
+{
+    for (size_t i = 0; i < PATH_NSTATS; i++)
+        rsv_stats_get(w->ctx, path_stat[i], RSV_OP_RESERVE, &out[i]);
+}
+
+static int path_of(const uint64_t *before, const uint64_t *after)
+{
+    uint64_t d[PATH_NSTATS];
+    for (size_t i = 0; i < PATH_NSTATS; i++)
+        d[i] = after[i] - before[i];
+    if (d[3])
+        return P_SLOW;
+    if (d[2])
+        return P_REFILL;
+    if (d[0])
+        return d[1] > 1 ? P_PROBE : P_ONE_TRIP;
+    return P_STATEMENTS;
 }
 
 static void note_err(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -959,10 +1004,21 @@ static void *worker_main(void *arg)
             rsv_stats_reset(w->ctx);
             w->lib_reset = 1;
         }
+        uint64_t before[PATH_NSTATS], after[PATH_NSTATS];
+        int by_path = w->ctx && m->workload != W_CLAIM;
+        if (by_path)
+            path_counters(w, before);
         int r = m->design == D_LIB ? op_lib(w) : op_base(w);
         uint64_t t2 = now_us();
-        if (r > 0 && t2 >= m->t_start && t2 < m->t_end)
-            lat_push(w, (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1));
+        uint32_t us = (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1);
+        if (r > 0 && t2 >= m->t_start && t2 < m->t_end) {
+            lat_push(w, us);
+            if (by_path) {
+                path_counters(w, after);
+                latvec *pv = &w->path_lat[path_of(before, after)];
+                vec_push(&pv->v, &pv->n, &pv->cap, us);
+            }
+        }
         if (r < 0) {
             w->fatal = 1;
             break;
@@ -1110,6 +1166,32 @@ static int cmp_prof(const void *a, const void *b)
 
 static int meas_counter;
 
+/* One line: how many reserves took each path, and their p50/p99 (us). */
+static void print_paths(const meas *m, const worker *w)
+{
+    printf("# lib_paths design=%s workload=%s clients=%d rtt_us=%d",
+           design_name[m->design], wl_name[m->workload], m->clients,
+           m->rtt_us);
+    for (int q = 0; q < NPATHS; q++) {
+        size_t n = 0;
+        for (int i = 0; i < m->clients; i++)
+            n += w[i].path_lat[q].n;
+        uint32_t *all = xcalloc(n ? n : 1, sizeof *all);
+        size_t k = 0;
+        for (int i = 0; i < m->clients; i++) {
+            if (w[i].path_lat[q].n)
+                memcpy(all + k, w[i].path_lat[q].v,
+                       w[i].path_lat[q].n * sizeof *all);
+            k += w[i].path_lat[q].n;
+        }
+        qsort(all, n, sizeof *all, cmp_u32);
+        printf(" %s=%zu/p50:%u/p99:%u", path_name[q], n, pct(all, n, 0.50),
+               pct(all, n, 0.99));
+        free(all);
+    }
+    printf("\n");
+}
+
 static void run_measurement(meas *m, MYSQL *mon, int profile)
 {
     m->id = ++meas_counter;
@@ -1239,6 +1321,7 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         for (size_t j = 1; j < LIB_NSTATS; j++)
             printf(" %s=%.3f", lib_stat_name[j], (double)lib[j] / calls);
         printf("\n");
+        print_paths(m, w);
     }
     double secs = (double)(m->t_end - m->t_start) / 1e6;
     printf("# cpu design=%s workload=%s clients=%d rtt_us=%d cores_busy: "
@@ -1281,8 +1364,11 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         free(pr);
     }
     fflush(stdout);
-    for (int i = 0; i < m->clients; i++)
+    for (int i = 0; i < m->clients; i++) {
         free(w[i].lat);
+        for (int q = 0; q < NPATHS; q++)
+            free(w[i].path_lat[q].v);
+    }
     free(all);
     free(w);
     free(th);
