@@ -590,13 +590,18 @@ enum rsv_stat {
                                  microseconds (divide by RSV_STAT_CALLS for
                                  the mean) */
     RSV_STAT_LATENCY_MAX_US = 12, /* the slowest call, in microseconds */
-    RSV_STAT_ONE_TRIP = 13    /* reserves done in one round trip by the
+    RSV_STAT_ONE_TRIP = 13,   /* reserves done in one round trip by the
                                  schema's reserve procedure (a new checkout
                                  whose lines name one item at one location,
                                  pool not short); the others sent their
                                  statements one by one.  0 with a schema
                                  loaded without the procedure, or with
                                  RSV_OPT_STATEMENTS_ONLY */
+    RSV_STAT_BACK_TO_FAST = 14 /* slow paths that found, once they had the
+                                 ledger row, that another reserve had
+                                 refilled the short pools since, and went
+                                 back to the fast path (a hot pool that ran
+                                 dry); not in RSV_STAT_SLOW_PATHS */
 };
 
 /* Latency histogram buckets per operation kind: bucket 0 counts calls

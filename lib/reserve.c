@@ -24,7 +24,9 @@
  *
  * Slow path, only when a pool read comes back short and the ledger may
  * have more (the fast-path transaction is rolled back first, so nothing is
- * held while waiting): lock the ledger rows in key order, fold settled and
+ * held while waiting): lock the ledger rows in key order (and if another
+ * reserve has refilled the short pools meanwhile, let go at once and take
+ * the fast path again: the buyers queued behind a refill), fold settled and
  * expired holds back, read the pool *waiting* for rows other checkouts hold
  * (they may roll back), cover what the pool lacks straight from the ledger
  * and top the pool up.  Only if the committed state then still cannot
@@ -1077,6 +1079,7 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
             break;
         }
         j.back_to_fast++;
+        stats_add(ctx, RSV_STAT_BACK_TO_FAST, 1);
         rc = fast_paths(ctx, &j);
         fast_ok = rc == RSV_OK;
     }

@@ -732,8 +732,12 @@ START_TEST(slow_path_goes_back_when_refilled)
     TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
     TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SHORT_READS, RSV_OP_RESERVE,
                              &shorts));
+    uint64_t back = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_BACK_TO_FAST, RSV_OP_RESERVE,
+                             &back));
     ck_assert_uint_eq(shorts, 1); /* the empty pool */
     ck_assert_uint_eq(slow, 0);   /* went back instead */
+    ck_assert_uint_eq(back, 1);
     if (one_trips(ctx) == 1) {    /* the second CALL (with the procedure) */
         TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, RSV_OP_RESERVE,
                                  &statements));

@@ -94,7 +94,7 @@ START_TEST(counters_by_kind_and_outcome)
     uint64_t v;
     ck_assert_int_eq(rsv_stats_get(NULL, RSV_STAT_CALLS, 0, &v), RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, 0, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_ONE_TRIP + 1, 0, &v),
+    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_BACK_TO_FAST + 1, 0, &v),
                      RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_AUDIT + 1, &v),
                      RSV_EINVAL);
@@ -198,7 +198,7 @@ START_TEST(histogram_percentile_reset)
     ck_assert_int_eq(rsv_stats_histogram(ctx, 0, NULL, 0), RSV_OK);
 
     TU_OK(ctx, rsv_stats_reset(ctx));
-    for (uint32_t s = 0; s <= RSV_STAT_ONE_TRIP; s++)
+    for (uint32_t s = 0; s <= RSV_STAT_BACK_TO_FAST; s++)
         for (uint32_t op = RSV_OP_ALL; op <= RSV_OP_AUDIT; op++)
             ck_assert_uint_eq(stat_of(ctx, s, op), 0);
     ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_OK), 0);

@@ -140,6 +140,7 @@ STAT_STATEMENTS = 10
 STAT_LATENCY_US = 11
 STAT_LATENCY_MAX_US = 12
 STAT_ONE_TRIP = 13
+STAT_BACK_TO_FAST = 14
 STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_FAILED: "failed", STAT_RETRIES: "retries",
               STAT_DEADLOCKS: "deadlocks",
@@ -148,7 +149,7 @@ STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_SLOW_PATHS: "slow_paths", STAT_SHORT_READS: "short_reads",
               STAT_STATEMENTS: "statements", STAT_LATENCY_US: "latency_us",
               STAT_LATENCY_MAX_US: "latency_max_us",
-              STAT_ONE_TRIP: "one_trip"}
+              STAT_ONE_TRIP: "one_trip", STAT_BACK_TO_FAST: "back_to_fast"}
 
 STATS_BUCKETS = 32
 

@@ -568,26 +568,30 @@ static unsigned int pstmt_exec(pstmt *s, unsigned long long *affected)
 /* libreserve's own counters (rsv_stats_get) reported per measurement:
  * which path the reserves took. */
 static const uint32_t lib_stat[] = {RSV_STAT_CALLS, RSV_STAT_ONE_TRIP,
-                                    RSV_STAT_SLOW_PATHS, RSV_STAT_INLINE_REFILLS,
+                                    RSV_STAT_SLOW_PATHS, RSV_STAT_BACK_TO_FAST,
+                                    RSV_STAT_INLINE_REFILLS,
                                     RSV_STAT_SHORT_READS, RSV_STAT_RETRIES,
                                     RSV_STAT_STATEMENTS};
 static const char *const lib_stat_name[] = {"calls", "one_trip", "slow_paths",
-                                            "inline_refills", "short_reads",
-                                            "retries", "statements"};
+                                            "back_to_fast", "inline_refills",
+                                            "short_reads", "retries",
+                                            "statements"};
 #define LIB_NSTATS (sizeof lib_stat / sizeof lib_stat[0])
 
 /* Which way each libreserve reserve went, told from its counters before
  * and after the call, so the tail can be pinned on a path: the one-trip
  * CALL alone; the CALL plus the context's pool-size probe; a reserve that
- * refilled the pool itself afterwards; the slow path; everything else
- * (the statement path). */
-enum { P_ONE_TRIP, P_PROBE, P_REFILL, P_SLOW, P_STATEMENTS, NPATHS };
+ * refilled the pool itself afterwards; the slow path; a slow path that
+ * went back to the fast path (the pool was refilled while it queued);
+ * everything else (the statement path). */
+enum { P_ONE_TRIP, P_PROBE, P_REFILL, P_SLOW, P_BACK, P_STATEMENTS, NPATHS };
 static const char *const path_name[NPATHS] = {"one_trip", "one_trip+probe",
                                               "refill", "slow",
-                                              "statements"};
+                                              "back_to_fast", "statements"};
 static const uint32_t path_stat[] = {RSV_STAT_ONE_TRIP, RSV_STAT_STATEMENTS,
                                      RSV_STAT_INLINE_REFILLS,
-                                     RSV_STAT_SLOW_PATHS};
+                                     RSV_STAT_SLOW_PATHS,
+                                     RSV_STAT_BACK_TO_FAST};
 #define PATH_NSTATS (sizeof path_stat / sizeof path_stat[0])
 
 typedef struct latvec {
@@ -652,8 +656,10 @@ static void lat_push(worker *w, uint32_t v)
 
 static void path_counters(worker *w, uint64_t *out)
 {
-    for (size_t i = 0; i < PATH_NSTATS; i++)
+    for (size_t i = 0; i < PATH_NSTATS; i++) {
+        out[i] = 0; /* (a library without the counter leaves it) */
         rsv_stats_get(w->ctx, path_stat[i], RSV_OP_RESERVE, &out[i]);
+    }
 }
 
 static int path_of(const uint64_t *before, const uint64_t *after)
@@ -663,6 +669,8 @@ static int path_of(const uint64_t *before, const uint64_t *after)
         d[i] = after[i] - before[i];
     if (d[3])
         return P_SLOW;
+    if (d[4])
+        return P_BACK;
     if (d[2])
         return P_REFILL;
     if (d[0])
