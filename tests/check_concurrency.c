@@ -122,10 +122,8 @@ struct holder {
 static void *hold_then_rollback(void *p)
 {
     struct holder *h = p;
-    MYSQL *c = tu_connect();
+    MYSQL *c = tu_connect_in_txn();
     char q[256];
-    tu_exec(c, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(c, "START TRANSACTION");
     snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
              "FOR UPDATE", (unsigned long long)h->shop);
     tu_exec(c, q);

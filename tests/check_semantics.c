@@ -49,12 +49,7 @@ static void count_statements(uint32_t flags, int64_t counts[3],
                              uint64_t *one_trip)
 {
     MYSQL *c;
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.flags = RSV_OPT_NO_PROACTIVE_REFILL | flags;
-    c = tu_connect();
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL | flags, 0);
     uint64_t shop = tu_shop();
     for (int i = 0; i < 50; i++) {
         TU_OK(ctx, rsv_stock_set(ctx, shop, (uint64_t)(100 + i), 1, 100));
@@ -452,11 +447,9 @@ START_TEST(slow_path_never_waits_for_other_items)
     TU_OK(ctx, rsv_stock_set(ctx, shop, 10, 1, 3)); /* pool left empty */
     TU_OK(ctx, rsv_stock_set(ctx, shop, 11, 1, 2));
     TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
-    MYSQL *other = tu_connect();
-    char q[256];
     /* as a library transaction would: READ COMMITTED, no gap locks */
-    tu_exec(other, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(other, "START TRANSACTION");
+    MYSQL *other = tu_connect_in_txn();
+    char q[256];
     snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
              "AND inventory_item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
              (unsigned long long)shop);
@@ -564,13 +557,8 @@ static void *key_order_timeline(void *p)
  * for the server to show the reserve waiting: no timing assumed. */
 START_TEST(slow_path_waits_in_key_order)
 {
-    MYSQL *c = tu_connect();
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.pool_cap = 4;
-    o.flags = RSV_OPT_NO_PROACTIVE_REFILL;
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 4);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 20, 1, 5));
     TU_OK(ctx, rsv_replenish(ctx, shop, 20, 1, NULL));
@@ -582,15 +570,13 @@ START_TEST(slow_path_waits_in_key_order)
 
     struct key_order_scene sc;
     memset(&sc, 0, sizeof sc);
-    sc.taker = tu_connect();
-    sc.holder = tu_connect();
-    sc.probe = tu_connect();
+    sc.taker = tu_connect_in_txn();
+    sc.holder = tu_connect_in_txn();
+    sc.probe = tu_connect_in_txn();
     sc.mon = tu_connect();
     sc.reserver = mysql_thread_id(c);
     char q[512];
     /* The taker does what a fast-path reserve does, and waits to commit. */
-    tu_exec(sc.taker, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(sc.taker, "START TRANSACTION");
     snprintf(q, sizeof q, "INSERT INTO reservation_checkouts (shop_id, "
              "checkout_token, status, generation, hold_count, expires_at, "
              "created_at, updated_at) VALUES (%llu, 'taker', 1, 1, 1, "
@@ -607,15 +593,11 @@ START_TEST(slow_path_waits_in_key_order)
              "'taker', 20, 1, 1, 1, NOW(6) + INTERVAL 1 HOUR, NOW(6))",
              (unsigned long long)shop);
     tu_exec(sc.taker, q);
-    tu_exec(sc.holder, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(sc.holder, "START TRANSACTION");
     snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
              "%llu AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
              "id = %llu FOR UPDATE", (unsigned long long)shop,
              (unsigned long long)a[3]);
     tu_exec(sc.holder, q);
-    tu_exec(sc.probe, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(sc.probe, "START TRANSACTION");
     snprintf(sc.probe_sql, sizeof sc.probe_sql, "SELECT id FROM "
              "reservation_units WHERE shop_id = %llu AND inventory_item_id = "
              "21 AND inventory_group_id = 1 AND id = %llu FOR UPDATE NOWAIT",
@@ -691,24 +673,17 @@ static void *refill_timeline(void *p)
  * slow paths take seconds at 128 buyers). */
 START_TEST(slow_path_goes_back_when_refilled)
 {
-    MYSQL *c = tu_connect();
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.flags = RSV_OPT_NO_PROACTIVE_REFILL;
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 30, 1, 20)); /* pool left empty */
     struct refill_scene sc;
     memset(&sc, 0, sizeof sc);
-    sc.refiller = tu_connect();
+    sc.refiller = tu_connect_in_txn();
     sc.mon = tu_connect();
     sc.reserver = mysql_thread_id(c);
     char q[512];
     /* A refill in flight: the ledger row locked, 10 rows minted. */
-    tu_exec(sc.refiller, "SET SESSION TRANSACTION ISOLATION LEVEL READ "
-                         "COMMITTED");
-    tu_exec(sc.refiller, "START TRANSACTION");
     snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM inventory_levels "
              "WHERE shop_id = %llu AND inventory_item_id = 30 AND "
              "inventory_group_id = 1 FOR UPDATE", (unsigned long long)shop);
@@ -760,12 +735,8 @@ END_TEST
  * bottom and succeed, not report out of stock or leave a transaction. */
 START_TEST(cursor_read_short_rescans_from_bottom)
 {
-    MYSQL *c = tu_connect();
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.pool_cap = 10;
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, 0, 10);
     uint64_t shop = tu_shop();
     for (int round = 0; round < 20; round++) {
         uint64_t item = (uint64_t)(100 + round);

@@ -549,11 +549,9 @@ START_TEST(deadlock_is_counted_and_retried)
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("dl"), 1, 1, 1, 0));
     TU_OK(ctx, rsv_stats_reset(ctx));
-    MYSQL *other = tu_connect();
+    MYSQL *other = tu_connect_in_txn();
     char q[512];
     tu_exec(other, "SET SESSION innodb_lock_wait_timeout = 5");
-    tu_exec(other, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    tu_exec(other, "START TRANSACTION");
     snprintf(q, sizeof q, "INSERT INTO inventory_levels (shop_id, "
              "inventory_item_id, inventory_group_id, on_hand) SELECT %llu, "
              "seq, 1, 1 FROM seq_1_to_500", (unsigned long long)other_shop);

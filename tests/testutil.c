@@ -150,6 +150,29 @@ rsv_ctx *tu_open(MYSQL **conn_out)
     return ctx;
 }
 
+rsv_ctx *tu_open_with(MYSQL **conn_out, uint32_t flags, int64_t pool_cap)
+{
+    MYSQL *c = tu_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.flags = flags;
+    if (pool_cap > 0)
+        o.pool_cap = pool_cap;
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open(&ctx, c, &o);
+    ck_assert_msg(rc == RSV_OK, "rsv_open: %d %s", rc, rsv_errmsg(ctx));
+    *conn_out = c;
+    return ctx;
+}
+
+MYSQL *tu_connect_in_txn(void)
+{
+    MYSQL *c = tu_connect();
+    tu_exec(c, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    tu_exec(c, "START TRANSACTION");
+    return c;
+}
+
 rsv_ctx *tu_open_impatient(MYSQL **conn_out, int32_t max_retries)
 {
     MYSQL *c = tu_connect();

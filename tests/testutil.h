@@ -30,6 +30,12 @@ rsv_ctx *tu_open(MYSQL **conn_out);
 /* The same, waiting at most 1 s for a row lock and retrying max_retries
  * times: for tests that provoke lock conflicts. */
 rsv_ctx *tu_open_impatient(MYSQL **conn_out, int32_t max_retries);
+/* A context on a new connection with these option flags and pool cap
+ * (0: the default). */
+rsv_ctx *tu_open_with(MYSQL **conn_out, uint32_t flags, int64_t pool_cap);
+/* A new connection inside a READ COMMITTED transaction, as a library
+ * transaction runs: for tests that play another checkout holding locks. */
+MYSQL *tu_connect_in_txn(void);
 /* A shop id no other test uses. */
 uint64_t tu_shop(void);
 
