@@ -580,12 +580,13 @@ static const char *const lib_stat_name[] = {"calls", "one_trip", "slow_paths",
 
 /* Which way each libreserve reserve went, told from its counters before
  * and after the call, so the tail can be pinned on a path: the one-trip
- * CALL alone; the CALL plus the context's pool-size probe; a reserve that
- * refilled the pool itself afterwards; the slow path; a slow path that
- * went back to the fast path (the pool was refilled while it queued);
- * everything else (the statement path). */
+ * CALL alone; the CALL and more statements (the context's pool-count
+ * probe, or a second CALL after a short read from the cursor); a reserve
+ * that refilled the pool itself afterwards; the slow path; a slow path
+ * that went back to the fast path (the pool was refilled while it
+ * queued); everything else (the statement path). */
 enum { P_ONE_TRIP, P_PROBE, P_REFILL, P_SLOW, P_BACK, P_STATEMENTS, NPATHS };
-static const char *const path_name[NPATHS] = {"one_trip", "one_trip+probe",
+static const char *const path_name[NPATHS] = {"one_trip", "one_trip+more",
                                               "refill", "slow",
                                               "back_to_fast", "statements"};
 static const uint32_t path_stat[] = {RSV_STAT_ONE_TRIP, RSV_STAT_STATEMENTS,
