@@ -196,7 +196,7 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                tests that count them);
                                                slower under contention */
 #define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the reserve
-                                               procedure (rsv_fast_reserve_v1
+                                               procedure (rsv_fast_reserve_v2
                                                in sql/schema.sql): every
                                                reserve sends its statements
                                                one by one, one round trip
@@ -360,7 +360,7 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  *
  * A new checkout whose lines all name one item at one location (the flash
  * sale case) is reserved in one round trip when the schema's procedure
- * rsv_fast_reserve_v1 is loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts
+ * rsv_fast_reserve_v2 is loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts
  * these): the same statements and transaction, run by the server.  Since
  * that one statement also commits, a connection lost after it was sent
  * gives RSV_EINDOUBT (repeat the call), never RSV_ECONN.  Everything else,

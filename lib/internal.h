@@ -71,7 +71,7 @@
 
 /* The reserve fast path as one stored procedure (sql/schema.sql); the
  * version in the name changes whenever its body or arguments do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v1"
+#define RSV_PROC_RESERVE "rsv_fast_reserve_v2"
 
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
@@ -185,6 +185,7 @@ typedef struct rsv_stats {
 typedef struct rsv_pool_seen {
     uint64_t shop, item, loc;
     uint64_t hi;               /* next_unit_id as last read */
+    int64_t avail;             /* on_hand - issued as last read */
     uint64_t cursor;           /* where the next read starts */
     uint64_t refill_after_us;  /* no refill probe before (monotonic) */
 } rsv_pool_seen;
@@ -350,11 +351,16 @@ RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
 RSV_HIDDEN uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop,
                                       uint64_t item, uint64_t loc);
 /* After a fast-path read from start that returned ids first..last (0 if
- * none) and saw next_unit_id next_id: move the cursor. */
+ * none) and saw next_unit_id next_id and on_hand - issued avail (next_id
+ * 0: the ledger row was not read): move the cursor. */
 RSV_HIDDEN void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
-                                 uint64_t loc, uint64_t next_id,
+                                 uint64_t loc, uint64_t next_id, int64_t avail,
                                  uint64_t start, uint64_t first_id,
                                  uint64_t last_id);
+/* Whether the ledger had units left to refill this pool with, when this
+ * context last read it (1 if it does not know). */
+RSV_HIDDEN int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop,
+                                      uint64_t item, uint64_t loc);
 /* After a committed reserve: whether to top this pool up now. */
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,

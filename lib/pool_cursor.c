@@ -66,17 +66,22 @@ uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 }
 
 void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
-                      uint64_t loc, uint64_t next_id, uint64_t start,
-                      uint64_t first_id, uint64_t last_id)
+                      uint64_t loc, uint64_t next_id, int64_t avail,
+                      uint64_t start, uint64_t first_id, uint64_t last_id)
 {
     rsv_pool_seen *s = seen_slot(ctx, shop, item, loc);
     if (!seen_find(ctx, shop, item, loc)) {
+        if (next_id == 0)
+            return; /* (evicted since; the next read starts at the bottom) */
         memset(s, 0, sizeof *s);
         s->shop = shop;
         s->item = item;
         s->loc = loc;
     }
-    s->hi = next_id;
+    if (next_id) { /* a read from the cursor may not read the ledger */
+        s->hi = next_id;
+        s->avail = avail;
+    }
     if (first_id == 0)
         s->cursor = 0;
     else if (start == 0)
@@ -84,6 +89,13 @@ void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                         ? first_id + ctx_rand(ctx) % (s->hi - first_id) : 0;
     else
         s->cursor = last_id + 1;
+}
+
+int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                           uint64_t loc)
+{
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    return !s || s->avail > 0;
 }
 
 struct pool_probe {

@@ -17,7 +17,7 @@
  *      holds it, so no buyer ever waits behind a refill.
  *
  * One round trip: a new checkout whose lines all name one item at one
- * location calls the schema's procedure rsv_fast_reserve_v1 instead, which
+ * location calls the schema's procedure rsv_fast_reserve_v2 instead, which
  * runs the same statements of the fast path on the server and commits; if
  * it cannot (the checkout exists, the pool is short, no ledger row) it
  * rolls back and the statements below take over.
@@ -742,8 +742,9 @@ static void note_reads(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *k = &j->keys[i];
-        if (k->have_hint)
-            pool_cursor_note(ctx, j->shop, k->item, k->loc, k->hint_next,
+        if (k->have_hint || k->start > 0)
+            pool_cursor_note(ctx, j->shop, k->item, k->loc,
+                             k->have_hint ? k->hint_next : 0, k->hint_avail,
                              k->start, k->first_id, k->last_id);
     }
 }
@@ -852,8 +853,10 @@ static int proc_body(rsv_ctx *ctx, void *p)
     k->nids = (size_t)RES_I(r, 0, 1);
     k->first_id = (uint64_t)RES_I(r, 0, 2);
     k->last_id = (uint64_t)RES_I(r, 0, 3);
-    k->have_hint = 1;
+    /* next_unit_id 0: a read from the cursor that succeeded does not read
+     * the ledger row (the procedure saves that statement) */
     k->hint_next = (uint64_t)RES_I(r, 0, 4);
+    k->have_hint = k->hint_next != 0;
     k->hint_avail = RES_I(r, 0, 5);
     note_reads(ctx, j);
     stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
@@ -995,7 +998,11 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         return;
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        if (!key->have_hint || key->hint_avail <= 0)
+        /* (without a hint, the cursor's slot knows whether the ledger
+         * had units left when it was last read) */
+        if (key->have_hint ? key->hint_avail <= 0
+                           : !pool_cursor_may_refill(ctx, j->shop, key->item,
+                                                     key->loc))
             continue;
         if (!refill_due(ctx, j, key))
             continue;

@@ -142,7 +142,8 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
 -- everything; otherwise it rolls back and answers why, and the library
 -- takes the statement path (re-reserves, short pools, unknown items).
 -- Answer, one row: (status, units taken, first and last pool id taken,
--- ledger next_unit_id, ledger on_hand - issued); status 0 = committed,
+-- ledger next_unit_id, ledger on_hand - issued; both 0 when a read from
+-- the cursor succeeded without reading the ledger); status 0 = committed,
 -- 1 = the checkout exists, 2 = the pool had fewer rows free than wanted,
 -- 3 = no ledger row.  SQL SECURITY INVOKER: it runs with the caller's
 -- privileges on these tables (no definer account to keep alive).
@@ -150,9 +151,12 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
 -- for the version its library calls and uses the statement path without
 -- it (for example if the account that loaded the schema could not create
 -- routines).
+-- v1 always read the ledger row; a library calling it finds it gone and
+-- sends statements.
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_fast_reserve_v1(
+CREATE PROCEDURE rsv_fast_reserve_v2(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
     IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT)
@@ -181,11 +185,19 @@ BEGIN
     ROLLBACK;
     SELECT 1, 0, 0, 0, 0, 0;
   ELSE
-    SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-      FROM inventory_levels
-     WHERE shop_id = p_shop AND inventory_item_id = p_item
-       AND inventory_group_id = p_loc;
-    IF v_next IS NULL THEN
+    -- The ledger row (unlocked: next_unit_id and the units not yet issued,
+    -- as last committed) is read only when the caller needs it: to place
+    -- its read cursor after a read from the bottom of the pool (p_start
+    -- 0), and to decide what to do after a short read.  A read from the
+    -- cursor that succeeds, the usual case, does without: one statement
+    -- fewer.  A missing ledger row shows as an empty pool.
+    IF p_start = 0 THEN
+      SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+        FROM inventory_levels
+       WHERE shop_id = p_shop AND inventory_item_id = p_item
+         AND inventory_group_id = p_loc;
+    END IF;
+    IF p_start = 0 AND v_next IS NULL THEN
       ROLLBACK;
       SELECT 3, 0, 0, 0, 0, 0;
     ELSE
@@ -206,7 +218,16 @@ BEGIN
         END IF;
         SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
       END WHILE take;
-      IF v_taken < p_want THEN
+      IF v_taken < p_want AND v_next IS NULL THEN
+        SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+          FROM inventory_levels
+         WHERE shop_id = p_shop AND inventory_item_id = p_item
+           AND inventory_group_id = p_loc;
+      END IF;
+      IF v_taken < p_want AND v_next IS NULL THEN
+        ROLLBACK;
+        SELECT 3, 0, 0, 0, 0, 0;
+      ELSEIF v_taken < p_want THEN
         ROLLBACK;
         SELECT 2, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
                v_next, v_avail;
@@ -217,7 +238,8 @@ BEGIN
           VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
                   NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
         COMMIT;
-        SELECT 0, v_taken, v_first, v_last, v_next, v_avail;
+        SELECT 0, v_taken, v_first, v_last, COALESCE(v_next, 0),
+               COALESCE(v_avail, 0);
       END IF;
     END IF;
   END IF;

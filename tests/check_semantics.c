@@ -777,7 +777,7 @@ START_TEST(reserve_without_the_procedure)
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-1"), 7, 1, 2, 0));
     ck_assert_uint_eq(one_trips(a), 1);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v1");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v2");
     /* the CALL fails with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 3, 0));
     ck_assert_uint_eq(one_trips(a), 1);

@@ -262,7 +262,7 @@ def check_statement(sql, shop):
     return problems
 
 
-PROC = "rsv_fast_reserve_v1"
+PROC = "rsv_fast_reserve_v2"
 
 
 def procedure_statements(shop):
