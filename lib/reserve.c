@@ -3,7 +3,8 @@
  * statements both share to write the holds.
  *
  * Fast path (one transaction, a fixed number of statements whatever the
- * cart size):
+ * cart size; first reading each line's first location only, see
+ * set_wants):
  *   1. one UNION ALL statement locks the checkout row, reads the ledger
  *      rows of every (item, location) of the cart without locking them
  *      (hints: how far the pool reaches and whether the ledger has more),
@@ -45,13 +46,16 @@
 #define NEED_RESCAN 2     /* a read from a spread start came up short */
 #define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
 #define NEED_FAST 4       /* the slow path found the pools refilled since */
+#define NEED_WIDE 5       /* a line's first location cannot cover it */
 #define MAX_BACK_TO_FAST 2 /* times one reserve may go back */
 #define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
                              holds send their statements (one read) */
 
 typedef struct rkey {
     uint64_t item, loc;
-    int64_t want;        /* LIMIT of the pool read */
+    int64_t want;        /* LIMIT of the pool read (this pass) */
+    int64_t want_all;    /* units of every line that may use the key */
+    int64_t want_first;  /* units of the lines that name it first */
     uint64_t start;      /* the pool read begins at this id */
     uint64_t *ids;       /* pool rows read, ascending (statement path) */
     size_t nids, cap_ids;
@@ -83,6 +87,8 @@ typedef struct rjob {
     int rescan;          /* read every pool from its bottom */
     uint64_t *pairs;     /* the keys as (item, location) pairs */
     int back_to_fast;    /* times the slow path went back (NEED_FAST) */
+    int wide;            /* pool reads at every candidate location, not
+                            only at each line's first (see set_wants) */
 } rjob;
 
 /* ---------------- statements ---------------- */
@@ -197,10 +203,13 @@ static void job_free(rjob *j)
 
 /* Distinct (item, location) keys in ascending order: the order pool rows
  * and ledger rows are locked in. */
+static void set_wants(rjob *j);
+
 static int job_build(rsv_ctx *ctx, rjob *j)
 {
     rsv_cart *c = j->cart;
     size_t total = 0;
+    int wide = 1; /* every line names one location: one pass is enough */
     for (size_t l = 0; l < c->n; l++)
         total += c->lines[l].n_locs;
     uint64_t *pairs = malloc(total * 2 * sizeof *pairs);
@@ -250,13 +259,34 @@ static int job_build(rsv_ctx *ctx, rjob *j)
             uint64_t *hit = bsearch(key, pairs, n, 2 * sizeof *pairs, cmp_key);
             size_t k = (size_t)(hit - pairs) / 2;
             j->line_keys[j->line_off[l] + i] = k;
-            /* Lock enough rows at every candidate location for every line
-             * that may use it; the surplus is unlocked at commit. */
-            if (j->keys[k].want <= RSV_QUANTITY_MAX)
-                j->keys[k].want += ln->qty;
+            /* Enough rows at every candidate location for every line
+             * that may use it (the surplus is unlocked at commit); and,
+             * for the first pass, at first locations only. */
+            if (j->keys[k].want_all <= RSV_QUANTITY_MAX)
+                j->keys[k].want_all += ln->qty;
+            if (i == 0 && j->keys[k].want_first <= RSV_QUANTITY_MAX)
+                j->keys[k].want_first += ln->qty;
         }
+        if (ln->n_locs > 1)
+            wide = 0;
     }
+    j->wide = wide;
+    set_wants(j);
     return RSV_OK;
+}
+
+/* What each pool read asks for in this pass.  A line usually gets its
+ * units at the first location it names, so the fast path first reads only
+ * there (for a 5-line cart with 3 locations a line: 5 pool reads that lock
+ * rows instead of 15) and reads every location (NEED_WIDE, then wide)
+ * only when a line's first location cannot cover it.  Either pass decides
+ * the same allocation when the first succeeds: every line takes its first
+ * location when that covers it. */
+static void set_wants(rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++)
+        j->keys[k].want = j->wide ? j->keys[k].want_all
+                                  : j->keys[k].want_first;
 }
 
 static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
@@ -567,8 +597,8 @@ static int fast_may_skip(const rkey *k)
     return k->have_hint && k->hint_avail <= 0;
 }
 
-/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW (fast path
- * only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
+/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW or NEED_WIDE
+ * (fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
 static int allocate(rsv_ctx *ctx, rjob *j, int slow)
 {
     rsv_cart *c = j->cart;
@@ -576,6 +606,9 @@ static int allocate(rsv_ctx *ctx, rjob *j, int slow)
         rsv_line *ln = &c->lines[l];
         const size_t *lk = &j->line_keys[j->line_off[l]];
         int64_t remaining = ln->qty;
+        if (!slow && !j->wide && ln->n_locs > 1 &&
+            key_cover(&j->keys[lk[0]], 0) < ln->qty)
+            return NEED_WIDE; /* (only the first locations were read) */
         if (!(ln->flags & RSV_LINE_SPLIT)) {
             size_t i;
             for (i = 0; i < ln->n_locs; i++) {
@@ -742,7 +775,7 @@ static void note_reads(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *k = &j->keys[i];
-        if (k->have_hint || k->start > 0)
+        if (k->want > 0 && (k->have_hint || k->start > 0))
             pool_cursor_note(ctx, j->shop, k->item, k->loc,
                              k->have_hint ? k->hint_next : 0, k->hint_avail,
                              k->start, k->first_id, k->last_id);
@@ -781,8 +814,8 @@ static int fast_body(rsv_ctx *ctx, void *p)
         if (!j->keys[k].have_hint)
             return unknown_key(ctx, j, &j->keys[k]);
     rc = allocate(ctx, j, 0);
-    if (rc == NEED_SLOW)
-        return NEED_SLOW; /* rolled back by the frame: nothing held */
+    if (rc == NEED_SLOW || rc == NEED_WIDE)
+        return rc; /* rolled back by the frame: nothing held */
     if (rc)
         return rc;
     return write_holds(ctx, j);
@@ -1024,8 +1057,15 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
 static int fast_run(rsv_ctx *ctx, rjob *j, int flags, rsv_txn_body body)
 {
     int rc = txn_run(ctx, flags, body, j);
-    if (rc == NEED_RESCAN) {
-        j->rescan = 1;
+    /* each at most once: read from the bottom, read every location */
+    for (int again = 0; again < 2; again++) {
+        if (rc == NEED_RESCAN && !j->rescan)
+            j->rescan = 1;
+        else if (rc == NEED_WIDE && !j->wide)
+            j->wide = 1;
+        else
+            break;
+        set_wants(j);
         rc = txn_run(ctx, flags, body, j);
     }
     return rc;
@@ -1080,6 +1120,8 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     int fast_ok = rc == RSV_OK;
     while (rc == NEED_SLOW) {
         note_short_reads(&j);
+        j.wide = 1; /* the slow path considers every location */
+        set_wants(&j);
         rc = txn_run(ctx, 0, slow_body, &j);
         if (rc != NEED_FAST) {
             stats_add(ctx, RSV_STAT_SLOW_PATHS, 1);

@@ -729,6 +729,72 @@ START_TEST(slow_path_goes_back_when_refilled)
 }
 END_TEST
 
+/* Statements the server ran for one reserve of `cart` (no probes, no
+ * refills: see the context's options), and where line `line` was held. */
+static int64_t cart_statements(rsv_ctx *ctx, uint64_t shop, const char *tok,
+                               rsv_cart *cart, size_t line, uint64_t *loc)
+{
+    uint64_t before = 0, after = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, RSV_OP_RESERVE,
+                             &before));
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK(tok), cart, 0));
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, RSV_OP_RESERVE,
+                             &after));
+    size_t n = 0;
+    int64_t q = 0;
+    TU_OK(ctx, rsv_cart_allocation_count(cart, line, &n));
+    ck_assert_uint_eq(n, 1);
+    TU_OK(ctx, rsv_cart_allocation(cart, line, 0, loc, &q));
+    return (int64_t)(after - before);
+}
+
+/* A line usually gets its units at the first location it names, so the
+ * fast path first reads only each line's first location (5 pool reads for
+ * a 5-line cart of 3 locations a line, not 15) and reads every location
+ * only when a first location cannot cover its line.  The answer is the
+ * same either way. */
+START_TEST(cart_reads_first_locations_first)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
+                                        RSV_OPT_READ_FROM_BOTTOM |
+                                        RSV_OPT_STATEMENTS_ONLY, 0);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 1, 0)); /* nothing at 1 */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 2, 5));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 41, 1, 5));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 41, 2, 5));
+    for (uint64_t item = 40; item <= 41; item++)
+        for (uint64_t l = 1; l <= 2; l++)
+            TU_OK(ctx, rsv_replenish(ctx, shop, item, l, NULL));
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l12[2] = {1, 2}, l21[2] = {2, 1}, loc = 0;
+    /* every first location covers its line: one pass */
+    ck_assert_int_eq(rsv_cart_add(cart, 41, l12, 2, 2, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 40, l21, 2, 2, 0), RSV_OK);
+    int64_t one_pass = cart_statements(ctx, shop, "first-1", cart, 1, &loc);
+    ck_assert_uint_eq(loc, 2);
+    ck_assert_int_eq(one_pass, 7); /* as for a cart of one location a line */
+    /* item 40 has nothing at its first location: read every location */
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 41, l12, 2, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 40, l12, 2, 1, 0), RSV_OK);
+    int64_t two = cart_statements(ctx, shop, "first-2", cart, 1, &loc);
+    ck_assert_uint_eq(loc, 2);
+    /* the first pass (begin: 2, read, roll back) and the full one */
+    ck_assert_int_eq(two, one_pass + 4);
+    uint64_t slow = 9;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    ck_assert_uint_eq(slow, 0);
+    ck_assert_int_eq(tu_held(ctx, shop, 40, 2), 3);
+    ck_assert_int_eq(tu_held(ctx, shop, 41, 1), 3);
+    rsv_cart_free(cart);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* A context reads a pool from a cursor (where its last read ended, or a
  * random place after a read from the bottom).  A cursor read that comes up
  * short says nothing about the pool: the reserve must read again from the
@@ -829,6 +895,8 @@ int main(void)
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
+    tu_add(s, "cart_reads_first_locations_first",
+           cart_reads_first_locations_first);
     tu_add(s, "slow_path_goes_back_when_refilled",
            slow_path_goes_back_when_refilled);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
