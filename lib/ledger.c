@@ -43,9 +43,10 @@ static int b_lock(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-static void key_list_args(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                          size_t nkeys, uint32_t bucket)
+int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
+                size_t nkeys, int skip, rsv_level *levels, size_t *found)
 {
+    uint32_t bucket = sql_bucket(nkeys);
     args_reset(&ctx->args);
     for (uint32_t i = 0; i < bucket; i++) {
         size_t k = i < nkeys ? i : nkeys - 1; /* pad with the last key */
@@ -53,13 +54,6 @@ static void key_list_args(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
         arg_u64(&ctx->args, keys[2 * k + 1]);
     }
     arg_u64(&ctx->args, shop);
-}
-
-int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                size_t nkeys, int skip, rsv_level *levels, size_t *found)
-{
-    uint32_t bucket = sql_bucket(nkeys);
-    key_list_args(ctx, shop, keys, nkeys, bucket);
     int rc = sql_run(ctx, b_lock, bucket | (skip ? LOCK_SKIP : 0), "iiiiii",
                      NULL);
     if (rc)

@@ -201,10 +201,22 @@ static void job_free(rjob *j)
     free(j->line_off);
 }
 
+/* What each pool read asks for in this pass.  A line usually gets its
+ * units at the first location it names, so the fast path first reads only
+ * there (for a 5-line cart with 3 locations a line: 5 pool reads that lock
+ * rows instead of 15) and reads every location (NEED_WIDE, then wide)
+ * only when a line's first location cannot cover it.  Either pass decides
+ * the same allocation when the first succeeds: every line takes its first
+ * location when that covers it. */
+static void set_wants(rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++)
+        j->keys[k].want = j->wide ? j->keys[k].want_all
+                                  : j->keys[k].want_first;
+}
+
 /* Distinct (item, location) keys in ascending order: the order pool rows
  * and ledger rows are locked in. */
-static void set_wants(rjob *j);
-
 static int job_build(rsv_ctx *ctx, rjob *j)
 {
     rsv_cart *c = j->cart;
@@ -273,20 +285,6 @@ static int job_build(rsv_ctx *ctx, rjob *j)
     j->wide = wide;
     set_wants(j);
     return RSV_OK;
-}
-
-/* What each pool read asks for in this pass.  A line usually gets its
- * units at the first location it names, so the fast path first reads only
- * there (for a 5-line cart with 3 locations a line: 5 pool reads that lock
- * rows instead of 15) and reads every location (NEED_WIDE, then wide)
- * only when a line's first location cannot cover it.  Either pass decides
- * the same allocation when the first succeeds: every line takes its first
- * location when that covers it. */
-static void set_wants(rjob *j)
-{
-    for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].want = j->wide ? j->keys[k].want_all
-                                  : j->keys[k].want_first;
 }
 
 static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
