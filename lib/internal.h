@@ -103,6 +103,13 @@ RSV_HIDDEN void buf_printf_u(rsv_buf *b, const char *before, uint64_t v,
                              const char *after);
 RSV_HIDDEN void buf_free(rsv_buf *b);
 
+/* Index hints for reads of one key's rows in a correlated subquery: the
+ * statistics of a schema loaded empty (or of tables that grew fast since)
+ * made the optimizer read holds through the primary key on shop_id alone
+ * and settlements by a full scan, once per ledger row. */
+#define BY_KEY " FORCE INDEX (PRIMARY)"
+#define HOLDS_BY_KEY " FORCE INDEX (reserved_quantities_expiry)"
+
 /* ---- statement parameters ---- */
 enum { V_I64, V_U64, V_BIN };
 typedef struct rsv_val {

@@ -224,15 +224,16 @@ static int b_stock_get(rsv_buf *s, uint32_t shape)
     (void)shape;
     buf_puts(s,
         "SELECT l.on_hand - COALESCE((SELECT SUM(x.quantity) FROM "
-        "reservation_settlements x WHERE x.shop_id = l.shop_id AND "
+        "reservation_settlements x" BY_KEY " WHERE x.shop_id = l.shop_id AND "
         "x.inventory_item_id = l.inventory_item_id AND x.inventory_group_id = "
         "l.inventory_group_id AND x.kind = 2), 0), COALESCE((SELECT "
-        "SUM(h.quantity) FROM reserved_quantities h WHERE h.shop_id = "
-        "l.shop_id AND h.inventory_item_id = l.inventory_item_id AND "
-        "h.inventory_group_id = l.inventory_group_id AND h.expires_at > "
-        "NOW(6)), 0), (SELECT COUNT(*) FROM reservation_units u WHERE "
-        "u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id "
-        "AND u.inventory_group_id = l.inventory_group_id) FROM "
+        "SUM(h.quantity) FROM reserved_quantities h" HOLDS_BY_KEY " WHERE "
+        "h.shop_id = l.shop_id AND h.inventory_item_id = l.inventory_item_id "
+        "AND h.inventory_group_id = l.inventory_group_id AND h.expires_at > "
+        "NOW(6)), 0), (SELECT COUNT(*) FROM reservation_units u" BY_KEY
+        " WHERE u.shop_id = l.shop_id AND u.inventory_item_id = "
+        "l.inventory_item_id AND u.inventory_group_id = l.inventory_group_id) "
+        "FROM "
         "inventory_levels l WHERE l.shop_id = ? AND l.inventory_item_id = ? "
         "AND l.inventory_group_id = ?");
     return 0;
