@@ -27,6 +27,11 @@
  * holds before it takes 2, so no transaction ever waits for a ledger row
  * while holding pool rows.
  *
+ * The slow path may take 2 in share mode first (to wait for a refill in
+ * flight together with every other buyer; see ledger_mode in reserve.c).
+ * A shared holder never asks for the exclusive lock of the same row (two
+ * would deadlock): it rolls back and starts again, locking exclusively.
+ *
  * Waiting for 3 is allowed only before taking any lock of 4 or 5 another
  * transaction could want: the reserve slow path does its blocking pool read
  * right after locking 2, before settling its old cart and folding; stock
@@ -320,11 +325,14 @@ typedef struct rsv_level {
     uint64_t next_id;
     int64_t cap;
 } rsv_level;
-/* Lock the ledger rows of the given keys (sorted, unique) FOR UPDATE, or
- * with SKIP LOCKED when skip is set; fills levels[] in key order and returns
- * how many rows were found in *found. */
+/* How ledger_lock locks: FOR UPDATE (waiting), FOR UPDATE SKIP LOCKED, or
+ * LOCK IN SHARE MODE (waiting; shared waiters are granted together). */
+enum { LEDGER_WAIT = 0, LEDGER_SKIP = 1, LEDGER_SHARE = 2 };
+/* Lock the ledger rows of the given keys (sorted, unique) in the given mode
+ * (LEDGER_*); fills levels[] in key order and returns how many rows were
+ * found in *found. */
 RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                           size_t nkeys, int skip, rsv_level *levels,
+                           size_t nkeys, int mode, rsv_level *levels,
                            size_t *found);
 /* With the ledger row locked: give back expired holds and fold settlements
  * into on_hand/issued (lv is updated).  Never waits for other rows. */

@@ -23,12 +23,13 @@ int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
     return lv->cap > 0 ? lv->cap : ctx->opts.pool_cap;
 }
 
-/* shape: bucket of keys, bit 31 = SKIP LOCKED */
+/* shape: bucket of keys, bit 31 = SKIP LOCKED, bit 30 = shared */
 #define LOCK_SKIP 0x80000000u  /* b_lock: FOR UPDATE SKIP LOCKED */
+#define LOCK_SHARE 0x40000000u /* b_lock: LOCK IN SHARE MODE */
 
 static int b_lock(rsv_buf *s, uint32_t shape)
 {
-    uint32_t n = shape & ~LOCK_SKIP;
+    uint32_t n = shape & ~(LOCK_SKIP | LOCK_SHARE);
     /* Joined in the (ascending) order of the keys given: that is the
      * order the rows are locked in. */
     buf_puts(s, "SELECT CAST(l.inventory_item_id AS SIGNED), "
@@ -39,12 +40,14 @@ static int b_lock(rsv_buf *s, uint32_t shape)
     buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
                 "l.inventory_item_id = k.k0 AND l.inventory_group_id = k.k1 "
                 "ORDER BY l.inventory_item_id, l.inventory_group_id ");
-    buf_puts(s, shape & LOCK_SKIP ? "FOR UPDATE SKIP LOCKED" : "FOR UPDATE");
+    buf_puts(s, shape & LOCK_SKIP    ? "FOR UPDATE SKIP LOCKED"
+                : shape & LOCK_SHARE ? "LOCK IN SHARE MODE"
+                                     : "FOR UPDATE");
     return 0;
 }
 
 int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                size_t nkeys, int skip, rsv_level *levels, size_t *found)
+                size_t nkeys, int mode, rsv_level *levels, size_t *found)
 {
     uint32_t bucket = sql_bucket(nkeys);
     args_reset(&ctx->args);
@@ -54,8 +57,10 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
         arg_u64(&ctx->args, keys[2 * k + 1]);
     }
     arg_u64(&ctx->args, shop);
-    int rc = sql_run(ctx, b_lock, bucket | (skip ? LOCK_SKIP : 0), "iiiiii",
-                     NULL);
+    uint32_t how = mode == LEDGER_SKIP    ? LOCK_SKIP
+                   : mode == LEDGER_SHARE ? LOCK_SHARE
+                                          : 0;
+    int rc = sql_run(ctx, b_lock, bucket | how, "iiiiii", NULL);
     if (rc)
         return rc;
     rsv_res *r = &ctx->res;
@@ -422,7 +427,8 @@ static int refill_body(rsv_ctx *ctx, void *p)
     rsv_level lv;
     size_t found = 0;
     a->added = 0;
-    int rc = ledger_lock(ctx, a->shop, a->key, 1, a->skip, &lv, &found);
+    int rc = ledger_lock(ctx, a->shop, a->key, 1,
+                         a->skip ? LEDGER_SKIP : LEDGER_WAIT, &lv, &found);
     if (rc)
         return rc;
     if (found == 0) {

@@ -47,6 +47,8 @@
 #define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
 #define NEED_FAST 4       /* the slow path found the pools refilled since */
 #define NEED_WIDE 5       /* a line's first location cannot cover it */
+#define NEED_EXCL 6       /* the slow path waited in share mode for nothing:
+                             again, locking the ledger rows exclusively */
 #define MAX_BACK_TO_FAST 2 /* times one reserve may go back */
 #define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
                              holds send their statements (one read) */
@@ -67,6 +69,7 @@ typedef struct rkey {
     uint64_t hint_next;  /* next_unit_id as last committed */
     uint64_t fast_next;  /* hint_next of the last fast-path read that came
                             up short, else 0 (kept across passes) */
+    int64_t fast_avail;  /* and hint_avail of that read */
     int64_t hint_avail;  /* on_hand - issued as last committed */
     rsv_level lv;        /* slow path: the locked ledger row */
 } rkey;
@@ -87,6 +90,8 @@ typedef struct rjob {
     int rescan;          /* read every pool from its bottom */
     uint64_t *pairs;     /* the keys as (item, location) pairs */
     int back_to_fast;    /* times the slow path went back (NEED_FAST) */
+    int ledger_excl;     /* this slow path locks the ledger rows FOR
+                            UPDATE at once (see ledger_mode) */
     int wide;            /* pool reads at every candidate location, not
                             only at each line's first (see set_wants) */
 } rjob;
@@ -934,7 +939,35 @@ static void note_short_reads(rjob *j)
         rkey *key = &j->keys[k];
         key->fast_next = key->have_hint && (int64_t)key->nids < key->want
                              ? key->hint_next : 0;
+        key->fast_avail = key->fast_next ? key->hint_avail : 0;
     }
+}
+
+/* How the slow path locks the ledger rows.  When a hot pool runs dry, a
+ * refill is usually already running, holding the ledger row, and every
+ * buyer of that moment comes here.  Waiting FOR UPDATE, they were granted
+ * the row one after the other, each only to find the pool refilled and let
+ * go: a convoy of a hundred lock hand-offs (seconds at 128 buyers on two
+ * cores).  Waiting in share mode, they are all granted the row together
+ * when the refill commits.  Worth it only when a refill can come: every
+ * pool the fast path found short had units left on its ledger row.  A
+ * shared wait that finds nothing refilled costs a second start, locking
+ * exclusively (NEED_EXCL); shared holders never upgrade (two would
+ * deadlock). */
+static int ledger_mode(const rjob *j)
+{
+    if (j->ledger_excl || j->back_to_fast >= MAX_BACK_TO_FAST)
+        return LEDGER_WAIT;
+    int any = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (!key->fast_next)
+            continue;
+        if (key->fast_avail <= 0)
+            return LEDGER_WAIT;
+        any = 1;
+    }
+    return any ? LEDGER_SHARE : LEDGER_WAIT;
 }
 
 static int slow_body(rsv_ctx *ctx, void *p)
@@ -961,7 +994,8 @@ static int slow_body(rsv_ctx *ctx, void *p)
     if (!lv)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     size_t found = 0;
-    rc = ledger_lock(ctx, j->shop, j->pairs, j->nkeys, 0, lv, &found);
+    int mode = ledger_mode(j);
+    rc = ledger_lock(ctx, j->shop, j->pairs, j->nkeys, mode, lv, &found);
     if (rc) {
         free(lv);
         return rc;
@@ -978,6 +1012,10 @@ static int slow_body(rsv_ctx *ctx, void *p)
     free(lv);
     if (refilled_since(j))
         return NEED_FAST;
+    if (mode == LEDGER_SHARE) {
+        j->ledger_excl = 1;
+        return NEED_EXCL;
+    }
     /* 3. pool rows, waiting for rows in-flight checkouts hold: they may
      * roll back, and only then is a short pool really short.  This wait
      * comes before the fold below: the fold locks expired holds, and a
@@ -1120,7 +1158,10 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         note_short_reads(&j);
         j.wide = 1; /* the slow path considers every location */
         set_wants(&j);
-        rc = txn_run(ctx, 0, slow_body, &j);
+        j.ledger_excl = 0;
+        do
+            rc = txn_run(ctx, 0, slow_body, &j);
+        while (rc == NEED_EXCL);
         if (rc != NEED_FAST) {
             stats_add(ctx, RSV_STAT_SLOW_PATHS, 1);
             break;

@@ -104,7 +104,7 @@ static int stock_body(rsv_ctx *ctx, void *p)
     struct stock_arg *a = p;
     rsv_level lv;
     size_t found = 0;
-    int rc = ledger_lock(ctx, a->shop, a->key, 1, 0, &lv, &found);
+    int rc = ledger_lock(ctx, a->shop, a->key, 1, LEDGER_WAIT, &lv, &found);
     if (rc)
         return rc;
     if (!found) {

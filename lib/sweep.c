@@ -52,7 +52,7 @@ static int fold_body(rsv_ctx *ctx, void *p)
     rsv_level lv;
     size_t found = 0;
     a->reaped = 0;
-    int rc = ledger_lock(ctx, a->shop, a->key, 1, 1, &lv, &found);
+    int rc = ledger_lock(ctx, a->shop, a->key, 1, LEDGER_SKIP, &lv, &found);
     if (rc || !found)
         return rc;
     return ledger_fold(ctx, a->shop, &lv, &a->reaped);

@@ -651,6 +651,7 @@ static uint64_t one_trips(rsv_ctx *ctx)
 /* What happens around the reserve in slow_path_goes_back_when_refilled. */
 struct refill_scene {
     MYSQL *refiller, *mon;
+    int mint;                   /* the refiller adds rows (else only locks) */
     unsigned long reserver;
     int64_t waited;
 };
@@ -658,72 +659,107 @@ struct refill_scene {
 static void *refill_timeline(void *p)
 {
     struct refill_scene *sc = p;
-    /* the reserve's slow path waits for the ledger row: finish the refill */
+    /* the reserve's slow path waits for the ledger row, in share mode (a
+     * refill can come: the ledger has units): finish the refill */
     sc->waited = await_wait(sc->mon, sc->reserver, 0,
-                            "%inventory_levels%FOR UPDATE");
+                            "%inventory_levels%LOCK IN SHARE MODE");
     tu_exec(sc->refiller, "COMMIT");
     return NULL;
 }
 
+/* A refill in flight on item 30 of `shop` (its pool empty, 20 units on
+ * its ledger row): the refiller holds the ledger row and, if sc->mint,
+ * has minted 10 rows.  Reserves 2 units while the refiller waits for the
+ * reserve's slow path to wait for the ledger row, then commits. */
+static void refill_scene_run(struct refill_scene *sc, rsv_ctx *ctx,
+                             MYSQL *c, uint64_t shop, const char *tok)
+{
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 30, 1, 20)); /* pool left empty */
+    sc->refiller = tu_connect_in_txn();
+    sc->mon = tu_connect();
+    sc->reserver = mysql_thread_id(c);
+    char q[512];
+    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM inventory_levels "
+             "WHERE shop_id = %llu AND inventory_item_id = 30 AND "
+             "inventory_group_id = 1 FOR UPDATE", (unsigned long long)shop);
+    tu_exec(sc->refiller, q);
+    if (sc->mint) {
+        snprintf(q, sizeof q, "INSERT INTO reservation_units (shop_id, "
+                 "inventory_item_id, inventory_group_id, id) SELECT %llu, 30, "
+                 "1, @n + seq FROM seq_0_to_9", (unsigned long long)shop);
+        tu_exec(sc->refiller, q);
+        snprintf(q, sizeof q, "UPDATE inventory_levels SET issued = issued + "
+                 "10, next_unit_id = next_unit_id + 10 WHERE shop_id = %llu "
+                 "AND inventory_item_id = 30 AND inventory_group_id = 1",
+                 (unsigned long long)shop);
+        tu_exec(sc->refiller, q);
+    }
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, refill_timeline, sc), 0);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 30, 1, 2, 0));
+    pthread_join(t, NULL);
+    ck_assert_msg(sc->waited, "the reserve never waited for the ledger row");
+    ck_assert_int_eq(tu_held(ctx, shop, 30, 1), 2);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    mysql_close(sc->refiller);
+    mysql_close(sc->mon);
+}
+
+static uint64_t reserve_stat(rsv_ctx *ctx, uint32_t stat)
+{
+    uint64_t n = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, stat, RSV_OP_RESERVE, &n));
+    return n;
+}
+
 /* When a hot pool runs dry, every buyer of that moment goes to the slow
  * path and queues for the ledger row behind whoever refills the pool.
- * A slow path that then finds the pool refilled since its fast path read
- * it must let go of the ledger row at once and take the fast path again,
- * not hold the row through a slow path of its own (the convoy that made
- * slow paths take seconds at 128 buyers). */
+ * They wait in share mode, so that the refill's commit lets them all in
+ * together, and a slow path that then finds the pool refilled since its
+ * fast path read it lets go of the ledger row at once and takes the fast
+ * path again, not holding the row through a slow path of its own (the
+ * convoy that made slow paths take seconds at 128 buyers). */
 START_TEST(slow_path_goes_back_when_refilled)
 {
     MYSQL *c;
     rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 30, 1, 20)); /* pool left empty */
     struct refill_scene sc;
     memset(&sc, 0, sizeof sc);
-    sc.refiller = tu_connect_in_txn();
-    sc.mon = tu_connect();
-    sc.reserver = mysql_thread_id(c);
-    char q[512];
-    /* A refill in flight: the ledger row locked, 10 rows minted. */
-    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM inventory_levels "
-             "WHERE shop_id = %llu AND inventory_item_id = 30 AND "
-             "inventory_group_id = 1 FOR UPDATE", (unsigned long long)shop);
-    tu_exec(sc.refiller, q);
-    snprintf(q, sizeof q, "INSERT INTO reservation_units (shop_id, "
-             "inventory_item_id, inventory_group_id, id) SELECT %llu, 30, 1, "
-             "@n + seq FROM seq_0_to_9", (unsigned long long)shop);
-    tu_exec(sc.refiller, q);
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET issued = issued + 10, "
-             "next_unit_id = next_unit_id + 10 WHERE shop_id = %llu AND "
-             "inventory_item_id = 30 AND inventory_group_id = 1",
-             (unsigned long long)shop);
-    tu_exec(sc.refiller, q);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, refill_timeline, &sc), 0);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("went-back"), 30, 1, 2, 0));
-    pthread_join(t, NULL);
-    ck_assert_msg(sc.waited, "the reserve never waited for the ledger row");
-    ck_assert_int_eq(tu_held(ctx, shop, 30, 1), 2);
-    uint64_t slow = 9, shorts = 0, statements = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SHORT_READS, RSV_OP_RESERVE,
-                             &shorts));
-    uint64_t back = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_BACK_TO_FAST, RSV_OP_RESERVE,
-                             &back));
-    ck_assert_uint_eq(shorts, 1); /* the empty pool */
-    ck_assert_uint_eq(slow, 0);   /* went back instead */
-    ck_assert_uint_eq(back, 1);
-    if (one_trips(ctx) == 1) {    /* the second CALL (with the procedure) */
-        TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, RSV_OP_RESERVE,
-                                 &statements));
+    sc.mint = 1;
+    refill_scene_run(&sc, ctx, c, tu_shop(), "went-back");
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SHORT_READS), 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), 0);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_BACK_TO_FAST), 1);
+    if (one_trips(ctx) == 1) /* the second CALL (with the procedure) */
         /* CALL, SET TRANSACTION + START TRANSACTION, checkout row,
          * ledger row, ROLLBACK, CALL: the ledger row was held for one
          * statement */
-        ck_assert_uint_eq(statements, 7);
-    }
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
-    mysql_close(sc.refiller);
-    mysql_close(sc.mon);
+        ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS), 7);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+/* The same wait, but whoever held the ledger row added nothing: the slow
+ * path must not stay on its shared lock (two such waiters asking for the
+ * exclusive lock would deadlock); it starts again locking exclusively and
+ * issues the units itself. */
+START_TEST(slow_path_locks_exclusively_when_nothing_came)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    uint64_t shop = tu_shop();
+    struct refill_scene sc;
+    memset(&sc, 0, sizeof sc);
+    refill_scene_run(&sc, ctx, c, shop, "came-nothing");
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_BACK_TO_FAST), 0);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_RETRIES), 0);
+    int64_t on_hand = 0, held = 0, pooled = 0, avail = 0;
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 30, 1, &on_hand, &held, &pooled,
+                             &avail));
+    ck_assert_int_eq(on_hand, 20);
+    ck_assert_int_eq(avail, 18);
     rsv_close(ctx);
     mysql_close(c);
 }
@@ -897,6 +933,8 @@ int main(void)
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
     tu_add(s, "cart_reads_first_locations_first",
            cart_reads_first_locations_first);
+    tu_add(s, "slow_path_locks_exclusively_when_nothing_came",
+           slow_path_locks_exclusively_when_nothing_came);
     tu_add(s, "slow_path_goes_back_when_refilled",
            slow_path_goes_back_when_refilled);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
