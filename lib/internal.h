@@ -200,6 +200,8 @@ typedef struct rsv_pool_seen {
     int64_t avail;             /* on_hand - issued as last read */
     uint64_t cursor;           /* where the next read starts */
     uint64_t refill_after_us;  /* no refill probe before (monotonic) */
+    int sold_out;              /* the last answer for this pool was sold
+                                  out (see sold_out_unlocked, reserve.c) */
 } rsv_pool_seen;
 #define RSV_POOL_SEEN 16       /* pools remembered per context */
 
@@ -376,6 +378,12 @@ RSV_HIDDEN void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
  * context last read it (1 if it does not know). */
 RSV_HIDDEN int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop,
                                       uint64_t item, uint64_t loc);
+/* Remember whether a consistent read last found this pool sold out, and
+ * ask (a hint only: the read decides). */
+RSV_HIDDEN void pool_cursor_sold_out(rsv_ctx *ctx, uint64_t shop,
+                                     uint64_t item, uint64_t loc, int yes);
+RSV_HIDDEN int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop,
+                                        uint64_t item, uint64_t loc);
 /* After a committed reserve: whether to top this pool up now. */
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,

@@ -82,6 +82,7 @@ void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
         s->hi = next_id;
         s->avail = avail;
     }
+    s->sold_out = 0;
     if (first_id == 0)
         s->cursor = 0;
     else if (start == 0)
@@ -89,6 +90,21 @@ void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                         ? first_id + ctx_rand(ctx) % (s->hi - first_id) : 0;
     else
         s->cursor = last_id + 1;
+}
+
+void pool_cursor_sold_out(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                          uint64_t loc, int yes)
+{
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    if (s)
+        s->sold_out = yes;
+}
+
+int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                             uint64_t loc)
+{
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    return s && s->sold_out;
 }
 
 int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,

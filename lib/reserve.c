@@ -602,6 +602,16 @@ static int fast_may_skip(const rkey *k)
 
 /* Decide where every line is held.  Returns RSV_OK, NEED_SLOW or NEED_WIDE
  * (fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
+static int line_short(rsv_ctx *ctx, rsv_cart *c, size_t l)
+{
+    const rsv_line *ln = &c->lines[l];
+    c->failed_line = l;
+    return ctx_fail(ctx, RSV_EOUTOFSTOCK,
+                    "line %zu (item %llu, %lld units) cannot be covered at "
+                    "its %zu location(s)", l, (unsigned long long)ln->item,
+                    (long long)ln->qty, ln->n_locs);
+}
+
 static int allocate(rsv_ctx *ctx, rjob *j, int slow)
 {
     rsv_cart *c = j->cart;
@@ -644,12 +654,7 @@ static int allocate(rsv_ctx *ctx, rjob *j, int slow)
         if (remaining > 0) {
             if (!slow)
                 return NEED_SLOW;
-            c->failed_line = l;
-            return ctx_fail(ctx, RSV_EOUTOFSTOCK,
-                            "line %zu (item %llu, %lld units) cannot be "
-                            "covered at its %zu location(s)", l,
-                            (unsigned long long)ln->item, (long long)ln->qty,
-                            ln->n_locs);
+            return line_short(ctx, c, l);
         }
     }
     return RSV_OK;
@@ -970,6 +975,86 @@ static int ledger_mode(const rjob *j)
     return any ? LEDGER_SHARE : LEDGER_WAIT;
 }
 
+/* ---------------- sold out, without the ledger row lock ---------------- */
+
+static int b_sold_out(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    /* One statement: one read view for the ledger row and the three
+     * subqueries.  Uncommitted deletes of pool rows and holds still show,
+     * so units a transaction in flight may give back count as there. */
+    buf_puts(s,
+        "SELECT l.on_hand - l.issued, EXISTS (SELECT 1 FROM "
+        "reservation_units u" BY_KEY " WHERE u.shop_id = l.shop_id AND "
+        "u.inventory_item_id = l.inventory_item_id AND u.inventory_group_id "
+        "= l.inventory_group_id), EXISTS (SELECT 1 FROM reserved_quantities "
+        "h" HOLDS_BY_KEY " WHERE h.shop_id = l.shop_id AND "
+        "h.inventory_item_id = l.inventory_item_id AND h.inventory_group_id "
+        "= l.inventory_group_id AND h.expires_at <= NOW(6)), EXISTS (SELECT "
+        "1 FROM reservation_settlements x" BY_KEY " WHERE x.shop_id = "
+        "l.shop_id AND x.inventory_item_id = l.inventory_item_id AND "
+        "x.inventory_group_id = l.inventory_group_id AND x.kind = 3), "
+        "EXISTS (SELECT 1 FROM reservation_checkouts c WHERE c.shop_id = "
+        "l.shop_id AND c.checkout_token = ?) FROM inventory_levels l WHERE "
+        "l.shop_id = ? AND l.inventory_item_id = ? AND l.inventory_group_id "
+        "= ?");
+    return 0;
+}
+
+static int sold_out_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    const rkey *k = &j->keys[0];
+    args_reset(&ctx->args);
+    arg_bin(&ctx->args, j->token, j->len);
+    arg_u64(&ctx->args, j->shop);
+    arg_u64(&ctx->args, k->item);
+    arg_u64(&ctx->args, k->loc);
+    int rc = sql_run(ctx, b_sold_out, 0, "iiiii", NULL);
+    if (rc)
+        return rc;
+    const rsv_res *r = &ctx->res;
+    /* no pool row (not even one a checkout in flight is taking), no
+     * expired hold and no release to fold, the ledger cannot cover the
+     * line, and the checkout is new (a re-reserve may free units of its
+     * own old cart): nothing the slow path could find */
+    int sold_out = r->rows == 1 && RES_I(r, 0, 0) < j->cart->lines[0].qty &&
+                   !RES_I(r, 0, 1) && !RES_I(r, 0, 2) && !RES_I(r, 0, 3) &&
+                   !RES_I(r, 0, 4);
+    pool_cursor_sold_out(ctx, j->shop, k->item, k->loc, sold_out);
+    return sold_out ? line_short(ctx, j->cart, 0) : RSV_OK;
+}
+
+/* When an item has sold out, every buyer still asking for it came to the
+ * slow path, which locks the ledger row to fold expired holds and releases
+ * and to wait for units in flight: the sold-out answers queued on the
+ * ledger row one after the other, each for a whole slow path, just when
+ * most buyers are asking.  A new checkout of one line at one location whose
+ * pool came up short, with the ledger unable to cover it, first asks one
+ * consistent read whether the slow path could find anything; if not, the
+ * answer is out of stock, as of that read, without a lock. */
+static int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
+{
+    const rkey *k = &j->keys[0];
+    if (j->nkeys != 1 || j->cart->n != 1 || j->prev_found || !k->fast_next ||
+        k->fast_avail >= j->cart->lines[0].qty)
+        return RSV_OK;
+    return txn_run(ctx, 0, sold_out_body, j);
+}
+
+/* And once this context has found a pool sold out, the next buyer of it
+ * asks the same read first, before the fast path (whose CALL would insert
+ * the checkout row only to roll it back): the read alone decides, so a
+ * pool restocked since only costs that read. */
+static int sold_out_first(rsv_ctx *ctx, rjob *j)
+{
+    const rkey *k = &j->keys[0];
+    if (j->nkeys != 1 || j->cart->n != 1 ||
+        !pool_cursor_was_sold_out(ctx, j->shop, k->item, k->loc))
+        return RSV_OK;
+    return txn_run(ctx, 0, sold_out_body, j);
+}
+
 static int slow_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
@@ -1152,10 +1237,15 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         job_free(&j);
         return rc;
     }
-    rc = fast_paths(ctx, &j);
-    int fast_ok = rc == RSV_OK;
+    int fast_ok = 0;
+    if ((rc = sold_out_first(ctx, &j)) == RSV_OK) {
+        rc = fast_paths(ctx, &j);
+        fast_ok = rc == RSV_OK;
+    }
     while (rc == NEED_SLOW) {
         note_short_reads(&j);
+        if ((rc = sold_out_unlocked(ctx, &j)) != RSV_OK)
+            break;
         j.wide = 1; /* the slow path considers every location */
         set_wants(&j);
         j.ledger_excl = 0;

@@ -16,7 +16,9 @@
  * reserved_quantities, so every design writes the same hold row.
  *
  * Workloads: flash1 (one item), spread10k (10,000 items), cart5x3 (5-line
- * carts, each line at 3 locations), claim1 (claims of holds on one item).
+ * carts, each line at 3 locations), claim1 (claims of holds on one item),
+ * soldout1 (buyers asking for an item that has sold out: the answer, out
+ * of stock, is the operation; the floor has no such answer and sits out).
  * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
  * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
  *
@@ -60,6 +62,7 @@ extern char **environ;
 #define SHOP 1
 #define FLASH_ITEM 1
 #define CLAIM_ITEM 2
+#define SOLDOUT_ITEM 3
 #define SPREAD_BASE 100000 /* items SPREAD_BASE+1 .. +10000, location 1 */
 #define SPREAD_N 10000
 #define CART_BASE 200000   /* items CART_BASE+1 .. +CART_N, locations 1..3 */
@@ -74,8 +77,9 @@ extern char **environ;
 
 enum { D_LIB, D_HOT, D_FLOOR, D_N };
 static const char *design_name[D_N] = {"libreserve", "hotrow", "floor"};
-enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_N };
-static const char *wl_name[W_N] = {"flash1", "spread10k", "cart5x3", "claim1"};
+enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT, W_N };
+static const char *wl_name[W_N] = {"flash1", "spread10k", "cart5x3", "claim1",
+                                   "soldout1"};
 
 /* ------------------------------------------------------------------ */
 /* configuration                                                      */
@@ -871,6 +875,10 @@ static unsigned int base_body(worker *w)
                 return (unsigned int)-2;
         }
         return pstmt_exec(&w->st_hold1, NULL);
+    case W_SOLDOUT: /* (hot row only) the UPDATE finds no stock */
+        if ((e = pstmt_exec(&w->st_take, &aff)))
+            return e;
+        return aff == 0 ? (unsigned int)-3 : (unsigned int)-4;
     case W_CART: {
         uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
         make_cart(w, items, locs);
@@ -914,6 +922,15 @@ static int op_base(worker *w)
             if (mysql_commit(w->conn) == 0)
                 return 1;
             e = mysql_errno(w->conn);
+        }
+        if (e == (unsigned int)-3) { /* the sold-out answer: roll back */
+            mysql_rollback(w->conn);
+            return 1;
+        }
+        if (e == (unsigned int)-4) {
+            mysql_rollback(w->conn);
+            note_err(w, "the sold-out item had stock");
+            return 0;
         }
         if (e != (unsigned int)-2 && is_conn_err(e)) {
             note_err(w, "connection lost: %s", mysql_error(w->conn));
@@ -960,6 +977,16 @@ static int op_lib(worker *w)
     case W_CLAIM:
         rc = rsv_claim(w->ctx, SHOP, p->tok, p->toklen);
         break;
+    case W_SOLDOUT:
+        rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, SOLDOUT_ITEM, 1,
+                             1, HOLD_TTL_MS);
+        if (rc == RSV_EOUTOFSTOCK)
+            return 1; /* the answer this workload measures */
+        if (rc == RSV_OK) {
+            note_err(w, "the sold-out item had stock");
+            return 0;
+        }
+        break;
     }
     if (rc == RSV_OK)
         return 1;
@@ -1005,7 +1032,8 @@ static void *worker_main(void *arg)
                      (unsigned long long)w->seq++);
             p->item = m->workload == W_SPREAD
                           ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
-                          : FLASH_ITEM;
+                      : m->workload == W_SOLDOUT ? SOLDOUT_ITEM
+                                                 : FLASH_ITEM;
             p->loc = 1;
         }
         p->toklen = (unsigned long)strlen(p->tok);
@@ -1548,8 +1576,8 @@ static void setup_hot_ledger(MYSQL *c)
 {
     q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
                "inventory_group_id, on_hand) VALUES (%d, %d, 1, %lld), "
-               "(%d, %d, 1, %lld)", SHOP, FLASH_ITEM, BIG_STOCK, SHOP,
-            CLAIM_ITEM, BIG_STOCK);
+               "(%d, %d, 1, %lld), (%d, %d, 1, 0)", SHOP, FLASH_ITEM,
+            BIG_STOCK, SHOP, CLAIM_ITEM, BIG_STOCK, SHOP, SOLDOUT_ITEM);
     q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
                "inventory_group_id, on_hand) SELECT %d, %d + seq, 1, %ld "
                "FROM seq_1_to_%d", SHOP, SPREAD_BASE, cfg.spread_stock,
@@ -1800,7 +1828,8 @@ static void usage(void)
             "             [--clients LIST] [--workloads LIST] [--designs LIST]\n"
             "             [--no-stmts] [--no-cold] [--no-profile]\n"
             "             [--spread-stock N] [--claim-holds N] [--statements-only]\n"
-            "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1;\n"
+            "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1,\n"
+            "soldout1; "
             "designs: libreserve,hotrow,floor.  Needs RSV_TEST_SOCKET (run it\n"
             "under tools/mariadb.sh run, or use make bench / make bench-quick).\n");
     exit(2);
@@ -1844,6 +1873,7 @@ int main(int argc, char **argv)
     parse_list("1,16,64,128", &cfg.clients[W_SPREAD]);
     parse_list("16,64,128", &cfg.clients[W_CART]);
     parse_list("64", &cfg.clients[W_CLAIM]);
+    parse_list("64", &cfg.clients[W_SOLDOUT]);
     for (int i = 0; i < W_N; i++)
         cfg.workloads[i] = 1;
     for (int i = 0; i < D_N; i++)
@@ -1994,6 +2024,8 @@ int main(int argc, char **argv)
         lib_keys("cart items", CART_BASE, CART_N, CART_LOCS, BIG_STOCK, 1);
     if (cfg.workloads[W_CLAIM])
         lib_keys("claim item", CLAIM_ITEM - 1, 1, 1, BIG_STOCK, 1);
+    if (cfg.workloads[W_SOLDOUT])
+        lib_keys("sold-out item", SOLDOUT_ITEM - 1, 1, 1, 0, 1);
     if (cfg.stmts)
         lib_keys("statement-count items", STMT_BASE, STMT_MAX_LINES, 3,
                  BIG_STOCK, 1);
@@ -2005,7 +2037,8 @@ int main(int argc, char **argv)
         stmts_probe();
 
     /* ---- measurements ---- */
-    static const int order[W_N] = {W_FLASH, W_SPREAD, W_CART, W_CLAIM};
+    static const int order[W_N] = {W_FLASH, W_SPREAD, W_CART, W_CLAIM,
+                                   W_SOLDOUT};
     for (int oi = 0; oi < W_N; oi++) {
         int wl = order[oi];
         if (!cfg.workloads[wl])
@@ -2020,7 +2053,7 @@ int main(int argc, char **argv)
                                      cfg.claim_holds[d] * (long)cl->n);
             for (int ci = 0; ci < cl->n; ci++) {
                 for (int d = 0; d < D_N; d++) {
-                    if (!cfg.designs[d])
+                    if (!cfg.designs[d] || (wl == W_SOLDOUT && d == D_FLOOR))
                         continue;
                     if (nresults == MAXMEAS)
                         die("too many measurements");
