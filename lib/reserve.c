@@ -600,8 +600,7 @@ static int fast_may_skip(const rkey *k)
     return k->have_hint && k->hint_avail <= 0;
 }
 
-/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW or NEED_WIDE
- * (fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
+/* The out-of-stock answer for line l. */
 static int line_short(rsv_ctx *ctx, rsv_cart *c, size_t l)
 {
     const rsv_line *ln = &c->lines[l];
@@ -612,6 +611,8 @@ static int line_short(rsv_ctx *ctx, rsv_cart *c, size_t l)
                     (long long)ln->qty, ln->n_locs);
 }
 
+/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW or NEED_WIDE
+ * (fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
 static int allocate(rsv_ctx *ctx, rjob *j, int slow)
 {
     rsv_cart *c = j->cart;
@@ -980,7 +981,7 @@ static int ledger_mode(const rjob *j)
 static int b_sold_out(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    /* One statement: one read view for the ledger row and the three
+    /* One statement: one read view for the ledger row and the four
      * subqueries.  Uncommitted deletes of pool rows and holds still show,
      * so units a transaction in flight may give back count as there. */
     buf_puts(s,
