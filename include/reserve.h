@@ -215,7 +215,8 @@ typedef struct rsv_options {
                                    ledger row's own pool_cap wins */
     int64_t refill_low_water;   /* refill a pool ahead of demand once fewer
                                    than this many rows are left (0..pool_cap,
-                                   or -1 = pool_cap / 2, the default) */
+                                   or -1 = pool_cap * 3 / 4, the
+                                   default) */
     int64_t hold_ttl_ms;        /* default hold lifetime (1 ms..30 days,
                                    default 600000) */
     int32_t max_retries;        /* deadlock / lock-wait retries (0..100,

@@ -18,7 +18,7 @@ RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
     opts->version = version;
     opts->flags = 0;
     opts->pool_cap = 1000;
-    opts->refill_low_water = -1; /* = pool_cap / 2, resolved at open */
+    opts->refill_low_water = -1; /* = pool_cap * 3 / 4, resolved at open */
     opts->hold_ttl_ms = 600000;
     opts->max_retries = 8;
     opts->retry_base_us = 2000;
@@ -67,11 +67,13 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..%d, not %lld",
                         POOL_CAP_MAX, (long long)o.pool_cap);
     if (o.refill_low_water == -1)
-        o.refill_low_water = o.pool_cap / 2;
+        /* three quarters: at half, hot pools ran dry before the refill
+         * came (docs/performance.md, session 5) */
+        o.refill_low_water = o.pool_cap * 3 / 4;
     if (o.refill_low_water < 0 || o.refill_low_water > o.pool_cap)
         return ctx_fail(ctx, RSV_EINVAL,
                         "refill_low_water must be 0..pool_cap (or -1 for "
-                        "pool_cap / 2), not %lld",
+                        "pool_cap * 3 / 4), not %lld",
                         (long long)o.refill_low_water);
     if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > 30LL * 24 * 3600 * 1000)
         return ctx_fail(ctx, RSV_EINVAL, "hold_ttl_ms must be 1..30 days");

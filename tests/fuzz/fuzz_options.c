@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.conn_tag_prefix = tag;
     }
 
-    int64_t lw = o.refill_low_water == -1 ? o.pool_cap / 2
+    int64_t lw = o.refill_low_water == -1 ? o.pool_cap * 3 / 4
                                           : o.refill_low_water;
     int valid =
         o.version >= 1 && o.version <= RSV_OPTIONS_VERSION &&
