@@ -122,8 +122,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.conn_tag_prefix = tag;
     }
 
-    int64_t lw = o.refill_low_water == -1 ? o.pool_cap * 3 / 4
-                                          : o.refill_low_water;
+    /* (pool_cap * 3 only for a pool_cap the library accepts: any other
+     * makes the options invalid anyway, and could overflow) */
+    int64_t lw = o.refill_low_water != -1 ? o.refill_low_water
+                 : o.pool_cap >= 1 && o.pool_cap <= 10000 ? o.pool_cap * 3 / 4
+                                                          : 0;
     int valid =
         o.version >= 1 && o.version <= RSV_OPTIONS_VERSION &&
         !(o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG |
