@@ -1026,6 +1026,12 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
     return sold_out ? line_short(ctx, j->cart, 0) : RSV_OK;
 }
 
+/* A cart of one line at one location (the flash-sale reserve). */
+static int one_line_one_key(const rjob *j)
+{
+    return j->nkeys == 1 && j->cart->n == 1;
+}
+
 /* When an item has sold out, every buyer still asking for it came to the
  * slow path, which locks the ledger row to fold expired holds and releases
  * and to wait for units in flight: the sold-out answers queued on the
@@ -1037,7 +1043,7 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
 static int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
 {
     const rkey *k = &j->keys[0];
-    if (j->nkeys != 1 || j->cart->n != 1 || j->prev_found || !k->fast_next ||
+    if (!one_line_one_key(j) || j->prev_found || !k->fast_next ||
         k->fast_avail >= j->cart->lines[0].qty)
         return RSV_OK;
     return txn_run(ctx, 0, sold_out_body, j);
@@ -1050,7 +1056,7 @@ static int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
 static int sold_out_first(rsv_ctx *ctx, rjob *j)
 {
     const rkey *k = &j->keys[0];
-    if (j->nkeys != 1 || j->cart->n != 1 ||
+    if (!one_line_one_key(j) ||
         !pool_cursor_was_sold_out(ctx, j->shop, k->item, k->loc))
         return RSV_OK;
     return txn_run(ctx, 0, sold_out_body, j);
