@@ -71,6 +71,11 @@ typedef struct rkey {
                             up short, else 0 (kept across passes) */
     int64_t fast_avail;  /* and hint_avail of that read */
     int64_t hint_avail;  /* on_hand - issued as last committed */
+    int so_ask;          /* the sold-out read asks about this key: */
+    int so_found;        /* its ledger row exists, */
+    int so_live;         /* units may come back (pool rows, expired
+                            holds, releases not folded), */
+    int64_t so_avail;    /* and on_hand - issued */
     rsv_level lv;        /* slow path: the locked ledger row */
 } rkey;
 
@@ -100,6 +105,21 @@ typedef struct rjob {
 
 #define SLOW_BIT 0x80000000u
 
+/* "((l.inventory_item_id = ? AND l.inventory_group_id = ?) OR ...)" for n
+ * keys: for statements that read ledger rows without locking them, where
+ * a plain list of keys is safe (a scan would cost time, never lock order)
+ * and much cheaper than the join the locking statements need. */
+static void ledger_key_list(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "(");
+    for (uint32_t i = 0; i < n; i++)
+        buf_puts(s, i ? " OR (l.inventory_item_id = ? AND "
+                        "l.inventory_group_id = ?)"
+                      : "(l.inventory_item_id = ? AND "
+                        "l.inventory_group_id = ?)");
+    buf_puts(s, ")");
+}
+
 static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
 {
     buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
@@ -127,16 +147,10 @@ static int b_take(rsv_buf *s, uint32_t shape)
                     "SIGNED), CAST(l.inventory_group_id AS SIGNED), "
                     "CAST(l.next_unit_id AS SIGNED), l.on_hand - l.issued "
                     "FROM ");
-        /* This part takes no lock, so a plain list of keys is safe here
-         * (a scan would cost time, never lock order), and much cheaper
-         * than the join the locking statements need. */
-        buf_puts(s, "inventory_levels l WHERE (");
-        for (uint32_t i = 0; i < n; i++)
-            buf_puts(s, i ? " OR (l.inventory_item_id = ? AND "
-                            "l.inventory_group_id = ?)"
-                          : "(l.inventory_item_id = ? AND "
-                            "l.inventory_group_id = ?)");
-        buf_puts(s, ") AND l.shop_id = ?)");
+        /* (this part takes no lock: see ledger_key_list) */
+        buf_puts(s, "inventory_levels l WHERE ");
+        ledger_key_list(s, n);
+        buf_puts(s, " AND l.shop_id = ?)");
     }
     for (uint32_t k = 0; k < n; k++)
         pool_part(s, k, slow, slow && k == 0);
@@ -978,88 +992,184 @@ static int ledger_mode(const rjob *j)
 
 /* ---------------- sold out, without the ledger row lock ---------------- */
 
-static int b_sold_out(rsv_buf *s, uint32_t shape)
+static int b_sold_out(rsv_buf *s, uint32_t n)
 {
-    (void)shape;
-    /* One statement: one read view for the ledger row and the four
-     * subqueries.  Uncommitted deletes of pool rows and holds still show,
-     * so units a transaction in flight may give back count as there. */
+    /* One statement: one read view for every ledger row and the
+     * subqueries, so a line is judged as of one moment even when its
+     * locations are many.  Uncommitted deletes of pool rows and holds
+     * still show, so units a transaction in flight may give back count as
+     * there.  Rows: (item, location, on_hand - issued, units may come
+     * back, the checkout exists). */
     buf_puts(s,
-        "SELECT l.on_hand - l.issued, EXISTS (SELECT 1 FROM "
-        "reservation_units u" BY_KEY " WHERE u.shop_id = l.shop_id AND "
-        "u.inventory_item_id = l.inventory_item_id AND u.inventory_group_id "
-        "= l.inventory_group_id), EXISTS (SELECT 1 FROM reserved_quantities "
-        "h" HOLDS_BY_KEY " WHERE h.shop_id = l.shop_id AND "
-        "h.inventory_item_id = l.inventory_item_id AND h.inventory_group_id "
-        "= l.inventory_group_id AND h.expires_at <= NOW(6)), EXISTS (SELECT "
-        "1 FROM reservation_settlements x" BY_KEY " WHERE x.shop_id = "
-        "l.shop_id AND x.inventory_item_id = l.inventory_item_id AND "
-        "x.inventory_group_id = l.inventory_group_id AND x.kind = 3), "
-        "EXISTS (SELECT 1 FROM reservation_checkouts c WHERE c.shop_id = "
-        "l.shop_id AND c.checkout_token = ?) FROM inventory_levels l WHERE "
-        "l.shop_id = ? AND l.inventory_item_id = ? AND l.inventory_group_id "
-        "= ?");
+        "SELECT CAST(l.inventory_item_id AS SIGNED), "
+        "CAST(l.inventory_group_id AS SIGNED), l.on_hand - l.issued, "
+        "EXISTS (SELECT 1 FROM reservation_units u" BY_KEY " WHERE "
+        "u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id "
+        "AND u.inventory_group_id = l.inventory_group_id) OR EXISTS (SELECT "
+        "1 FROM reserved_quantities h" HOLDS_BY_KEY " WHERE h.shop_id = "
+        "l.shop_id AND h.inventory_item_id = l.inventory_item_id AND "
+        "h.inventory_group_id = l.inventory_group_id AND h.expires_at <= "
+        "NOW(6)) OR EXISTS (SELECT 1 FROM reservation_settlements x" BY_KEY
+        " WHERE x.shop_id = l.shop_id AND x.inventory_item_id = "
+        "l.inventory_item_id AND x.inventory_group_id = l.inventory_group_id "
+        "AND x.kind = 3), EXISTS (SELECT 1 FROM reservation_checkouts c "
+        "WHERE c.shop_id = l.shop_id AND c.checkout_token = ?) FROM "
+        "inventory_levels l WHERE l.shop_id = ? AND ");
+    ledger_key_list(s, n); /* (as in the take statement: nothing locked) */
     return 0;
 }
 
+/* Location i of line l. */
+static rkey *line_key(const rjob *j, size_t l, size_t i)
+{
+    return &j->keys[j->line_keys[j->line_off[l] + i]];
+}
+
+/* The read asked about line l (about all its locations). */
+static int line_asked(const rjob *j, size_t l)
+{
+    return line_key(j, l, 0)->so_ask;
+}
+
+/* Line l cannot be covered as of the read: every location has its ledger
+ * row and nothing that could come back, and what its ledger has not issued
+ * falls short of the line (at each location, or at all of them together
+ * for a split line).  The slow path could find nothing more. */
+static int line_sold_out(const rjob *j, size_t l)
+{
+    const rsv_line *ln = &j->cart->lines[l];
+    int64_t sum = 0;
+    for (size_t i = 0; i < ln->n_locs; i++) {
+        const rkey *k = line_key(j, l, i);
+        if (!k->so_found || k->so_live || k->so_avail >= ln->qty)
+            return 0;
+        sum += k->so_avail > 0 ? k->so_avail : 0; /* each < qty: no overflow */
+    }
+    return !(ln->flags & RSV_LINE_SPLIT) || sum < ln->qty;
+}
+
+static void mark_line_sold_out(rsv_ctx *ctx, const rjob *j, size_t l, int yes)
+{
+    for (size_t i = 0; i < j->cart->lines[l].n_locs; i++) {
+        const rkey *k = line_key(j, l, i);
+        pool_cursor_sold_out(ctx, j->shop, k->item, k->loc, yes);
+    }
+}
+
+/* The read, about the keys marked so_ask (those of the lines in
+ * question; the others cannot make a line sold out). */
 static int sold_out_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
-    const rkey *k = &j->keys[0];
+    uint32_t n = 0;
     args_reset(&ctx->args);
     arg_bin(&ctx->args, j->token, j->len);
     arg_u64(&ctx->args, j->shop);
-    arg_u64(&ctx->args, k->item);
-    arg_u64(&ctx->args, k->loc);
-    int rc = sql_run(ctx, b_sold_out, 0, "iiiii", NULL);
+    for (size_t k = 0; k < j->nkeys; k++) {
+        j->keys[k].so_found = 0;
+        if (!j->keys[k].so_ask)
+            continue;
+        arg_u64(&ctx->args, j->keys[k].item);
+        arg_u64(&ctx->args, j->keys[k].loc);
+        n++;
+    }
+    int rc = sql_run(ctx, b_sold_out, n, "iiiii", NULL);
     if (rc)
         return rc;
     const rsv_res *r = &ctx->res;
-    /* no pool row (not even one a checkout in flight is taking), no
-     * expired hold and no release to fold, the ledger cannot cover the
-     * line, and the checkout is new (a re-reserve may free units of its
-     * own old cart): nothing the slow path could find */
-    int sold_out = r->rows == 1 && RES_I(r, 0, 0) < j->cart->lines[0].qty &&
-                   !RES_I(r, 0, 1) && !RES_I(r, 0, 2) && !RES_I(r, 0, 3) &&
-                   !RES_I(r, 0, 4);
-    pool_cursor_sold_out(ctx, j->shop, k->item, k->loc, sold_out);
-    return sold_out ? line_short(ctx, j->cart, 0) : RSV_OK;
+    int fresh = 1;
+    size_t hk = 0; /* ledger rows come back in key order */
+    for (size_t i = 0; i < r->rows; i++) {
+        uint64_t item = (uint64_t)RES_I(r, i, 0);
+        uint64_t loc = (uint64_t)RES_I(r, i, 1);
+        while (hk < j->nkeys &&
+               (!j->keys[hk].so_ask || j->keys[hk].item != item ||
+                j->keys[hk].loc != loc))
+            hk++;
+        if (hk == j->nkeys)
+            break; /* (not in key order: no row found is the safe side) */
+        j->keys[hk].so_found = 1;
+        j->keys[hk].so_avail = RES_I(r, i, 2);
+        j->keys[hk].so_live = RES_I(r, i, 3) != 0;
+        fresh &= RES_I(r, i, 4) == 0;
+    }
+    /* A re-reserve may free units of its own old cart: the slow path
+     * decides for it. */
+    for (size_t l = 0; l < j->cart->n; l++) {
+        if (!line_asked(j, l))
+            continue;
+        int sold_out = fresh && line_sold_out(j, l);
+        mark_line_sold_out(ctx, j, l, sold_out);
+        if (sold_out)
+            return line_short(ctx, j->cart, l);
+    }
+    return RSV_OK;
 }
 
-/* A cart of one line at one location (the flash-sale reserve). */
-static int one_line_one_key(const rjob *j)
+/* Ask the read about the lines for which suspect(j, l) says so; RSV_OK if
+ * none was sold out (or none was asked about). */
+static int sold_out_ask(rsv_ctx *ctx, rjob *j,
+                        int (*suspect)(rsv_ctx *, const rjob *, size_t))
 {
-    return j->nkeys == 1 && j->cart->n == 1;
+    int any = 0;
+    for (size_t k = 0; k < j->nkeys; k++)
+        j->keys[k].so_ask = 0;
+    for (size_t l = 0; l < j->cart->n; l++) {
+        if (!suspect(ctx, j, l))
+            continue;
+        any = 1;
+        for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
+            line_key(j, l, i)->so_ask = 1;
+    }
+    return any ? txn_run(ctx, 0, sold_out_body, j) : RSV_OK;
+}
+
+/* A line some location of which came up short with its ledger unable to
+ * cover the line. */
+static int came_up_short(rsv_ctx *ctx, const rjob *j, size_t l)
+{
+    (void)ctx;
+    const rsv_line *ln = &j->cart->lines[l];
+    for (size_t i = 0; i < ln->n_locs; i++) {
+        const rkey *k = line_key(j, l, i);
+        if (k->fast_next && k->fast_avail < ln->qty)
+            return 1;
+    }
+    return 0;
 }
 
 /* When an item has sold out, every buyer still asking for it came to the
- * slow path, which locks the ledger row to fold expired holds and releases
- * and to wait for units in flight: the sold-out answers queued on the
- * ledger row one after the other, each for a whole slow path, just when
- * most buyers are asking.  A new checkout of one line at one location whose
- * pool came up short, with the ledger unable to cover it, first asks one
- * consistent read whether the slow path could find anything; if not, the
- * answer is out of stock, as of that read, without a lock. */
+ * slow path, which locks the ledger rows of the whole cart to fold expired
+ * holds and releases and to wait for units in flight: the sold-out answers
+ * queued on the ledger row one after the other, each for a whole slow
+ * path, just when most buyers are asking, and a cart held the rows of its
+ * other items meanwhile.  A new checkout one of whose lines came up short
+ * at a location whose ledger could not cover it first asks one consistent
+ * read whether the slow path could find anything for that line; if not,
+ * the answer is out of stock, as of that read, without a lock. */
 static int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
 {
-    const rkey *k = &j->keys[0];
-    if (!one_line_one_key(j) || j->prev_found || !k->fast_next ||
-        k->fast_avail >= j->cart->lines[0].qty)
-        return RSV_OK;
-    return txn_run(ctx, 0, sold_out_body, j);
+    return j->prev_found ? RSV_OK : sold_out_ask(ctx, j, came_up_short);
 }
 
-/* And once this context has found a pool sold out, the next buyer of it
- * asks the same read first, before the fast path (whose CALL would insert
- * the checkout row only to roll it back): the read alone decides, so a
- * pool restocked since only costs that read. */
+/* And once this context has found a line's pools sold out, the next cart
+ * naming them asks the same read first, before the fast path (whose CALL
+ * or statements would insert the checkout row only to roll it back): the
+ * read alone decides, so pools restocked since only cost that read. */
+static int found_sold_out(rsv_ctx *ctx, const rjob *j, size_t l)
+{
+    const rsv_line *ln = &j->cart->lines[l];
+    for (size_t i = 0; i < ln->n_locs; i++) {
+        const rkey *k = line_key(j, l, i);
+        if (!pool_cursor_was_sold_out(ctx, j->shop, k->item, k->loc))
+            return 0;
+    }
+    return 1;
+}
+
 static int sold_out_first(rsv_ctx *ctx, rjob *j)
 {
-    const rkey *k = &j->keys[0];
-    if (!one_line_one_key(j) ||
-        !pool_cursor_was_sold_out(ctx, j->shop, k->item, k->loc))
-        return RSV_OK;
-    return txn_run(ctx, 0, sold_out_body, j);
+    return sold_out_ask(ctx, j, found_sold_out);
 }
 
 static int slow_body(rsv_ctx *ctx, void *p)

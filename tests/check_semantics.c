@@ -826,6 +826,95 @@ START_TEST(sold_out_answer_takes_no_ledger_lock)
 }
 END_TEST
 
+/* Lock the ledger rows of items a and b (all locations) in a transaction
+ * of another connection, as a slow path or a restock in progress would. */
+static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
+{
+    MYSQL *locker = tu_connect_in_txn();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT * FROM inventory_levels WHERE shop_id = "
+             "%llu AND inventory_item_id IN (%llu, %llu) FOR UPDATE",
+             (unsigned long long)shop, (unsigned long long)a,
+             (unsigned long long)b);
+    tu_exec(locker, q);
+    return locker;
+}
+
+/* The same for a cart one of whose lines has sold out: the answer (out of
+ * stock, naming that line) comes from one consistent read over the cart's
+ * ledger rows, with every ledger row of the cart locked by someone else;
+ * the slow path would have locked them all, and held the rows of the
+ * cart's other items while it waited.  A line is sold out only if none of
+ * its locations could cover it, or, split, all of them together could
+ * not; otherwise the slow path decides. */
+START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 0); /* 1 s lock waits, no retry */
+    uint64_t shop = tu_shop();
+    uint64_t l1[1] = {1}, l12[2] = {1, 2};
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 50, 1, 1));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 51, 1, 5));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 51, 2, 5));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("first"), 50, 1, 1, 0));
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 51, l12, 2, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 50, l1, 1, 1, 0), RSV_OK);
+
+    MYSQL *locker = lock_ledger_rows(shop, 50, 51);
+    uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
+    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("late"), cart, 0),
+          RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
+    /* the next such cart through this context: the read alone (SET
+     * TRANSACTION, START TRANSACTION, the read, ROLLBACK) */
+    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
+    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("later"), cart, 0),
+          RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 4);
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+    ck_assert_int_eq(tu_held(ctx, shop, 51, 1) + tu_held(ctx, shop, 51, 2),
+                     0);
+
+    /* item 52 has 1 unit at each of two locations, none pooled: 2 units
+     * at one location is sold out, 2 units split is not */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 52, 1, 1));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 52, 2, 1));
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 52, l12, 2, 2, 0), RSV_OK);
+    locker = lock_ledger_rows(shop, 51, 52);
+    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("whole"), cart, 0),
+          RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 52, l12, 2, 2, RSV_LINE_SPLIT),
+                     RSV_OK);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("split"), cart, 0));
+    ck_assert_int_eq(tu_held(ctx, shop, 52, 1), 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 52, 2), 1);
+    /* now both locations are held: split is sold out too */
+    locker = lock_ledger_rows(shop, 51, 52);
+    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("split-late"), cart, 0),
+          RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    rsv_cart_free(cart);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* Statements the server ran for one reserve of `cart` (no probes, no
  * refills: see the context's options), and where line `line` was held. */
 static int64_t cart_statements(rsv_ctx *ctx, uint64_t shop, const char *tok,
@@ -997,6 +1086,8 @@ int main(void)
            cart_reads_first_locations_first);
     tu_add(s, "sold_out_answer_takes_no_ledger_lock",
            sold_out_answer_takes_no_ledger_lock);
+    tu_add(s, "cart_sold_out_answer_takes_no_ledger_lock",
+           cart_sold_out_answer_takes_no_ledger_lock);
     tu_add(s, "slow_path_locks_exclusively_when_nothing_came",
            slow_path_locks_exclusively_when_nothing_came);
     tu_add(s, "slow_path_goes_back_when_refilled",

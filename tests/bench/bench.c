@@ -18,7 +18,10 @@
  * Workloads: flash1 (one item), spread10k (10,000 items), cart5x3 (5-line
  * carts, each line at 3 locations), claim1 (claims of holds on one item),
  * soldout1 (buyers asking for an item that has sold out: the answer, out
- * of stock, is the operation; the floor has no such answer and sits out).
+ * of stock, is the operation; the floor has no such answer and sits out),
+ * soldcart5 (the same answer for 5-line carts one line of which names the
+ * sold-out item; the hot row meets that line first, as items are locked
+ * in order, which is the form most favourable to it).
  * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
  * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
  *
@@ -77,9 +80,9 @@ extern char **environ;
 
 enum { D_LIB, D_HOT, D_FLOOR, D_N };
 static const char *design_name[D_N] = {"libreserve", "hotrow", "floor"};
-enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT, W_N };
+enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART, W_N };
 static const char *wl_name[W_N] = {"flash1", "spread10k", "cart5x3", "claim1",
-                                   "soldout1"};
+                                   "soldout1", "soldcart5"};
 
 /* ------------------------------------------------------------------ */
 /* configuration                                                      */
@@ -876,6 +879,7 @@ static unsigned int base_body(worker *w)
         }
         return pstmt_exec(&w->st_hold1, NULL);
     case W_SOLDOUT: /* (hot row only) the UPDATE finds no stock */
+    case W_SOLDCART: /* (the sold-out item's line comes first in item order) */
         if ((e = pstmt_exec(&w->st_take, &aff)))
             return e;
         return aff == 0 ? (unsigned int)-3 : (unsigned int)-4;
@@ -978,8 +982,27 @@ static int op_lib(worker *w)
         rc = rsv_claim(w->ctx, SHOP, p->tok, p->toklen);
         break;
     case W_SOLDOUT:
-        rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, SOLDOUT_ITEM, 1,
-                             1, HOLD_TTL_MS);
+    case W_SOLDCART:
+        if (m->workload == W_SOLDOUT) {
+            rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, SOLDOUT_ITEM,
+                                 1, 1, HOLD_TTL_MS);
+        } else {
+            /* a cart5x3 cart whose line at a random place is the sold-out
+             * item (at its one location) */
+            uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
+            uint64_t sold_loc = 1;
+            make_cart(w, items, locs);
+            int sold = (int)(rng_next(&w->rng) % CART_LINES);
+            rsv_cart_clear(w->cart);
+            for (int i = 0; i < CART_LINES && rc == RSV_OK; i++)
+                rc = i == sold ? rsv_cart_add(w->cart, SOLDOUT_ITEM, &sold_loc,
+                                              1, 1, 0)
+                               : rsv_cart_add(w->cart, items[i], locs[i],
+                                              CART_LOCS, 1, 0);
+            if (rc == RSV_OK)
+                rc = rsv_reserve(w->ctx, SHOP, p->tok, p->toklen, w->cart,
+                                 HOLD_TTL_MS);
+        }
         if (rc == RSV_EOUTOFSTOCK)
             return 1; /* the answer this workload measures */
         if (rc == RSV_OK) {
@@ -1032,7 +1055,8 @@ static void *worker_main(void *arg)
                      (unsigned long long)w->seq++);
             p->item = m->workload == W_SPREAD
                           ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
-                      : m->workload == W_SOLDOUT ? SOLDOUT_ITEM
+                      : m->workload == W_SOLDOUT ||
+                              m->workload == W_SOLDCART ? SOLDOUT_ITEM
                                                  : FLASH_ITEM;
             p->loc = 1;
         }
@@ -1829,7 +1853,7 @@ static void usage(void)
             "             [--no-stmts] [--no-cold] [--no-profile]\n"
             "             [--spread-stock N] [--claim-holds N] [--statements-only]\n"
             "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1,\n"
-            "soldout1; "
+            "soldout1,soldcart5; "
             "designs: libreserve,hotrow,floor.  Needs RSV_TEST_SOCKET (run it\n"
             "under tools/mariadb.sh run, or use make bench / make bench-quick).\n");
     exit(2);
@@ -1874,6 +1898,7 @@ int main(int argc, char **argv)
     parse_list("16,64,128", &cfg.clients[W_CART]);
     parse_list("64", &cfg.clients[W_CLAIM]);
     parse_list("64", &cfg.clients[W_SOLDOUT]);
+    parse_list("64", &cfg.clients[W_SOLDCART]);
     for (int i = 0; i < W_N; i++)
         cfg.workloads[i] = 1;
     for (int i = 0; i < D_N; i++)
@@ -2020,11 +2045,11 @@ int main(int argc, char **argv)
     lib_keys("flash item", 0, 1, 1, BIG_STOCK, 1);
     if (cfg.workloads[W_SPREAD])
         lib_keys("spread items", SPREAD_BASE, SPREAD_N, 1, cfg.spread_stock, 1);
-    if (cfg.workloads[W_CART])
+    if (cfg.workloads[W_CART] || cfg.workloads[W_SOLDCART])
         lib_keys("cart items", CART_BASE, CART_N, CART_LOCS, BIG_STOCK, 1);
     if (cfg.workloads[W_CLAIM])
         lib_keys("claim item", CLAIM_ITEM - 1, 1, 1, BIG_STOCK, 1);
-    if (cfg.workloads[W_SOLDOUT])
+    if (cfg.workloads[W_SOLDOUT] || cfg.workloads[W_SOLDCART])
         lib_keys("sold-out item", SOLDOUT_ITEM - 1, 1, 1, 0, 1);
     if (cfg.stmts)
         lib_keys("statement-count items", STMT_BASE, STMT_MAX_LINES, 3,
@@ -2038,7 +2063,7 @@ int main(int argc, char **argv)
 
     /* ---- measurements ---- */
     static const int order[W_N] = {W_FLASH, W_SPREAD, W_CART, W_CLAIM,
-                                   W_SOLDOUT};
+                                   W_SOLDOUT, W_SOLDCART};
     for (int oi = 0; oi < W_N; oi++) {
         int wl = order[oi];
         if (!cfg.workloads[wl])
@@ -2053,7 +2078,8 @@ int main(int argc, char **argv)
                                      cfg.claim_holds[d] * (long)cl->n);
             for (int ci = 0; ci < cl->n; ci++) {
                 for (int d = 0; d < D_N; d++) {
-                    if (!cfg.designs[d] || (wl == W_SOLDOUT && d == D_FLOOR))
+                    if (!cfg.designs[d] || ((wl == W_SOLDOUT || wl == W_SOLDCART) &&
+                                          d == D_FLOOR))
                         continue;
                     if (nresults == MAXMEAS)
                         die("too many measurements");
