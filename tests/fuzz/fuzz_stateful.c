@@ -23,8 +23,10 @@
  *    reports EXPIRED;
  *  - after a successful reserve every line is allocated in full at its own
  *    locations (one location unless RSV_LINE_SPLIT);
- *  - a one-line reserve answered RSV_EOUTOFSTOCK is confirmed by
- *    rsv_stock_get (available < quantity), unless a hold's deadline fell
+ *  - a reserve answered RSV_EOUTOFSTOCK is confirmed by rsv_stock_get
+ *    for its failed line (available < quantity at every location, or all
+ *    of them together for a split line) when no other line names that
+ *    item and the token held nothing, unless a hold's deadline fell
  *    inside the window;
  *  - rsv_audit() of the shop after the sequence finds no violation.
  */
@@ -341,20 +343,34 @@ static void do_reserve(fz *f, int ci, int t)
     } else if (rc == RSV_EOUTOFSTOCK || rc == RSV_ENOITEM) {
         size_t fl = rsv_cart_failed_line(cart);
         check(fl < (size_t)nlines, "failed_line %zu of %d", fl, nlines);
-        /* Confirm "out of stock" for a one-location line of a token that
-         * held nothing: the committed state must lack the units. */
-        if (rc == RSV_EOUTOFSTOCK && nlines == 1 && nloc[0] == 1 &&
-            (prev == T_NONE || prev == T_GONE)) {
-            int64_t avail = -1;
-            int grc = rsv_stock_get(ctx, cur_shop, lineitem[0], lineloc[0][0],
-                                    NULL, NULL, NULL, &avail);
+        /* Confirm "out of stock" for the failed line of a token that held
+         * nothing, when no other line of the cart names its item (else
+         * the lines together may be what falls short): the committed
+         * state must lack the units at each of its locations, or at all
+         * of them together for a split line. */
+        int alone = rc == RSV_EOUTOFSTOCK && fl < (size_t)nlines &&
+                    (prev == T_NONE || prev == T_GONE);
+        for (int l = 0; alone && l < nlines; l++)
+            alone = (size_t)l == fl || lineitem[l] != lineitem[fl];
+        if (alone) {
+            int64_t best = 0, sum = 0;
+            for (size_t i = 0; i < nloc[fl]; i++) {
+                int64_t avail = -1;
+                int grc = rsv_stock_get(ctx, cur_shop, lineitem[fl],
+                                        lineloc[fl][i], NULL, NULL, NULL,
+                                        &avail);
+                check(grc == RSV_OK, "stock_get after out of stock: %d",
+                      grc);
+                best = avail > best ? avail : best;
+                sum += avail > 0 ? avail : 0;
+            }
             double t2 = now_ms();
-            check(grc == RSV_OK, "stock_get after out of stock: %d", grc);
+            int64_t could = flags[fl] & RSV_LINE_SPLIT ? sum : best;
             if (no_deadline_within(t0, t2))
-                check(avail < qty[0],
-                      "reserve of %lld answered out of stock, but "
-                      "rsv_stock_get says %lld available",
-                      (long long)qty[0], (long long)avail);
+                check(could < qty[fl],
+                      "line %zu of %lld answered out of stock, but "
+                      "rsv_stock_get says %lld available", fl,
+                      (long long)qty[fl], (long long)could);
         }
     } else if (rc == RSV_EBUSY) {
         toks[t].state = T_UNKNOWN;
