@@ -21,7 +21,9 @@
  * of stock, is the operation; the floor has no such answer and sits out),
  * soldcart5 (the same answer for 5-line carts one line of which names the
  * sold-out item; the hot row meets that line first, as items are locked
- * in order, which is the form most favourable to it).
+ * in order, which is the form most favourable to it), hotcart5 (5-line
+ * carts one line of which is the flash-sale item, at its one location:
+ * a hot item bought together with others).
  * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
  * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
  *
@@ -80,9 +82,10 @@ extern char **environ;
 
 enum { D_LIB, D_HOT, D_FLOOR, D_N };
 static const char *design_name[D_N] = {"libreserve", "hotrow", "floor"};
-enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART, W_N };
+enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART,
+       W_HOTCART, W_N };
 static const char *wl_name[W_N] = {"flash1", "spread10k", "cart5x3", "claim1",
-                                   "soldout1", "soldcart5"};
+                                   "soldout1", "soldcart5", "hotcart5"};
 
 /* ------------------------------------------------------------------ */
 /* configuration                                                      */
@@ -845,6 +848,16 @@ static void make_cart(worker *w, uint64_t *items, uint64_t locs[][CART_LOCS])
         for (int k = 0; k < CART_LOCS; k++)
             locs[i][k] = 1 + (r + (uint64_t)k) % CART_LOCS;
     }
+    if (w->m->workload == W_HOTCART) {
+        /* the flash item (lowest id: first in item order) instead of the
+         * last line; it has one location, repeated for the hot row's
+         * loop over locations */
+        memmove(&items[1], &items[0], (CART_LINES - 1) * sizeof items[0]);
+        memmove(&locs[1], &locs[0], (CART_LINES - 1) * sizeof locs[0]);
+        items[0] = FLASH_ITEM;
+        for (int k = 0; k < CART_LOCS; k++)
+            locs[0][k] = 1;
+    }
 }
 
 static void claim_token(char *buf, size_t len, int rtt_us, long i)
@@ -883,7 +896,8 @@ static unsigned int base_body(worker *w)
         if ((e = pstmt_exec(&w->st_take, &aff)))
             return e;
         return aff == 0 ? (unsigned int)-3 : (unsigned int)-4;
-    case W_CART: {
+    case W_CART:
+    case W_HOTCART: {
         uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
         make_cart(w, items, locs);
         for (int i = 0; i < CART_LINES; i++) {
@@ -966,12 +980,15 @@ static int op_lib(worker *w)
         rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, p->item, 1, 1,
                              HOLD_TTL_MS);
         break;
-    case W_CART: {
+    case W_CART:
+    case W_HOTCART: {
         uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
         make_cart(w, items, locs);
         rsv_cart_clear(w->cart);
         for (int i = 0; i < CART_LINES; i++)
-            if ((rc = rsv_cart_add(w->cart, items[i], locs[i], CART_LOCS, 1, 0)))
+            if ((rc = rsv_cart_add(w->cart, items[i], locs[i],
+                                   items[i] == FLASH_ITEM ? 1 : CART_LOCS, 1,
+                                   0)))
                 break;
         if (rc == RSV_OK)
             rc = rsv_reserve(w->ctx, SHOP, p->tok, p->toklen, w->cart,
@@ -1853,7 +1870,7 @@ static void usage(void)
             "             [--no-stmts] [--no-cold] [--no-profile]\n"
             "             [--spread-stock N] [--claim-holds N] [--statements-only]\n"
             "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1,\n"
-            "soldout1,soldcart5; "
+            "soldout1,soldcart5,hotcart5; "
             "designs: libreserve,hotrow,floor.  Needs RSV_TEST_SOCKET (run it\n"
             "under tools/mariadb.sh run, or use make bench / make bench-quick).\n");
     exit(2);
@@ -1899,6 +1916,7 @@ int main(int argc, char **argv)
     parse_list("64", &cfg.clients[W_CLAIM]);
     parse_list("64", &cfg.clients[W_SOLDOUT]);
     parse_list("64", &cfg.clients[W_SOLDCART]);
+    parse_list("16,64", &cfg.clients[W_HOTCART]);
     for (int i = 0; i < W_N; i++)
         cfg.workloads[i] = 1;
     for (int i = 0; i < D_N; i++)
@@ -2045,7 +2063,8 @@ int main(int argc, char **argv)
     lib_keys("flash item", 0, 1, 1, BIG_STOCK, 1);
     if (cfg.workloads[W_SPREAD])
         lib_keys("spread items", SPREAD_BASE, SPREAD_N, 1, cfg.spread_stock, 1);
-    if (cfg.workloads[W_CART] || cfg.workloads[W_SOLDCART])
+    if (cfg.workloads[W_CART] || cfg.workloads[W_SOLDCART] ||
+        cfg.workloads[W_HOTCART])
         lib_keys("cart items", CART_BASE, CART_N, CART_LOCS, BIG_STOCK, 1);
     if (cfg.workloads[W_CLAIM])
         lib_keys("claim item", CLAIM_ITEM - 1, 1, 1, BIG_STOCK, 1);
@@ -2063,7 +2082,7 @@ int main(int argc, char **argv)
 
     /* ---- measurements ---- */
     static const int order[W_N] = {W_FLASH, W_SPREAD, W_CART, W_CLAIM,
-                                   W_SOLDOUT, W_SOLDCART};
+                                   W_SOLDOUT, W_SOLDCART, W_HOTCART};
     for (int oi = 0; oi < W_N; oi++) {
         int wl = order[oi];
         if (!cfg.workloads[wl])
