@@ -74,7 +74,8 @@ typedef struct rkey {
     int so_ask;          /* the sold-out read asks about this key: */
     int so_found;        /* its ledger row exists, */
     int so_live;         /* units may come back (pool rows, expired
-                            holds, releases not folded), */
+                            holds, releases not folded, a re-reserve's
+                            own holds), */
     int64_t so_avail;    /* and on_hand - issued */
     rsv_level lv;        /* slow path: the locked ledger row */
 } rkey;
@@ -992,14 +993,22 @@ static int ledger_mode(const rjob *j)
 
 /* ---------------- sold out, without the ledger row lock ---------------- */
 
-static int b_sold_out(rsv_buf *s, uint32_t n)
+#define OWN_BIT 0x80000000u /* b_sold_out: a re-reserve's own holds */
+
+static int b_sold_out(rsv_buf *s, uint32_t shape)
 {
+    uint32_t n = shape & ~OWN_BIT;
     /* One statement: one read view for every ledger row and the
      * subqueries, so a line is judged as of one moment even when its
      * locations are many.  Uncommitted deletes of pool rows and holds
      * still show, so units a transaction in flight may give back count as
      * there.  Rows: (item, location, on_hand - issued, units may come
-     * back, the checkout exists). */
+     * back, the checkout exists).  Units come back from pool rows, expired
+     * holds and releases not folded.  The OWN_BIT variant, for a
+     * re-reserve, also counts the checkout's own holds there (the slow
+     * path releases them first) and answers its status, not whether it
+     * exists: one subquery more, planned on every execution, so new
+     * checkouts do without. */
     buf_puts(s,
         "SELECT CAST(l.inventory_item_id AS SIGNED), "
         "CAST(l.inventory_group_id AS SIGNED), l.on_hand - l.issued, "
@@ -1012,9 +1021,19 @@ static int b_sold_out(rsv_buf *s, uint32_t n)
         "NOW(6)) OR EXISTS (SELECT 1 FROM reservation_settlements x" BY_KEY
         " WHERE x.shop_id = l.shop_id AND x.inventory_item_id = "
         "l.inventory_item_id AND x.inventory_group_id = l.inventory_group_id "
-        "AND x.kind = 3), EXISTS (SELECT 1 FROM reservation_checkouts c "
-        "WHERE c.shop_id = l.shop_id AND c.checkout_token = ?) FROM "
-        "inventory_levels l WHERE l.shop_id = ? AND ");
+        "AND x.kind = 3)");
+    if (shape & OWN_BIT)
+        buf_puts(s, " OR EXISTS (SELECT 1 FROM reserved_quantities o FORCE "
+                    "INDEX (PRIMARY) WHERE o.shop_id = l.shop_id AND "
+                    "o.checkout_token = ? AND o.inventory_item_id = "
+                    "l.inventory_item_id AND o.inventory_group_id = "
+                    "l.inventory_group_id), COALESCE((SELECT c.status FROM "
+                    "reservation_checkouts c WHERE c.shop_id = l.shop_id AND "
+                    "c.checkout_token = ?), 0)");
+    else
+        buf_puts(s, ", EXISTS (SELECT 1 FROM reservation_checkouts c WHERE "
+                    "c.shop_id = l.shop_id AND c.checkout_token = ?)");
+    buf_puts(s, " FROM inventory_levels l WHERE l.shop_id = ? AND ");
     ledger_key_list(s, n); /* (as in the take statement: nothing locked) */
     return 0;
 }
@@ -1057,13 +1076,16 @@ static void mark_line_sold_out(rsv_ctx *ctx, const rjob *j, size_t l, int yes)
 }
 
 /* The read, about the keys marked so_ask (those of the lines in
- * question; the others cannot make a line sold out). */
+ * question; the others cannot make a line sold out); j->prev_found: the
+ * OWN_BIT variant, for a re-reserve. */
 static int sold_out_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     uint32_t n = 0;
     args_reset(&ctx->args);
     arg_bin(&ctx->args, j->token, j->len);
+    if (j->prev_found) /* (its own holds, then its status) */
+        arg_bin(&ctx->args, j->token, j->len);
     arg_u64(&ctx->args, j->shop);
     for (size_t k = 0; k < j->nkeys; k++) {
         j->keys[k].so_found = 0;
@@ -1073,11 +1095,12 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
         arg_u64(&ctx->args, j->keys[k].loc);
         n++;
     }
-    int rc = sql_run(ctx, b_sold_out, n, "iiiii", NULL);
+    int rc = sql_run(ctx, b_sold_out, n | (j->prev_found ? OWN_BIT : 0),
+                     "iiiii", NULL);
     if (rc)
         return rc;
     const rsv_res *r = &ctx->res;
-    int fresh = 1;
+    int undecided = 0; /* a checkout the read may not answer for */
     size_t hk = 0; /* ledger rows come back in key order */
     for (size_t i = 0; i < r->rows; i++) {
         uint64_t item = (uint64_t)RES_I(r, i, 0);
@@ -1091,14 +1114,18 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
         j->keys[hk].so_found = 1;
         j->keys[hk].so_avail = RES_I(r, i, 2);
         j->keys[hk].so_live = RES_I(r, i, 3) != 0;
-        fresh &= RES_I(r, i, 4) == 0;
+        /* A re-reserve before the fast path said so (j->prev_found 0),
+         * or a claimed checkout (its answer is RSV_ECLAIMED): the paths
+         * with locks decide. */
+        undecided |= j->prev_found ? RES_I(r, i, 4) == ST_CLAIMED
+                                   : RES_I(r, i, 4) != 0;
     }
-    /* A re-reserve may free units of its own old cart: the slow path
-     * decides for it. */
+    if (undecided)
+        return RSV_OK; /* (the pools' marks stay as they were) */
     for (size_t l = 0; l < j->cart->n; l++) {
         if (!line_asked(j, l))
             continue;
-        int sold_out = fresh && line_sold_out(j, l);
+        int sold_out = line_sold_out(j, l);
         mark_line_sold_out(ctx, j, l, sold_out);
         if (sold_out)
             return line_short(ctx, j->cart, l);
@@ -1143,13 +1170,13 @@ static int came_up_short(rsv_ctx *ctx, const rjob *j, size_t l)
  * holds and releases and to wait for units in flight: the sold-out answers
  * queued on the ledger row one after the other, each for a whole slow
  * path, just when most buyers are asking, and a cart held the rows of its
- * other items meanwhile.  A new checkout one of whose lines came up short
- * at a location whose ledger could not cover it first asks one consistent
- * read whether the slow path could find anything for that line; if not,
- * the answer is out of stock, as of that read, without a lock. */
+ * other items meanwhile.  A cart one of whose lines came up short at a
+ * location whose ledger could not cover it first asks one consistent read
+ * whether the slow path could find anything for that line; if not, the
+ * answer is out of stock, as of that read, without a lock. */
 static int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
 {
-    return j->prev_found ? RSV_OK : sold_out_ask(ctx, j, came_up_short);
+    return sold_out_ask(ctx, j, came_up_short);
 }
 
 /* And once this context has found a line's pools sold out, the next cart

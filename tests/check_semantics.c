@@ -840,13 +840,32 @@ static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
     return locker;
 }
 
+/* Reserve `cart` with the ledger rows of items a and b locked by another
+ * connection: the answer must come anyway, out of stock naming line
+ * `line`, without a slow path. */
+static void sold_out_unlocked(rsv_ctx *ctx, uint64_t shop, const char *tok,
+                              rsv_cart *cart, uint64_t a, uint64_t b,
+                              size_t line)
+{
+    MYSQL *locker = lock_ledger_rows(shop, a, b);
+    uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
+    int rc = rsv_reserve(ctx, shop, tok, strlen(tok), cart, 0);
+    ck_assert_msg(rc == RSV_EOUTOFSTOCK, "%s: got %s, want RSV_EOUTOFSTOCK: "
+                  "%s", tok, rsv_code_name(rc), rsv_errmsg(ctx));
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), line);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+}
+
 /* The same for a cart one of whose lines has sold out: the answer (out of
  * stock, naming that line) comes from one consistent read over the cart's
  * ledger rows, with every ledger row of the cart locked by someone else;
  * the slow path would have locked them all, and held the rows of the
  * cart's other items while it waited.  A line is sold out only if none of
  * its locations could cover it, or, split, all of them together could
- * not; otherwise the slow path decides. */
+ * not, and a re-reserve holds nothing there itself; otherwise the slow
+ * path decides. */
 START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
 {
     MYSQL *c;
@@ -861,24 +880,42 @@ START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l12, 2, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 50, l1, 1, 1, 0), RSV_OK);
-
-    MYSQL *locker = lock_ledger_rows(shop, 50, 51);
-    uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
-    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("late"), cart, 0),
-          RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
+    sold_out_unlocked(ctx, shop, "late", cart, 50, 51, 1);
     /* the next such cart through this context: the read alone (SET
      * TRANSACTION, START TRANSACTION, the read, ROLLBACK) */
     uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("later"), cart, 0),
-          RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    sold_out_unlocked(ctx, shop, "later", cart, 50, 51, 1);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 4);
-    tu_exec(locker, "ROLLBACK");
-    mysql_close(locker);
     ck_assert_int_eq(tu_held(ctx, shop, 51, 1) + tu_held(ctx, shop, 51, 2),
                      0);
+
+    /* A re-reserve: its old holds elsewhere change nothing (answered
+     * without a lock, and the old cart stays held), but its own hold at
+     * the sold-out item is units it may take again (the slow path). */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 53, 1, 1));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other"), 53, 1, 1, 0));
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 53, l1, 1, 1, 0), RSV_OK);
+    sold_out_unlocked(ctx, shop, "first", cart, 51, 53, 1);
+    int32_t st = 0;
+    int64_t units = 0;
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("first"), &st, &units,
+                                   NULL));
+    ck_assert_int_eq(st, RSV_STATUS_HELD);
+    ck_assert_int_eq(units, 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 50, 1), 1);
+    uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 50, l1, 1, 1, 0), RSV_OK);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("first"), cart, 0));
+    ck_assert_int_eq(tu_held(ctx, shop, 50, 1), 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
+    /* a claimed checkout's answer stays RSV_ECLAIMED, sold out or not */
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("other")));
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 53, l1, 1, 1, 0), RSV_OK);
+    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("other"), cart, 0), RSV_ECLAIMED);
 
     /* item 52 has 1 unit at each of two locations, none pooled: 2 units
      * at one location is sold out, 2 units split is not */
@@ -887,13 +924,7 @@ START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 52, l12, 2, 2, 0), RSV_OK);
-    locker = lock_ledger_rows(shop, 51, 52);
-    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("whole"), cart, 0),
-          RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
-    tu_exec(locker, "ROLLBACK");
-    mysql_close(locker);
+    sold_out_unlocked(ctx, shop, "whole", cart, 51, 52, 1);
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 52, l12, 2, 2, RSV_LINE_SPLIT),
@@ -902,12 +933,7 @@ START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
     ck_assert_int_eq(tu_held(ctx, shop, 52, 1), 1);
     ck_assert_int_eq(tu_held(ctx, shop, 52, 2), 1);
     /* now both locations are held: split is sold out too */
-    locker = lock_ledger_rows(shop, 51, 52);
-    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("split-late"), cart, 0),
-          RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    tu_exec(locker, "ROLLBACK");
-    mysql_close(locker);
+    sold_out_unlocked(ctx, shop, "split-late", cart, 51, 52, 1);
     ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
     rsv_cart_free(cart);
     rsv_close(ctx);
