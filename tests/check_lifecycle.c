@@ -121,6 +121,43 @@ START_TEST(replenish_fills_to_cap)
 }
 END_TEST
 
+/* A refill mints the pool's gap in one statement whose size grows with
+ * it (1 to 4 digits of ids); at each size's edges it mints exactly the
+ * gap, with ids that continue the pool's. */
+START_TEST(replenish_mints_exactly_the_gap)
+{
+    static const int64_t caps[] = {1, 9, 10, 11, 99, 100, 101, 999, 1000,
+                                   1001, 10000};
+    uint64_t shop = tu_shop();
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        MYSQL *c;
+        rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, caps[i]);
+        uint64_t item = 700 + i;
+        int64_t added = -1, pooled = -1;
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 3 * caps[i]));
+        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, &added));
+        ck_assert_int_eq(added, caps[i]);
+        /* take one from the bottom, then top up: a gap of one, then the
+         * rest of a second fill */
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("one"), item, 1, 1, 0));
+        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, &added));
+        ck_assert_int_eq(added, 1);
+        TU_OK(ctx, rsv_stock_get(ctx, shop, item, 1, NULL, NULL, &pooled,
+                                 NULL));
+        ck_assert_int_eq(pooled, caps[i]);
+        char q[200];
+        snprintf(q, sizeof q, "SELECT MAX(id) - MIN(id) + 1 FROM "
+                 "reservation_units WHERE shop_id = %llu AND "
+                 "inventory_item_id = %llu", (unsigned long long)shop,
+                 (unsigned long long)item);
+        ck_assert_int_eq(tu_i64(c, q), caps[i]); /* ids 2 .. cap + 1 */
+        rsv_close(ctx);
+        mysql_close(c);
+    }
+    tu_audit_clean();
+}
+END_TEST
+
 START_TEST(pool_refills_inline)
 {
     MYSQL *c;
@@ -250,6 +287,8 @@ int main(void)
     tu_add(s, "reserve_claim_takes_stock_once", reserve_claim_takes_stock_once);
     tu_add(s, "release_gives_units_back", release_gives_units_back);
     tu_add(s, "replenish_fills_to_cap", replenish_fills_to_cap);
+    tu_add(s, "replenish_mints_exactly_the_gap",
+           replenish_mints_exactly_the_gap);
     tu_add(s, "pool_refills_inline", pool_refills_inline);
     tu_add(s, "extend_and_status", extend_and_status);
     tu_add(s, "audit_and_stock_view_read_each_key_once",
