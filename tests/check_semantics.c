@@ -769,6 +769,20 @@ START_TEST(slow_path_locks_exclusively_when_nothing_came)
 }
 END_TEST
 
+/* Lock the ledger rows of items a and b (all locations) in a transaction
+ * of another connection, as a slow path or a restock in progress would. */
+static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
+{
+    MYSQL *locker = tu_connect_in_txn();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT * FROM inventory_levels WHERE shop_id = "
+             "%llu AND inventory_item_id IN (%llu, %llu) FOR UPDATE",
+             (unsigned long long)shop, (unsigned long long)a,
+             (unsigned long long)b);
+    tu_exec(locker, q);
+    return locker;
+}
+
 /* When an item has sold out, the buyers still asking for it get their
  * answer from one consistent read instead of queueing for the ledger row
  * one by one: with the ledger row locked by someone else, the answer still
@@ -783,12 +797,7 @@ START_TEST(sold_out_answer_takes_no_ledger_lock)
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 1, 2));
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("first"), 40, 1, 2, 0));
-    MYSQL *locker = tu_connect_in_txn();
-    char q[256];
-    snprintf(q, sizeof q, "SELECT * FROM inventory_levels WHERE shop_id = "
-             "%llu AND inventory_item_id = 40 FOR UPDATE",
-             (unsigned long long)shop);
-    tu_exec(locker, q);
+    MYSQL *locker = lock_ledger_rows(shop, 40, 40);
     uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
     int rc = rsv_reserve_one(ctx, shop, TOK("late"), 40, 1, 1, 0);
     TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
@@ -825,20 +834,6 @@ START_TEST(sold_out_answer_takes_no_ledger_lock)
     mysql_close(c);
 }
 END_TEST
-
-/* Lock the ledger rows of items a and b (all locations) in a transaction
- * of another connection, as a slow path or a restock in progress would. */
-static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
-{
-    MYSQL *locker = tu_connect_in_txn();
-    char q[256];
-    snprintf(q, sizeof q, "SELECT * FROM inventory_levels WHERE shop_id = "
-             "%llu AND inventory_item_id IN (%llu, %llu) FOR UPDATE",
-             (unsigned long long)shop, (unsigned long long)a,
-             (unsigned long long)b);
-    tu_exec(locker, q);
-    return locker;
-}
 
 /* Reserve `cart` with the ledger rows of items a and b locked by another
  * connection: the answer must come anyway, out of stock naming line
