@@ -196,8 +196,9 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                tests that count them);
                                                slower under contention */
 #define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the reserve
-                                               procedure (rsv_fast_reserve_v2
-                                               in sql/schema.sql): every
+                                               procedures (rsv_fast_reserve_v2,
+                                               rsv_fast_cart_v1 in
+                                               sql/schema.sql): every
                                                reserve sends its statements
                                                one by one, one round trip
                                                each (for comparison) */
@@ -359,13 +360,17 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  * is refilled from the ledger first.  On success the cart's allocation
  * functions say where each line is held.
  *
- * A new checkout whose lines all name one item at one location (the flash
- * sale case) is reserved in one round trip when the schema's procedure
- * rsv_fast_reserve_v2 is loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts
- * these): the same statements and transaction, run by the server.  Since
- * that one statement also commits, a connection lost after it was sent
- * gives RSV_EINDOUBT (repeat the call), never RSV_ECONN.  Everything else,
- * or a schema without the procedure, sends the statements one by one.
+ * A new checkout is reserved in one round trip when the schema's
+ * procedures are loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts these)
+ * and every line can be held at the first location it names:
+ * rsv_fast_reserve_v2 when that is one item at one location (the flash
+ * sale case), rsv_fast_cart_v1 for up to 32 (item, location) pairs and 64
+ * units.  The same
+ * statements and transaction, run by the server.  Since that one statement
+ * also commits, a connection lost after it was sent gives RSV_EINDOUBT
+ * (repeat the call), never RSV_ECONN.  Everything else (re-reserves, a line
+ * whose first location is short, bigger carts), or a schema without the
+ * procedures, sends the statements one by one.
  *
  * Returns RSV_OK; expected: RSV_EOUTOFSTOCK, RSV_ECLAIMED (the token was
  * already claimed), RSV_EBUSY, RSV_EINDOUBT; failures: RSV_EINVAL,
@@ -592,11 +597,12 @@ enum rsv_stat {
                                  the mean) */
     RSV_STAT_LATENCY_MAX_US = 12, /* the slowest call, in microseconds */
     RSV_STAT_ONE_TRIP = 13,   /* reserves done in one round trip by the
-                                 schema's reserve procedure (a new checkout
-                                 whose lines name one item at one location,
-                                 pool not short); the others sent their
+                                 schema's reserve procedures (a new checkout
+                                 whose lines could all be held at their
+                                 first location, up to 32 of them; see
+                                 rsv_reserve); the others sent their
                                  statements one by one.  0 with a schema
-                                 loaded without the procedure, or with
+                                 loaded without the procedures, or with
                                  RSV_OPT_STATEMENTS_ONLY */
     RSV_STAT_BACK_TO_FAST = 14 /* slow paths that found, once they had the
                                  ledger row, that another reserve had

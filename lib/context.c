@@ -169,7 +169,7 @@ static int check_schema(rsv_ctx *ctx)
     };
     enum { NTABLES = sizeof tables / sizeof tables[0] };
     /* One round trip: the database, then one digit per table (is it
-     * there?) and a last one for the reserve procedure. */
+     * there?) and one for each reserve procedure. */
     char q[1536];
     size_t len = (size_t)snprintf(q, sizeof q,
                                   "/* conn_tag:open */ SELECT DATABASE(), "
@@ -179,10 +179,15 @@ static int check_schema(rsv_ctx *ctx)
                                 "(SELECT COUNT(*) FROM information_schema."
                                 "tables WHERE table_schema = DATABASE() AND "
                                 "table_name = '%s'), ", tables[i]);
-    snprintf(q + len, sizeof q - len,
-             "(SELECT COUNT(*) FROM information_schema.routines WHERE "
-             "routine_schema = DATABASE() AND routine_type = 'PROCEDURE' "
-             "AND routine_name = '" RSV_PROC_RESERVE "'))");
+    static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART};
+    for (size_t i = 0; i < 2; i++)
+        len += (size_t)snprintf(q + len, sizeof q - len,
+                                "%s(SELECT COUNT(*) FROM information_schema."
+                                "routines WHERE routine_schema = DATABASE() "
+                                "AND routine_type = 'PROCEDURE' AND "
+                                "routine_name = '%s')", i ? ", " : "",
+                                procs[i]);
+    snprintf(q + len, sizeof q - len, ")");
     char db[256], found[32];
     int rc = query_row(ctx, q, db, sizeof db, 2, found, sizeof found);
     if (rc)
@@ -197,12 +202,13 @@ static int check_schema(rsv_ctx *ctx)
                             "table %s.%s is missing: load sql/schema.sql "
                             "(share/libreserve/schema.sql) into this database",
                             db, tables[i]);
-    /* The reserve procedure is optional: without it (an account that
+    /* The reserve procedures are optional: without them (an account that
      * cannot create routines loaded the schema, or an older schema file)
      * every reserve sends its statements one by one, slower on a network
      * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used. */
-    ctx->has_proc = found[NTABLES] == '1' &&
-                    !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY);
+    int procs_ok = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY);
+    ctx->has_proc = procs_ok && found[NTABLES] == '1';
+    ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
     return RSV_OK;
 }
 

@@ -122,7 +122,8 @@ int fault_enter(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         return 0;
     uint64_t n = ++F.calls;
     if (n <= TRACE_MAX)
-        F.trace[n - 1] = build == b_call_reserve ? "CALL"
+        F.trace[n - 1] = build == b_call_reserve || build == b_call_cart
+                             ? "CALL"
                          : build                   ? "stmt"
                          : text                    ? text
                                                    : "query";
@@ -182,8 +183,10 @@ int fault_leave(rsv_ctx *ctx, int rc)
      * follows a committed CALL is best-effort refill, what follows one
      * that rolled back is the statement path. */
     uint64_t n = F.calls;
+    /* (the last answer row carries the status; 0: committed) */
     if (n >= 1 && n <= TRACE_MAX && strcmp(F.trace[n - 1], "CALL") == 0 &&
-        !(rc == RSV_OK && ctx->res.rows == 1 && RES_I(&ctx->res, 0, 0) == 0))
+        !(rc == RSV_OK && ctx->res.rows >= 1 &&
+          RES_I(&ctx->res, ctx->res.rows - 1, 0) == 0))
         F.trace[n - 1] = "CALL (rolled back)";
     if (!F.leave)
         return rc;

@@ -74,9 +74,11 @@
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
-/* The reserve fast path as one stored procedure (sql/schema.sql); the
- * version in the name changes whenever its body or arguments do. */
+/* The reserve fast path as stored procedures (sql/schema.sql), for one
+ * key and for a cart; the version in a name changes whenever its body or
+ * arguments do. */
 #define RSV_PROC_RESERVE "rsv_fast_reserve_v2"
+#define RSV_PROC_CART "rsv_fast_cart_v1"
 
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
@@ -240,6 +242,7 @@ struct rsv_ctx {
     int has_proc;              /* the reserve procedure is in the schema
                                   (rsv_open; cleared if a CALL shows it
                                   gone or not allowed) */
+    int has_cart_proc;         /* and the cart procedure, the same way */
     int disabled;              /* rsv_set_enabled(ctx, 0) */
     rsv_op_fn callback;
     void *callback_user;
@@ -286,9 +289,10 @@ RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
 
 /* ---- transactions (txn.c) ---- */
-/* The CALL of the reserve procedure (reserve.c); the fault walk names it
- * in its trace, because it is a commit point. */
+/* The CALLs of the reserve procedures (reserve.c); the fault walk names
+ * them in its trace, because they are commit points. */
 RSV_HIDDEN int b_call_reserve(rsv_buf *s, uint32_t shape);
+RSV_HIDDEN int b_call_cart(rsv_buf *s, uint32_t shape);
 
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,

@@ -17,11 +17,12 @@
  *      separate transaction that skips the ledger row if another refiller
  *      holds it, so no buyer ever waits behind a refill.
  *
- * One round trip: a new checkout whose lines all name one item at one
- * location calls the schema's procedure rsv_fast_reserve_v2 instead, which
- * runs the same statements of the fast path on the server and commits; if
- * it cannot (the checkout exists, the pool is short, no ledger row) it
- * rolls back and the statements below take over.
+ * One round trip: a new checkout calls one of the schema's procedures
+ * instead, rsv_fast_reserve_v2 when it takes units at one (item,
+ * location), rsv_fast_cart_v1 at up to 32, which run the statements of
+ * the fast path on the server and commit; if they cannot (the checkout
+ * exists, a pool is short, no ledger row) they roll back and the
+ * statements below take over.
  *
  * Slow path, only when a pool read comes back short and the ledger may
  * have more (the fast-path transaction is rolled back first, so nothing is
@@ -33,6 +34,7 @@
  * and top the pool up.  Only if the committed state then still cannot
  * cover a line is the answer "out of stock".
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,6 +307,12 @@ static int job_build(rsv_ctx *ctx, rjob *j)
     j->wide = wide;
     set_wants(j);
     return RSV_OK;
+}
+
+/* Location i of line l. */
+static rkey *line_key(const rjob *j, size_t l, size_t i)
+{
+    return &j->keys[j->line_keys[j->line_off[l] + i]];
 }
 
 static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
@@ -794,16 +802,19 @@ static void choose_starts(rsv_ctx *ctx, rjob *j)
     }
 }
 
-/* After a fast-path read: move the cursors. */
+/* After a fast-path read of key k: move its cursor. */
+static void note_read(rsv_ctx *ctx, const rjob *j, const rkey *k)
+{
+    if (k->want > 0 && (k->have_hint || k->start > 0))
+        pool_cursor_note(ctx, j->shop, k->item, k->loc,
+                         k->have_hint ? k->hint_next : 0, k->hint_avail,
+                         k->start, k->first_id, k->last_id);
+}
+
 static void note_reads(rsv_ctx *ctx, rjob *j)
 {
-    for (size_t i = 0; i < j->nkeys; i++) {
-        rkey *k = &j->keys[i];
-        if (k->want > 0 && (k->have_hint || k->start > 0))
-            pool_cursor_note(ctx, j->shop, k->item, k->loc,
-                             k->have_hint ? k->hint_next : 0, k->hint_avail,
-                             k->start, k->first_id, k->last_id);
-    }
+    for (size_t i = 0; i < j->nkeys; i++)
+        note_read(ctx, j, &j->keys[i]);
 }
 
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
@@ -845,9 +856,15 @@ static int fast_body(rsv_ctx *ctx, void *p)
     return write_holds(ctx, j);
 }
 
-/* ---------------- one round trip: the schema's procedure ---------------- */
+/* ---------------- one round trip: the schema's procedures ---------------- */
 
-enum { PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3 };
+enum {
+    PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3,
+    PROC_KEY = 9 /* (cart) the row of a key before the last one read */
+};
+#define PROC_MAX_KEYS 32  /* keys in one cart CALL (its key list: 4096
+                             bytes) */
+#define PROC_KEY_TEXT 88  /* "idx,item,location,units,start;" at most */
 
 int b_call_reserve(rsv_buf *s, uint32_t shape)
 {
@@ -856,17 +873,47 @@ int b_call_reserve(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-/* The procedure does exactly what fast_body does for a new checkout with
- * one (item, location) key: same statements, same lock order, same
- * commit.  Everything else (re-reserves, several keys, big holds) sends
- * the statements, which handle every case. */
-static int proc_fits(const rsv_ctx *ctx, const rjob *j)
+int b_call_cart(rsv_buf *s, uint32_t shape)
 {
-    return ctx->has_proc && j->nkeys == 1 &&
-           j->keys[0].want <= PROC_MAX_UNITS;
+    (void)shape;
+    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?)");
+    return 0;
 }
 
-/* Errors that mean the procedure cannot be called here (dropped after
+/* How many keys this pass takes units at (0: the procedures cannot do
+ * it).  The procedures do what fast_body does for a new checkout: same
+ * statements, same lock order, same commit, and they hold at every key
+ * exactly what they take there.  That is right when every line takes its
+ * first location: in the first pass (see set_wants), or when no line
+ * names more than one.  Everything else (re-reserves, the pass that reads
+ * every location, big holds, many keys) sends the statements, which
+ * handle every case. */
+static size_t proc_keys_taken(const rsv_ctx *ctx, const rjob *j)
+{
+    size_t n = 0;
+    int64_t units = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (j->wide && key->want_all != key->want_first)
+            return 0;
+        if (key->want > 0) {
+            n++;
+            units += key->want;
+        }
+    }
+    if (units > PROC_MAX_UNITS)
+        return 0;
+    if (n == 1)
+        return ctx->has_proc ? 1 : 0;
+    return n <= PROC_MAX_KEYS && ctx->has_cart_proc ? n : 0;
+}
+
+static int proc_fits(const rsv_ctx *ctx, const rjob *j)
+{
+    return proc_keys_taken(ctx, j) > 0;
+}
+
+/* Errors that mean a procedure cannot be called here (dropped after
  * rsv_open, no EXECUTE privilege, a different version under the name):
  * nothing ran, and the statements still work. */
 static int proc_unusable(unsigned int err)
@@ -875,54 +922,156 @@ static int proc_unusable(unsigned int err)
            err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
 }
 
-static int proc_body(rsv_ctx *ctx, void *p)
+/* The one key with units to take. */
+static rkey *proc_only_key(rjob *j)
 {
-    rjob *j = p;
-    rkey *k = &j->keys[0];
-    job_reset_pass(j);
-    choose_starts(ctx, j);
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].want > 0)
+            return &j->keys[k];
+    return NULL;
+}
+
+/* The cart procedure's key list: the keys with units to take, in key
+ * order (the order their pool rows are locked in). */
+static size_t proc_key_list(const rjob *j, char *out, size_t cap)
+{
+    size_t len = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (key->want <= 0)
+            continue;
+        len += (size_t)snprintf(out + len, cap - len, "%zu,%llu,%llu,%lld,%llu;",
+                                k, (unsigned long long)key->item,
+                                (unsigned long long)key->loc,
+                                (long long)key->want,
+                                (unsigned long long)key->start);
+    }
+    return len;
+}
+
+/* Send the CALL: the one-key procedure, or the cart's.  The answer rows
+ * name their key in column 1 (the cart's) or not at all (one key). */
+static int proc_call(rsv_ctx *ctx, rjob *j, size_t nkeys)
+{
     args_reset(&ctx->args);
     arg_u64(&ctx->args, j->shop);
     arg_bin(&ctx->args, j->token, j->len);
-    arg_u64(&ctx->args, k->item);
-    arg_u64(&ctx->args, k->loc);
-    arg_i64(&ctx->args, k->want);
-    arg_u64(&ctx->args, k->start);
+    if (nkeys == 1) {
+        const rkey *k = proc_only_key(j);
+        arg_u64(&ctx->args, k->item);
+        arg_u64(&ctx->args, k->loc);
+        arg_i64(&ctx->args, k->want);
+        arg_u64(&ctx->args, k->start);
+        arg_i64(&ctx->args, j->ttl_ms * 1000);
+        return sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
+    }
+    char keys[PROC_MAX_KEYS * PROC_KEY_TEXT];
+    size_t len = proc_key_list(j, keys, sizeof keys);
+    arg_bin(&ctx->args, keys, len);
+    arg_i64(&ctx->args, (int64_t)nkeys);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
-    int rc = sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
+    return sql_run(ctx, b_call_cart, 0, "iiiiiii", NULL);
+}
+
+/* What the procedure answered for one key (row `row`, from column `col`:
+ * units taken, first and last pool id, ledger hints), as the statement
+ * path's read would have left it. */
+static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
+                         size_t col)
+{
+    rsv_res *r = &ctx->res;
+    k->nids = (size_t)RES_I(r, row, col);
+    k->first_id = (uint64_t)RES_I(r, row, col + 1);
+    k->last_id = (uint64_t)RES_I(r, row, col + 2);
+    /* next_unit_id 0: a read from the cursor that succeeded does not read
+     * the ledger row (the procedure saves that statement) */
+    k->hint_next = (uint64_t)RES_I(r, row, col + 3);
+    k->have_hint = k->hint_next != 0;
+    k->hint_avail = RES_I(r, row, col + 4);
+    note_read(ctx, j, k);
+}
+
+/* Sort the answer rows into the keys; *status: the last row's. */
+static int proc_answer(rsv_ctx *ctx, rjob *j, size_t nkeys, int64_t *status)
+{
+    rsv_res *r = &ctx->res;
+    if (r->rows < 1 || r->rows > nkeys)
+        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
+                        "answered %zu rows for %zu keys", r->rows, nkeys);
+    *status = RES_I(r, r->rows - 1, 0);
+    if (*status == PROC_EXISTS)
+        return RSV_OK;
+    for (size_t i = 0; i < r->rows; i++) {
+        rkey *k = proc_only_key(j);
+        if (nkeys > 1) {
+            int64_t idx = RES_I(r, i, 1);
+            if ((i + 1 < r->rows && RES_I(r, i, 0) != PROC_KEY) || idx < 0 ||
+                (size_t)idx >= j->nkeys || j->keys[idx].want <= 0)
+                return ctx_fail(ctx, RSV_EDB, "internal: %s answered kind "
+                                "%lld for key %lld", RSV_PROC_CART,
+                                (long long)RES_I(r, i, 0), (long long)idx);
+            k = &j->keys[idx];
+        }
+        proc_key_row(ctx, j, k, i, nkeys > 1 ? 2 : 1);
+    }
+    return RSV_OK;
+}
+
+/* After a procedure rolled back because a key came up short: what the
+ * statement path decides after its read (fast_body), from what the
+ * procedure read.  A read that did not start at the bottom looks again
+ * from there, still in one round trip; otherwise allocate() says whether
+ * a line's other locations (NEED_WIDE) or the slow path (NEED_SLOW) come
+ * next.  The cart procedure reads every key even after a short one, so
+ * this sees what the statements' one read would have: in particular every
+ * line that may have sold out, for the answer without the ledger lock. */
+static int proc_short(rsv_ctx *ctx, rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
+            return NEED_RESCAN;
+    int rc = allocate(ctx, j, 0);
+    return rc == RSV_OK ? NEED_STATEMENTS : rc;
+}
+
+static int proc_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    size_t nkeys = proc_keys_taken(ctx, j);
+    if (nkeys == 0)
+        return NEED_STATEMENTS; /* (the pass that reads every location) */
+    choose_starts(ctx, j);
+    int rc = proc_call(ctx, j, nkeys);
     if (rc) {
         if (proc_unusable(ctx->db_errno)) {
-            ctx->has_proc = 0;
+            if (nkeys == 1)
+                ctx->has_proc = 0;
+            else
+                ctx->has_cart_proc = 0;
             return NEED_STATEMENTS;
         }
         return rc;
     }
-    rsv_res *r = &ctx->res;
-    if (r->rows != 1)
-        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows",
-                        RSV_PROC_RESERVE, r->rows);
-    int64_t status = RES_I(r, 0, 0);
+    int64_t status = 0;
+    if ((rc = proc_answer(ctx, j, nkeys, &status)))
+        return rc;
     if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
         return NEED_STATEMENTS; /* rolled back: the statements decide */
     if (status != PROC_DONE && status != PROC_SHORT)
-        return ctx_fail(ctx, RSV_EDB, "internal: %s answered status %lld",
-                        RSV_PROC_RESERVE, (long long)status);
-    k->nids = (size_t)RES_I(r, 0, 1);
-    k->first_id = (uint64_t)RES_I(r, 0, 2);
-    k->last_id = (uint64_t)RES_I(r, 0, 3);
-    /* next_unit_id 0: a read from the cursor that succeeded does not read
-     * the ledger row (the procedure saves that statement) */
-    k->hint_next = (uint64_t)RES_I(r, 0, 4);
-    k->have_hint = k->hint_next != 0;
-    k->hint_avail = RES_I(r, 0, 5);
-    note_reads(ctx, j);
+        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
+                        "answered status %lld", (long long)status);
     stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
     if (status == PROC_SHORT)
-        /* rolled back; as in fast_body, a read that did not start at
-         * the bottom looks again from there before the slow path */
-        return k->start > 0 ? NEED_RESCAN : NEED_SLOW;
-    k->used = k->nids;
-    k->take = k->want;
+        return proc_short(ctx, j); /* rolled back */
+    if (ctx->res.rows != nkeys)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
+                        "%zu keys", RSV_PROC_CART, ctx->res.rows, nkeys);
+    for (size_t i = 0; i < j->nkeys; i++) {
+        rkey *key = &j->keys[i];
+        key->used = key->nids;
+        key->take = key->want;
+    }
     for (size_t l = 0; l < j->cart->n; l++)
         j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;
     stats_add(ctx, RSV_STAT_ONE_TRIP, 1);
@@ -1036,12 +1185,6 @@ static int b_sold_out(rsv_buf *s, uint32_t shape)
     buf_puts(s, " FROM inventory_levels l WHERE l.shop_id = ? AND ");
     ledger_key_list(s, n); /* (as in the take statement: nothing locked) */
     return 0;
-}
-
-/* Location i of line l. */
-static rkey *line_key(const rjob *j, size_t l, size_t i)
-{
-    return &j->keys[j->line_keys[j->line_off[l] + i]];
 }
 
 /* The read asked about line l (about all its locations). */
@@ -1296,8 +1439,11 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         return;
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        /* (without a hint, the cursor's slot knows whether the ledger
-         * had units left when it was last read) */
+        /* only pools this reserve read (not a line's other locations);
+         * without a hint, the cursor's slot knows whether the ledger had
+         * units left when it was last read */
+        if (key->want <= 0)
+            continue;
         if (key->have_hint ? key->hint_avail <= 0
                            : !pool_cursor_may_refill(ctx, j->shop, key->item,
                                                      key->loc))

@@ -443,8 +443,9 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
 
 /* A CALL answers with its result sets and then a final status of its own;
  * read everything up to that, so the connection is in step for the next
- * statement (ours or the application's). */
-static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st)
+ * statement (ours or the application's).  Result sets shaped like the
+ * first are read into the result after it. */
+static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
 {
     while (mysql_stmt_more_results(st)) {
         int r = mysql_stmt_next_result(st);
@@ -452,7 +453,13 @@ static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st)
             return stmt_fail(ctx, st, "next result");
         if (r < 0)
             break;
-        if (mysql_stmt_field_count(st) != 0) {
+        /* a procedure answers a variable number of rows as one result
+         * set each (rsv_fast_reserve_v3): they add to the result */
+        if (spec && mysql_stmt_field_count(st) == ctx->res.ncols) {
+            int rc = fetch_all(ctx, st, spec);
+            if (rc)
+                return rc;
+        } else if (mysql_stmt_field_count(st) != 0) {
             if (mysql_stmt_store_result(st) != 0) {
                 int rc = stmt_fail(ctx, st, "read result");
                 mysql_stmt_free_result(st);
@@ -510,7 +517,7 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         else if (mysql_stmt_field_count(st) != 0)
             mysql_stmt_free_result(st);
         if (rc == RSV_OK)
-            rc = drain_more(ctx, st);
+            rc = drain_more(ctx, st, spec);
         /* A result abandoned half-way (a deadlock or lock-wait timeout
          * arriving after the column metadata, while rows are read) leaves
          * Connector/C's statement in a state where its next execute first

@@ -137,8 +137,8 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
   FROM inventory_levels l;
 
 -- The reserve fast path in one round trip (libreserve calls it; never call
--- it yourself).  A reserve of a new checkout whose lines all name one item
--- at one location runs these statements on the server instead of sending
+-- it yourself).  A reserve of a new checkout that takes units at one item
+-- and location runs these statements on the server instead of sending
 -- them one by one: on a network every statement costs a round trip, and
 -- the round trips, not the work, were most of a reserve's time.  Same
 -- statements, same lock order as the statement path (lib/reserve.c):
@@ -247,6 +247,151 @@ BEGIN
                COALESCE(v_avail, 0);
       END IF;
     END IF;
+  END IF;
+END//
+DELIMITER ;
+
+-- The same for a cart (libreserve calls it; never call it yourself): a new
+-- checkout of several (item, location) keys in one round trip.  Same
+-- statements, same lock order as the statement path: checkout row (1),
+-- pool rows with SKIP LOCKED for every key in ascending key order (3),
+-- then the holds (4), one per key; ledger rows are read without a lock.
+-- It commits only when every key got all the units asked for; else it
+-- rolls back and answers what it read at every key, and the library
+-- decides what next (the read from the bottom, another location, the slow
+-- path, out of stock) as after the statement path's read.
+-- p_keys: one "idx,item,location,units,start;" per key, in ascending
+-- (item, location) order; idx is the caller's own index of the key,
+-- echoed in the answer; start as p_start above.  p_nkeys: how many keys
+-- (the checkout's hold_count).
+-- Answer: one row per key read, each (kind, idx, then as above: units
+-- taken, first and last pool id taken, ledger next_unit_id and on_hand -
+-- issued; both 0 when a read from the cursor succeeded); kind 9 for every
+-- key but the last, whose row carries the status as above (0: committed;
+-- 1: the checkout exists, no key read; 2: some key came up short; 3: key
+-- idx has no ledger row, the last key read).  Each row is its own result
+-- set: a procedure has no other way to answer a variable number of rows.
+-- The statements inside cost the server about as much as the statement
+-- path's fewer, larger ones (measured: docs/performance.md); what it saves
+-- is the round trips.
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_fast_cart_v1(
+    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
+    IN p_keys VARBINARY(4096), IN p_nkeys INT, IN p_ttl_us BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_dup INT DEFAULT 0;
+  DECLARE v_rest, v_key VARBINARY(4096);
+  DECLARE v_idx, v_want, v_taken, v_status, v_done INT DEFAULT 0;
+  DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
+  DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
+  DECLARE v_avail BIGINT;
+  -- A deadlock, lock-wait timeout or any other error: give everything
+  -- back and tell the caller (who retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+  -- READ COMMITTED for this transaction only, as in the statement path:
+  -- no gap locks, so refills never wait for buyers.
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- Creating the row locks it (lock order 1); an existing checkout is a
+  -- re-reserve, which the statement path settles.
+  INSERT INTO reservation_checkouts (shop_id, checkout_token, status,
+      generation, hold_count, expires_at, created_at, updated_at)
+    VALUES (p_shop, p_token, 1, 1, p_nkeys,
+            NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
+  IF v_dup THEN
+    ROLLBACK;
+    SELECT 1, 0, 0, 0, 0, 0, 0;
+  ELSE
+    SET v_rest = p_keys;
+    each_key: WHILE v_rest <> '' DO
+      IF v_done > 0 THEN
+        -- the key before this one
+        SELECT 9, v_idx, v_taken, v_first, v_last, COALESCE(v_next, 0),
+               COALESCE(v_avail, 0);
+      END IF;
+      SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
+      SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
+      SET v_idx = SUBSTRING_INDEX(v_key, ',', 1);
+      SET v_item = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1);
+      SET v_loc = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1);
+      SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
+      SET v_start = SUBSTRING_INDEX(v_key, ',', -1);
+      SET v_from = v_start, v_taken = 0, v_first = NULL, v_last = NULL,
+          v_next = NULL, v_avail = NULL;
+      -- The ledger row (unlocked: next_unit_id and the units not yet
+      -- issued, as last committed) is read only when the caller needs it:
+      -- to place its read cursor after a read from the bottom of the pool
+      -- (start 0), and to decide what to do after a short read.  A read
+      -- from the cursor that succeeds, the usual case, does without.
+      IF v_start = 0 THEN
+        SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+          FROM inventory_levels
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc;
+        IF v_next IS NULL THEN
+          SET v_status = 3;
+          LEAVE each_key;
+        END IF;
+      END IF;
+      take: WHILE v_taken < v_want DO
+        SET v_id = NULL;
+        SELECT id INTO v_id FROM reservation_units
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc AND id >= v_from
+         ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+        IF v_id IS NULL THEN
+          LEAVE take;
+        END IF;
+        DELETE FROM reservation_units
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc AND id = v_id;
+        IF v_first IS NULL THEN
+          SET v_first = v_id;
+        END IF;
+        SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
+      END WHILE take;
+      IF v_taken < v_want THEN
+        IF v_next IS NULL THEN
+          SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+            FROM inventory_levels
+           WHERE shop_id = p_shop AND inventory_item_id = v_item
+             AND inventory_group_id = v_loc;
+        END IF;
+        IF v_next IS NULL THEN
+          SET v_status = 3;
+          LEAVE each_key;
+        END IF;
+        -- short: everything is given back, but the other keys are read
+        -- too, so that the caller sees the whole cart, as the statement
+        -- path's one read does, to decide what next
+        SET v_status = 2;
+      END IF;
+      SET v_done = v_done + 1;
+    END WHILE each_key;
+    IF v_status = 0 THEN
+      -- Every key got its units: the holds, one per key (lock order 4).
+      SET v_rest = p_keys;
+      WHILE v_rest <> '' DO
+        SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
+        SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
+        INSERT INTO reserved_quantities (shop_id, checkout_token,
+            inventory_item_id, inventory_group_id, quantity, generation,
+            expires_at, created_at)
+          VALUES (p_shop, p_token,
+                  SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1),
+                  SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1),
+                  SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1),
+                  1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
+      END WHILE;
+      COMMIT;
+    ELSE
+      ROLLBACK;
+    END IF;
+    SELECT v_status, v_idx, v_taken, COALESCE(v_first, 0),
+           COALESCE(v_last, 0), COALESCE(v_next, 0), COALESCE(v_avail, 0);
   END IF;
 END//
 DELIMITER ;

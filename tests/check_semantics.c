@@ -83,13 +83,13 @@ START_TEST(statements_do_not_grow_with_lines)
     ck_assert_int_eq(counts[1], counts[2]);
     ck_assert_int_le(counts[0], 7);
     ck_assert_uint_eq(one_trip, 0);
-    /* With the schema's procedure: a one-line cart is one CALL; carts of
-     * several items still send a constant number. */
+    /* With the schema's procedure: a cart of up to 32 keys is one CALL;
+     * bigger carts send the statements, still the same number. */
     count_statements(0, counts, &one_trip);
     ck_assert_int_eq(counts[0], 1);
-    ck_assert_int_eq(counts[1], counts[2]);
-    ck_assert_int_le(counts[1], 7);
-    ck_assert_uint_eq(one_trip, 2); /* the two one-line reserves */
+    ck_assert_int_eq(counts[1], 1);
+    ck_assert_int_le(counts[2], 7);
+    ck_assert_uint_eq(one_trip, 4); /* the 1- and 5-line reserves */
 }
 END_TEST
 
@@ -955,6 +955,137 @@ static int64_t cart_statements(rsv_ctx *ctx, uint64_t shop, const char *tok,
     return (int64_t)(after - before);
 }
 
+/* Where line `line` of the last reserve of `cart` was held (one place). */
+static uint64_t held_at(rsv_cart *cart, size_t line, int64_t qty)
+{
+    size_t n = 0;
+    uint64_t loc = 0;
+    int64_t q = 0;
+    ck_assert_int_eq(rsv_cart_allocation_count(cart, line, &n), RSV_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(rsv_cart_allocation(cart, line, 0, &loc, &q), RSV_OK);
+    ck_assert_int_eq(q, qty);
+    return loc;
+}
+
+/* With the schema's procedure, a new cart whose lines can all take their
+ * first location is one CALL: the procedure takes every key's units in
+ * key order and holds exactly those (two lines at one key: one hold of
+ * both).  When a first location comes up short the procedure rolls back
+ * and the statements decide (here: the line's other location); so do
+ * re-reserves and carts of more than 32 keys.  An unknown item leaves
+ * nothing behind. */
+START_TEST(cart_in_one_round_trip)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    uint64_t shop = tu_shop();
+    for (uint64_t item = 60; item <= 63; item++)
+        for (uint64_t l = 1; l <= 2; l++) {
+            TU_OK(ctx, rsv_stock_set(ctx, shop, item, l, 10));
+            TU_OK(ctx, rsv_replenish(ctx, shop, item, l, NULL));
+        }
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l1[1] = {1}, l2[1] = {2}, l12[2] = {1, 2}, l21[2] = {2, 1};
+    ck_assert_int_eq(rsv_cart_add(cart, 60, l12, 2, 2, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 61, l21, 2, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 62, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 60, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 63, l21, 2, 3, RSV_LINE_SPLIT),
+                     RSV_OK);
+    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("one-trip"), cart, 0));
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(one_trips(ctx), 1);
+    ck_assert_uint_eq(held_at(cart, 0, 2), 1);
+    ck_assert_uint_eq(held_at(cart, 1, 1), 2);
+    ck_assert_uint_eq(held_at(cart, 2, 1), 1);
+    ck_assert_uint_eq(held_at(cart, 3, 1), 1);
+    ck_assert_uint_eq(held_at(cart, 4, 3), 2);
+    ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 3);
+    ck_assert_int_eq(tu_held(ctx, shop, 61, 2), 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 62, 1), 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 63, 2), 3);
+    ck_assert_int_eq(tu_held(ctx, shop, 60, 2) + tu_held(ctx, shop, 61, 1) +
+                         tu_held(ctx, shop, 63, 1), 0);
+    char q[160];
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
+             "shop_id = %llu", (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(c, q), 8 * 10 - 8);
+    int32_t st = 0;
+    int64_t units = 0;
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("one-trip"), &st, &units,
+                                   NULL));
+    ck_assert_int_eq(st, RSV_STATUS_HELD);
+    ck_assert_int_eq(units, 8);
+    snprintf(q, sizeof q, "SELECT hold_count FROM reservation_checkouts "
+             "WHERE shop_id = %llu AND checkout_token = 'one-trip'",
+             (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(c, q), 4);
+
+    /* item 64 has nothing at its first location: the CALL rolls back, the
+     * statements hold the line at the second */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 64, 1, 0));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 64, 2, 5));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 64, 2, NULL));
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 62, l2, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 64, l12, 2, 2, 0), RSV_OK);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("second-place"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx), 1);
+    ck_assert_uint_eq(held_at(cart, 0, 1), 2);
+    ck_assert_uint_eq(held_at(cart, 1, 2), 2);
+    ck_assert_int_eq(tu_held(ctx, shop, 64, 2), 2);
+    ck_assert_int_eq(tu_held(ctx, shop, 62, 2), 1);
+
+    /* a re-reserve replaces the cart (statements) */
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 62, l1, 1, 2, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 61, l1, 1, 1, 0), RSV_OK);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("one-trip"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx), 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 0);
+    ck_assert_int_eq(tu_held(ctx, shop, 63, 2), 0);
+    ck_assert_int_eq(tu_held(ctx, shop, 62, 1), 2);
+    ck_assert_int_eq(tu_held(ctx, shop, 61, 1), 1);
+
+    /* an item without a ledger row: nothing left behind */
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 60, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 999, l1, 1, 1, 0), RSV_OK);
+    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("unknown"), cart, 0), RSV_ENOITEM);
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    TU_RC(ctx, rsv_checkout_status(ctx, shop, TOK("unknown"), &st, &units,
+                                   NULL), RSV_ENOTFOUND);
+    ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 0);
+
+    /* 33 keys: the statements, in one read */
+    rsv_cart_clear(cart);
+    for (uint64_t item = 70; item < 70 + 33; item++) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 1));
+        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
+        ck_assert_int_eq(rsv_cart_add(cart, item, l1, 1, 1, 0), RSV_OK);
+    }
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("wide-cart"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx), 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 102, 1), 1);
+    /* 32 keys: one CALL */
+    rsv_cart_clear(cart);
+    for (uint64_t item = 110; item < 110 + 32; item++) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 1));
+        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
+        ck_assert_int_eq(rsv_cart_add(cart, item, l1, 1, 1, 0), RSV_OK);
+    }
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("cart-32"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx), 2);
+    ck_assert_int_eq(tu_held(ctx, shop, 141, 1), 1);
+    rsv_cart_free(cart);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* A line usually gets its units at the first location it names, so the
  * fast path first reads only each line's first location (5 pool reads for
  * a 5-line cart of 3 locations a line, not 15) and reads every location
@@ -1046,38 +1177,53 @@ START_TEST(reserve_without_the_procedure)
     rsv_ctx *a = NULL, *b = NULL;
     TU_OK(a, rsv_open(&a, c, NULL));
     uint64_t shop = tu_shop();
-    TU_OK(a, rsv_stock_set(a, shop, 7, 1, 10));
-    TU_OK(a, rsv_replenish(a, shop, 7, 1, NULL));
-    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-1"), 7, 1, 2, 0));
-    ck_assert_uint_eq(one_trips(a), 1);
+    uint64_t l1[1] = {1};
+    for (uint64_t item = 7; item <= 8; item++) {
+        TU_OK(a, rsv_stock_set(a, shop, item, 1, 10));
+        TU_OK(a, rsv_replenish(a, shop, item, 1, NULL));
+    }
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 7, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 8, l1, 1, 1, 0), RSV_OK);
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-1"), 7, 1, 1, 0));
+    TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-1"), cart, 0));
+    ck_assert_uint_eq(one_trips(a), 2);
 
     tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v2");
-    /* the CALL fails with "does not exist": nothing ran, statements next */
-    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 3, 0));
-    ck_assert_uint_eq(one_trips(a), 1);
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v1");
+    /* the CALLs fail with "does not exist": nothing ran, statements next */
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
+    TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-2"), cart, 0));
+    ck_assert_uint_eq(one_trips(a), 2);
     ck_assert_int_eq(tu_held(a, shop, 7, 1), 5);
+    ck_assert_int_eq(tu_held(a, shop, 8, 1), 2);
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-3"), 7, 1, 1, 0));
-    ck_assert_uint_eq(one_trips(a), 1);
+    TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-3"), cart, 0));
+    ck_assert_uint_eq(one_trips(a), 2);
 
-    /* opened without it: never tries */
+    /* opened without them: never tries */
     TU_OK(b, rsv_open(&b, c, NULL));
     TU_OK(b, rsv_reserve_one(b, shop, TOK("np-4"), 7, 1, 1, 0));
     ck_assert_uint_eq(one_trips(b), 0);
     int rc = rsv_reserve_one(b, shop, TOK("np-5"), 7, 1, 4, 0);
     TU_RC(b, rc, RSV_EOUTOFSTOCK);
-    ck_assert_int_eq(tu_held(b, shop, 7, 1), 7);
+    ck_assert_int_eq(tu_held(b, shop, 7, 1), 8);
     rsv_close(b);
 
-    /* loading the schema again brings it back for new contexts */
+    /* loading the schema again brings them back for new contexts */
     tu_load_schema(adm);
     b = NULL;
     TU_OK(b, rsv_open(&b, c, NULL));
-    TU_OK(b, rsv_reserve_one(b, shop, TOK("np-6"), 7, 1, 3, 0));
-    ck_assert_uint_eq(one_trips(b), 1);
+    TU_OK(b, rsv_reserve_one(b, shop, TOK("np-6"), 7, 1, 1, 0));
+    TU_OK(b, rsv_reserve(b, shop, TOK("np-cart-6"), cart, 0));
+    ck_assert_uint_eq(one_trips(b), 2);
     ck_assert_int_eq(tu_held(b, shop, 7, 1), 10);
+    ck_assert_int_eq(tu_held(b, shop, 8, 1), 4);
     int64_t v = -1;
     TU_OK(b, rsv_audit(b, shop, 0, NULL, NULL, &v));
     ck_assert_int_eq(v, 0);
+    rsv_cart_free(cart);
     rsv_close(b);
     rsv_close(a);
     mysql_close(adm);
@@ -1103,6 +1249,7 @@ int main(void)
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
+    tu_add(s, "cart_in_one_round_trip", cart_in_one_round_trip);
     tu_add(s, "cart_reads_first_locations_first",
            cart_reads_first_locations_first);
     tu_add(s, "sold_out_answer_takes_no_ledger_lock",

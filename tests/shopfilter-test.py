@@ -262,18 +262,18 @@ def check_statement(sql, shop):
     return problems
 
 
-PROC = "rsv_fast_reserve_v2"
+PROCS = ("rsv_fast_reserve_v2", "rsv_fast_cart_v1")
 
 
-def procedure_statements(shop):
-    """The statements of the reserve procedure's body as sql/schema.sql
+def procedure_statements(shop, proc):
+    """The statements of a reserve procedure's body as sql/schema.sql
     defines it, its shop argument replaced by `shop`.  The general log
     shows only the CALL (statements inside a stored program are not
     logged), so the body is checked as written, and each CALL is checked
     to pass the shop being served."""
     with open(os.path.join(REPO, "sql", "schema.sql")) as f:
         text = f.read()
-    m = re.search(r"CREATE PROCEDURE %s\((.*?)\nEND//" % PROC, text, re.S)
+    m = re.search(r"CREATE PROCEDURE %s\((.*?)\nEND//" % proc, text, re.S)
     if not m:
         return None
     body = "\n".join(ln.split("--")[0] for ln in m.group(1).split("\n"))
@@ -433,14 +433,17 @@ def main():
         admin.close()
 
     checked, exempt, kinds, calls = 0, {}, set(), 0
-    body = procedure_statements(shop)
-    if not body or len(body) < 5:
-        failures.append(("the reserve procedure's statements were not found "
-                         "in sql/schema.sql", repr(body)))
-    for st in body or []:
-        checked += 1
-        for p in check_statement(st, shop):
-            failures.append(("in procedure %s: %s" % (PROC, p), st))
+    in_procs = 0
+    for proc in PROCS:
+        body = procedure_statements(shop, proc)
+        if not body or len(body) < 5:
+            failures.append(("the statements of procedure %s were not found "
+                             "in sql/schema.sql" % proc, repr(body)))
+        for st in body or []:
+            checked += 1
+            in_procs += 1
+            for p in check_statement(st, shop):
+                failures.append(("in procedure %s: %s" % (proc, p), st))
     for command, arg in rows:
         raw = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else arg
         sql = re.sub(r"\s+", " ", strip_literals(raw)).strip().lower()
@@ -459,7 +462,8 @@ def main():
         if why:
             exempt[why] = exempt.get(why, 0) + 1
             continue
-        call = re.match(r"call %s\s*\(\s*(\d+)\s*," % PROC, tag.group(3))
+        call = re.match(r"call (?:%s)\s*\(\s*(\d+)\s*," % "|".join(PROCS),
+                        tag.group(3))
         if call:
             calls += 1
             if call.group(1) != str(shop):
@@ -474,8 +478,8 @@ def main():
             failures.append((p, raw))
 
     print("shopfilter: %d statements captured, %d checked (%d in the "
-          "reserve procedure), %d CALLs; exceptions: %s"
-          % (len(rows), checked, len(body or []), calls,
+          "reserve procedures), %d CALLs; exceptions: %s"
+          % (len(rows), checked, in_procs, calls,
              "; ".join("%d x %s" % (n, w) for w, n in exempt.items())))
     if calls == 0:
         failures.append(("no CALL of the reserve procedure was captured", ""))

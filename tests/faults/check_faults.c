@@ -274,6 +274,22 @@ static int op_reserve_multi(void)
     return rc;
 }
 
+static int op_reserve_cart(void)
+{
+    /* a new cart every line of which its first location covers: one CALL
+     * of the cart procedure, which commits */
+    rsv_cart *cart;
+    const uint64_t l1[] = {L1}, l12[] = {L1, L2};
+    int rc = rsv_cart_new(&cart);
+    if (rc != RSV_OK)
+        return rc;
+    if ((rc = rsv_cart_add(cart, I1, l1, 1, 2, 0)) == RSV_OK &&
+        (rc = rsv_cart_add(cart, I2, l12, 2, 1, 0)) == RSV_OK)
+        rc = rsv_reserve(ctx, S, TOK("new-4"), cart, 0);
+    rsv_cart_free(cart);
+    return rc;
+}
+
 static int op_reserve_slow(void)
 {
     /* I3 has no pool rows: the fast path rolls back, the slow path covers
@@ -357,6 +373,8 @@ static const struct op ops[] = {
      RSV_OK, "new-1", 6},
     {"reserve_multi", op_reserve_multi, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "new-2", 15},
+    {"reserve_cart", op_reserve_cart, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
+     RSV_OK, "new-4", 3},
     {"reserve_slow", op_reserve_slow, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "new-3", 2},
     {"rereserve", op_rereserve, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
