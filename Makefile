@@ -36,6 +36,7 @@ REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g $(WARN) -Iinclude -Ilib 
 REAL_LDFLAGS = $(SAN_LDFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard lib/*.c)
+LIB_HDR := $(wildcard lib/*.h)
 LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/lib/%.o)
 SONAME := libreserve.so.$(MAJOR)
 SHLIB := $(B)/libreserve.so.$(VERSION)
@@ -53,7 +54,7 @@ deps-build:
 deps:
 	@tools/deps.sh test
 
-$(B)/lib/%.o: lib/%.c lib/internal.h include/reserve.h | $(B)/lib
+$(B)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(B)/lib
 	$(CC) $(REAL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 $(B)/lib $(B)/tests $(B)/examples:

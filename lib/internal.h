@@ -22,7 +22,7 @@
  *                                                  folds use SKIP LOCKED)
  *
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
- * touches 2.  So does the reserve procedure (sql/schema.sql), in the same
+ * touches 2.  So do the reserve procedures (sql/schema.sql), in the same
  * order, inside one CALL.  A reserve that finds a pool short rolls back everything it
  * holds before it takes 2, so no transaction ever waits for a ledger row
  * while holding pool rows.

@@ -4,7 +4,7 @@
  *
  * Fast path (one transaction, a fixed number of statements whatever the
  * cart size; first reading each line's first location only, see
- * set_wants):
+ * job_set_wants):
  *   1. one UNION ALL statement locks the checkout row, reads the ledger
  *      rows of every (item, location) of the cart without locking them
  *      (hints: how far the pool reaches and whether the ledger has more),
@@ -16,6 +16,11 @@
  *   3. COMMIT.  If a pool is running low, the pool is then topped up in a
  *      separate transaction that skips the ledger row if another refiller
  *      holds it, so no buyer ever waits behind a refill.
+ *
+ * This file holds both paths and the statements they send; the job they
+ * work on (keys, passes, allocation) is reserve_job.c, the one-round-trip
+ * form of the fast path reserve_proc.c, the sold-out answer without the
+ * ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
  * instead, rsv_fast_reserve_v2 when it takes units at one (item,
@@ -34,94 +39,19 @@
  * and top the pool up.  Only if the committed state then still cannot
  * cover a line is the answer "out of stock".
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mysqld_error.h>
 
-#include "internal.h"
+#include "reserve_job.h"
 
-#define RSV_MAX_KEYS 1000 /* distinct (item, location) pairs per cart */
 #define DELETE_CHUNK 1024
-#define NEED_SLOW 1       /* allocate(): the fast path cannot decide */
-#define NEED_RESCAN 2     /* a read from a spread start came up short */
-#define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
-#define NEED_FAST 4       /* the slow path found the pools refilled since */
-#define NEED_WIDE 5       /* a line's first location cannot cover it */
-#define NEED_EXCL 6       /* the slow path waited in share mode for nothing:
-                             again, locking the ledger rows exclusively */
 #define MAX_BACK_TO_FAST 2 /* times one reserve may go back */
-#define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
-                             holds send their statements (one read) */
-
-typedef struct rkey {
-    uint64_t item, loc;
-    int64_t want;        /* LIMIT of the pool read (this pass) */
-    int64_t want_all;    /* units of every line that may use the key */
-    int64_t want_first;  /* units of the lines that name it first */
-    uint64_t start;      /* the pool read begins at this id */
-    uint64_t *ids;       /* pool rows read, ascending (statement path) */
-    size_t nids, cap_ids;
-    uint64_t first_id, last_id; /* lowest and highest pool id read */
-    size_t used;         /* ids allocated to lines */
-    int64_t direct;      /* units issued straight from the ledger */
-    int64_t take;        /* units held at this key in total */
-    int have_hint;
-    uint64_t hint_next;  /* next_unit_id as last committed */
-    uint64_t fast_next;  /* hint_next of the last fast-path read that came
-                            up short, else 0 (kept across passes) */
-    int64_t fast_avail;  /* and hint_avail of that read */
-    int64_t hint_avail;  /* on_hand - issued as last committed */
-    int so_ask;          /* the sold-out read asks about this key: */
-    int so_found;        /* its ledger row exists, */
-    int so_live;         /* units may come back (pool rows, expired
-                            holds, releases not folded, a re-reserve's
-                            own holds), */
-    int64_t so_avail;    /* and on_hand - issued */
-    rsv_level lv;        /* slow path: the locked ledger row */
-} rkey;
-
-typedef struct rjob {
-    uint64_t shop;
-    const void *token;
-    size_t len;
-    rsv_cart *cart;
-    int64_t ttl_ms;
-    rkey *keys;
-    size_t nkeys;
-    size_t *line_keys;   /* per line, per location: index into keys */
-    size_t *line_off;    /* per line: offset into line_keys */
-    int prev_found, prev_status;
-    uint32_t prev_gen;
-    int64_t refill_added;
-    int rescan;          /* read every pool from its bottom */
-    uint64_t *pairs;     /* the keys as (item, location) pairs */
-    int back_to_fast;    /* times the slow path went back (NEED_FAST) */
-    int ledger_excl;     /* this slow path locks the ledger rows FOR
-                            UPDATE at once (see ledger_mode) */
-    int wide;            /* pool reads at every candidate location, not
-                            only at each line's first (see set_wants) */
-} rjob;
 
 /* ---------------- statements ---------------- */
 
 #define SLOW_BIT 0x80000000u
-
-/* "((l.inventory_item_id = ? AND l.inventory_group_id = ?) OR ...)" for n
- * keys: for statements that read ledger rows without locking them, where
- * a plain list of keys is safe (a scan would cost time, never lock order)
- * and much cheaper than the join the locking statements need. */
-static void ledger_key_list(rsv_buf *s, uint32_t n)
-{
-    buf_puts(s, "(");
-    for (uint32_t i = 0; i < n; i++)
-        buf_puts(s, i ? " OR (l.inventory_item_id = ? AND "
-                        "l.inventory_group_id = ?)"
-                      : "(l.inventory_item_id = ? AND "
-                        "l.inventory_group_id = ?)");
-    buf_puts(s, ")");
-}
 
 static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
 {
@@ -150,9 +80,9 @@ static int b_take(rsv_buf *s, uint32_t shape)
                     "SIGNED), CAST(l.inventory_group_id AS SIGNED), "
                     "CAST(l.next_unit_id AS SIGNED), l.on_hand - l.issued "
                     "FROM ");
-        /* (this part takes no lock: see ledger_key_list) */
+        /* (this part takes no lock: see job_ledger_keys) */
         buf_puts(s, "inventory_levels l WHERE ");
-        ledger_key_list(s, n);
+        job_ledger_keys(s, n);
         buf_puts(s, " AND l.shop_id = ?)");
     }
     for (uint32_t k = 0; k < n; k++)
@@ -200,121 +130,6 @@ static int b_checkout_write(rsv_buf *s, uint32_t update)
     return 0;
 }
 
-/* ---------------- the job ---------------- */
-
-static int cmp_key(const void *a, const void *b)
-{
-    const uint64_t *x = a, *y = b;
-    if (x[0] != y[0])
-        return x[0] < y[0] ? -1 : 1;
-    if (x[1] != y[1])
-        return x[1] < y[1] ? -1 : 1;
-    return 0;
-}
-
-static void job_free(rjob *j)
-{
-    if (j->keys)
-        for (size_t k = 0; k < j->nkeys; k++)
-            free(j->keys[k].ids);
-    free(j->keys);
-    free(j->pairs);
-    free(j->line_keys);
-    free(j->line_off);
-}
-
-/* What each pool read asks for in this pass.  A line usually gets its
- * units at the first location it names, so the fast path first reads only
- * there (for a 5-line cart with 3 locations a line: 5 pool reads that lock
- * rows instead of 15) and reads every location (NEED_WIDE, then wide)
- * only when a line's first location cannot cover it.  Either pass decides
- * the same allocation when the first succeeds: every line takes its first
- * location when that covers it. */
-static void set_wants(rjob *j)
-{
-    for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].want = j->wide ? j->keys[k].want_all
-                                  : j->keys[k].want_first;
-}
-
-/* Distinct (item, location) keys in ascending order: the order pool rows
- * and ledger rows are locked in. */
-static int job_build(rsv_ctx *ctx, rjob *j)
-{
-    rsv_cart *c = j->cart;
-    size_t total = 0;
-    int wide = 1; /* every line names one location: one pass is enough */
-    for (size_t l = 0; l < c->n; l++)
-        total += c->lines[l].n_locs;
-    uint64_t *pairs = malloc(total * 2 * sizeof *pairs);
-    j->line_keys = malloc(total * sizeof *j->line_keys);
-    j->line_off = malloc(c->n * sizeof *j->line_off);
-    if (!pairs || !j->line_keys || !j->line_off) {
-        free(pairs);
-        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    }
-    size_t p = 0;
-    for (size_t l = 0; l < c->n; l++) {
-        j->line_off[l] = p;
-        for (size_t i = 0; i < c->lines[l].n_locs; i++, p++) {
-            pairs[2 * p] = c->lines[l].item;
-            pairs[2 * p + 1] = c->lines[l].locs[i];
-        }
-    }
-    qsort(pairs, total, 2 * sizeof *pairs, cmp_key);
-    size_t n = 0;
-    for (size_t i = 0; i < total; i++)
-        if (n == 0 || cmp_key(&pairs[2 * i], &pairs[2 * (n - 1)]) != 0) {
-            pairs[2 * n] = pairs[2 * i];
-            pairs[2 * n + 1] = pairs[2 * i + 1];
-            n++;
-        }
-    if (n > RSV_MAX_KEYS) {
-        free(pairs);
-        return ctx_fail(ctx, RSV_ETOOBIG,
-                        "the cart names %zu distinct item/location pairs; "
-                        "at most %d per reserve", n, RSV_MAX_KEYS);
-    }
-    j->keys = calloc(n, sizeof *j->keys);
-    if (!j->keys) {
-        free(pairs);
-        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    }
-    j->nkeys = n;
-    j->pairs = pairs; /* the first n pairs: the keys, sorted and unique */
-    for (size_t k = 0; k < n; k++) {
-        j->keys[k].item = pairs[2 * k];
-        j->keys[k].loc = pairs[2 * k + 1];
-    }
-    for (size_t l = 0; l < c->n; l++) {
-        rsv_line *ln = &c->lines[l];
-        for (size_t i = 0; i < ln->n_locs; i++) {
-            uint64_t key[2] = {ln->item, ln->locs[i]};
-            uint64_t *hit = bsearch(key, pairs, n, 2 * sizeof *pairs, cmp_key);
-            size_t k = (size_t)(hit - pairs) / 2;
-            j->line_keys[j->line_off[l] + i] = k;
-            /* Enough rows at every candidate location for every line
-             * that may use it (the surplus is unlocked at commit); and,
-             * for the first pass, at first locations only. */
-            if (j->keys[k].want_all <= RSV_QUANTITY_MAX)
-                j->keys[k].want_all += ln->qty;
-            if (i == 0 && j->keys[k].want_first <= RSV_QUANTITY_MAX)
-                j->keys[k].want_first += ln->qty;
-        }
-        if (ln->n_locs > 1)
-            wide = 0;
-    }
-    j->wide = wide;
-    set_wants(j);
-    return RSV_OK;
-}
-
-/* Location i of line l. */
-static rkey *line_key(const rjob *j, size_t l, size_t i)
-{
-    return &j->keys[j->line_keys[j->line_off[l] + i]];
-}
-
 static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
 {
     if (k->nids == k->cap_ids) {
@@ -327,21 +142,6 @@ static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
     }
     k->ids[k->nids++] = id;
     return RSV_OK;
-}
-
-static void job_reset_pass(rjob *j)
-{
-    j->prev_found = 0;
-    for (size_t k = 0; k < j->nkeys; k++) {
-        rkey *key = &j->keys[k];
-        key->nids = key->used = 0;
-        key->first_id = key->last_id = 0;
-        key->direct = key->take = 0;
-        key->have_hint = 0;
-    }
-    for (size_t l = 0; l < j->cart->n; l++)
-        memset(j->cart->lines[l].alloc, 0,
-               j->cart->lines[l].n_locs * sizeof(int64_t));
 }
 
 /* Run the take statement and sort its rows into the job. */
@@ -598,92 +398,6 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
 
 /* Units key k can still give: pool rows read and not yet allocated, plus,
  * on the slow path, what the locked ledger has not issued. */
-static int64_t key_cover(const rkey *k, int slow)
-{
-    int64_t c = (int64_t)(k->nids - k->used);
-    if (slow)
-        c += k->lv.on_hand - k->lv.issued - k->direct;
-    return c;
-}
-
-static void key_take(rkey *k, int64_t n)
-{
-    int64_t from_pool = (int64_t)(k->nids - k->used);
-    if (from_pool > n)
-        from_pool = n;
-    k->used += (size_t)from_pool;
-    k->direct += n - from_pool;
-    k->take += n;
-}
-
-/* The fast path may pass over a short location only when its ledger had
- * nothing left to refill it with (as last committed). */
-static int fast_may_skip(const rkey *k)
-{
-    return k->have_hint && k->hint_avail <= 0;
-}
-
-/* The out-of-stock answer for line l. */
-static int line_short(rsv_ctx *ctx, rsv_cart *c, size_t l)
-{
-    const rsv_line *ln = &c->lines[l];
-    c->failed_line = l;
-    return ctx_fail(ctx, RSV_EOUTOFSTOCK,
-                    "line %zu (item %llu, %lld units) cannot be covered at "
-                    "its %zu location(s)", l, (unsigned long long)ln->item,
-                    (long long)ln->qty, ln->n_locs);
-}
-
-/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW or NEED_WIDE
- * (fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
-static int allocate(rsv_ctx *ctx, rjob *j, int slow)
-{
-    rsv_cart *c = j->cart;
-    for (size_t l = 0; l < c->n; l++) {
-        rsv_line *ln = &c->lines[l];
-        const size_t *lk = &j->line_keys[j->line_off[l]];
-        int64_t remaining = ln->qty;
-        if (!slow && !j->wide && ln->n_locs > 1 &&
-            key_cover(&j->keys[lk[0]], 0) < ln->qty)
-            return NEED_WIDE; /* (only the first locations were read) */
-        if (!(ln->flags & RSV_LINE_SPLIT)) {
-            size_t i;
-            for (i = 0; i < ln->n_locs; i++) {
-                rkey *k = &j->keys[lk[i]];
-                if (key_cover(k, slow) >= ln->qty)
-                    break;
-                if (!slow && !fast_may_skip(k))
-                    return NEED_SLOW;
-            }
-            if (i < ln->n_locs) {
-                key_take(&j->keys[lk[i]], ln->qty);
-                ln->alloc[i] = ln->qty;
-                remaining = 0;
-            }
-        } else {
-            for (size_t i = 0; i < ln->n_locs && remaining > 0; i++) {
-                rkey *k = &j->keys[lk[i]];
-                int64_t t = key_cover(k, slow);
-                if (t > remaining)
-                    t = remaining;
-                if (t < remaining && !slow && !fast_may_skip(k))
-                    return NEED_SLOW;
-                if (t > 0) {
-                    key_take(k, t);
-                    ln->alloc[i] = t;
-                    remaining -= t;
-                }
-            }
-        }
-        if (remaining > 0) {
-            if (!slow)
-                return NEED_SLOW;
-            return line_short(ctx, c, l);
-        }
-    }
-    return RSV_OK;
-}
-
 static int unknown_key(rsv_ctx *ctx, rjob *j, const rkey *k)
 {
     for (size_t l = 0; l < j->cart->n; l++)
@@ -791,32 +505,6 @@ static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
     return RSV_OK;
 }
 
-/* ---------------- where reads start (pool_cursor.c) ---------------- */
-
-static void choose_starts(rsv_ctx *ctx, rjob *j)
-{
-    for (size_t i = 0; i < j->nkeys; i++) {
-        rkey *k = &j->keys[i];
-        k->start = j->rescan ? 0
-                             : pool_cursor_start(ctx, j->shop, k->item, k->loc);
-    }
-}
-
-/* After a fast-path read of key k: move its cursor. */
-static void note_read(rsv_ctx *ctx, const rjob *j, const rkey *k)
-{
-    if (k->want > 0 && (k->have_hint || k->start > 0))
-        pool_cursor_note(ctx, j->shop, k->item, k->loc,
-                         k->have_hint ? k->hint_next : 0, k->hint_avail,
-                         k->start, k->first_id, k->last_id);
-}
-
-static void note_reads(rsv_ctx *ctx, rjob *j)
-{
-    for (size_t i = 0; i < j->nkeys; i++)
-        note_read(ctx, j, &j->keys[i]);
-}
-
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     return pool_refill_due(ctx, j->shop, k->item, k->loc, k->start,
@@ -830,11 +518,11 @@ static int fast_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
-    choose_starts(ctx, j);
+    job_choose_starts(ctx, j);
     int rc = take(ctx, j, 0);
     if (rc)
         return rc;
-    note_reads(ctx, j);
+    job_note_reads(ctx, j);
     /* Fewer rows than asked: the pool is low, or SKIP LOCKED passed over
      * rows other checkouts hold (see RSV_STAT_SHORT_READS). */
     for (size_t k = 0; k < j->nkeys; k++)
@@ -848,234 +536,12 @@ static int fast_body(rsv_ctx *ctx, void *p)
     for (size_t k = 0; k < j->nkeys; k++)
         if (!j->keys[k].have_hint)
             return unknown_key(ctx, j, &j->keys[k]);
-    rc = allocate(ctx, j, 0);
+    rc = job_allocate(ctx, j, 0);
     if (rc == NEED_SLOW || rc == NEED_WIDE)
         return rc; /* rolled back by the frame: nothing held */
     if (rc)
         return rc;
     return write_holds(ctx, j);
-}
-
-/* ---------------- one round trip: the schema's procedures ---------------- */
-
-enum {
-    PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3,
-    PROC_KEY = 9 /* (cart) the row of a key before the last one read */
-};
-#define PROC_MAX_KEYS 32  /* keys in one cart CALL (its key list: 4096
-                             bytes) */
-#define PROC_KEY_TEXT 88  /* "idx,item,location,units,start;" at most */
-
-int b_call_reserve(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?)");
-    return 0;
-}
-
-int b_call_cart(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?)");
-    return 0;
-}
-
-/* How many keys this pass takes units at (0: the procedures cannot do
- * it).  The procedures do what fast_body does for a new checkout: same
- * statements, same lock order, same commit, and they hold at every key
- * exactly what they take there.  That is right when every line takes its
- * first location: in the first pass (see set_wants), or when no line
- * names more than one.  Everything else (re-reserves, the pass that reads
- * every location, big holds, many keys) sends the statements, which
- * handle every case. */
-static size_t proc_keys_taken(const rsv_ctx *ctx, const rjob *j)
-{
-    size_t n = 0;
-    int64_t units = 0;
-    for (size_t k = 0; k < j->nkeys; k++) {
-        const rkey *key = &j->keys[k];
-        if (j->wide && key->want_all != key->want_first)
-            return 0;
-        if (key->want > 0) {
-            n++;
-            units += key->want;
-        }
-    }
-    if (units > PROC_MAX_UNITS)
-        return 0;
-    if (n == 1)
-        return ctx->has_proc ? 1 : 0;
-    return n <= PROC_MAX_KEYS && ctx->has_cart_proc ? n : 0;
-}
-
-static int proc_fits(const rsv_ctx *ctx, const rjob *j)
-{
-    return proc_keys_taken(ctx, j) > 0;
-}
-
-/* Errors that mean a procedure cannot be called here (dropped after
- * rsv_open, no EXECUTE privilege, a different version under the name):
- * nothing ran, and the statements still work. */
-static int proc_unusable(unsigned int err)
-{
-    return err == ER_SP_DOES_NOT_EXIST || err == ER_PROCACCESS_DENIED_ERROR ||
-           err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
-}
-
-/* The one key with units to take. */
-static rkey *proc_only_key(rjob *j)
-{
-    for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].want > 0)
-            return &j->keys[k];
-    return NULL;
-}
-
-/* The cart procedure's key list: the keys with units to take, in key
- * order (the order their pool rows are locked in). */
-static size_t proc_key_list(const rjob *j, char *out, size_t cap)
-{
-    size_t len = 0;
-    for (size_t k = 0; k < j->nkeys; k++) {
-        const rkey *key = &j->keys[k];
-        if (key->want <= 0)
-            continue;
-        len += (size_t)snprintf(out + len, cap - len, "%zu,%llu,%llu,%lld,%llu;",
-                                k, (unsigned long long)key->item,
-                                (unsigned long long)key->loc,
-                                (long long)key->want,
-                                (unsigned long long)key->start);
-    }
-    return len;
-}
-
-/* Send the CALL: the one-key procedure, or the cart's.  The answer rows
- * name their key in column 1 (the cart's) or not at all (one key). */
-static int proc_call(rsv_ctx *ctx, rjob *j, size_t nkeys)
-{
-    args_reset(&ctx->args);
-    arg_u64(&ctx->args, j->shop);
-    arg_bin(&ctx->args, j->token, j->len);
-    if (nkeys == 1) {
-        const rkey *k = proc_only_key(j);
-        arg_u64(&ctx->args, k->item);
-        arg_u64(&ctx->args, k->loc);
-        arg_i64(&ctx->args, k->want);
-        arg_u64(&ctx->args, k->start);
-        arg_i64(&ctx->args, j->ttl_ms * 1000);
-        return sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
-    }
-    char keys[PROC_MAX_KEYS * PROC_KEY_TEXT];
-    size_t len = proc_key_list(j, keys, sizeof keys);
-    arg_bin(&ctx->args, keys, len);
-    arg_i64(&ctx->args, (int64_t)nkeys);
-    arg_i64(&ctx->args, j->ttl_ms * 1000);
-    return sql_run(ctx, b_call_cart, 0, "iiiiiii", NULL);
-}
-
-/* What the procedure answered for one key (row `row`, from column `col`:
- * units taken, first and last pool id, ledger hints), as the statement
- * path's read would have left it. */
-static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
-                         size_t col)
-{
-    rsv_res *r = &ctx->res;
-    k->nids = (size_t)RES_I(r, row, col);
-    k->first_id = (uint64_t)RES_I(r, row, col + 1);
-    k->last_id = (uint64_t)RES_I(r, row, col + 2);
-    /* next_unit_id 0: a read from the cursor that succeeded does not read
-     * the ledger row (the procedure saves that statement) */
-    k->hint_next = (uint64_t)RES_I(r, row, col + 3);
-    k->have_hint = k->hint_next != 0;
-    k->hint_avail = RES_I(r, row, col + 4);
-    note_read(ctx, j, k);
-}
-
-/* Sort the answer rows into the keys; *status: the last row's. */
-static int proc_answer(rsv_ctx *ctx, rjob *j, size_t nkeys, int64_t *status)
-{
-    rsv_res *r = &ctx->res;
-    if (r->rows < 1 || r->rows > nkeys)
-        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
-                        "answered %zu rows for %zu keys", r->rows, nkeys);
-    *status = RES_I(r, r->rows - 1, 0);
-    if (*status == PROC_EXISTS)
-        return RSV_OK;
-    for (size_t i = 0; i < r->rows; i++) {
-        rkey *k = proc_only_key(j);
-        if (nkeys > 1) {
-            int64_t idx = RES_I(r, i, 1);
-            if ((i + 1 < r->rows && RES_I(r, i, 0) != PROC_KEY) || idx < 0 ||
-                (size_t)idx >= j->nkeys || j->keys[idx].want <= 0)
-                return ctx_fail(ctx, RSV_EDB, "internal: %s answered kind "
-                                "%lld for key %lld", RSV_PROC_CART,
-                                (long long)RES_I(r, i, 0), (long long)idx);
-            k = &j->keys[idx];
-        }
-        proc_key_row(ctx, j, k, i, nkeys > 1 ? 2 : 1);
-    }
-    return RSV_OK;
-}
-
-/* After a procedure rolled back because a key came up short: what the
- * statement path decides after its read (fast_body), from what the
- * procedure read.  A read that did not start at the bottom looks again
- * from there, still in one round trip; otherwise allocate() says whether
- * a line's other locations (NEED_WIDE) or the slow path (NEED_SLOW) come
- * next.  The cart procedure reads every key even after a short one, so
- * this sees what the statements' one read would have: in particular every
- * line that may have sold out, for the answer without the ledger lock. */
-static int proc_short(rsv_ctx *ctx, rjob *j)
-{
-    for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
-            return NEED_RESCAN;
-    int rc = allocate(ctx, j, 0);
-    return rc == RSV_OK ? NEED_STATEMENTS : rc;
-}
-
-static int proc_body(rsv_ctx *ctx, void *p)
-{
-    rjob *j = p;
-    job_reset_pass(j);
-    size_t nkeys = proc_keys_taken(ctx, j);
-    if (nkeys == 0)
-        return NEED_STATEMENTS; /* (the pass that reads every location) */
-    choose_starts(ctx, j);
-    int rc = proc_call(ctx, j, nkeys);
-    if (rc) {
-        if (proc_unusable(ctx->db_errno)) {
-            if (nkeys == 1)
-                ctx->has_proc = 0;
-            else
-                ctx->has_cart_proc = 0;
-            return NEED_STATEMENTS;
-        }
-        return rc;
-    }
-    int64_t status = 0;
-    if ((rc = proc_answer(ctx, j, nkeys, &status)))
-        return rc;
-    if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
-        return NEED_STATEMENTS; /* rolled back: the statements decide */
-    if (status != PROC_DONE && status != PROC_SHORT)
-        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
-                        "answered status %lld", (long long)status);
-    stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
-    if (status == PROC_SHORT)
-        return proc_short(ctx, j); /* rolled back */
-    if (ctx->res.rows != nkeys)
-        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
-                        "%zu keys", RSV_PROC_CART, ctx->res.rows, nkeys);
-    for (size_t i = 0; i < j->nkeys; i++) {
-        rkey *key = &j->keys[i];
-        key->used = key->nids;
-        key->take = key->want;
-    }
-    for (size_t l = 0; l < j->cart->n; l++)
-        j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;
-    stats_add(ctx, RSV_STAT_ONE_TRIP, 1);
-    return RSV_OK;
 }
 
 /* Whether every pool the fast path found short has been refilled since
@@ -1138,208 +604,6 @@ static int ledger_mode(const rjob *j)
         any = 1;
     }
     return any ? LEDGER_SHARE : LEDGER_WAIT;
-}
-
-/* ---------------- sold out, without the ledger row lock ---------------- */
-
-#define OWN_BIT 0x80000000u /* b_sold_out: a re-reserve's own holds */
-
-static int b_sold_out(rsv_buf *s, uint32_t shape)
-{
-    uint32_t n = shape & ~OWN_BIT;
-    /* One statement: one read view for every ledger row and the
-     * subqueries, so a line is judged as of one moment even when its
-     * locations are many.  Uncommitted deletes of pool rows and holds
-     * still show, so units a transaction in flight may give back count as
-     * there.  Rows: (item, location, on_hand - issued, units may come
-     * back, the checkout exists).  Units come back from pool rows, expired
-     * holds and releases not folded.  The OWN_BIT variant, for a
-     * re-reserve, also counts the checkout's own holds there (the slow
-     * path releases them first) and answers its status, not whether it
-     * exists: one subquery more, planned on every execution, so new
-     * checkouts do without. */
-    buf_puts(s,
-        "SELECT CAST(l.inventory_item_id AS SIGNED), "
-        "CAST(l.inventory_group_id AS SIGNED), l.on_hand - l.issued, "
-        "EXISTS (SELECT 1 FROM reservation_units u" BY_KEY " WHERE "
-        "u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id "
-        "AND u.inventory_group_id = l.inventory_group_id) OR EXISTS (SELECT "
-        "1 FROM reserved_quantities h" HOLDS_BY_KEY " WHERE h.shop_id = "
-        "l.shop_id AND h.inventory_item_id = l.inventory_item_id AND "
-        "h.inventory_group_id = l.inventory_group_id AND h.expires_at <= "
-        "NOW(6)) OR EXISTS (SELECT 1 FROM reservation_settlements x" BY_KEY
-        " WHERE x.shop_id = l.shop_id AND x.inventory_item_id = "
-        "l.inventory_item_id AND x.inventory_group_id = l.inventory_group_id "
-        "AND x.kind = 3)");
-    if (shape & OWN_BIT)
-        buf_puts(s, " OR EXISTS (SELECT 1 FROM reserved_quantities o FORCE "
-                    "INDEX (PRIMARY) WHERE o.shop_id = l.shop_id AND "
-                    "o.checkout_token = ? AND o.inventory_item_id = "
-                    "l.inventory_item_id AND o.inventory_group_id = "
-                    "l.inventory_group_id), COALESCE((SELECT c.status FROM "
-                    "reservation_checkouts c WHERE c.shop_id = l.shop_id AND "
-                    "c.checkout_token = ?), 0)");
-    else
-        buf_puts(s, ", EXISTS (SELECT 1 FROM reservation_checkouts c WHERE "
-                    "c.shop_id = l.shop_id AND c.checkout_token = ?)");
-    buf_puts(s, " FROM inventory_levels l WHERE l.shop_id = ? AND ");
-    ledger_key_list(s, n); /* (as in the take statement: nothing locked) */
-    return 0;
-}
-
-/* The read asked about line l (about all its locations). */
-static int line_asked(const rjob *j, size_t l)
-{
-    return line_key(j, l, 0)->so_ask;
-}
-
-/* Line l cannot be covered as of the read: every location has its ledger
- * row and nothing that could come back, and what its ledger has not issued
- * falls short of the line (at each location, or at all of them together
- * for a split line).  The slow path could find nothing more. */
-static int line_sold_out(const rjob *j, size_t l)
-{
-    const rsv_line *ln = &j->cart->lines[l];
-    int64_t sum = 0;
-    for (size_t i = 0; i < ln->n_locs; i++) {
-        const rkey *k = line_key(j, l, i);
-        if (!k->so_found || k->so_live || k->so_avail >= ln->qty)
-            return 0;
-        sum += k->so_avail > 0 ? k->so_avail : 0; /* each < qty: no overflow */
-    }
-    return !(ln->flags & RSV_LINE_SPLIT) || sum < ln->qty;
-}
-
-static void mark_line_sold_out(rsv_ctx *ctx, const rjob *j, size_t l, int yes)
-{
-    for (size_t i = 0; i < j->cart->lines[l].n_locs; i++) {
-        const rkey *k = line_key(j, l, i);
-        pool_cursor_sold_out(ctx, j->shop, k->item, k->loc, yes);
-    }
-}
-
-/* The read, about the keys marked so_ask (those of the lines in
- * question; the others cannot make a line sold out); j->prev_found: the
- * OWN_BIT variant, for a re-reserve. */
-static int sold_out_body(rsv_ctx *ctx, void *p)
-{
-    rjob *j = p;
-    uint32_t n = 0;
-    args_reset(&ctx->args);
-    arg_bin(&ctx->args, j->token, j->len);
-    if (j->prev_found) /* (its own holds, then its status) */
-        arg_bin(&ctx->args, j->token, j->len);
-    arg_u64(&ctx->args, j->shop);
-    for (size_t k = 0; k < j->nkeys; k++) {
-        j->keys[k].so_found = 0;
-        if (!j->keys[k].so_ask)
-            continue;
-        arg_u64(&ctx->args, j->keys[k].item);
-        arg_u64(&ctx->args, j->keys[k].loc);
-        n++;
-    }
-    int rc = sql_run(ctx, b_sold_out, n | (j->prev_found ? OWN_BIT : 0),
-                     "iiiii", NULL);
-    if (rc)
-        return rc;
-    const rsv_res *r = &ctx->res;
-    int undecided = 0; /* a checkout the read may not answer for */
-    size_t hk = 0; /* ledger rows come back in key order */
-    for (size_t i = 0; i < r->rows; i++) {
-        uint64_t item = (uint64_t)RES_I(r, i, 0);
-        uint64_t loc = (uint64_t)RES_I(r, i, 1);
-        while (hk < j->nkeys &&
-               (!j->keys[hk].so_ask || j->keys[hk].item != item ||
-                j->keys[hk].loc != loc))
-            hk++;
-        if (hk == j->nkeys)
-            break; /* (not in key order: no row found is the safe side) */
-        j->keys[hk].so_found = 1;
-        j->keys[hk].so_avail = RES_I(r, i, 2);
-        j->keys[hk].so_live = RES_I(r, i, 3) != 0;
-        /* A re-reserve before the fast path said so (j->prev_found 0),
-         * or a claimed checkout (its answer is RSV_ECLAIMED): the paths
-         * with locks decide. */
-        undecided |= j->prev_found ? RES_I(r, i, 4) == ST_CLAIMED
-                                   : RES_I(r, i, 4) != 0;
-    }
-    if (undecided)
-        return RSV_OK; /* (the pools' marks stay as they were) */
-    for (size_t l = 0; l < j->cart->n; l++) {
-        if (!line_asked(j, l))
-            continue;
-        int sold_out = line_sold_out(j, l);
-        mark_line_sold_out(ctx, j, l, sold_out);
-        if (sold_out)
-            return line_short(ctx, j->cart, l);
-    }
-    return RSV_OK;
-}
-
-/* Ask the read about the lines for which suspect(j, l) says so; RSV_OK if
- * none was sold out (or none was asked about). */
-static int sold_out_ask(rsv_ctx *ctx, rjob *j,
-                        int (*suspect)(rsv_ctx *, const rjob *, size_t))
-{
-    int any = 0;
-    for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].so_ask = 0;
-    for (size_t l = 0; l < j->cart->n; l++) {
-        if (!suspect(ctx, j, l))
-            continue;
-        any = 1;
-        for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
-            line_key(j, l, i)->so_ask = 1;
-    }
-    return any ? txn_run(ctx, 0, sold_out_body, j) : RSV_OK;
-}
-
-/* A line some location of which came up short with its ledger unable to
- * cover the line. */
-static int came_up_short(rsv_ctx *ctx, const rjob *j, size_t l)
-{
-    (void)ctx;
-    const rsv_line *ln = &j->cart->lines[l];
-    for (size_t i = 0; i < ln->n_locs; i++) {
-        const rkey *k = line_key(j, l, i);
-        if (k->fast_next && k->fast_avail < ln->qty)
-            return 1;
-    }
-    return 0;
-}
-
-/* When an item has sold out, every buyer still asking for it came to the
- * slow path, which locks the ledger rows of the whole cart to fold expired
- * holds and releases and to wait for units in flight: the sold-out answers
- * queued on the ledger row one after the other, each for a whole slow
- * path, just when most buyers are asking, and a cart held the rows of its
- * other items meanwhile.  A cart one of whose lines came up short at a
- * location whose ledger could not cover it first asks one consistent read
- * whether the slow path could find anything for that line; if not, the
- * answer is out of stock, as of that read, without a lock. */
-static int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
-{
-    return sold_out_ask(ctx, j, came_up_short);
-}
-
-/* And once this context has found a line's pools sold out, the next cart
- * naming them asks the same read first, before the fast path (whose CALL
- * or statements would insert the checkout row only to roll it back): the
- * read alone decides, so pools restocked since only cost that read. */
-static int found_sold_out(rsv_ctx *ctx, const rjob *j, size_t l)
-{
-    const rsv_line *ln = &j->cart->lines[l];
-    for (size_t i = 0; i < ln->n_locs; i++) {
-        const rkey *k = line_key(j, l, i);
-        if (!pool_cursor_was_sold_out(ctx, j->shop, k->item, k->loc))
-            return 0;
-    }
-    return 1;
-}
-
-static int sold_out_first(rsv_ctx *ctx, rjob *j)
-{
-    return sold_out_ask(ctx, j, found_sold_out);
 }
 
 static int slow_body(rsv_ctx *ctx, void *p)
@@ -1405,7 +669,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
     for (size_t k = 0; k < j->nkeys; k++)
         if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, NULL)))
             return rc;
-    if ((rc = allocate(ctx, j, 1)))
+    if ((rc = job_allocate(ctx, j, 1)))
         return rc;
     /* Issue what the pool lacked straight from the ledger, and top the
      * pool up so the next buyers take the fast path again. */
@@ -1476,7 +740,7 @@ static int fast_run(rsv_ctx *ctx, rjob *j, int flags, rsv_txn_body body)
             j->wide = 1;
         else
             break;
-        set_wants(j);
+        job_set_wants(j);
         rc = txn_run(ctx, flags, body, j);
     }
     return rc;
@@ -1487,8 +751,8 @@ static int fast_run(rsv_ctx *ctx, rjob *j, int flags, rsv_txn_body body)
 static int fast_paths(rsv_ctx *ctx, rjob *j)
 {
     int rc = NEED_STATEMENTS;
-    if (proc_fits(ctx, j))
-        rc = fast_run(ctx, j, TXN_SELF_COMMIT, proc_body);
+    if (reserve_proc_fits(ctx, j))
+        rc = fast_run(ctx, j, TXN_SELF_COMMIT, reserve_proc_body);
     if (rc == NEED_STATEMENTS)
         rc = fast_run(ctx, j, 0, fast_body);
     return rc;
@@ -1537,7 +801,7 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         if ((rc = sold_out_unlocked(ctx, &j)) != RSV_OK)
             break;
         j.wide = 1; /* the slow path considers every location */
-        set_wants(&j);
+        job_set_wants(&j);
         j.ledger_excl = 0;
         do
             rc = txn_run(ctx, 0, slow_body, &j);

@@ -21,7 +21,7 @@ $(LIB_OBJ): lib/fault.h
 $(FAULT_DIR)/lib:
 	mkdir -p $@
 
-$(FAULT_DIR)/lib/%.o: lib/%.c lib/internal.h lib/fault.h include/reserve.h | $(FAULT_DIR)/lib
+$(FAULT_DIR)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(FAULT_DIR)/lib
 	$(CC) $(REAL_CFLAGS) -DRSV_FAULT_INJECTION -c $< -o $@
 
 $(FAULT_LIB): $(FAULT_OBJ)

@@ -35,7 +35,7 @@ FUZZ_LIB_OBJ := $(LIB_SRC:lib/%.c=$(FUZZ_B)/lib/%.o)
 $(FUZZ_B)/lib $(FUZZ_B)/crashes:
 	mkdir -p $@
 
-$(FUZZ_B)/lib/%.o: lib/%.c lib/internal.h include/reserve.h | $(FUZZ_B)/lib
+$(FUZZ_B)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(FUZZ_B)/lib
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_B)/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ) | $(FUZZ_B)/lib

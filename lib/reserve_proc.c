@@ -1,0 +1,235 @@
+/*
+ * reserve_proc.c - the reserve fast path in one round trip: calling the
+ * schema's procedures (rsv_fast_reserve_v2 for one key, rsv_fast_cart_v1
+ * for a cart; sql/schema.sql) and reading their answer into the job as the
+ * statement path's read would have left it.
+ */
+#include <stdio.h>
+
+#include <mysqld_error.h>
+
+#include "reserve_job.h"
+
+#define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
+                             holds send their statements (one read) */
+
+enum {
+    PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3,
+    PROC_KEY = 9 /* (cart) the row of a key before the last one read */
+};
+#define PROC_MAX_KEYS 32  /* keys in one cart CALL (its key list: 4096
+                             bytes) */
+#define PROC_KEY_TEXT 88  /* "idx,item,location,units,start;": at most
+                             3 + 20 + 20 + 2 + 20 digits and 5 marks */
+
+int b_call_reserve(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?)");
+    return 0;
+}
+
+int b_call_cart(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?)");
+    return 0;
+}
+
+/* How many keys this pass takes units at (0: the procedures cannot do
+ * it).  The procedures do what fast_body does for a new checkout: same
+ * statements, same lock order, same commit, and they hold at every key
+ * exactly what they take there.  That is right when every line takes its
+ * first location: in the first pass (see job_set_wants), or when no line
+ * names more than one.  Everything else (re-reserves, the pass that reads
+ * every location, big holds, many keys) sends the statements, which
+ * handle every case. */
+static size_t proc_keys_taken(const rsv_ctx *ctx, const rjob *j)
+{
+    size_t n = 0;
+    int64_t units = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (j->wide && key->want_all != key->want_first)
+            return 0;
+        if (key->want > 0) {
+            n++;
+            units += key->want;
+        }
+    }
+    if (units > PROC_MAX_UNITS)
+        return 0;
+    if (n == 1)
+        return ctx->has_proc ? 1 : 0;
+    return n <= PROC_MAX_KEYS && ctx->has_cart_proc ? n : 0;
+}
+
+int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j)
+{
+    return proc_keys_taken(ctx, j) > 0;
+}
+
+/* Errors that mean a procedure cannot be called here (dropped after
+ * rsv_open, no EXECUTE privilege, a different version under the name):
+ * nothing ran, and the statements still work. */
+static int proc_unusable(unsigned int err)
+{
+    return err == ER_SP_DOES_NOT_EXIST || err == ER_PROCACCESS_DENIED_ERROR ||
+           err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
+}
+
+/* The one key with units to take. */
+static rkey *proc_only_key(rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].want > 0)
+            return &j->keys[k];
+    return NULL;
+}
+
+/* The cart procedure's key list: the keys with units to take, in key
+ * order (the order their pool rows are locked in). */
+static size_t proc_key_list(const rjob *j, char *out, size_t cap)
+{
+    size_t len = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (key->want <= 0)
+            continue;
+        len += (size_t)snprintf(out + len, cap - len, "%zu,%llu,%llu,%lld,%llu;",
+                                k, (unsigned long long)key->item,
+                                (unsigned long long)key->loc,
+                                (long long)key->want,
+                                (unsigned long long)key->start);
+    }
+    return len;
+}
+
+/* Send the CALL: the one-key procedure, or the cart's.  The answer rows
+ * name their key in column 1 (the cart's) or not at all (one key). */
+static int proc_call(rsv_ctx *ctx, rjob *j, size_t nkeys)
+{
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    if (nkeys == 1) {
+        const rkey *k = proc_only_key(j);
+        arg_u64(&ctx->args, k->item);
+        arg_u64(&ctx->args, k->loc);
+        arg_i64(&ctx->args, k->want);
+        arg_u64(&ctx->args, k->start);
+        arg_i64(&ctx->args, j->ttl_ms * 1000);
+        return sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
+    }
+    char keys[PROC_MAX_KEYS * PROC_KEY_TEXT];
+    size_t len = proc_key_list(j, keys, sizeof keys);
+    arg_bin(&ctx->args, keys, len);
+    arg_i64(&ctx->args, (int64_t)nkeys);
+    arg_i64(&ctx->args, j->ttl_ms * 1000);
+    return sql_run(ctx, b_call_cart, 0, "iiiiiii", NULL);
+}
+
+/* What the procedure answered for one key (row `row`, from column `col`:
+ * units taken, first and last pool id, ledger hints), as the statement
+ * path's read would have left it. */
+static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
+                         size_t col)
+{
+    rsv_res *r = &ctx->res;
+    k->nids = (size_t)RES_I(r, row, col);
+    k->first_id = (uint64_t)RES_I(r, row, col + 1);
+    k->last_id = (uint64_t)RES_I(r, row, col + 2);
+    /* next_unit_id 0: a read from the cursor that succeeded does not read
+     * the ledger row (the procedure saves that statement) */
+    k->hint_next = (uint64_t)RES_I(r, row, col + 3);
+    k->have_hint = k->hint_next != 0;
+    k->hint_avail = RES_I(r, row, col + 4);
+    job_note_read(ctx, j, k);
+}
+
+/* Sort the answer rows into the keys; *status: the last row's. */
+static int proc_answer(rsv_ctx *ctx, rjob *j, size_t nkeys, int64_t *status)
+{
+    rsv_res *r = &ctx->res;
+    if (r->rows < 1 || r->rows > nkeys)
+        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
+                        "answered %zu rows for %zu keys", r->rows, nkeys);
+    *status = RES_I(r, r->rows - 1, 0);
+    if (*status == PROC_EXISTS)
+        return RSV_OK;
+    for (size_t i = 0; i < r->rows; i++) {
+        rkey *k = proc_only_key(j);
+        if (nkeys > 1) {
+            int64_t idx = RES_I(r, i, 1);
+            if ((i + 1 < r->rows && RES_I(r, i, 0) != PROC_KEY) || idx < 0 ||
+                (size_t)idx >= j->nkeys || j->keys[idx].want <= 0)
+                return ctx_fail(ctx, RSV_EDB, "internal: %s answered kind "
+                                "%lld for key %lld", RSV_PROC_CART,
+                                (long long)RES_I(r, i, 0), (long long)idx);
+            k = &j->keys[idx];
+        }
+        proc_key_row(ctx, j, k, i, nkeys > 1 ? 2 : 1);
+    }
+    return RSV_OK;
+}
+
+/* After a procedure rolled back because a key came up short: what the
+ * statement path decides after its read (fast_body), from what the
+ * procedure read.  A read that did not start at the bottom looks again
+ * from there, still in one round trip; otherwise job_allocate() says whether
+ * a line's other locations (NEED_WIDE) or the slow path (NEED_SLOW) come
+ * next.  The cart procedure reads every key even after a short one, so
+ * this sees what the statements' one read would have: in particular every
+ * line that may have sold out, for the answer without the ledger lock. */
+static int proc_short(rsv_ctx *ctx, rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
+            return NEED_RESCAN;
+    int rc = job_allocate(ctx, j, 0);
+    return rc == RSV_OK ? NEED_STATEMENTS : rc;
+}
+
+int reserve_proc_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    size_t nkeys = proc_keys_taken(ctx, j);
+    if (nkeys == 0)
+        return NEED_STATEMENTS; /* (the pass that reads every location) */
+    job_choose_starts(ctx, j);
+    int rc = proc_call(ctx, j, nkeys);
+    if (rc) {
+        if (proc_unusable(ctx->db_errno)) {
+            if (nkeys == 1)
+                ctx->has_proc = 0;
+            else
+                ctx->has_cart_proc = 0;
+            return NEED_STATEMENTS;
+        }
+        return rc;
+    }
+    int64_t status = 0;
+    if ((rc = proc_answer(ctx, j, nkeys, &status)))
+        return rc;
+    if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
+        return NEED_STATEMENTS; /* rolled back: the statements decide */
+    if (status != PROC_DONE && status != PROC_SHORT)
+        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
+                        "answered status %lld", (long long)status);
+    stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
+    if (status == PROC_SHORT)
+        return proc_short(ctx, j); /* rolled back */
+    if (ctx->res.rows != nkeys)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
+                        "%zu keys", RSV_PROC_CART, ctx->res.rows, nkeys);
+    for (size_t i = 0; i < j->nkeys; i++) {
+        rkey *key = &j->keys[i];
+        key->used = key->nids;
+        key->take = key->want;
+    }
+    for (size_t l = 0; l < j->cart->n; l++)
+        j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;
+    stats_add(ctx, RSV_STAT_ONE_TRIP, 1);
+    return RSV_OK;
+}
