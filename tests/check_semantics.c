@@ -1136,7 +1136,8 @@ END_TEST
 /* A context reads a pool from a cursor (where its last read ended, or a
  * random place after a read from the bottom).  A cursor read that comes up
  * short says nothing about the pool: the reserve must read again from the
- * bottom and succeed, not report out of stock or leave a transaction. */
+ * bottom and succeed, not report out of stock or leave a transaction; so
+ * must a cart, in one round trip. */
 START_TEST(cursor_read_short_rescans_from_bottom)
 {
     MYSQL *c;
@@ -1158,9 +1159,39 @@ START_TEST(cursor_read_short_rescans_from_bottom)
         int rc = rsv_reserve_one(ctx, shop, TOK("cur-none"), item, 1, 1, 0);
         TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
     }
+    /* The same for carts, whose procedure reads every key: item a as
+     * above, item b with units to spare. */
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l1[1] = {1};
+    uint64_t one0 = one_trips(ctx);
+    for (int round = 0; round < 20; round++) {
+        uint64_t a = (uint64_t)(200 + round), b = (uint64_t)(300 + round);
+        TU_OK(ctx, rsv_stock_set(ctx, shop, a, 1, 10));
+        TU_OK(ctx, rsv_replenish(ctx, shop, a, 1, NULL));
+        TU_OK(ctx, rsv_stock_set(ctx, shop, b, 1, 10));
+        TU_OK(ctx, rsv_replenish(ctx, shop, b, 1, NULL));
+        int64_t qa[3] = {1, 9, 1};
+        for (int i = 0; i < 3; i++) {
+            char t[32];
+            snprintf(t, sizeof t, "cart-%d-%d", round, i);
+            rsv_cart_clear(cart);
+            ck_assert_int_eq(rsv_cart_add(cart, a, l1, 1, qa[i], 0), RSV_OK);
+            ck_assert_int_eq(rsv_cart_add(cart, b, l1, 1, 1, 0), RSV_OK);
+            int rc = rsv_reserve(ctx, shop, TOK(t), cart, 0);
+            TU_RC(ctx, rc, i < 2 ? RSV_OK : RSV_EOUTOFSTOCK);
+            ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+        }
+        ck_assert_uint_eq(rsv_cart_failed_line(cart), 0);
+        ck_assert_int_eq(tu_held(ctx, shop, a, 1), 10);
+        ck_assert_int_eq(tu_held(ctx, shop, b, 1), 2);
+    }
+    /* each round's two carts in one round trip, rescans included */
+    ck_assert_uint_eq(one_trips(ctx) - one0, 40);
+    rsv_cart_free(cart);
     uint64_t slow = 0;
     TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
-    /* neither the rescans nor the 20 out-of-stock answers took the slow
+    /* neither the rescans nor the 40 out-of-stock answers took the slow
      * path (sold out: one consistent read says so) */
     ck_assert_uint_eq(slow, 0);
     rsv_close(ctx);
