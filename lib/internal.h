@@ -206,6 +206,7 @@ typedef struct rsv_pool_seen {
                                   out (see sold_out_unlocked, reserve.c) */
 } rsv_pool_seen;
 #define RSV_POOL_SEEN 16       /* pools remembered per context */
+#define RSV_LEDGER_SEEN 1024   /* ledger rows remembered (ledger_seen.c) */
 
 /* ---- context ---- */
 struct rsv_ctx {
@@ -231,6 +232,7 @@ struct rsv_ctx {
     rsv_buf sql;
     uint64_t rng;              /* backoff jitter, per context */
     rsv_pool_seen seen[RSV_POOL_SEEN];
+    uint64_t ledger_seen[RSV_LEDGER_SEEN]; /* fingerprints, 0 = empty */
 
     /* the operation in progress, for op_end() (txn.c) */
     int op_open;
@@ -365,6 +367,12 @@ RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
 RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc, int skip, int64_t *added);
 RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
+
+/* ---- ledger rows this context has seen exist (ledger_seen.c) ---- */
+RSV_HIDDEN void ledger_seen_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                                 uint64_t loc);
+RSV_HIDDEN int ledger_seen(const rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                           uint64_t loc);
 
 /* ---- pool cursors (pool_cursor.c) ---- */
 /* Where this context's next fast-path read of the pool starts (0: the

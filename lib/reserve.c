@@ -184,6 +184,7 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
                    (j->keys[hk].item != item || j->keys[hk].loc != loc))
                 hk++;
             if (hk < j->nkeys) {
+                ledger_seen_note(ctx, j->shop, item, loc);
                 j->keys[hk].have_hint = 1;
                 j->keys[hk].hint_next = (uint64_t)RES_I(r, i, 3);
                 j->keys[hk].hint_avail = RES_I(r, i, 4);

@@ -41,9 +41,11 @@ int b_call_cart(rsv_buf *s, uint32_t shape)
  * statements, same lock order, same commit, and they hold at every key
  * exactly what they take there.  That is right when every line takes its
  * first location: in the first pass (see job_set_wants), or when no line
- * names more than one.  Everything else (re-reserves, the pass that reads
- * every location, big holds, many keys) sends the statements, which
- * handle every case. */
+ * names more than one.  They read no other key, so every other key must
+ * be known to have a ledger row (ledger_seen.c): the statements answer
+ * RSV_ENOITEM for one that has none.  Everything else (re-reserves, the
+ * pass that reads every location, big holds, many keys, a location not
+ * seen yet) sends the statements, which handle every case. */
 static size_t proc_keys_taken(const rsv_ctx *ctx, const rjob *j)
 {
     size_t n = 0;
@@ -55,6 +57,8 @@ static size_t proc_keys_taken(const rsv_ctx *ctx, const rjob *j)
         if (key->want > 0) {
             n++;
             units += key->want;
+        } else if (!ledger_seen(ctx, j->shop, key->item, key->loc)) {
+            return 0;
         }
     }
     if (units > PROC_MAX_UNITS)
@@ -144,6 +148,8 @@ static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
     k->hint_next = (uint64_t)RES_I(r, row, col + 3);
     k->have_hint = k->hint_next != 0;
     k->hint_avail = RES_I(r, row, col + 4);
+    if (k->have_hint)
+        ledger_seen_note(ctx, j->shop, k->item, k->loc);
     job_note_read(ctx, j, k);
 }
 

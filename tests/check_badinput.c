@@ -193,6 +193,7 @@ START_TEST(unknown_item_or_location)
     rsv_ctx *ctx = tu_open(&c);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
     int64_t before = shop_rows(c, shop);
     rsv_cart *cart;
     TU_OK(ctx, rsv_cart_new(&cart));
@@ -208,6 +209,14 @@ START_TEST(unknown_item_or_location)
     rc = rsv_reserve(ctx, shop, TOK("u"), cart, 0);
     TU_RC(ctx, rc, RSV_ENOITEM);
     ck_assert(strstr(rsv_errmsg(ctx), "location 77") != NULL);
+    /* also when the first location covers the line (its pool is full),
+     * whichever path (one round trip or statements) the reserve takes */
+    for (int i = 0; i < 2; i++) {
+        rc = rsv_reserve(ctx, shop, TOK("u"), cart, 0);
+        TU_RC(ctx, rc, RSV_ENOITEM);
+        ck_assert(strstr(rsv_errmsg(ctx), "location 77") != NULL);
+        ck_assert_uint_eq(rsv_cart_failed_line(cart), 0);
+    }
     rc = rsv_stock_adjust(ctx, shop, 1, 78, 1, NULL);
     TU_RC(ctx, rc, RSV_ENOITEM);
     rc = rsv_stock_get(ctx, shop, 1, 78, NULL, NULL, NULL, NULL);

@@ -978,7 +978,10 @@ static uint64_t held_at(rsv_cart *cart, size_t line, int64_t qty)
 START_TEST(cart_in_one_round_trip)
 {
     MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    /* (from the bottom: a read from a cursor may come up short and read
+     * again, a second CALL) */
+    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
+                                        RSV_OPT_READ_FROM_BOTTOM, 0);
     uint64_t shop = tu_shop();
     for (uint64_t item = 60; item <= 63; item++)
         for (uint64_t l = 1; l <= 2; l++) {
@@ -994,6 +997,12 @@ START_TEST(cart_in_one_round_trip)
     ck_assert_int_eq(rsv_cart_add(cart, 60, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 63, l21, 2, 3, RSV_LINE_SPLIT),
                      RSV_OK);
+    /* the lines' other locations are not read by the procedure; until
+     * this context has seen their ledger rows exist, the statements run
+     * (they answer RSV_ENOITEM for a location without one) */
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("seen"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx), 0);
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("seen")));
     uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
     TU_OK(ctx, rsv_reserve(ctx, shop, TOK("one-trip"), cart, 0));
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
@@ -1012,7 +1021,7 @@ START_TEST(cart_in_one_round_trip)
     char q[160];
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
              "shop_id = %llu", (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 8 * 10 - 8);
+    ck_assert_int_eq(tu_i64(c, q), 8 * 10 - 2 * 8);
     int32_t st = 0;
     int64_t units = 0;
     TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("one-trip"), &st, &units,
@@ -1083,6 +1092,57 @@ START_TEST(cart_in_one_round_trip)
     rsv_cart_free(cart);
     rsv_close(ctx);
     mysql_close(c);
+}
+END_TEST
+
+/* Item and location ids are any 64-bit value: the extremes survive every
+ * path that carries them (the procedures parse them from text, the
+ * statements bind them, results come back through signed columns). */
+START_TEST(extreme_ids_on_every_path)
+{
+    const uint64_t hi = UINT64_MAX, hi1 = UINT64_MAX - 1;
+    uint32_t flags[2] = {0, RSV_OPT_STATEMENTS_ONLY};
+    for (int f = 0; f < 2; f++) {
+        MYSQL *c;
+        rsv_ctx *ctx = tu_open_with(&c, flags[f], 0);
+        uint64_t shop = tu_shop();
+        uint64_t lhi[1] = {hi}, l0[1] = {0}, l0hi[2] = {0, hi};
+        TU_OK(ctx, rsv_stock_set(ctx, shop, hi, hi, 10));
+        TU_OK(ctx, rsv_stock_set(ctx, shop, hi, 0, 10));
+        TU_OK(ctx, rsv_stock_set(ctx, shop, hi1, hi, 10));
+        TU_OK(ctx, rsv_stock_set(ctx, shop, 0, 0, 10));
+        TU_OK(ctx, rsv_replenish(ctx, shop, hi, hi, NULL));
+        TU_OK(ctx, rsv_replenish(ctx, shop, hi, 0, NULL));
+        TU_OK(ctx, rsv_replenish(ctx, shop, hi1, hi, NULL));
+        TU_OK(ctx, rsv_replenish(ctx, shop, 0, 0, NULL));
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("x-one"), hi, hi, 2, 0));
+        rsv_cart *cart;
+        ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+        ck_assert_int_eq(rsv_cart_add(cart, hi, l0hi, 2, 1, 0), RSV_OK);
+        ck_assert_int_eq(rsv_cart_add(cart, hi1, lhi, 1, 3, 0), RSV_OK);
+        ck_assert_int_eq(rsv_cart_add(cart, 0, l0, 1, 1, 0), RSV_OK);
+        TU_OK(ctx, rsv_reserve(ctx, shop, TOK("x-cart"), cart, 0));
+        TU_OK(ctx, rsv_reserve(ctx, shop, TOK("x-cart-2"), cart, 0));
+        ck_assert_uint_eq(held_at(cart, 0, 1), 0);
+        ck_assert_uint_eq(held_at(cart, 1, 3), hi);
+        ck_assert_uint_eq(held_at(cart, 2, 1), 0);
+        ck_assert_uint_eq(one_trips(ctx), f == 0 ? 3 : 0);
+        ck_assert_int_eq(tu_held(ctx, shop, hi, hi), 2);
+        ck_assert_int_eq(tu_held(ctx, shop, hi, 0), 2);
+        ck_assert_int_eq(tu_held(ctx, shop, hi1, hi), 6);
+        ck_assert_int_eq(tu_held(ctx, shop, 0, 0), 2);
+        TU_OK(ctx, rsv_claim(ctx, shop, TOK("x-cart")));
+        TU_OK(ctx, rsv_release(ctx, shop, TOK("x-one")));
+        TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
+        int64_t on_hand = -1, held = -1;
+        TU_OK(ctx, rsv_stock_get(ctx, shop, hi1, hi, &on_hand, &held, NULL,
+                                 NULL));
+        ck_assert_int_eq(on_hand, 7);
+        ck_assert_int_eq(held, 3);
+        rsv_cart_free(cart);
+        rsv_close(ctx);
+        mysql_close(c);
+    }
 }
 END_TEST
 
@@ -1281,6 +1341,7 @@ int main(void)
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
     tu_add(s, "cart_in_one_round_trip", cart_in_one_round_trip);
+    tu_add(s, "extreme_ids_on_every_path", extreme_ids_on_every_path);
     tu_add(s, "cart_reads_first_locations_first",
            cart_reads_first_locations_first);
     tu_add(s, "sold_out_answer_takes_no_ledger_lock",
