@@ -5,15 +5,15 @@
  * covers the line).  The statement path's one read sees the ledger row of
  * every key and answers RSV_ENOITEM for a location that has none, however
  * the cart would have been held; the reserve procedures read only the
- * keys they take units at.  So a cart goes to a procedure only when every
- * other key of it is known to exist from an earlier read on this context,
- * and the answer does not depend on the path.  The library never deletes
- * a ledger row, so a row seen once stays (unless the application deletes
- * ledger rows itself).
+ * keys they take units at.  So that the answer does not depend on the
+ * path, the cart procedure also checks the other locations of a cart, one
+ * read each, except those this context has already seen exist.  The
+ * library never deletes a ledger row, so a row seen once stays (unless
+ * the application deletes ledger rows itself).
  *
  * Direct-mapped 64-bit fingerprints of (shop, item, location): a slot
  * holds the last key that hashed to it, so a forgotten key only costs one
- * reserve by statements, which sees it again.
+ * more check.
  */
 #include "internal.h"
 

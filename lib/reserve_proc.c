@@ -17,8 +17,9 @@ enum {
     PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3,
     PROC_KEY = 9 /* (cart) the row of a key before the last one read */
 };
-#define PROC_MAX_KEYS 32  /* keys in one cart CALL (its key list: 4096
-                             bytes) */
+#define PROC_MAX_KEYS 32  /* keys a cart CALL takes units at */
+#define PROC_MAX_LIST 48  /* keys in its list, checked ones included
+                             (4096 bytes) */
 #define PROC_KEY_TEXT 88  /* "idx,item,location,units,start;": at most
                              3 + 20 + 20 + 2 + 20 digits and 5 marks */
 
@@ -36,41 +37,53 @@ int b_call_cart(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-/* How many keys this pass takes units at (0: the procedures cannot do
- * it).  The procedures do what fast_body does for a new checkout: same
- * statements, same lock order, same commit, and they hold at every key
- * exactly what they take there.  That is right when every line takes its
- * first location: in the first pass (see job_set_wants), or when no line
- * names more than one.  They read no other key, so every other key must
- * be known to have a ledger row (ledger_seen.c): the statements answer
- * RSV_ENOITEM for one that has none.  Everything else (re-reserves, the
- * pass that reads every location, big holds, many keys, a location not
- * seen yet) sends the statements, which handle every case. */
-static size_t proc_keys_taken(const rsv_ctx *ctx, const rjob *j)
+/* Which procedure can do this pass, if any.  The procedures do what
+ * fast_body does for a new checkout: same statements, same lock order,
+ * same commit, and they hold at every key exactly what they take there.
+ * That is right when every line takes its first location: in the first
+ * pass (see job_set_wants), or when no line names more than one.  The
+ * statement path's read also sees the ledger row of every other key, and
+ * answers RSV_ENOITEM for a location that has none; so the keys this
+ * context has not seen exist (ledger_seen.c) go to the cart procedure to
+ * be checked.  Everything else (re-reserves, the pass that reads every
+ * location, big holds, many keys) sends the statements, which handle
+ * every case. */
+typedef struct proc_plan {
+    int which;      /* PLAN_NONE, PLAN_ONE (rsv_fast_reserve_v2) or
+                       PLAN_CART (rsv_fast_cart_v1) */
+    size_t taken;   /* keys units are taken at */
+    size_t checked; /* other keys the procedure checks exist */
+} proc_plan;
+enum { PLAN_NONE, PLAN_ONE, PLAN_CART };
+
+static proc_plan plan_for(const rsv_ctx *ctx, const rjob *j)
 {
-    size_t n = 0;
+    proc_plan p = {PLAN_NONE, 0, 0};
     int64_t units = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
         if (j->wide && key->want_all != key->want_first)
-            return 0;
+            return p;
         if (key->want > 0) {
-            n++;
+            p.taken++;
             units += key->want;
         } else if (!ledger_seen(ctx, j->shop, key->item, key->loc)) {
-            return 0;
+            p.checked++;
         }
     }
-    if (units > PROC_MAX_UNITS)
-        return 0;
-    if (n == 1)
-        return ctx->has_proc ? 1 : 0;
-    return n <= PROC_MAX_KEYS && ctx->has_cart_proc ? n : 0;
+    if (p.taken == 0 || units > PROC_MAX_UNITS)
+        return p;
+    if (p.taken == 1 && p.checked == 0 && ctx->has_proc)
+        p.which = PLAN_ONE;
+    else if (p.taken <= PROC_MAX_KEYS && p.taken + p.checked <= PROC_MAX_LIST &&
+             ctx->has_cart_proc)
+        p.which = PLAN_CART;
+    return p;
 }
 
 int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j)
 {
-    return proc_keys_taken(ctx, j) > 0;
+    return plan_for(ctx, j).which != PLAN_NONE;
 }
 
 /* Errors that mean a procedure cannot be called here (dropped after
@@ -91,32 +104,43 @@ static rkey *proc_only_key(rjob *j)
     return NULL;
 }
 
-/* The cart procedure's key list: the keys with units to take, in key
- * order (the order their pool rows are locked in). */
-static size_t proc_key_list(const rjob *j, char *out, size_t cap)
+static size_t proc_key_text(char *out, size_t cap, size_t k, const rkey *key,
+                            int64_t want)
+{
+    return (size_t)snprintf(out, cap, "%zu,%llu,%llu,%lld,%llu;", k,
+                            (unsigned long long)key->item,
+                            (unsigned long long)key->loc, (long long)want,
+                            (unsigned long long)key->start);
+}
+
+/* The cart procedure's key list: first the keys to check (0 units; they
+ * lock nothing), then the keys with units to take, in key order (the
+ * order their pool rows are locked in). */
+static size_t proc_key_list(const rsv_ctx *ctx, const rjob *j, char *out,
+                            size_t cap)
 {
     size_t len = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (key->want <= 0)
-            continue;
-        len += (size_t)snprintf(out + len, cap - len, "%zu,%llu,%llu,%lld,%llu;",
-                                k, (unsigned long long)key->item,
-                                (unsigned long long)key->loc,
-                                (long long)key->want,
-                                (unsigned long long)key->start);
+        if (key->want <= 0 &&
+            !ledger_seen(ctx, j->shop, key->item, key->loc))
+            len += proc_key_text(out + len, cap - len, k, key, 0);
     }
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].want > 0)
+            len += proc_key_text(out + len, cap - len, k, &j->keys[k],
+                                 j->keys[k].want);
     return len;
 }
 
 /* Send the CALL: the one-key procedure, or the cart's.  The answer rows
  * name their key in column 1 (the cart's) or not at all (one key). */
-static int proc_call(rsv_ctx *ctx, rjob *j, size_t nkeys)
+static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
 {
     args_reset(&ctx->args);
     arg_u64(&ctx->args, j->shop);
     arg_bin(&ctx->args, j->token, j->len);
-    if (nkeys == 1) {
+    if (plan->which == PLAN_ONE) {
         const rkey *k = proc_only_key(j);
         arg_u64(&ctx->args, k->item);
         arg_u64(&ctx->args, k->loc);
@@ -125,10 +149,10 @@ static int proc_call(rsv_ctx *ctx, rjob *j, size_t nkeys)
         arg_i64(&ctx->args, j->ttl_ms * 1000);
         return sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
     }
-    char keys[PROC_MAX_KEYS * PROC_KEY_TEXT];
-    size_t len = proc_key_list(j, keys, sizeof keys);
+    char keys[PROC_MAX_LIST * PROC_KEY_TEXT];
+    size_t len = proc_key_list(ctx, j, keys, sizeof keys);
     arg_bin(&ctx->args, keys, len);
-    arg_i64(&ctx->args, (int64_t)nkeys);
+    arg_i64(&ctx->args, (int64_t)plan->taken);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
     return sql_run(ctx, b_call_cart, 0, "iiiiiii", NULL);
 }
@@ -154,18 +178,21 @@ static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
 }
 
 /* Sort the answer rows into the keys; *status: the last row's. */
-static int proc_answer(rsv_ctx *ctx, rjob *j, size_t nkeys, int64_t *status)
+static int proc_answer(rsv_ctx *ctx, rjob *j, const proc_plan *plan,
+                       int64_t *status)
 {
     rsv_res *r = &ctx->res;
-    if (r->rows < 1 || r->rows > nkeys)
+    int cart = plan->which == PLAN_CART;
+    if (r->rows < 1 || r->rows > plan->taken)
         return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
-                        "answered %zu rows for %zu keys", r->rows, nkeys);
+                        "answered %zu rows for %zu keys", r->rows,
+                        plan->taken);
     *status = RES_I(r, r->rows - 1, 0);
-    if (*status == PROC_EXISTS)
-        return RSV_OK;
+    if (*status == PROC_EXISTS || *status == PROC_NO_LEDGER)
+        return RSV_OK; /* (rolled back; the statements follow) */
     for (size_t i = 0; i < r->rows; i++) {
         rkey *k = proc_only_key(j);
-        if (nkeys > 1) {
+        if (cart) {
             int64_t idx = RES_I(r, i, 1);
             if ((i + 1 < r->rows && RES_I(r, i, 0) != PROC_KEY) || idx < 0 ||
                 (size_t)idx >= j->nkeys || j->keys[idx].want <= 0)
@@ -174,7 +201,7 @@ static int proc_answer(rsv_ctx *ctx, rjob *j, size_t nkeys, int64_t *status)
                                 (long long)RES_I(r, i, 0), (long long)idx);
             k = &j->keys[idx];
         }
-        proc_key_row(ctx, j, k, i, nkeys > 1 ? 2 : 1);
+        proc_key_row(ctx, j, k, i, cart ? 2 : 1);
     }
     return RSV_OK;
 }
@@ -200,14 +227,14 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
-    size_t nkeys = proc_keys_taken(ctx, j);
-    if (nkeys == 0)
+    proc_plan plan = plan_for(ctx, j);
+    if (plan.which == PLAN_NONE)
         return NEED_STATEMENTS; /* (the pass that reads every location) */
     job_choose_starts(ctx, j);
-    int rc = proc_call(ctx, j, nkeys);
+    int rc = proc_call(ctx, j, &plan);
     if (rc) {
         if (proc_unusable(ctx->db_errno)) {
-            if (nkeys == 1)
+            if (plan.which == PLAN_ONE)
                 ctx->has_proc = 0;
             else
                 ctx->has_cart_proc = 0;
@@ -216,7 +243,7 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
         return rc;
     }
     int64_t status = 0;
-    if ((rc = proc_answer(ctx, j, nkeys, &status)))
+    if ((rc = proc_answer(ctx, j, &plan, &status)))
         return rc;
     if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
         return NEED_STATEMENTS; /* rolled back: the statements decide */
@@ -226,13 +253,16 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
     if (status == PROC_SHORT)
         return proc_short(ctx, j); /* rolled back */
-    if (ctx->res.rows != nkeys)
+    if (ctx->res.rows != plan.taken)
         return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
-                        "%zu keys", RSV_PROC_CART, ctx->res.rows, nkeys);
+                        "%zu keys", RSV_PROC_CART, ctx->res.rows, plan.taken);
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *key = &j->keys[i];
         key->used = key->nids;
         key->take = key->want;
+        /* every key has a ledger row: the checked ones were checked, the
+         * others had pool rows or were read */
+        ledger_seen_note(ctx, j->shop, key->item, key->loc);
     }
     for (size_t l = 0; l < j->cart->n; l++)
         j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;

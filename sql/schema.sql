@@ -260,16 +260,19 @@ DELIMITER ;
 -- rolls back and answers what it read at every key, and the library
 -- decides what next (the read from the bottom, another location, the slow
 -- path, out of stock) as after the statement path's read.
--- p_keys: one "idx,item,location,units,start;" per key, in ascending
--- (item, location) order; idx is the caller's own index of the key,
--- echoed in the answer; start as p_start above.  p_nkeys: how many keys
--- (the checkout's hold_count).
--- Answer: one row per key read, each (kind, idx, then as above: units
--- taken, first and last pool id taken, ledger next_unit_id and on_hand -
--- issued; both 0 when a read from the cursor succeeded); kind 9 for every
--- key but the last, whose row carries the status as above (0: committed;
--- 1: the checkout exists, no key read; 2: some key came up short; 3: key
--- idx has no ledger row, the last key read).  Each row is its own result
+-- p_keys: one "idx,item,location,units,start;" per key; idx is the
+-- caller's own index of the key, echoed in the answer; start as p_start
+-- above.  First the keys with 0 units, locations the cart names but takes
+-- nothing at, only checked to have a ledger row; then the keys to take
+-- units at, in ascending (item, location) order.  p_nkeys: how many keys
+-- take units (the checkout's hold_count).
+-- Answer: one row per key units were taken at, each (kind, idx, then as
+-- above: units taken, first and last pool id taken, ledger next_unit_id
+-- and on_hand - issued; both 0 when a read from the cursor succeeded);
+-- kind 9 for every such key but the last, whose row carries the status as
+-- above (0: committed; 1: the checkout exists, nothing read; 2: some key
+-- came up short; 3: key idx has no ledger row, and the answer stops
+-- there).  Each row is its own result
 -- set: a procedure has no other way to answer a variable number of rows.
 -- The statements inside cost the server about as much as the statement
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
@@ -283,7 +286,7 @@ CREATE PROCEDURE rsv_fast_cart_v1(
 BEGIN
   DECLARE v_dup INT DEFAULT 0;
   DECLARE v_rest, v_key VARBINARY(4096);
-  DECLARE v_idx, v_want, v_taken, v_status, v_done INT DEFAULT 0;
+  DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found INT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_avail BIGINT;
@@ -319,6 +322,21 @@ BEGIN
       SET v_loc = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1);
       SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
       SET v_start = SUBSTRING_INDEX(v_key, ',', -1);
+      IF v_want = 0 THEN
+        -- A location the cart names but takes nothing at, whose ledger row
+        -- the caller has not seen: it must exist, as the statement path
+        -- requires.  These keys come first and lock nothing (a SELECT
+        -- reads without locks; a subquery in an IF would take a shared
+        -- lock and wait for a refill holding the row).
+        SELECT COUNT(*) INTO v_found FROM inventory_levels
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc;
+        IF v_found = 0 THEN
+          SET v_status = 3;
+          LEAVE each_key;
+        END IF;
+        ITERATE each_key;
+      END IF;
       SET v_from = v_start, v_taken = 0, v_first = NULL, v_last = NULL,
           v_next = NULL, v_avail = NULL;
       -- The ledger row (unlocked: next_unit_id and the units not yet
@@ -377,14 +395,16 @@ BEGIN
       WHILE v_rest <> '' DO
         SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
         SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
-        INSERT INTO reserved_quantities (shop_id, checkout_token,
-            inventory_item_id, inventory_group_id, quantity, generation,
-            expires_at, created_at)
-          VALUES (p_shop, p_token,
-                  SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1),
-                  SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1),
-                  SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1),
-                  1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
+        SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
+        IF v_want > 0 THEN
+          INSERT INTO reserved_quantities (shop_id, checkout_token,
+              inventory_item_id, inventory_group_id, quantity, generation,
+              expires_at, created_at)
+            VALUES (p_shop, p_token,
+                    SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1),
+                    SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1),
+                    v_want, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
+        END IF;
       END WHILE;
       COMMIT;
     ELSE
