@@ -11,9 +11,10 @@
  * library never deletes a ledger row, so a row seen once stays (unless
  * the application deletes ledger rows itself).
  *
- * Direct-mapped 64-bit fingerprints of (shop, item, location): a slot
- * holds the last key that hashed to it, so a forgotten key only costs one
- * more check.
+ * 64-bit fingerprints of (shop, item, location) in sets of two, the one
+ * seen last first: a key forgotten (two later keys of its set came in
+ * between) only costs one more check.  (Direct-mapped, two keys of a
+ * catalogue that share a slot would push each other out for good.)
  */
 #include "internal.h"
 
@@ -33,16 +34,26 @@ static uint64_t fingerprint(uint64_t shop, uint64_t item, uint64_t loc)
     return h ? h : 1; /* 0 marks an empty slot */
 }
 
+static size_t set_of(uint64_t f)
+{
+    return 2 * (size_t)((f >> 1) % (RSV_LEDGER_SEEN / 2));
+}
+
 void ledger_seen_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                       uint64_t loc)
 {
     uint64_t f = fingerprint(shop, item, loc);
-    ctx->ledger_seen[f % RSV_LEDGER_SEEN] = f;
+    uint64_t *set = &ctx->ledger_seen[set_of(f)];
+    if (set[0] != f) { /* (if it was second, the two swap) */
+        set[1] = set[0];
+        set[0] = f;
+    }
 }
 
 int ledger_seen(const rsv_ctx *ctx, uint64_t shop, uint64_t item,
                 uint64_t loc)
 {
     uint64_t f = fingerprint(shop, item, loc);
-    return ctx->ledger_seen[f % RSV_LEDGER_SEEN] == f;
+    const uint64_t *set = &ctx->ledger_seen[set_of(f)];
+    return set[0] == f || set[1] == f;
 }
