@@ -10,13 +10,13 @@
 
 #include "reserve_job.h"
 
-#define PROC_MAX_UNITS 64 /* the procedure takes units one by one; bigger
-                             holds send their statements (one read) */
-
+/* The answer's status (or kind of row). */
 enum {
     PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3,
     PROC_KEY = 9 /* (cart) the row of a key before the last one read */
 };
+#define PROC_MAX_UNITS 64 /* the procedures take units one by one; bigger
+                             holds send their statements (one read) */
 #define PROC_MAX_KEYS 32  /* keys a cart CALL takes units at */
 #define PROC_MAX_LIST 48  /* keys in its list, checked ones included
                              (4096 bytes) */
