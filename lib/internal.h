@@ -195,7 +195,7 @@ typedef struct rsv_stats {
     uint64_t hist[OP__COUNT][RSV_STATS_BUCKETS];
 } rsv_stats;
 
-/* ---- what a context last saw of a pool (reserve.c, "spreading") ---- */
+/* ---- what a context last saw of a pool (pool_cursor.c) ---- */
 typedef struct rsv_pool_seen {
     uint64_t shop, item, loc;
     uint64_t hi;               /* next_unit_id as last read */
@@ -203,7 +203,7 @@ typedef struct rsv_pool_seen {
     uint64_t cursor;           /* where the next read starts */
     uint64_t refill_after_us;  /* no refill probe before (monotonic) */
     int sold_out;              /* the last answer for this pool was sold
-                                  out (see sold_out_unlocked, reserve.c) */
+                                  out (see sold_out_unlocked, sold_out.c) */
 } rsv_pool_seen;
 #define RSV_POOL_SEEN 16       /* pools remembered per context */
 #define RSV_LEDGER_SEEN 1024   /* ledger rows remembered (ledger_seen.c) */
@@ -291,7 +291,7 @@ RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
 
 /* ---- transactions (txn.c) ---- */
-/* The CALLs of the reserve procedures (reserve.c); the fault walk names
+/* The CALLs of the reserve procedures (reserve_proc.c); the fault walk names
  * them in its trace, because they are commit points. */
 RSV_HIDDEN int b_call_reserve(rsv_buf *s, uint32_t shape);
 RSV_HIDDEN int b_call_cart(rsv_buf *s, uint32_t shape);
