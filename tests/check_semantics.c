@@ -968,6 +968,20 @@ static uint64_t held_at(rsv_cart *cart, size_t line, int64_t qty)
     return loc;
 }
 
+/* cart = n lines of one unit, items first .. first + n - 1 at location 1,
+ * each with one unit in stock and in its pool. */
+static void one_unit_lines(rsv_ctx *ctx, uint64_t shop, rsv_cart *cart,
+                           uint64_t first, int n)
+{
+    const uint64_t l1[1] = {1};
+    rsv_cart_clear(cart);
+    for (uint64_t item = first; item < first + (uint64_t)n; item++) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 1));
+        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
+        ck_assert_int_eq(rsv_cart_add(cart, item, l1, 1, 1, 0), RSV_OK);
+    }
+}
+
 /* With the schema's procedure, a new cart whose lines can all take their
  * first location is one CALL: the procedure takes every key's units in
  * key order and holds exactly those (two lines at one key: one hold of
@@ -1072,22 +1086,12 @@ START_TEST(cart_in_one_round_trip)
     ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 0);
 
     /* 33 keys: the statements, in one read */
-    rsv_cart_clear(cart);
-    for (uint64_t item = 70; item < 70 + 33; item++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 1));
-        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
-        ck_assert_int_eq(rsv_cart_add(cart, item, l1, 1, 1, 0), RSV_OK);
-    }
+    one_unit_lines(ctx, shop, cart, 70, 33);
     TU_OK(ctx, rsv_reserve(ctx, shop, TOK("wide-cart"), cart, 0));
     ck_assert_uint_eq(one_trips(ctx), 2);
     ck_assert_int_eq(tu_held(ctx, shop, 102, 1), 1);
     /* 32 keys: one CALL */
-    rsv_cart_clear(cart);
-    for (uint64_t item = 110; item < 110 + 32; item++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 1));
-        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
-        ck_assert_int_eq(rsv_cart_add(cart, item, l1, 1, 1, 0), RSV_OK);
-    }
+    one_unit_lines(ctx, shop, cart, 110, 32);
     TU_OK(ctx, rsv_reserve(ctx, shop, TOK("cart-32"), cart, 0));
     ck_assert_uint_eq(one_trips(ctx), 3);
     ck_assert_int_eq(tu_held(ctx, shop, 141, 1), 1);
