@@ -604,11 +604,17 @@ enum rsv_stat {
                                  statements one by one.  0 with a schema
                                  loaded without the procedures, or with
                                  RSV_OPT_STATEMENTS_ONLY */
-    RSV_STAT_BACK_TO_FAST = 14 /* slow paths that found, once they had the
+    RSV_STAT_BACK_TO_FAST = 14, /* slow paths that found, once they had the
                                  ledger row, that another reserve had
                                  refilled the short pools since, and went
                                  back to the fast path (a hot pool that ran
                                  dry); not in RSV_STAT_SLOW_PATHS */
+    RSV_STAT_LEDGER_TAKES = 15 /* item/location keys of one-trip reserves
+                                 (RSV_STAT_ONE_TRIP) whose units came
+                                 straight from the ledger row instead of
+                                 the pool: the procedures do that when no
+                                 other transaction holds the row and it
+                                 has enough units not yet issued */
 };
 
 /* Latency histogram buckets per operation kind: bucket 0 counts calls

@@ -77,8 +77,8 @@
 /* The reserve fast path as stored procedures (sql/schema.sql), for one
  * key and for a cart; the version in a name changes whenever its body or
  * arguments do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v2"
-#define RSV_PROC_CART "rsv_fast_cart_v1"
+#define RSV_PROC_RESERVE "rsv_fast_reserve_v3"
+#define RSV_PROC_CART "rsv_fast_cart_v2"
 
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
@@ -188,7 +188,7 @@ struct rsv_cart {
 /* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV_EDISABLED + 2)
-#define STATS_COUNTERS (RSV_STAT_BACK_TO_FAST + 1)
+#define STATS_COUNTERS (RSV_STAT_LEDGER_TAKES + 1)
 typedef struct rsv_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
     uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */

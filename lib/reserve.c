@@ -707,8 +707,8 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         /* only pools this reserve read (not a line's other locations);
          * without a hint, the cursor's slot knows whether the ledger had
          * units left when it was last read */
-        if (key->want <= 0)
-            continue;
+        if (key->want <= 0 || key->ledger_took > 0)
+            continue; /* (a key served by its ledger row took no pool row) */
         if (key->have_hint ? key->hint_avail <= 0
                            : !pool_cursor_may_refill(ctx, j->shop, key->item,
                                                      key->loc))

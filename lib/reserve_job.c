@@ -148,7 +148,7 @@ void job_reset_pass(rjob *j)
         rkey *key = &j->keys[k];
         key->nids = key->used = 0;
         key->first_id = key->last_id = 0;
-        key->direct = key->take = 0;
+        key->direct = key->take = key->ledger_took = 0;
         key->have_hint = 0;
     }
     for (size_t l = 0; l < j->cart->n; l++)
@@ -156,11 +156,14 @@ void job_reset_pass(rjob *j)
                j->cart->lines[l].n_locs * sizeof(int64_t));
 }
 
+/* Units key k can still give: its pool rows not yet allocated, plus what
+ * the ledger row gives (the slow path's locked row, or what a procedure
+ * took from it) less what was allocated from the ledger so far. */
 static int64_t key_cover(const rkey *k, int slow)
 {
-    int64_t c = (int64_t)(k->nids - k->used);
+    int64_t c = (int64_t)(k->nids - k->used) + k->ledger_took - k->direct;
     if (slow)
-        c += k->lv.on_hand - k->lv.issued - k->direct;
+        c += k->lv.on_hand - k->lv.issued;
     return c;
 }
 

@@ -30,6 +30,9 @@ typedef struct rkey {
     uint64_t first_id, last_id; /* lowest and highest pool id read */
     size_t used;         /* ids allocated to lines */
     int64_t direct;      /* units issued straight from the ledger */
+    int64_t ledger_took; /* units a procedure took straight from the
+                            ledger row (it was free and covered the key);
+                            when it rolled back, what it could have held */
     int64_t take;        /* units held at this key in total */
     int have_hint;
     uint64_t hint_next;  /* next_unit_id as last committed */

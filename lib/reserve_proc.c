@@ -1,8 +1,11 @@
 /*
  * reserve_proc.c - the reserve fast path in one round trip: calling the
- * schema's procedures (rsv_fast_reserve_v2 for one key, rsv_fast_cart_v1
+ * schema's procedures (rsv_fast_reserve_v3 for one key, rsv_fast_cart_v2
  * for a cart; sql/schema.sql) and reading their answer into the job as the
- * statement path's read would have left it.
+ * statement path's read would have left it.  Unlike the statements, the
+ * procedures take a key's units straight from its ledger row when no other
+ * transaction holds it (they hold it only while the CALL runs on the
+ * server, never across a round trip).
  */
 #include <stdio.h>
 
@@ -38,8 +41,9 @@ int b_call_cart(rsv_buf *s, uint32_t shape)
 }
 
 /* Which procedure can do this pass, if any.  The procedures do what
- * fast_body does for a new checkout: same statements, same lock order,
- * same commit, and they hold at every key exactly what they take there.
+ * fast_body does for a new checkout, with the same commit, and they hold
+ * at every key exactly what they take there (from its pool, or from its
+ * ledger row when that row is free).
  * That is right when every line takes its first location: in the first
  * pass (see job_set_wants), or when no line names more than one.  The
  * statement path's read also sees the ledger row of every other key, and
@@ -147,19 +151,20 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
         arg_i64(&ctx->args, k->want);
         arg_u64(&ctx->args, k->start);
         arg_i64(&ctx->args, j->ttl_ms * 1000);
-        return sql_run(ctx, b_call_reserve, 0, "iiiiii", NULL);
+        return sql_run(ctx, b_call_reserve, 0, "iiiiiii", NULL);
     }
     char keys[PROC_MAX_LIST * PROC_KEY_TEXT];
     size_t len = proc_key_list(ctx, j, keys, sizeof keys);
     arg_bin(&ctx->args, keys, len);
     arg_i64(&ctx->args, (int64_t)plan->taken);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
-    return sql_run(ctx, b_call_cart, 0, "iiiiiii", NULL);
+    return sql_run(ctx, b_call_cart, 0, "iiiiiiii", NULL);
 }
 
 /* What the procedure answered for one key (row `row`, from column `col`:
- * units taken, first and last pool id, ledger hints), as the statement
- * path's read would have left it. */
+ * units taken from the pool, first and last pool id, ledger hints, units
+ * taken from the ledger), as the statement path's read would have left
+ * it. */
 static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
                          size_t col)
 {
@@ -167,14 +172,17 @@ static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
     k->nids = (size_t)RES_I(r, row, col);
     k->first_id = (uint64_t)RES_I(r, row, col + 1);
     k->last_id = (uint64_t)RES_I(r, row, col + 2);
-    /* next_unit_id 0: a read from the cursor that succeeded does not read
-     * the ledger row (the procedure saves that statement) */
+    /* next_unit_id 0: the ledger row was held elsewhere and a read from
+     * the cursor succeeded without reading it */
     k->hint_next = (uint64_t)RES_I(r, row, col + 3);
     k->have_hint = k->hint_next != 0;
     k->hint_avail = RES_I(r, row, col + 4);
+    k->ledger_took = RES_I(r, row, col + 5);
     if (k->have_hint)
         ledger_seen_note(ctx, j->shop, k->item, k->loc);
-    job_note_read(ctx, j, k);
+    /* a key served by its ledger row read no pool: its cursor stays */
+    if (k->ledger_took == 0)
+        job_note_read(ctx, j, k);
 }
 
 /* Sort the answer rows into the keys; *status: the last row's. */
@@ -216,9 +224,12 @@ static int proc_answer(rsv_ctx *ctx, rjob *j, const proc_plan *plan,
  * line that may have sold out, for the answer without the ledger lock. */
 static int proc_short(rsv_ctx *ctx, rjob *j)
 {
-    for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (key->start > 0 && key->ledger_took == 0 &&
+            (int64_t)key->nids < key->want)
             return NEED_RESCAN;
+    }
     int rc = job_allocate(ctx, j, 0);
     return rc == RSV_OK ? NEED_STATEMENTS : rc;
 }
@@ -259,7 +270,9 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *key = &j->keys[i];
         key->used = key->nids;
+        key->direct = key->ledger_took;
         key->take = key->want;
+        stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->ledger_took > 0);
         /* every key has a ledger row: the checked ones were checked, the
          * others had pool rows or were read */
         ledger_seen_note(ctx, j->shop, key->item, key->loc);

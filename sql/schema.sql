@@ -140,37 +140,50 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
 -- it yourself).  A reserve of a new checkout that takes units at one item
 -- and location runs these statements on the server instead of sending
 -- them one by one: on a network every statement costs a round trip, and
--- the round trips, not the work, were most of a reserve's time.  Same
--- statements, same lock order as the statement path (lib/reserve.c):
--- checkout row (1), pool rows with SKIP LOCKED (3), hold (4); the ledger
--- row is read without a lock.  It commits only when it could do
--- everything; otherwise it rolls back and answers why, and the library
--- takes the statement path (re-reserves, short pools, unknown items).
--- Answer, one row: (status, units taken, first and last pool id taken,
--- ledger next_unit_id, ledger on_hand - issued; both 0 when a read from
--- the cursor succeeded without reading the ledger); status 0 = committed,
--- 1 = the checkout exists, 2 = the pool had fewer rows free than wanted,
--- 3 = no ledger row.  SQL SECURITY INVOKER: it runs with the caller's
--- privileges on these tables (no definer account to keep alive).
+-- the round trips, not the work, were most of a reserve's time.  Lock
+-- order as in the statement path (lib/reserve.c): checkout row (1), ledger
+-- row (2), pool rows (3), hold (4).
+-- The units come straight from the ledger row when no other transaction
+-- holds it and it has enough units not yet issued: one row update instead
+-- of a pool row read, deleted and later minted again.  Its lock is asked
+-- for with SKIP LOCKED, so a reserve never waits for it: while one
+-- checkout holds the row (a refill, another reserve), the others take pool
+-- rows, as before.  The lock is held only while this CALL runs on the
+-- server, never across a round trip, which is what makes a hot row slow.
+-- (The statement path cannot do this: it would hold the row across its
+-- round trips.)  A row held here that cannot cover the reserve stays
+-- locked until the commit (a read of a row by its key keeps its lock);
+-- nothing waits for it but refills and stock changes, for one CALL.
+-- It commits only when it could do everything; otherwise it rolls back
+-- and answers why, and the library takes the statement path
+-- (re-reserves, short pools, unknown items).
+-- Answer, one row: (status, units taken from the pool, first and last pool
+-- id taken, ledger next_unit_id, ledger on_hand - issued (after this
+-- reserve when it took from the ledger; next_unit_id and this both 0 when
+-- the ledger row was held elsewhere and a read from the cursor succeeded
+-- without reading it), units taken from the ledger); status 0 =
+-- committed, 1 = the checkout exists, 2 = the pool had fewer rows free
+-- than wanted, 3 = no ledger row.  SQL SECURITY INVOKER: it runs with the
+-- caller's privileges on these tables (no definer account to keep alive).
 -- The version in the name changes whenever the body does; rsv_open looks
 -- for the version its library calls and uses the statement path without
 -- it (for example if the account that loaded the schema could not create
--- routines).
--- v1 always read the ledger row; a library calling it finds it gone and
--- sends statements.
+-- routines).  Earlier versions are dropped: a library calling one finds it
+-- gone and sends statements.
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
 DELIMITER //
-CREATE PROCEDURE rsv_fast_reserve_v2(
+CREATE PROCEDURE rsv_fast_reserve_v3(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
     IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_dup INT DEFAULT 0;
+  DECLARE v_dup, v_status INT DEFAULT 0;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_avail BIGINT DEFAULT NULL;
-  DECLARE v_taken INT DEFAULT 0;
+  DECLARE v_taken, v_direct INT DEFAULT 0;
   DECLARE v_from BIGINT UNSIGNED DEFAULT p_start;
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
@@ -188,74 +201,87 @@ BEGIN
             NOW(6), NOW(6));
   IF v_dup THEN
     ROLLBACK;
-    SELECT 1, 0, 0, 0, 0, 0;
+    SELECT 1, 0, 0, 0, 0, 0, 0;
   ELSE
-    -- The ledger row (unlocked: next_unit_id and the units not yet issued,
-    -- as last committed) is read only when the caller needs it: to place
-    -- its read cursor after a read from the bottom of the pool (p_start
-    -- 0), and to decide what to do after a short read.  A read from the
-    -- cursor that succeeds, the usual case, does without: one statement
-    -- fewer.  A missing ledger row shows as an empty pool.
-    IF p_start = 0 THEN
-      SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-        FROM inventory_levels
+    -- The ledger row, if no other transaction holds it (lock order 2).
+    SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+      FROM inventory_levels
+     WHERE shop_id = p_shop AND inventory_item_id = p_item
+       AND inventory_group_id = p_loc FOR UPDATE SKIP LOCKED;
+    IF v_avail >= p_want THEN
+      UPDATE inventory_levels SET issued = issued + p_want,
+             updated_at = NOW(6)
        WHERE shop_id = p_shop AND inventory_item_id = p_item
          AND inventory_group_id = p_loc;
-    END IF;
-    IF p_start = 0 AND v_next IS NULL THEN
-      ROLLBACK;
-      SELECT 3, 0, 0, 0, 0, 0;
+      SET v_direct = p_want, v_avail = v_avail - p_want;
     ELSE
-      take: WHILE v_taken < p_want DO
-        SET v_id = NULL;
-        SELECT id INTO v_id FROM reservation_units
-         WHERE shop_id = p_shop AND inventory_item_id = p_item
-           AND inventory_group_id = p_loc AND id >= v_from
-         ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
-        IF v_id IS NULL THEN
-          LEAVE take;
-        END IF;
-        DELETE FROM reservation_units
-         WHERE shop_id = p_shop AND inventory_item_id = p_item
-           AND inventory_group_id = p_loc AND id = v_id;
-        IF v_first IS NULL THEN
-          SET v_first = v_id;
-        END IF;
-        SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
-      END WHILE take;
-      IF v_taken < p_want AND v_next IS NULL THEN
+      -- Held elsewhere: read as last committed, without a lock, when the
+      -- caller needs it: to place its read cursor after a read from the
+      -- bottom of the pool (p_start 0), and to decide what to do after a
+      -- short read.  A read from the cursor that succeeds, the usual case
+      -- under contention, does without.  A missing ledger row shows as an
+      -- empty pool.
+      IF p_start = 0 AND v_next IS NULL THEN
         SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
           FROM inventory_levels
          WHERE shop_id = p_shop AND inventory_item_id = p_item
            AND inventory_group_id = p_loc;
       END IF;
-      IF v_taken < p_want AND v_next IS NULL THEN
-        ROLLBACK;
-        SELECT 3, 0, 0, 0, 0, 0;
-      ELSEIF v_taken < p_want THEN
-        ROLLBACK;
-        SELECT 2, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
-               v_next, v_avail;
+      IF p_start = 0 AND v_next IS NULL THEN
+        SET v_status = 3;
       ELSE
-        INSERT INTO reserved_quantities (shop_id, checkout_token,
-            inventory_item_id, inventory_group_id, quantity, generation,
-            expires_at, created_at)
-          VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
-                  NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
-        COMMIT;
-        SELECT 0, v_taken, v_first, v_last, COALESCE(v_next, 0),
-               COALESCE(v_avail, 0);
+        take: WHILE v_taken < p_want DO
+          SET v_id = NULL;
+          SELECT id INTO v_id FROM reservation_units
+           WHERE shop_id = p_shop AND inventory_item_id = p_item
+             AND inventory_group_id = p_loc AND id >= v_from
+           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+          IF v_id IS NULL THEN
+            LEAVE take;
+          END IF;
+          DELETE FROM reservation_units
+           WHERE shop_id = p_shop AND inventory_item_id = p_item
+             AND inventory_group_id = p_loc AND id = v_id;
+          IF v_first IS NULL THEN
+            SET v_first = v_id;
+          END IF;
+          SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
+        END WHILE take;
+        IF v_taken < p_want AND v_next IS NULL THEN
+          SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+            FROM inventory_levels
+           WHERE shop_id = p_shop AND inventory_item_id = p_item
+             AND inventory_group_id = p_loc;
+        END IF;
+        IF v_taken < p_want THEN
+          SET v_status = IF(v_next IS NULL, 3, 2);
+        END IF;
       END IF;
     END IF;
+    IF v_status = 0 THEN
+      INSERT INTO reserved_quantities (shop_id, checkout_token,
+          inventory_item_id, inventory_group_id, quantity, generation,
+          expires_at, created_at)
+        VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
+                NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
+      COMMIT;
+    ELSE
+      ROLLBACK;
+    END IF;
+    SELECT v_status, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
+           COALESCE(v_next, 0), COALESCE(v_avail, 0), v_direct;
   END IF;
 END//
 DELIMITER ;
 
 -- The same for a cart (libreserve calls it; never call it yourself): a new
--- checkout of several (item, location) keys in one round trip.  Same
--- statements, same lock order as the statement path: checkout row (1),
--- pool rows with SKIP LOCKED for every key in ascending key order (3),
--- then the holds (4), one per key; ledger rows are read without a lock.
+-- checkout of several (item, location) keys in one round trip: the
+-- checkout row (1), then for every key in ascending key order its ledger
+-- row, taken as above if no one holds it and it covers the key, else its
+-- pool rows, both with SKIP LOCKED, then the holds (4), one per key.  (A
+-- ledger row locked after another key's pool rows breaks the lock order
+-- of the statement path, but with SKIP LOCKED this never waits, so it
+-- cannot close a cycle of waits.)
 -- It commits only when every key got all the units asked for; else it
 -- rolls back and answers what it read at every key, and the library
 -- decides what next (the read from the bottom, another location, the slow
@@ -267,8 +293,8 @@ DELIMITER ;
 -- units at, in ascending (item, location) order.  p_nkeys: how many keys
 -- take units (the checkout's hold_count).
 -- Answer: one row per key units were taken at, each (kind, idx, then as
--- above: units taken, first and last pool id taken, ledger next_unit_id
--- and on_hand - issued; both 0 when a read from the cursor succeeded);
+-- above: units taken from the pool, first and last pool id taken, ledger
+-- next_unit_id and on_hand - issued, units taken from the ledger);
 -- kind 9 for every such key but the last, whose row carries the status as
 -- above (0: committed; 1: the checkout exists, nothing read; 2: some key
 -- came up short; 3: key idx has no ledger row, and the answer stops
@@ -278,15 +304,17 @@ DELIMITER ;
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_fast_cart_v1(
+CREATE PROCEDURE rsv_fast_cart_v2(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_keys VARBINARY(4096), IN p_nkeys INT, IN p_ttl_us BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   DECLARE v_dup INT DEFAULT 0;
   DECLARE v_rest, v_key VARBINARY(4096);
-  DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found INT DEFAULT 0;
+  DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found, v_direct
+    INT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_avail BIGINT;
@@ -306,14 +334,15 @@ BEGIN
             NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
   IF v_dup THEN
     ROLLBACK;
-    SELECT 1, 0, 0, 0, 0, 0, 0;
+    SELECT 1, 0, 0, 0, 0, 0, 0, 0;
   ELSE
     SET v_rest = p_keys;
     each_key: WHILE v_rest <> '' DO
       IF v_done > 0 THEN
         -- the key before this one
-        SELECT 9, v_idx, v_taken, v_first, v_last, COALESCE(v_next, 0),
-               COALESCE(v_avail, 0);
+        SELECT 9, v_idx, v_taken, COALESCE(v_first, 0),
+               COALESCE(v_last, 0), COALESCE(v_next, 0),
+               COALESCE(v_avail, 0), v_direct;
       END IF;
       SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
       SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
@@ -338,13 +367,27 @@ BEGIN
         ITERATE each_key;
       END IF;
       SET v_from = v_start, v_taken = 0, v_first = NULL, v_last = NULL,
-          v_next = NULL, v_avail = NULL;
-      -- The ledger row (unlocked: next_unit_id and the units not yet
-      -- issued, as last committed) is read only when the caller needs it:
-      -- to place its read cursor after a read from the bottom of the pool
-      -- (start 0), and to decide what to do after a short read.  A read
-      -- from the cursor that succeeds, the usual case, does without.
-      IF v_start = 0 THEN
+          v_next = NULL, v_avail = NULL, v_direct = 0;
+      -- The ledger row, if no other transaction holds it: its units if it
+      -- covers the key (as in the procedure above).
+      SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+        FROM inventory_levels
+       WHERE shop_id = p_shop AND inventory_item_id = v_item
+         AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
+      IF v_avail >= v_want THEN
+        UPDATE inventory_levels SET issued = issued + v_want,
+               updated_at = NOW(6)
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc;
+        SET v_direct = v_want, v_avail = v_avail - v_want;
+        SET v_done = v_done + 1;
+        ITERATE each_key;
+      END IF;
+      -- Held elsewhere: read as last committed, without a lock, only when
+      -- the caller needs it: to place its read cursor after a read from
+      -- the bottom of the pool (start 0), and to decide what to do after a
+      -- short read.  A read from the cursor that succeeds does without.
+      IF v_start = 0 AND v_next IS NULL THEN
         SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
           FROM inventory_levels
          WHERE shop_id = p_shop AND inventory_item_id = v_item
@@ -411,7 +454,8 @@ BEGIN
       ROLLBACK;
     END IF;
     SELECT v_status, v_idx, v_taken, COALESCE(v_first, 0),
-           COALESCE(v_last, 0), COALESCE(v_next, 0), COALESCE(v_avail, 0);
+           COALESCE(v_last, 0), COALESCE(v_next, 0), COALESCE(v_avail, 0),
+           v_direct;
   END IF;
 END//
 DELIMITER ;

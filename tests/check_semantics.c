@@ -448,18 +448,25 @@ START_TEST(slow_path_never_waits_for_other_items)
     MYSQL *c;
     rsv_ctx *ctx = tu_open_impatient(&c, 0);
     uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 10, 1, 3)); /* pool left empty */
+    /* item 10: 2 units pooled, 1 left in the ledger, and a reserve of all
+     * 3, which neither the pool nor the ledger row alone covers */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 10, 1, 3));
+    char q[256];
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 2 WHERE "
+             "shop_id = %llu AND inventory_item_id = 10",
+             (unsigned long long)shop);
+    tu_exec(c, q);
+    TU_OK(ctx, rsv_replenish(ctx, shop, 10, 1, NULL));
     TU_OK(ctx, rsv_stock_set(ctx, shop, 11, 1, 2));
     TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
     /* as a library transaction would: READ COMMITTED, no gap locks */
     MYSQL *other = tu_connect_in_txn();
-    char q[256];
     snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
              "AND inventory_item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
              (unsigned long long)shop);
     tu_exec(other, q);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other-item"), 10, 1, 2, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 10, 1), 2);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other-item"), 10, 1, 3, 0));
+    ck_assert_int_eq(tu_held(ctx, shop, 10, 1), 3);
     ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
     uint64_t slow = 0;
     TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
@@ -1101,6 +1108,126 @@ START_TEST(cart_in_one_round_trip)
 }
 END_TEST
 
+
+/* One number of key (item, location 1): "pool" its pool rows, "issued"
+ * its ledger's issued units. */
+static int64_t key_count(MYSQL *c, const char *what, uint64_t shop,
+                         uint64_t item)
+{
+    char q[256];
+    if (strcmp(what, "pool") == 0)
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
+                 "shop_id = %llu AND inventory_item_id = %llu AND "
+                 "inventory_group_id = 1", (unsigned long long)shop,
+                 (unsigned long long)item);
+    else
+        snprintf(q, sizeof q, "SELECT issued FROM inventory_levels WHERE "
+                 "shop_id = %llu AND inventory_item_id = %llu AND "
+                 "inventory_group_id = 1", (unsigned long long)shop,
+                 (unsigned long long)item);
+    return tu_i64(c, q);
+}
+
+/* The procedures take a key's units straight from its ledger row when no
+ * other transaction holds the row and it has enough units not yet issued:
+ * the pool is left as it is.  When another transaction holds the row they
+ * take pool rows without waiting for it; when the row cannot cover the
+ * key, pool rows too.  A cart mixes both in one CALL, and a cart that
+ * comes up short gives back what it took from a ledger row. */
+START_TEST(one_trip_takes_from_a_free_ledger_row)
+{
+    MYSQL *c;
+    /* no retries and 1 s lock waits: a reserve waiting for the held
+     * ledger row would fail */
+    rsv_ctx *ctx = tu_open_impatient(&c, 0);
+    uint64_t shop = tu_shop();
+    char q[256];
+    /* item 80: 10 pooled, 40 more in the ledger; item 81: all 5 pooled */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 80, 1, 50));
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 10 WHERE "
+             "shop_id = %llu AND inventory_item_id = 80",
+             (unsigned long long)shop);
+    tu_exec(c, q);
+    TU_OK(ctx, rsv_replenish(ctx, shop, 80, 1, NULL));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 81, 1, 5));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 81, 1, NULL));
+    ck_assert_int_eq(key_count(c, "pool", shop, 80), 10);
+    ck_assert_int_eq(key_count(c, "issued", shop, 80), 10);
+
+    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("ledger"), 80, 1, 3, 0));
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
+    ck_assert_int_eq(key_count(c, "pool", shop, 80), 10);
+    ck_assert_int_eq(key_count(c, "issued", shop, 80), 13);
+    ck_assert_int_eq(tu_held(ctx, shop, 80, 1), 3);
+
+    /* the ledger row held elsewhere (a refill, a stock change): pool rows,
+     * at once */
+    MYSQL *other = tu_connect_in_txn();
+    snprintf(q, sizeof q, "SELECT on_hand FROM inventory_levels WHERE "
+             "shop_id = %llu AND inventory_item_id = 80 FOR UPDATE",
+             (unsigned long long)shop);
+    tu_exec(other, q);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("pool"), 80, 1, 2, 0));
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
+    ck_assert_uint_eq(one_trips(ctx), 2);
+    ck_assert_int_eq(key_count(c, "pool", shop, 80), 8);
+    ck_assert_int_eq(key_count(c, "issued", shop, 80), 13);
+
+    /* a cart in one CALL: item 80's row still held (pool), item 81's
+     * ledger has nothing beyond its pool (pool), item 82's is free */
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 82, 1, 7));
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l1[1] = {1};
+    ck_assert_int_eq(rsv_cart_add(cart, 80, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 81, l1, 1, 2, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 82, l1, 1, 4, 0), RSV_OK);
+    st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("cart"), cart, 0));
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 2);
+    ck_assert_int_eq(key_count(c, "pool", shop, 80), 7);
+    ck_assert_int_eq(key_count(c, "pool", shop, 81), 3);
+    ck_assert_int_eq(key_count(c, "pool", shop, 82), 0);
+    ck_assert_int_eq(key_count(c, "issued", shop, 82), 4);
+    ck_assert_int_eq(tu_held(ctx, shop, 82, 1), 4);
+    tu_exec(other, "ROLLBACK");
+
+    /* a cart whose last key comes up short: item 82's units go back to
+     * its ledger row, and the answer is out of stock */
+    rsv_cart_clear(cart);
+    ck_assert_int_eq(rsv_cart_add(cart, 82, l1, 1, 2, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 81, l1, 1, 4, 0), RSV_OK);
+    int rc = rsv_reserve(ctx, shop, TOK("short"), cart, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
+    ck_assert_int_eq(key_count(c, "issued", shop, 82), 4);
+    ck_assert_int_eq(key_count(c, "pool", shop, 81), 3);
+    ck_assert_int_eq(tu_held(ctx, shop, 82, 1), 4);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+
+    /* held from the ledger or the pool, a hold settles the same way */
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("ledger")));
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("pool")));
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("cart")));
+    int64_t on_hand = -1, held = -1, pooled = -1;
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 80, 1, &on_hand, &held, &pooled,
+                             NULL));
+    ck_assert_int_eq(on_hand, 47);
+    ck_assert_int_eq(held, 0);
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 82, 1, &on_hand, &held, NULL, NULL));
+    ck_assert_int_eq(on_hand, 7);
+    ck_assert_int_eq(held, 0);
+    tu_audit_clean();
+    rsv_cart_free(cart);
+    mysql_close(other);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 /* Item and location ids are any 64-bit value: the extremes survive every
  * path that carries them (the procedures parse them from text, the
  * statements bind them, results come back through signed columns). */
@@ -1287,8 +1414,8 @@ START_TEST(reserve_without_the_procedure)
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-1"), cart, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v2");
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v1");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v3");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v2");
     /* the CALLs fail with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-2"), cart, 0));
@@ -1347,6 +1474,8 @@ int main(void)
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
     tu_add(s, "cart_in_one_round_trip", cart_in_one_round_trip);
+    tu_add(s, "one_trip_takes_from_a_free_ledger_row",
+           one_trip_takes_from_a_free_ledger_row);
     tu_add(s, "extreme_ids_on_every_path", extreme_ids_on_every_path);
     tu_add(s, "cart_reads_first_locations_first",
            cart_reads_first_locations_first);

@@ -74,10 +74,12 @@ START_TEST(counters_by_kind_and_outcome)
     ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_ALL), 10);
     ck_assert_uint_eq(stat_of(ctx, RSV_STAT_OK, RSV_OP_ALL), 5);
     ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_EOUTOFSTOCK), 1);
-    /* the empty pool sent the first reserve down the slow path; the
-     * out-of-stock one too (nothing left to refill with is only known
-     * to the fast path once a hint says so) */
-    ck_assert_uint_ge(stat_of(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE), 1);
+    /* the first reserve took its units straight from the free ledger row
+     * in one round trip (the pool was empty); the out-of-stock one found
+     * the pool short and was answered from one read without a lock */
+    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_LEDGER_TAKES, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE), 0);
     ck_assert_uint_ge(stat_of(ctx, RSV_STAT_SHORT_READS, RSV_OP_RESERVE), 1);
     ck_assert_uint_ge(stat_of(ctx, RSV_STAT_INLINE_REFILLS, RSV_OP_RESERVE),
                       stat_of(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE));
@@ -94,7 +96,7 @@ START_TEST(counters_by_kind_and_outcome)
     uint64_t v;
     ck_assert_int_eq(rsv_stats_get(NULL, RSV_STAT_CALLS, 0, &v), RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, 0, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_BACK_TO_FAST + 1, 0, &v),
+    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_LEDGER_TAKES + 1, 0, &v),
                      RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_AUDIT + 1, &v),
                      RSV_EINVAL);
@@ -198,7 +200,7 @@ START_TEST(histogram_percentile_reset)
     ck_assert_int_eq(rsv_stats_histogram(ctx, 0, NULL, 0), RSV_OK);
 
     TU_OK(ctx, rsv_stats_reset(ctx));
-    for (uint32_t s = 0; s <= RSV_STAT_BACK_TO_FAST; s++)
+    for (uint32_t s = 0; s <= RSV_STAT_LEDGER_TAKES; s++)
         for (uint32_t op = RSV_OP_ALL; op <= RSV_OP_AUDIT; op++)
             ck_assert_uint_eq(stat_of(ctx, s, op), 0);
     ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_OK), 0);

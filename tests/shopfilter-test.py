@@ -262,7 +262,7 @@ def check_statement(sql, shop):
     return problems
 
 
-PROCS = ("rsv_fast_reserve_v2", "rsv_fast_cart_v1")
+PROCS = ("rsv_fast_reserve_v3", "rsv_fast_cart_v2")
 
 
 def procedure_statements(shop, proc):

@@ -26,7 +26,7 @@
 
 #define TOK(s) (s), strlen(s)
 
-enum { I1 = 1, I2 = 2, I3 = 3, L1 = 1, L2 = 2 };
+enum { I1 = 1, I2 = 2, I3 = 3, I4 = 4, L1 = 1, L2 = 2 };
 
 static uint64_t S;         /* the walk's shop */
 static rsv_options opts;   /* fast retries, small pools */
@@ -68,8 +68,11 @@ static rsv_ctx *open_on(MYSQL *c)
 /* ---------------- fixture ---------------- */
 
 /* Built once: pools, a held checkout, a claimed one whose
- * settlement is not folded yet, an expired hold and an item without a
- * pool (the reserve slow path).  Kept in fx_* copies and restored in one
+ * settlement is not folded yet, an expired hold, an item whose pool and
+ * ledger row are each too small for a reserve (the slow path) and one
+ * whose stock is all in its pool (the procedure takes pool rows; at I1
+ * and I2 the ledger row has units beyond the pool, and the procedures
+ * take them from there).  Kept in fx_* copies and restored in one
  * transaction before every case. */
 static void build_fixture(void)
 {
@@ -82,6 +85,14 @@ static void build_fixture(void)
     TU_OK(x, rsv_stock_set(x, S, I2, L2, 30));
     TU_OK(x, rsv_replenish(x, S, I2, L2, NULL));
     TU_OK(x, rsv_stock_set(x, S, I3, L1, 20));
+    char q[256];
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 4 WHERE "
+             "shop_id = %llu AND inventory_item_id = %d",
+             (unsigned long long)S, I3);
+    tu_exec(c, q);
+    TU_OK(x, rsv_replenish(x, S, I3, L1, NULL));
+    TU_OK(x, rsv_stock_set(x, S, I4, L1, 8));
+    TU_OK(x, rsv_replenish(x, S, I4, L1, NULL));
     rsv_cart *cart;
     const uint64_t l1[] = {L1}, l2[] = {L2};
     TU_OK(x, rsv_cart_new(&cart));
@@ -94,7 +105,6 @@ static void build_fixture(void)
     TU_OK(x, rsv_reserve_one(x, S, TOK("exp-e"), I2, L1, 1, 1));
     sleep_ms(20);
     rsv_close(x);
-    char q[256];
     for (size_t t = 0; t < 5; t++) {
         snprintf(q, sizeof q,
                  "CREATE TABLE fx_%s AS SELECT * FROM %s WHERE shop_id = %llu",
@@ -235,6 +245,9 @@ static void teardown_conn(void)
 #define OPF_JOINED 0x8       /* runs in the caller's transaction */
 #define OPF_OPEN 0x10        /* opens its own context */
 #define OPF_REPEAT_DIFFERS 0x20 /* a repeat is a new reserve of the token */
+#define OPF_READ_FIRST 0x40  /* reserve: its first transaction that commits
+                                only reads (the sold-out read before a slow
+                                path); the next one is the reserve's */
 
 struct op {
     const char *name;
@@ -255,8 +268,15 @@ static int op_open(void)
 
 static int op_reserve_one(void)
 {
-    /* takes the pool below its low-water mark: a refill follows */
+    /* I1's ledger row is free and has 40 units beyond its pool: the
+     * procedure takes the 6 straight from it */
     return rsv_reserve_one(ctx, S, TOK("new-1"), I1, L1, 6, 0);
+}
+
+static int op_reserve_pool(void)
+{
+    /* I4's stock is all in its pool: the procedure takes pool rows */
+    return rsv_reserve_one(ctx, S, TOK("new-5"), I4, L1, 3, 0);
 }
 
 static int op_reserve_multi(void)
@@ -277,14 +297,16 @@ static int op_reserve_multi(void)
 static int op_reserve_cart(void)
 {
     /* a new cart every line of which its first location covers: one CALL
-     * of the cart procedure, which commits */
+     * of the cart procedure, which takes I1's units from its ledger row
+     * and I4's from its pool, and commits */
     rsv_cart *cart;
     const uint64_t l1[] = {L1}, l12[] = {L1, L2};
     int rc = rsv_cart_new(&cart);
     if (rc != RSV_OK)
         return rc;
     if ((rc = rsv_cart_add(cart, I1, l1, 1, 2, 0)) == RSV_OK &&
-        (rc = rsv_cart_add(cart, I2, l12, 2, 1, 0)) == RSV_OK)
+        (rc = rsv_cart_add(cart, I2, l12, 2, 1, 0)) == RSV_OK &&
+        (rc = rsv_cart_add(cart, I4, l1, 1, 1, 0)) == RSV_OK)
         rc = rsv_reserve(ctx, S, TOK("new-4"), cart, 0);
     rsv_cart_free(cart);
     return rc;
@@ -292,9 +314,10 @@ static int op_reserve_cart(void)
 
 static int op_reserve_slow(void)
 {
-    /* I3 has no pool rows: the fast path rolls back, the slow path covers
-     * the line from the ledger */
-    return rsv_reserve_one(ctx, S, TOK("new-3"), I3, L1, 2, 0);
+    /* I3 has 4 units pooled and 16 more in its ledger row, and neither
+     * covers 18: the procedure rolls back, a read without locks finds the
+     * item not sold out, and the slow path covers the line from both */
+    return rsv_reserve_one(ctx, S, TOK("new-3"), I3, L1, 18, 0);
 }
 
 static int op_rereserve(void)
@@ -373,10 +396,13 @@ static const struct op ops[] = {
      RSV_OK, "new-1", 6},
     {"reserve_multi", op_reserve_multi, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "new-2", 15},
+    {"reserve_pool", op_reserve_pool, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
+     RSV_OK, "new-5", 3},
     {"reserve_cart", op_reserve_cart, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
-     RSV_OK, "new-4", 3},
-    {"reserve_slow", op_reserve_slow, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
-     RSV_OK, "new-3", 2},
+     RSV_OK, "new-4", 4},
+    {"reserve_slow", op_reserve_slow,
+     OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS | OPF_READ_FIRST, RSV_OK, "new-3",
+     18},
     {"rereserve", op_rereserve, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "held-a", 3},
     {"claim", op_claim, 0, RSV_ECLAIMED, NULL, 0},
@@ -417,6 +443,8 @@ static struct point classify(const struct op *op, uint64_t n)
 {
     struct point p = {0, 0, 0, 0, 0};
     int in_frame = 0, committed = 0;
+    int reads = (op->flags & OPF_READ_FIRST) ? 1 : 0; /* read-only commits
+                                                         still to come */
     for (uint64_t i = 1; i <= n; i++) {
         const char *t = trace[i];
         if (strcmp(t, SET_RC) == 0)
@@ -425,11 +453,16 @@ static struct point classify(const struct op *op, uint64_t n)
         p.retried = in_frame || p.call;
         p.commit = (in_frame && strcmp(t, "COMMIT") == 0) || p.call;
         p.best_effort = (op->flags & OPF_REFILL_AFTER) && committed;
-        p.commits = !committed && ((in_frame && strcmp(t, "COMMIT") == 0) ||
-                                   strcmp(t, "CALL") == 0);
+        p.commits = !committed &&
+                    ((in_frame && strcmp(t, "COMMIT") == 0 && !reads) ||
+                     strcmp(t, "CALL") == 0);
         if (strcmp(t, "COMMIT") == 0 || strcmp(t, "ROLLBACK") == 0) {
-            if (in_frame && strcmp(t, "COMMIT") == 0)
-                committed = 1;
+            if (in_frame && strcmp(t, "COMMIT") == 0) {
+                if (reads)
+                    reads--;
+                else
+                    committed = 1;
+            }
             in_frame = 0;
         }
         if (strcmp(t, "CALL") == 0)
