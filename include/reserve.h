@@ -196,8 +196,8 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                tests that count them);
                                                slower under contention */
 #define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the reserve
-                                               procedures (rsv_fast_reserve_v2,
-                                               rsv_fast_cart_v1 in
+                                               procedures (rsv_fast_reserve_v3,
+                                               rsv_fast_cart_v2 in
                                                sql/schema.sql): every
                                                reserve sends its statements
                                                one by one, one round trip
@@ -363,10 +363,13 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  * A new checkout is reserved in one round trip when the schema's
  * procedures are loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts these)
  * and every line can be held at the first location it names:
- * rsv_fast_reserve_v2 when that is one item at one location (the flash
- * sale case), rsv_fast_cart_v1 for up to 32 (item, location) pairs and 64
+ * rsv_fast_reserve_v3 when that is one item at one location (the flash
+ * sale case), rsv_fast_cart_v2 for up to 32 (item, location) pairs and 64
  * units.  The same
- * statements and transaction, run by the server.  Since that one statement
+ * statements and transaction, run by the server; and there a key's units
+ * come straight from its ledger row when no other transaction holds that
+ * row and it covers the key (RSV_STAT_LEDGER_TAKES), else from the pool,
+ * without waiting for the row.  Since that one statement
  * also commits, a connection lost after it was sent gives RSV_EINDOUBT
  * (repeat the call), never RSV_ECONN.  Everything else (re-reserves, a line
  * whose first location is short, bigger carts), or a schema without the

@@ -23,11 +23,14 @@
  * ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
- * instead, rsv_fast_reserve_v2 when it takes units at one (item,
- * location), rsv_fast_cart_v1 at up to 32, which run the statements of
+ * instead, rsv_fast_reserve_v3 when it takes units at one (item,
+ * location), rsv_fast_cart_v2 at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the
- * statements below take over.
+ * statements below take over.  Being on the server, they may also take a
+ * key's units straight from its ledger row when no one holds it (SKIP
+ * LOCKED), holding it for no round trip; the statements never do, since
+ * they would hold it across theirs.
  *
  * Slow path, only when a pool read comes back short and the ledger may
  * have more (the fast-path transaction is rolled back first, so nothing is

@@ -53,8 +53,8 @@ int b_call_cart(rsv_buf *s, uint32_t shape)
  * location, big holds, many keys) sends the statements, which handle
  * every case. */
 typedef struct proc_plan {
-    int which;      /* PLAN_NONE, PLAN_ONE (rsv_fast_reserve_v2) or
-                       PLAN_CART (rsv_fast_cart_v1) */
+    int which;      /* PLAN_NONE, PLAN_ONE (rsv_fast_reserve_v3) or
+                       PLAN_CART (rsv_fast_cart_v2) */
     size_t taken;   /* keys units are taken at */
     size_t checked; /* other keys the procedure checks exist */
 } proc_plan;

@@ -581,11 +581,12 @@ static const uint32_t lib_stat[] = {RSV_STAT_CALLS, RSV_STAT_ONE_TRIP,
                                     RSV_STAT_SLOW_PATHS, RSV_STAT_BACK_TO_FAST,
                                     RSV_STAT_INLINE_REFILLS,
                                     RSV_STAT_SHORT_READS, RSV_STAT_RETRIES,
-                                    RSV_STAT_STATEMENTS};
+                                    RSV_STAT_STATEMENTS,
+                                    RSV_STAT_LEDGER_TAKES};
 static const char *const lib_stat_name[] = {"calls", "one_trip", "slow_paths",
                                             "back_to_fast", "inline_refills",
                                             "short_reads", "retries",
-                                            "statements"};
+                                            "statements", "ledger_takes"};
 #define LIB_NSTATS (sizeof lib_stat / sizeof lib_stat[0])
 
 /* Which way each libreserve reserve went, told from its counters before
