@@ -206,6 +206,10 @@ typedef struct rsv_pool_seen {
     int64_t avail;             /* on_hand - issued as last read */
     uint64_t cursor;           /* where the next read starts */
     uint64_t refill_after_us;  /* no refill probe before (monotonic) */
+    int refill_retries;        /* a due top-up found the ledger row held:
+                                  the next reserves try again, this many
+                                  more times, without counting the pool */
+    int refill_retrying;       /* the top-up asked for last is a retry */
     int sold_out;              /* the last answer for this pool was sold
                                   out (see sold_out_unlocked, sold_out.c) */
 } rsv_pool_seen;
@@ -366,10 +370,13 @@ RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
  * straight to holds (lv is updated). */
 RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
                             int64_t n_rows, int64_t direct);
-/* Refill a pool in its own transaction; skip: do not wait for a refiller
- * already at work.  *added gets the rows added. */
+/* Refill a pool in its own transaction; skip: do not wait for another
+ * transaction holding the ledger row (a refiller already at work, or a
+ * reserve procedure taking units from it), and then set *skipped (if not
+ * NULL).  *added gets the rows added. */
 RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
-                             uint64_t loc, int skip, int64_t *added);
+                             uint64_t loc, int skip, int64_t *added,
+                             int *skipped);
 RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
 
 /* ---- ledger rows this context has seen exist (ledger_seen.c) ---- */
@@ -404,6 +411,10 @@ RSV_HIDDEN int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop,
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,
                                uint64_t first_id, int was_short);
+/* After a top-up that pool_refill_due asked for: whether it found the
+ * ledger row held by another transaction and did nothing. */
+RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                                 uint64_t loc, int skipped);
 
 /* ---- checkouts (checkout.c) ---- */
 RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);

@@ -430,6 +430,7 @@ struct refill_arg {
     uint64_t shop, key[2];
     int skip;
     int64_t added;
+    int skipped;
 };
 
 static int refill_body(rsv_ctx *ctx, void *p)
@@ -438,13 +439,15 @@ static int refill_body(rsv_ctx *ctx, void *p)
     rsv_level lv;
     size_t found = 0;
     a->added = 0;
+    a->skipped = 0;
     int rc = ledger_lock(ctx, a->shop, a->key, 1,
                          a->skip ? LEDGER_SKIP : LEDGER_WAIT, &lv, &found);
     if (rc)
         return rc;
     if (found == 0) {
+        a->skipped = a->skip;
         if (a->skip)
-            return RSV_OK; /* someone else is refilling (or no row) */
+            return RSV_OK; /* someone else holds it (or no row) */
         return ctx_fail(ctx, RSV_ENOITEM,
                         "no stock ledger row for shop %llu item %llu "
                         "location %llu: set its stock first",
@@ -458,12 +461,14 @@ static int refill_body(rsv_ctx *ctx, void *p)
 }
 
 int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
-                  int skip, int64_t *added)
+                  int skip, int64_t *added, int *skipped)
 {
-    struct refill_arg a = {shop, {item, loc}, skip, 0};
+    struct refill_arg a = {shop, {item, loc}, skip, 0, 0};
     int rc = txn_run(ctx, 0, refill_body, &a);
     if (added)
         *added = rc == RSV_OK ? a.added : 0;
+    if (skipped)
+        *skipped = rc == RSV_OK && a.skipped;
     return rc;
 }
 
@@ -476,6 +481,7 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
         return RSV_EINVAL;
     if (op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0))
         return op_end(ctx, ctx->code);
-    int rc = ledger_refill(ctx, shop_id, item_id, location_id, 0, added_out);
+    int rc = ledger_refill(ctx, shop_id, item_id, location_id, 0, added_out,
+                           NULL);
     return op_end(ctx, rc ? rc : ctx_ok(ctx));
 }

@@ -20,7 +20,15 @@
  * plain read of at most pool_cap index entries, in a short transaction of
  * its own) and refills only if it is below the low-water mark.  Refill attempts by
  * every buyer at once used to find the ledger row locked by one refiller
- * and do nothing but cost.
+ * and do nothing but cost.  The top-up does not wait for the ledger row
+ * (SKIP LOCKED); but the reserve procedures hold a hot item's row often
+ * (whenever they take units straight from it), and a top-up that found it
+ * held then left the pool to run dry before the next count, sending its
+ * buyers down the slow path together.  So a top-up that found the row held
+ * is tried again by this context's next reserves of the pool (up to
+ * REFILL_RETRIES times), without counting again; then the count decides
+ * again, at its usual pace (at 128 buyers, retrying for as long as the row
+ * was found held made two reserves in three a top-up attempt).
  *
  * The cursors live in the context (RSV_POOL_SEEN pools, direct-mapped): a
  * pool that falls out of the cache is read from the bottom again.
@@ -31,6 +39,7 @@
 #include "internal.h"
 
 #define PROBE_GAP_US 1000000
+#define REFILL_RETRIES 8
 
 static uint64_t now_us(void)
 {
@@ -143,6 +152,11 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
     if (!s) /* (evicted by another key of this cart since the read) */
         return start == 0 && span < ctx->opts.refill_low_water;
+    s->refill_retrying = s->refill_retries > 0;
+    if (s->refill_retrying) {
+        s->refill_retries--;
+        return 1;
+    }
     uint64_t now = now_us();
     if (start == 0) {
         /* at most one attempt per pool and PROBE_GAP_US from here too: a
@@ -169,4 +183,16 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     int rc = txn_run(ctx, 0, probe_body, &pp);
     memcpy(ctx->msg, msg, sizeof msg);
     return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
+}
+
+void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
+                      int skipped)
+{
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    if (!s)
+        return;
+    if (!skipped)
+        s->refill_retries = 0;
+    else if (!s->refill_retrying)
+        s->refill_retries = REFILL_RETRIES;
 }

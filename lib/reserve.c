@@ -719,12 +719,15 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         if (!refill_due(ctx, j, key))
             continue;
         int64_t added = 0;
+        int skipped = 0;
         /* Best effort: the reserve already committed; a failed refill only
          * means the next short reserve refills instead. */
         char msg[sizeof ctx->msg];
         memcpy(msg, ctx->msg, sizeof msg);
         stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
-        (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added);
+        (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added,
+                            &skipped);
+        pool_refill_done(ctx, j->shop, key->item, key->loc, skipped);
 
         memcpy(ctx->msg, msg, sizeof msg);
         j->refill_added += added;
