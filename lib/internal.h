@@ -411,6 +411,10 @@ RSV_HIDDEN int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop,
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,
                                uint64_t first_id, int was_short);
+/* Whether a top-up that found the ledger row held is still to be tried
+ * again (see pool_refill_done). */
+RSV_HIDDEN int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                                   uint64_t loc);
 /* After a top-up that pool_refill_due asked for: whether it found the
  * ledger row held by another transaction and did nothing. */
 RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,

@@ -185,6 +185,13 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
 }
 
+int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                        uint64_t loc)
+{
+    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    return s && s->refill_retries > 0;
+}
+
 void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
                       int skipped)
 {

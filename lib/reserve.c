@@ -513,7 +513,7 @@ static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     return pool_refill_due(ctx, j->shop, k->item, k->loc, k->start,
                            k->hint_next, k->first_id,
-                           (int64_t)k->nids < k->want);
+                           (int64_t)k->nids + k->ledger_took < k->want);
 }
 
 /* ---------------- the two paths ---------------- */
@@ -710,8 +710,13 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         /* only pools this reserve read (not a line's other locations);
          * without a hint, the cursor's slot knows whether the ledger had
          * units left when it was last read */
-        if (key->want <= 0 || key->ledger_took > 0)
-            continue; /* (a key served by its ledger row took no pool row) */
+        if (key->want <= 0)
+            continue;
+        /* a key served by its ledger row took no pool row; but its free
+         * row is the chance for a top-up that found it held before */
+        if (key->ledger_took > 0 &&
+            !pool_refill_pending(ctx, j->shop, key->item, key->loc))
+            continue;
         if (key->have_hint ? key->hint_avail <= 0
                            : !pool_cursor_may_refill(ctx, j->shop, key->item,
                                                      key->loc))
