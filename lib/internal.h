@@ -207,9 +207,9 @@ typedef struct rsv_pool_seen {
     uint64_t cursor;           /* where the next read starts */
     uint64_t refill_after_us;  /* no refill probe before (monotonic) */
     int refill_retries;        /* a due top-up found the ledger row held:
-                                  the next reserves try again, this many
-                                  more times, without counting the pool */
-    int refill_retrying;       /* the top-up asked for last is a retry */
+                                  the next reserves that take units from
+                                  that row try again, this many more
+                                  times, without counting the pool */
     int sold_out;              /* the last answer for this pool was sold
                                   out (see sold_out_unlocked, sold_out.c) */
 } rsv_pool_seen;
@@ -415,10 +415,11 @@ RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
  * again (see pool_refill_done). */
 RSV_HIDDEN int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                    uint64_t loc);
-/* After a top-up that pool_refill_due asked for: whether it found the
- * ledger row held by another transaction and did nothing. */
+/* After a top-up that pool_refill_due asked for (retry 0) or a try again
+ * of a pending one (retry 1): whether it found the ledger row held by
+ * another transaction and did nothing. */
 RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,
-                                 uint64_t loc, int skipped);
+                                 uint64_t loc, int retry, int skipped);
 
 /* ---- checkouts (checkout.c) ---- */
 RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);

@@ -513,7 +513,7 @@ static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     return pool_refill_due(ctx, j->shop, k->item, k->loc, k->start,
                            k->hint_next, k->first_id,
-                           (int64_t)k->nids + k->ledger_took < k->want);
+                           (int64_t)k->nids < k->want);
 }
 
 /* ---------------- the two paths ---------------- */
@@ -712,16 +712,17 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
          * units left when it was last read */
         if (key->want <= 0)
             continue;
-        /* a key served by its ledger row took no pool row; but its free
-         * row is the chance for a top-up that found it held before */
-        if (key->ledger_took > 0 &&
-            !pool_refill_pending(ctx, j->shop, key->item, key->loc))
+        /* A key served by its ledger row took no pool row; but the row
+         * was free a moment ago: the time to try again a top-up that
+         * found it held (see pool_cursor.c). */
+        int retry = key->ledger_took > 0;
+        if (retry && !pool_refill_pending(ctx, j->shop, key->item, key->loc))
             continue;
         if (key->have_hint ? key->hint_avail <= 0
                            : !pool_cursor_may_refill(ctx, j->shop, key->item,
                                                      key->loc))
             continue;
-        if (!refill_due(ctx, j, key))
+        if (!retry && !refill_due(ctx, j, key))
             continue;
         int64_t added = 0;
         int skipped = 0;
@@ -732,7 +733,7 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
         (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added,
                             &skipped);
-        pool_refill_done(ctx, j->shop, key->item, key->loc, skipped);
+        pool_refill_done(ctx, j->shop, key->item, key->loc, retry, skipped);
 
         memcpy(ctx->msg, msg, sizeof msg);
         j->refill_added += added;
