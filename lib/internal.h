@@ -210,6 +210,8 @@ typedef struct rsv_pool_seen {
                                   the next reserves that take units from
                                   that row try again, this many more
                                   times, without counting the pool */
+    int refill_urgent;         /* the last count (or read from the bottom)
+                                  found the pool close to dry */
     int sold_out;              /* the last answer for this pool was sold
                                   out (see sold_out_unlocked, sold_out.c) */
 } rsv_pool_seen;

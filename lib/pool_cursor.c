@@ -27,9 +27,11 @@
  * buyers down the slow path together.  So a top-up that found the row held
  * is tried again, without counting again, by this context's next reserve
  * of the pool that takes its units from the ledger row: the row was free
- * a moment ago.  (Trying again at every reserve cost the flash sale 10-30 %
- * at 64-128 buyers, most tries finding the row held again.)  At most
- * REFILL_RETRIES tries; then the count decides again, at its usual pace.
+ * a moment ago.  Only when the pool was close to dry (below a third of the
+ * low-water mark): above that the count's usual pace keeps up, and every
+ * try costs a transaction (trying again at every reserve cost the flash
+ * sale 10-30 % at 64-128 buyers, and at every such reserve still about
+ * 10 %).  At most REFILL_RETRIES tries; then the count decides again.
  *
  * The cursors live in the context (RSV_POOL_SEEN pools, direct-mapped): a
  * pool that falls out of the cache is read from the bottom again.
@@ -159,6 +161,7 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
          * pool the ledger can only trickle into looks low on every read */
         if (span >= ctx->opts.refill_low_water || now < s->refill_after_us)
             return 0;
+        s->refill_urgent = span < ctx->opts.refill_low_water / 3;
         s->refill_after_us = now + PROBE_GAP_US / 2 +
                              ctx_rand(ctx) % PROBE_GAP_US;
         return 1;
@@ -178,6 +181,7 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     memcpy(msg, ctx->msg, sizeof msg);
     int rc = txn_run(ctx, 0, probe_body, &pp);
     memcpy(ctx->msg, msg, sizeof msg);
+    s->refill_urgent = rc == RSV_OK && pp.count < ctx->opts.refill_low_water / 3;
     return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
 }
 
@@ -196,7 +200,7 @@ void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
         return;
     if (!skipped)
         s->refill_retries = 0;
-    else if (!retry)
+    else if (!retry && s->refill_urgent)
         s->refill_retries = REFILL_RETRIES;
     else if (s->refill_retries > 0)
         s->refill_retries--;

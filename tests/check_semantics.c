@@ -1254,14 +1254,16 @@ START_TEST(held_top_up_is_tried_again)
              "shop_id = %llu AND inventory_item_id = 90 FOR UPDATE",
              (unsigned long long)shop);
     tu_exec(other, q);
-    /* the row held: both reserves take pool rows; after the second the
-     * pool is below its low-water mark (75), and the top-up finds the row
-     * held */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 90, 1, 30, 0));
+    /* the row held: both reserves take pool rows (the first, 76 units,
+     * by statements, the second by the procedure); the second reads a
+     * pool close to dry (below a third of its low-water mark, 75), and
+     * the top-up finds the row held */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 90, 1, 76, 0));
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 90, 1, 10, 0));
-    ck_assert_int_eq(key_count(c, "pool", shop, 90), 60);
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 90, 1, 5, 0));
+    ck_assert_int_eq(key_count(c, "pool", shop, 90), 19);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 1);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 0);
     /* a reserve that finds the row held again does not try again (it
@@ -1273,7 +1275,7 @@ START_TEST(held_top_up_is_tried_again)
     if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
         400)
         ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 1);
-    ck_assert_int_eq(key_count(c, "pool", shop, 90), 55);
+    ck_assert_int_eq(key_count(c, "pool", shop, 90), 14);
     tu_exec(other, "ROLLBACK");
     /* the row free: the reserve takes its unit from it, and the top-up
      * follows at once */
@@ -1285,7 +1287,7 @@ START_TEST(held_top_up_is_tried_again)
     /* and only once */
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("d"), 90, 1, 1, 0));
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), tries + 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 90, 1), 47);
+    ck_assert_int_eq(tu_held(ctx, shop, 90, 1), 88);
     tu_audit_clean();
     mysql_close(other);
     rsv_close(ctx);
