@@ -179,8 +179,9 @@ static int check_schema(rsv_ctx *ctx)
                                 "(SELECT COUNT(*) FROM information_schema."
                                 "tables WHERE table_schema = DATABASE() AND "
                                 "table_name = '%s'), ", tables[i]);
-    static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART};
-    for (size_t i = 0; i < 2; i++)
+    static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART,
+                                        RSV_PROC_TOP_UP};
+    for (size_t i = 0; i < 3; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
                                 "%s(SELECT COUNT(*) FROM information_schema."
                                 "routines WHERE routine_schema = DATABASE() "
@@ -206,7 +207,8 @@ static int check_schema(rsv_ctx *ctx)
      * cannot create routines loaded the schema, or an older schema file)
      * every reserve sends its statements one by one, slower on a network
      * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used. */
-    int procs_ok = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY);
+    int procs_ok = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
+                   found[NTABLES + 2] == '1'; /* (both call the top-up) */
     ctx->has_proc = procs_ok && found[NTABLES] == '1';
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
     return RSV_OK;

@@ -83,6 +83,7 @@
  * arguments do. */
 #define RSV_PROC_RESERVE "rsv_fast_reserve_v3"
 #define RSV_PROC_CART "rsv_fast_cart_v2"
+#define RSV_PROC_TOP_UP "rsv_pool_top_up_v1" /* called by both */
 
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
@@ -206,12 +207,9 @@ typedef struct rsv_pool_seen {
     int64_t avail;             /* on_hand - issued as last read */
     uint64_t cursor;           /* where the next read starts */
     uint64_t refill_after_us;  /* no refill probe before (monotonic) */
-    int refill_retries;        /* a due top-up found the ledger row held:
-                                  the next reserves that take units from
-                                  that row try again, this many more
-                                  times, without counting the pool */
-    int refill_urgent;         /* the last count (or read from the bottom)
-                                  found the pool close to dry */
+    int refill_pending;        /* a due top-up found the ledger row held:
+                                  the next reserve procedure does it if it
+                                  gets the row (pool_cursor.c) */
     int sold_out;              /* the last answer for this pool was sold
                                   out (see sold_out_unlocked, sold_out.c) */
 } rsv_pool_seen;
@@ -413,15 +411,16 @@ RSV_HIDDEN int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop,
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,
                                uint64_t first_id, int was_short);
-/* Whether a top-up that found the ledger row held is still to be tried
- * again (see pool_refill_done). */
+/* Whether a top-up that found the ledger row held is still to be done
+ * (see pool_refill_done): the next reserve procedure does it if it gets
+ * the row. */
 RSV_HIDDEN int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                    uint64_t loc);
-/* After a top-up that pool_refill_due asked for (retry 0) or a try again
- * of a pending one (retry 1): whether it found the ledger row held by
- * another transaction and did nothing. */
+/* After a top-up (a transaction of its own, or inside a reserve
+ * procedure): whether it found the ledger row held by another transaction
+ * and did nothing, so that it is still pending. */
 RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,
-                                 uint64_t loc, int retry, int skipped);
+                                 uint64_t loc, int skipped);
 
 /* ---- checkouts (checkout.c) ---- */
 RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);

@@ -24,14 +24,13 @@
  * (SKIP LOCKED); but the reserve procedures hold a hot item's row often
  * (whenever they take units straight from it), and a top-up that found it
  * held then left the pool to run dry before the next count, sending its
- * buyers down the slow path together.  So a top-up that found the row held
- * is tried again, without counting again, by this context's next reserve
- * of the pool that takes its units from the ledger row: the row was free
- * a moment ago.  Only when the pool was close to dry (below a third of the
- * low-water mark): above that the count's usual pace keeps up, and every
- * try costs a transaction (trying again at every reserve cost the flash
- * sale 10-30 % at 64-128 buyers, and at every such reserve still about
- * 10 %).  At most REFILL_RETRIES tries; then the count decides again.
+ * buyers down the slow path together (slow paths of 1-2 s in hot-item
+ * carts).  So a top-up that found the row held is left pending, and this
+ * context's next reserve procedure for the pool does it if it gets the row
+ * (sql/schema.sql, rsv_pool_top_up_v1): on the server, in the buyer's
+ * transaction, with no round trip.  (Trying again in transactions of
+ * their own cost the flash sale 10-30 % at 64-128 buyers: most tries found
+ * the row held again, and those that got it held it across round trips.)
  *
  * The cursors live in the context (RSV_POOL_SEEN pools, direct-mapped): a
  * pool that falls out of the cache is read from the bottom again.
@@ -42,7 +41,6 @@
 #include "internal.h"
 
 #define PROBE_GAP_US 1000000
-#define REFILL_RETRIES 8
 
 static uint64_t now_us(void)
 {
@@ -161,7 +159,6 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
          * pool the ledger can only trickle into looks low on every read */
         if (span >= ctx->opts.refill_low_water || now < s->refill_after_us)
             return 0;
-        s->refill_urgent = span < ctx->opts.refill_low_water / 3;
         s->refill_after_us = now + PROBE_GAP_US / 2 +
                              ctx_rand(ctx) % PROBE_GAP_US;
         return 1;
@@ -181,7 +178,6 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     memcpy(msg, ctx->msg, sizeof msg);
     int rc = txn_run(ctx, 0, probe_body, &pp);
     memcpy(ctx->msg, msg, sizeof msg);
-    s->refill_urgent = rc == RSV_OK && pp.count < ctx->opts.refill_low_water / 3;
     return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
 }
 
@@ -189,19 +185,13 @@ int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                         uint64_t loc)
 {
     rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
-    return s && s->refill_retries > 0;
+    return s && s->refill_pending;
 }
 
 void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
-                      int retry, int skipped)
+                      int skipped)
 {
     rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
-    if (!s)
-        return;
-    if (!skipped)
-        s->refill_retries = 0;
-    else if (!retry && s->refill_urgent)
-        s->refill_retries = REFILL_RETRIES;
-    else if (s->refill_retries > 0)
-        s->refill_retries--;
+    if (s)
+        s->refill_pending = skipped;
 }

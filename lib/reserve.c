@@ -710,19 +710,13 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         /* only pools this reserve read (not a line's other locations);
          * without a hint, the cursor's slot knows whether the ledger had
          * units left when it was last read */
-        if (key->want <= 0)
-            continue;
-        /* A key served by its ledger row took no pool row; but the row
-         * was free a moment ago: the time to try again a top-up that
-         * found it held (see pool_cursor.c). */
-        int retry = key->ledger_took > 0;
-        if (retry && !pool_refill_pending(ctx, j->shop, key->item, key->loc))
-            continue;
+        if (key->want <= 0 || key->ledger_took > 0)
+            continue; /* (a key served by its ledger row took no pool row) */
         if (key->have_hint ? key->hint_avail <= 0
                            : !pool_cursor_may_refill(ctx, j->shop, key->item,
                                                      key->loc))
             continue;
-        if (!retry && !refill_due(ctx, j, key))
+        if (!refill_due(ctx, j, key))
             continue;
         int64_t added = 0;
         int skipped = 0;
@@ -733,7 +727,8 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
         (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added,
                             &skipped);
-        pool_refill_done(ctx, j->shop, key->item, key->loc, retry, skipped);
+        /* found the row held: left to this context's next procedure */
+        pool_refill_done(ctx, j->shop, key->item, key->loc, skipped);
 
         memcpy(ctx->msg, msg, sizeof msg);
         j->refill_added += added;

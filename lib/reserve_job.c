@@ -148,7 +148,7 @@ void job_reset_pass(rjob *j)
         rkey *key = &j->keys[k];
         key->nids = key->used = 0;
         key->first_id = key->last_id = 0;
-        key->direct = key->take = key->ledger_took = 0;
+        key->direct = key->take = key->ledger_took = key->minted = 0;
         key->have_hint = 0;
     }
     for (size_t l = 0; l < j->cart->n; l++)

@@ -33,6 +33,8 @@ typedef struct rkey {
     int64_t ledger_took; /* units a procedure took straight from the
                             ledger row (it was free and covered the key);
                             when it rolled back, what it could have held */
+    int64_t minted;      /* pool rows a procedure's pending top-up minted
+                            (-1: the ledger row was held elsewhere) */
     int64_t take;        /* units held at this key in total */
     int have_hint;
     uint64_t hint_next;  /* next_unit_id as last committed */

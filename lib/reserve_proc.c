@@ -23,13 +23,15 @@ enum {
 #define PROC_MAX_KEYS 32  /* keys a cart CALL takes units at */
 #define PROC_MAX_LIST 48  /* keys in its list, checked ones included
                              (4096 bytes) */
-#define PROC_KEY_TEXT 88  /* "idx,item,location,units,start;": at most
-                             3 + 20 + 20 + 2 + 20 digits and 5 marks */
+#define PROC_KEY_TEXT 88  /* "idx,item,location,units,start,fill;": at
+                             most 2 + 20 + 20 + 2 + 20 + 5 digits and 6
+                             marks, 75 (48 keys: 3,600 of the procedure's
+                             4,096 bytes) */
 
 int b_call_reserve(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?)");
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?)");
     return 0;
 }
 
@@ -108,19 +110,28 @@ static rkey *proc_only_key(rjob *j)
     return NULL;
 }
 
-static size_t proc_key_text(char *out, size_t cap, size_t k, const rkey *key,
-                            int64_t want)
+/* The pool cap to top a key's pool up to inside the CALL, if a top-up
+ * after an earlier reserve found its ledger row held (pool_cursor.c); 0
+ * if none is pending. */
+static int64_t proc_fill(rsv_ctx *ctx, const rjob *j, const rkey *key)
 {
-    return (size_t)snprintf(out, cap, "%zu,%llu,%llu,%lld,%llu;", k,
+    return pool_refill_pending(ctx, j->shop, key->item, key->loc)
+               ? ctx->opts.pool_cap : 0;
+}
+
+static size_t proc_key_text(char *out, size_t cap, size_t k, const rkey *key,
+                            int64_t want, int64_t fill)
+{
+    return (size_t)snprintf(out, cap, "%zu,%llu,%llu,%lld,%llu,%lld;", k,
                             (unsigned long long)key->item,
                             (unsigned long long)key->loc, (long long)want,
-                            (unsigned long long)key->start);
+                            (unsigned long long)key->start, (long long)fill);
 }
 
 /* The cart procedure's key list: first the keys to check (0 units; they
  * lock nothing), then the keys with units to take, in key order (the
  * order their pool rows are locked in). */
-static size_t proc_key_list(const rsv_ctx *ctx, const rjob *j, char *out,
+static size_t proc_key_list(rsv_ctx *ctx, const rjob *j, char *out,
                             size_t cap)
 {
     size_t len = 0;
@@ -128,12 +139,13 @@ static size_t proc_key_list(const rsv_ctx *ctx, const rjob *j, char *out,
         const rkey *key = &j->keys[k];
         if (key->want <= 0 &&
             !ledger_seen(ctx, j->shop, key->item, key->loc))
-            len += proc_key_text(out + len, cap - len, k, key, 0);
+            len += proc_key_text(out + len, cap - len, k, key, 0, 0);
     }
     for (size_t k = 0; k < j->nkeys; k++)
         if (j->keys[k].want > 0)
             len += proc_key_text(out + len, cap - len, k, &j->keys[k],
-                                 j->keys[k].want);
+                                 j->keys[k].want,
+                                 proc_fill(ctx, j, &j->keys[k]));
     return len;
 }
 
@@ -151,20 +163,21 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
         arg_i64(&ctx->args, k->want);
         arg_u64(&ctx->args, k->start);
         arg_i64(&ctx->args, j->ttl_ms * 1000);
-        return sql_run(ctx, b_call_reserve, 0, "iiiiiii", NULL);
+        arg_i64(&ctx->args, proc_fill(ctx, j, k));
+        return sql_run(ctx, b_call_reserve, 0, "iiiiiiii", NULL);
     }
     char keys[PROC_MAX_LIST * PROC_KEY_TEXT];
     size_t len = proc_key_list(ctx, j, keys, sizeof keys);
     arg_bin(&ctx->args, keys, len);
     arg_i64(&ctx->args, (int64_t)plan->taken);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
-    return sql_run(ctx, b_call_cart, 0, "iiiiiiii", NULL);
+    return sql_run(ctx, b_call_cart, 0, "iiiiiiiii", NULL);
 }
 
 /* What the procedure answered for one key (row `row`, from column `col`:
  * units taken from the pool, first and last pool id, ledger hints, units
- * taken from the ledger), as the statement path's read would have left
- * it. */
+ * taken from the ledger, pool rows minted), as the statement path's read
+ * would have left it. */
 static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
                          size_t col)
 {
@@ -178,6 +191,7 @@ static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
     k->have_hint = k->hint_next != 0;
     k->hint_avail = RES_I(r, row, col + 4);
     k->ledger_took = RES_I(r, row, col + 5);
+    k->minted = RES_I(r, row, col + 6);
     if (k->have_hint)
         ledger_seen_note(ctx, j->shop, k->item, k->loc);
     /* a key served by its ledger row read no pool: its cursor stays */
@@ -273,6 +287,13 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
         key->direct = key->ledger_took;
         key->take = key->want;
         stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->ledger_took > 0);
+        /* a pending top-up done in the CALL (minted >= 0: it had the
+         * ledger row; -1: still held elsewhere) */
+        if (key->want > 0 && key->minted >= 0 &&
+            pool_refill_pending(ctx, j->shop, key->item, key->loc)) {
+            pool_refill_done(ctx, j->shop, key->item, key->loc, 0);
+            stats_add(ctx, RSV_STAT_INLINE_REFILLS, key->minted > 0);
+        }
         /* every key has a ledger row: the checked ones were checked, the
          * others had pool rows or were read */
         ledger_seen_note(ctx, j->shop, key->item, key->loc);

@@ -136,6 +136,52 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
            AND u.inventory_group_id = l.inventory_group_id) AS pooled
   FROM inventory_levels l;
 
+-- Top a pool up from inside a reserve procedure that holds its ledger row
+-- (libreserve's procedures call it; never call it yourself).  A top-up
+-- after a reserve does not wait for the ledger row, and the procedures
+-- hold a hot item's row whenever they take units from it; a top-up that
+-- found it held is therefore left to the next procedure of that context
+-- that gets the row, which does it here, on the server, with no round trip
+-- and no transaction of its own.  Counts the pool (under the ledger row
+-- lock nobody else adds rows; rows this transaction took do not count),
+-- and mints up to p_cap rows, within p_avail units not yet issued and at
+-- most 1,000 at a time, with ids from p_next.  The caller adds *p_mint to
+-- the ledger row's issued and next_unit_id.
+DROP PROCEDURE IF EXISTS rsv_pool_top_up_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_pool_top_up_v1(
+    IN p_shop BIGINT UNSIGNED, IN p_item BIGINT UNSIGNED,
+    IN p_loc BIGINT UNSIGNED, IN p_next BIGINT UNSIGNED, IN p_cap BIGINT,
+    IN p_avail BIGINT, OUT p_mint BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_count BIGINT DEFAULT 0;
+  SELECT COUNT(*) INTO v_count FROM reservation_units
+   WHERE shop_id = p_shop AND inventory_item_id = p_item
+     AND inventory_group_id = p_loc;
+  SET p_mint = GREATEST(0, LEAST(p_cap - v_count, p_avail, 1000));
+  IF p_mint > 0 THEN
+    INSERT INTO reservation_units (shop_id, inventory_item_id,
+        inventory_group_id, id)
+      SELECT p_shop, p_item, p_loc, p_next + n
+        FROM (SELECT a.d + 10 * b.d + 100 * c.d AS n
+                FROM (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2
+                      UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5
+                      UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8
+                      UNION ALL SELECT 9) a
+                CROSS JOIN (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL
+                      SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL
+                      SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL
+                      SELECT 8 UNION ALL SELECT 9) b
+                CROSS JOIN (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL
+                      SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL
+                      SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL
+                      SELECT 8 UNION ALL SELECT 9) c) seq
+       WHERE n < p_mint;
+  END IF;
+END//
+DELIMITER ;
+
 -- The reserve fast path in one round trip (libreserve calls it; never call
 -- it yourself).  A reserve of a new checkout that takes units at one item
 -- and location runs these statements on the server instead of sending
@@ -157,11 +203,14 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
 -- It commits only when it could do everything; otherwise it rolls back
 -- and answers why, and the library takes the statement path
 -- (re-reserves, short pools, unknown items).
+-- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
+-- this CALL gets the ledger row (rsv_pool_top_up_v1).
 -- Answer, one row: (status, units taken from the pool, first and last pool
--- id taken, ledger next_unit_id, ledger on_hand - issued (after this
--- reserve when it took from the ledger; next_unit_id and this both 0 when
--- the ledger row was held elsewhere and a read from the cursor succeeded
--- without reading it), units taken from the ledger); status 0 =
+-- id taken, ledger next_unit_id, ledger on_hand - issued (both after this
+-- reserve when it held the ledger row; both 0 when the row was held
+-- elsewhere and a read from the cursor succeeded without reading it),
+-- units taken from the ledger, pool rows minted by the top-up (-1: due,
+-- but the row was held elsewhere)); status 0 =
 -- committed, 1 = the checkout exists, 2 = the pool had fewer rows free
 -- than wanted, 3 = no ledger row.  SQL SECURITY INVOKER: it runs with the
 -- caller's privileges on these tables (no definer account to keep alive).
@@ -177,12 +226,14 @@ DELIMITER //
 CREATE PROCEDURE rsv_fast_reserve_v3(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
-    IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT)
+    IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT,
+    IN p_fill BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_dup, v_status INT DEFAULT 0;
+  DECLARE v_dup, v_status, v_locked INT DEFAULT 0;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_avail BIGINT DEFAULT NULL;
+  DECLARE v_avail, v_cap BIGINT DEFAULT NULL;
+  DECLARE v_mint BIGINT DEFAULT 0;
   DECLARE v_taken, v_direct INT DEFAULT 0;
   DECLARE v_from BIGINT UNSIGNED DEFAULT p_start;
   -- A deadlock, lock-wait timeout or any other error: give everything
@@ -201,18 +252,16 @@ BEGIN
             NOW(6), NOW(6));
   IF v_dup THEN
     ROLLBACK;
-    SELECT 1, 0, 0, 0, 0, 0, 0;
+    SELECT 1, 0, 0, 0, 0, 0, 0, 0;
   ELSE
     -- The ledger row, if no other transaction holds it (lock order 2).
-    SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+    SELECT next_unit_id, on_hand - issued, pool_cap
+      INTO v_next, v_avail, v_cap
       FROM inventory_levels
      WHERE shop_id = p_shop AND inventory_item_id = p_item
        AND inventory_group_id = p_loc FOR UPDATE SKIP LOCKED;
+    SET v_locked = v_next IS NOT NULL;
     IF v_avail >= p_want THEN
-      UPDATE inventory_levels SET issued = issued + p_want,
-             updated_at = NOW(6)
-       WHERE shop_id = p_shop AND inventory_item_id = p_item
-         AND inventory_group_id = p_loc;
       SET v_direct = p_want, v_avail = v_avail - p_want;
     ELSE
       -- Held elsewhere: read as last committed, without a lock, when the
@@ -258,6 +307,24 @@ BEGIN
         END IF;
       END IF;
     END IF;
+    IF v_status = 0 AND p_fill > 0 THEN
+      IF v_locked THEN
+        CALL rsv_pool_top_up_v1(p_shop, p_item, p_loc, v_next,
+                                COALESCE(v_cap, p_fill), v_avail, v_mint);
+      ELSE
+        SET v_mint = -1;
+      END IF;
+    END IF;
+    IF v_status = 0 AND v_direct + GREATEST(v_mint, 0) > 0 THEN
+      UPDATE inventory_levels
+         SET issued = issued + v_direct + GREATEST(v_mint, 0),
+             next_unit_id = next_unit_id + GREATEST(v_mint, 0),
+             updated_at = NOW(6)
+       WHERE shop_id = p_shop AND inventory_item_id = p_item
+         AND inventory_group_id = p_loc;
+      SET v_next = v_next + GREATEST(v_mint, 0),
+          v_avail = v_avail - GREATEST(v_mint, 0);
+    END IF;
     IF v_status = 0 THEN
       INSERT INTO reserved_quantities (shop_id, checkout_token,
           inventory_item_id, inventory_group_id, quantity, generation,
@@ -269,7 +336,7 @@ BEGIN
       ROLLBACK;
     END IF;
     SELECT v_status, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
-           COALESCE(v_next, 0), COALESCE(v_avail, 0), v_direct;
+           COALESCE(v_next, 0), COALESCE(v_avail, 0), v_direct, v_mint;
   END IF;
 END//
 DELIMITER ;
@@ -286,15 +353,16 @@ DELIMITER ;
 -- rolls back and answers what it read at every key, and the library
 -- decides what next (the read from the bottom, another location, the slow
 -- path, out of stock) as after the statement path's read.
--- p_keys: one "idx,item,location,units,start;" per key; idx is the
--- caller's own index of the key, echoed in the answer; start as p_start
--- above.  First the keys with 0 units, locations the cart names but takes
+-- p_keys: one "idx,item,location,units,start,fill;" per key; idx is the
+-- caller's own index of the key, echoed in the answer; start and fill as
+-- p_start and p_fill above.  First the keys with 0 units, locations the cart names but takes
 -- nothing at, only checked to have a ledger row; then the keys to take
 -- units at, in ascending (item, location) order.  p_nkeys: how many keys
 -- take units (the checkout's hold_count).
 -- Answer: one row per key units were taken at, each (kind, idx, then as
 -- above: units taken from the pool, first and last pool id taken, ledger
--- next_unit_id and on_hand - issued, units taken from the ledger);
+-- next_unit_id and on_hand - issued, units taken from the ledger, pool
+-- rows minted);
 -- kind 9 for every such key but the last, whose row carries the status as
 -- above (0: committed; 1: the checkout exists, nothing read; 2: some key
 -- came up short; 3: key idx has no ledger row, and the answer stops
@@ -313,8 +381,9 @@ CREATE PROCEDURE rsv_fast_cart_v2(
 BEGIN
   DECLARE v_dup INT DEFAULT 0;
   DECLARE v_rest, v_key VARBINARY(4096);
-  DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found, v_direct
-    INT DEFAULT 0;
+  DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found, v_direct,
+    v_locked INT DEFAULT 0;
+  DECLARE v_fill, v_cap, v_mint BIGINT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_avail BIGINT;
@@ -334,7 +403,7 @@ BEGIN
             NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
   IF v_dup THEN
     ROLLBACK;
-    SELECT 1, 0, 0, 0, 0, 0, 0, 0;
+    SELECT 1, 0, 0, 0, 0, 0, 0, 0, 0;
   ELSE
     SET v_rest = p_keys;
     each_key: WHILE v_rest <> '' DO
@@ -342,7 +411,7 @@ BEGIN
         -- the key before this one
         SELECT 9, v_idx, v_taken, COALESCE(v_first, 0),
                COALESCE(v_last, 0), COALESCE(v_next, 0),
-               COALESCE(v_avail, 0), v_direct;
+               COALESCE(v_avail, 0), v_direct, v_mint;
       END IF;
       SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
       SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
@@ -350,7 +419,8 @@ BEGIN
       SET v_item = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1);
       SET v_loc = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1);
       SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
-      SET v_start = SUBSTRING_INDEX(v_key, ',', -1);
+      SET v_start = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 5), ',', -1);
+      SET v_fill = SUBSTRING_INDEX(v_key, ',', -1);
       IF v_want = 0 THEN
         -- A location the cart names but takes nothing at, whose ledger row
         -- the caller has not seen: it must exist, as the statement path
@@ -367,27 +437,24 @@ BEGIN
         ITERATE each_key;
       END IF;
       SET v_from = v_start, v_taken = 0, v_first = NULL, v_last = NULL,
-          v_next = NULL, v_avail = NULL, v_direct = 0;
+          v_next = NULL, v_avail = NULL, v_cap = NULL, v_direct = 0,
+          v_mint = 0;
       -- The ledger row, if no other transaction holds it: its units if it
       -- covers the key (as in the procedure above).
-      SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+      SELECT next_unit_id, on_hand - issued, pool_cap
+        INTO v_next, v_avail, v_cap
         FROM inventory_levels
        WHERE shop_id = p_shop AND inventory_item_id = v_item
          AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
+      SET v_locked = v_next IS NOT NULL;
       IF v_avail >= v_want THEN
-        UPDATE inventory_levels SET issued = issued + v_want,
-               updated_at = NOW(6)
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc;
         SET v_direct = v_want, v_avail = v_avail - v_want;
-        SET v_done = v_done + 1;
-        ITERATE each_key;
       END IF;
       -- Held elsewhere: read as last committed, without a lock, only when
       -- the caller needs it: to place its read cursor after a read from
       -- the bottom of the pool (start 0), and to decide what to do after a
       -- short read.  A read from the cursor that succeeds does without.
-      IF v_start = 0 AND v_next IS NULL THEN
+      IF v_direct = 0 AND v_start = 0 AND v_next IS NULL THEN
         SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
           FROM inventory_levels
          WHERE shop_id = p_shop AND inventory_item_id = v_item
@@ -397,7 +464,7 @@ BEGIN
           LEAVE each_key;
         END IF;
       END IF;
-      take: WHILE v_taken < v_want DO
+      take: WHILE v_direct = 0 AND v_taken < v_want DO
         SET v_id = NULL;
         SELECT id INTO v_id FROM reservation_units
          WHERE shop_id = p_shop AND inventory_item_id = v_item
@@ -414,7 +481,7 @@ BEGIN
         END IF;
         SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
       END WHILE take;
-      IF v_taken < v_want THEN
+      IF v_direct = 0 AND v_taken < v_want THEN
         IF v_next IS NULL THEN
           SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
             FROM inventory_levels
@@ -429,6 +496,24 @@ BEGIN
         -- too, so that the caller sees the whole cart, as the statement
         -- path's one read does, to decide what next
         SET v_status = 2;
+      END IF;
+      IF v_status = 0 AND v_fill > 0 THEN
+        IF v_locked THEN
+          CALL rsv_pool_top_up_v1(p_shop, v_item, v_loc, v_next,
+                                  COALESCE(v_cap, v_fill), v_avail, v_mint);
+        ELSE
+          SET v_mint = -1;
+        END IF;
+      END IF;
+      IF v_status = 0 AND v_direct + GREATEST(v_mint, 0) > 0 THEN
+        UPDATE inventory_levels
+           SET issued = issued + v_direct + GREATEST(v_mint, 0),
+               next_unit_id = next_unit_id + GREATEST(v_mint, 0),
+               updated_at = NOW(6)
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc;
+        SET v_next = v_next + GREATEST(v_mint, 0),
+            v_avail = v_avail - GREATEST(v_mint, 0);
       END IF;
       SET v_done = v_done + 1;
     END WHILE each_key;
@@ -455,7 +540,7 @@ BEGIN
     END IF;
     SELECT v_status, v_idx, v_taken, COALESCE(v_first, 0),
            COALESCE(v_last, 0), COALESCE(v_next, 0), COALESCE(v_avail, 0),
-           v_direct;
+           v_direct, v_mint;
   END IF;
 END//
 DELIMITER ;

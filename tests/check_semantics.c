@@ -1236,8 +1236,8 @@ END_TEST
 /* A top-up after a reserve does not wait for the ledger row; the reserve
  * procedures hold a hot item's row whenever they take units from it, and
  * a top-up that found it held left the pool to run dry.  Such a top-up is
- * tried again by the context's next reserve of the pool that finds the
- * row free and takes its units from it. */
+ * left pending, and the context's next reserve procedure of that pool
+ * that gets the row does it, in the same CALL. */
 START_TEST(held_top_up_is_tried_again)
 {
     MYSQL *c;
@@ -1255,9 +1255,9 @@ START_TEST(held_top_up_is_tried_again)
              (unsigned long long)shop);
     tu_exec(other, q);
     /* the row held: both reserves take pool rows (the first, 76 units,
-     * by statements, the second by the procedure); the second reads a
-     * pool close to dry (below a third of its low-water mark, 75), and
-     * the top-up finds the row held */
+     * by statements, the second by the procedure); after the second the
+     * pool is below its low-water mark (75), and the top-up finds the row
+     * held */
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 90, 1, 76, 0));
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 0);
     struct timespec t0, t1;
@@ -1266,10 +1266,10 @@ START_TEST(held_top_up_is_tried_again)
     ck_assert_int_eq(key_count(c, "pool", shop, 90), 19);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 1);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 0);
-    /* a reserve that finds the row held again does not try again (it
-     * would most likely find it held); only the count's usual pace could
-     * (at least 0.5 s after the last try, which a slow run may reach:
-     * valgrind) */
+    /* a reserve whose procedure finds the row held again leaves it
+     * pending, and does not try a transaction of its own (it would most
+     * likely find it held); only the count's usual pace could (at least
+     * 0.5 s after the last try, which a slow run may reach: valgrind) */
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b2"), 90, 1, 5, 0));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
@@ -1277,10 +1277,12 @@ START_TEST(held_top_up_is_tried_again)
         ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 1);
     ck_assert_int_eq(key_count(c, "pool", shop, 90), 14);
     tu_exec(other, "ROLLBACK");
-    /* the row free: the reserve takes its unit from it, and the top-up
-     * follows at once */
+    /* the row free: the procedure takes the unit from it and tops the
+     * pool up, in its one CALL */
     uint64_t tries = reserve_stat(ctx, RSV_STAT_INLINE_REFILLS);
+    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("c"), 90, 1, 1, 0));
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), tries + 1);
     ck_assert_int_eq(key_count(c, "pool", shop, 90), 100);
