@@ -582,9 +582,13 @@ enum rsv_stat {
                                  library (ER_LOCK_WAIT_TIMEOUT, 1205) */
     RSV_STAT_INLINE_REFILLS = 7, /* pool refills a reserve did itself: a
                                  top-up transaction after its commit (pool
-                                 running low) or a slow-path run (pool
-                                 short: ledger rows locked, pool refilled
-                                 from the ledger) */
+                                 running low; also one that found the
+                                 ledger row held and did nothing), such a
+                                 top-up left pending and done inside a
+                                 later reserve procedure that got the row,
+                                 or a slow-path run (pool short: ledger
+                                 rows locked, pool refilled from the
+                                 ledger) */
     RSV_STAT_SLOW_PATHS = 8,  /* the slow-path runs alone (included in
                                  RSV_STAT_INLINE_REFILLS) */
     RSV_STAT_SHORT_READS = 9, /* fast-path pool reads (one per item and
