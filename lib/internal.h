@@ -24,12 +24,14 @@
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
  * touches 2.  The reserve procedures (sql/schema.sql) take 1, then per key
  * in key order 2 with SKIP LOCKED (a free ledger row that covers the key
- * gives its units; one held elsewhere is passed over) or 3 with SKIP
- * LOCKED, then 4, inside one CALL: in a cart a ledger row may come after
- * another key's pool rows, out of order, but never waited for.  A reserve
- * that finds a pool short rolls back everything it holds before it waits
- * for 2, so no transaction ever waits for a ledger row while holding pool
- * rows.
+ * gives its units; one held elsewhere is passed over) and 3 with SKIP
+ * LOCKED, then 4, inside one CALL.  A cart asks for ledger rows only until
+ * a key has taken pool rows: a SKIP LOCKED request for a ledger row while
+ * holding pool rows never waits, yet InnoDB's deadlock detector counted it
+ * as a wait and rolled back a slow path that held that ledger row and
+ * waited for those pool rows (check_soak, under ASan).  A reserve that
+ * finds a pool short rolls back everything it holds before it waits for 2,
+ * so no transaction ever waits for a ledger row while holding pool rows.
  *
  * The slow path may take 2 in share mode first (to wait for a refill in
  * flight together with every other buyer; see ledger_mode in reserve.c).

@@ -345,10 +345,13 @@ DELIMITER ;
 -- checkout of several (item, location) keys in one round trip: the
 -- checkout row (1), then for every key in ascending key order its ledger
 -- row, taken as above if no one holds it and it covers the key, else its
--- pool rows, both with SKIP LOCKED, then the holds (4), one per key.  (A
--- ledger row locked after another key's pool rows breaks the lock order
--- of the statement path, but with SKIP LOCKED this never waits, so it
--- cannot close a cycle of waits.)
+-- pool rows, both with SKIP LOCKED, then the holds (4), one per key.
+-- Ledger rows are asked for only until a key has taken pool rows: after
+-- that the lock order (ledger rows before pool rows) would be broken, and
+-- although SKIP LOCKED never waits, InnoDB's deadlock detector counts the
+-- request as a wait, and rolled back a slow path that held a ledger row
+-- and waited for this CALL's pool rows (check_soak caught it).  Later keys
+-- read their ledger row without a lock and take pool rows.
 -- It commits only when every key got all the units asked for; else it
 -- rolls back and answers what it read at every key, and the library
 -- decides what next (the read from the bottom, another location, the slow
@@ -382,7 +385,7 @@ BEGIN
   DECLARE v_dup INT DEFAULT 0;
   DECLARE v_rest, v_key VARBINARY(4096);
   DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found, v_direct,
-    v_locked INT DEFAULT 0;
+    v_locked, v_pooled INT DEFAULT 0;
   DECLARE v_fill, v_cap, v_mint BIGINT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
@@ -439,13 +442,16 @@ BEGIN
       SET v_from = v_start, v_taken = 0, v_first = NULL, v_last = NULL,
           v_next = NULL, v_avail = NULL, v_cap = NULL, v_direct = 0,
           v_mint = 0;
-      -- The ledger row, if no other transaction holds it: its units if it
-      -- covers the key (as in the procedure above).
-      SELECT next_unit_id, on_hand - issued, pool_cap
-        INTO v_next, v_avail, v_cap
-        FROM inventory_levels
-       WHERE shop_id = p_shop AND inventory_item_id = v_item
-         AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
+      -- The ledger row, if no other transaction holds it and no pool row
+      -- is held yet: its units if it covers the key (as in the procedure
+      -- above).
+      IF v_pooled = 0 THEN
+        SELECT next_unit_id, on_hand - issued, pool_cap
+          INTO v_next, v_avail, v_cap
+          FROM inventory_levels
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
+      END IF;
       SET v_locked = v_next IS NOT NULL;
       IF v_avail >= v_want THEN
         SET v_direct = v_want, v_avail = v_avail - v_want;
@@ -481,6 +487,9 @@ BEGIN
         END IF;
         SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
       END WHILE take;
+      IF v_taken > 0 THEN
+        SET v_pooled = 1;
+      END IF;
       IF v_direct = 0 AND v_taken < v_want THEN
         IF v_next IS NULL THEN
           SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
