@@ -444,6 +444,20 @@ END_TEST
  * across items (the soak).  Here item 10's pool is empty and item 11's
  * first row, right after it in the index, is locked by a checkout in
  * flight: the reserve of item 10 must not wait for it. */
+/* Item `item` at location 1 with `stock` units and a pool of at most
+ * `cap` rows (the row's own pool_cap), filled. */
+static void pooled_stock(rsv_ctx *ctx, MYSQL *c, uint64_t shop, uint64_t item,
+                         int64_t stock, int cap)
+{
+    TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, stock));
+    char q[256];
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = %d WHERE "
+             "shop_id = %llu AND inventory_item_id = %llu", cap,
+             (unsigned long long)shop, (unsigned long long)item);
+    tu_exec(c, q);
+    TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
+}
+
 START_TEST(slow_path_never_waits_for_other_items)
 {
     MYSQL *c;
@@ -451,13 +465,8 @@ START_TEST(slow_path_never_waits_for_other_items)
     uint64_t shop = tu_shop();
     /* item 10: 2 units pooled, 1 left in the ledger, and a reserve of all
      * 3, which neither the pool nor the ledger row alone covers */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 10, 1, 3));
+    pooled_stock(ctx, c, shop, 10, 3, 2);
     char q[256];
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 2 WHERE "
-             "shop_id = %llu AND inventory_item_id = 10",
-             (unsigned long long)shop);
-    tu_exec(c, q);
-    TU_OK(ctx, rsv_replenish(ctx, shop, 10, 1, NULL));
     TU_OK(ctx, rsv_stock_set(ctx, shop, 11, 1, 2));
     TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
     /* as a library transaction would: READ COMMITTED, no gap locks */
@@ -1142,14 +1151,8 @@ START_TEST(one_trip_takes_from_a_free_ledger_row)
      * ledger row would fail */
     rsv_ctx *ctx = tu_open_impatient(&c, 0);
     uint64_t shop = tu_shop();
-    char q[256];
     /* item 80: 10 pooled, 40 more in the ledger; item 81: all 5 pooled */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 80, 1, 50));
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 10 WHERE "
-             "shop_id = %llu AND inventory_item_id = 80",
-             (unsigned long long)shop);
-    tu_exec(c, q);
-    TU_OK(ctx, rsv_replenish(ctx, shop, 80, 1, NULL));
+    pooled_stock(ctx, c, shop, 80, 50, 10);
     TU_OK(ctx, rsv_stock_set(ctx, shop, 81, 1, 5));
     TU_OK(ctx, rsv_replenish(ctx, shop, 81, 1, NULL));
     ck_assert_int_eq(key_count(c, "pool", shop, 80), 10);
@@ -1165,11 +1168,7 @@ START_TEST(one_trip_takes_from_a_free_ledger_row)
 
     /* the ledger row held elsewhere (a refill, a stock change): pool rows,
      * at once */
-    MYSQL *other = tu_connect_in_txn();
-    snprintf(q, sizeof q, "SELECT on_hand FROM inventory_levels WHERE "
-             "shop_id = %llu AND inventory_item_id = 80 FOR UPDATE",
-             (unsigned long long)shop);
-    tu_exec(other, q);
+    MYSQL *other = lock_ledger_rows(shop, 80, 80);
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("pool"), 80, 1, 2, 0));
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
     ck_assert_uint_eq(one_trips(ctx), 2);
@@ -1183,12 +1182,7 @@ START_TEST(one_trip_takes_from_a_free_ledger_row)
      * while holding pool rows showed InnoDB's deadlock detector a wait,
      * so the procedure takes pool rows there */
     TU_OK(ctx, rsv_stock_set(ctx, shop, 78, 1, 7));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 83, 1, 20));
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 10 WHERE "
-             "shop_id = %llu AND inventory_item_id = 83",
-             (unsigned long long)shop);
-    tu_exec(c, q);
-    TU_OK(ctx, rsv_replenish(ctx, shop, 83, 1, NULL));
+    pooled_stock(ctx, c, shop, 83, 20, 10);
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     uint64_t l1[1] = {1};
@@ -1261,12 +1255,7 @@ START_TEST(held_top_up_is_tried_again)
     TU_OK(ctx, rsv_stock_set(ctx, shop, 90, 1, 500));
     TU_OK(ctx, rsv_replenish(ctx, shop, 90, 1, NULL));
     ck_assert_int_eq(key_count(c, "pool", shop, 90), 100);
-    MYSQL *other = tu_connect_in_txn();
-    char q[256];
-    snprintf(q, sizeof q, "SELECT on_hand FROM inventory_levels WHERE "
-             "shop_id = %llu AND inventory_item_id = 90 FOR UPDATE",
-             (unsigned long long)shop);
-    tu_exec(other, q);
+    MYSQL *other = lock_ledger_rows(shop, 90, 90);
     /* the row held: both reserves take pool rows (the first, 76 units,
      * by statements, the second by the procedure); after the second the
      * pool is below its low-water mark (75), and the top-up finds the row
