@@ -22,10 +22,14 @@
  *                                                  folds use SKIP LOCKED)
  *
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
- * touches 2.  The reserve procedures (sql/schema.sql) take 1, then per key
- * in key order 2 with SKIP LOCKED (a free ledger row that covers the key
- * gives its units; one held elsewhere is passed over) and 3 with SKIP
- * LOCKED, then 4, inside one CALL.  A cart asks for ledger rows only until
+ * touches 2.  The reserve procedures (sql/schema.sql) take 1, insert 4,
+ * then per key in key order take 2 with SKIP LOCKED (a free ledger row
+ * that covers the key gives its units; one held elsewhere is passed over)
+ * and 3 with SKIP LOCKED, inside one CALL.  Their holds come before 2 and
+ * 3 so that a hot ledger row is held for less of the CALL (more buyers
+ * find it free); that is safe because a new checkout's holds are reachable
+ * only through its checkout row (1), which the CALL holds: nobody else can
+ * hold or wait for them.  A cart asks for ledger rows only until
  * a key has taken pool rows: a SKIP LOCKED request for a ledger row while
  * holding pool rows never waits, yet InnoDB's deadlock detector counted it
  * as a wait and rolled back a slow path that held that ledger row and
@@ -83,8 +87,8 @@
 /* The reserve fast path as stored procedures (sql/schema.sql), for one
  * key and for a cart; the version in a name changes whenever its body or
  * arguments do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v3"
-#define RSV_PROC_CART "rsv_fast_cart_v2"
+#define RSV_PROC_RESERVE "rsv_fast_reserve_v4"
+#define RSV_PROC_CART "rsv_fast_cart_v3"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v1" /* called by both */
 
 /* The largest pool_cap option a context accepts (rsv_options). */

@@ -1485,8 +1485,8 @@ START_TEST(reserve_without_the_procedure)
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-1"), cart, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v3");
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v2");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v4");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v3");
     /* the CALLs fail with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-2"), cart, 0));
