@@ -145,15 +145,22 @@ typedef struct rsv_args {
     size_t binds_cap;
 } rsv_args;
 
-/* ---- statement results: integer and binary columns ---- */
+/* ---- statement results: integer, binary and text columns ---- */
 #define COL_I 'i'
 #define COL_B 'b'
+#define COL_T 't' /* at most one per result, read into text (the cart
+                     procedure's answer); its ints read as 0 */
+#define RES_TEXT_MAX 4096
 typedef struct rsv_res {
     const char *spec;     /* one COL_* per column */
     size_t ncols, rows, cap_rows;
     int64_t *ints;        /* rows * ncols; NULL reads as 0 */
     unsigned char *nulls; /* rows * ncols */
     unsigned char *bins;  /* rows * ncols * (RSV_TOKEN_MAX + 1); byte 0 = len */
+    char text[RES_TEXT_MAX + 1]; /* the COL_T column of the last row read,
+                                    NUL-terminated (kept in the context so
+                                    that reading it allocates nothing after
+                                    a commit) */
 } rsv_res;
 
 #define RES_I(r, row, col) ((r)->ints[(row) * (r)->ncols + (col)])

@@ -7,7 +7,9 @@
  * transaction holds it (they hold it only while the CALL runs on the
  * server, never across a round trip).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <mysqld_error.h>
 
@@ -15,8 +17,7 @@
 
 /* The answer's status (or kind of row). */
 enum {
-    PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3,
-    PROC_KEY = 9 /* (cart) the row of a key before the last one read */
+    PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3
 };
 #define PROC_MAX_UNITS 64 /* the procedures take units one by one; bigger
                              holds send their statements (one read) */
@@ -149,8 +150,9 @@ static size_t proc_key_list(rsv_ctx *ctx, const rjob *j, char *out,
     return len;
 }
 
-/* Send the CALL: the one-key procedure, or the cart's.  The answer rows
- * name their key in column 1 (the cart's) or not at all (one key). */
+/* Send the CALL: the one-key procedure, or the cart's.  Either answers
+ * one row: the one key's values in columns, or the cart's keys as text
+ * (proc_cart_text). */
 static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
 {
     args_reset(&ctx->args);
@@ -171,27 +173,24 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
     arg_bin(&ctx->args, keys, len);
     arg_i64(&ctx->args, (int64_t)plan->taken);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
-    return sql_run(ctx, b_call_cart, 0, "iiiiiiiii", NULL);
+    return sql_run(ctx, b_call_cart, 0, "it", NULL);
 }
 
-/* What the procedure answered for one key (row `row`, from column `col`:
- * units taken from the pool, first and last pool id, ledger hints, units
- * taken from the ledger, pool rows minted), as the statement path's read
- * would have left it. */
-static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
-                         size_t col)
+/* What the procedure answered for one key (v: units taken from the pool,
+ * first and last pool id, ledger hints, units taken from the ledger, pool
+ * rows minted), as the statement path's read would have left it. */
+static void proc_key_answer(rsv_ctx *ctx, rjob *j, rkey *k, const int64_t *v)
 {
-    rsv_res *r = &ctx->res;
-    k->nids = (size_t)RES_I(r, row, col);
-    k->first_id = (uint64_t)RES_I(r, row, col + 1);
-    k->last_id = (uint64_t)RES_I(r, row, col + 2);
+    k->nids = (size_t)v[0];
+    k->first_id = (uint64_t)v[1];
+    k->last_id = (uint64_t)v[2];
     /* next_unit_id 0: the ledger row was held elsewhere and a read from
      * the cursor succeeded without reading it */
-    k->hint_next = (uint64_t)RES_I(r, row, col + 3);
+    k->hint_next = (uint64_t)v[3];
     k->have_hint = k->hint_next != 0;
-    k->hint_avail = RES_I(r, row, col + 4);
-    k->ledger_took = RES_I(r, row, col + 5);
-    k->minted = RES_I(r, row, col + 6);
+    k->hint_avail = v[4];
+    k->ledger_took = v[5];
+    k->minted = v[6];
     if (k->have_hint)
         ledger_seen_note(ctx, j->shop, k->item, k->loc);
     /* a key served by its ledger row read no pool: its cursor stays */
@@ -199,32 +198,60 @@ static void proc_key_row(rsv_ctx *ctx, rjob *j, rkey *k, size_t row,
         job_note_read(ctx, j, k);
 }
 
-/* Sort the answer rows into the keys; *status: the last row's. */
+#define PROC_KEY_VALUES 7
+
+/* The cart procedure's answer text: one "idx,v0,...,v6;" per key units
+ * were taken at.  Returns the number of keys read, or -1 if the text is
+ * not that. */
+static long proc_cart_text(rsv_ctx *ctx, rjob *j)
+{
+    const char *p = ctx->res.text;
+    long n = 0;
+    while (*p) {
+        int64_t v[1 + PROC_KEY_VALUES];
+        for (int f = 0; f <= PROC_KEY_VALUES; f++) {
+            char *end;
+            errno = 0;
+            v[f] = (int64_t)strtoll(p, &end, 10);
+            if (end == p || errno ||
+                *end != (f == PROC_KEY_VALUES ? ';' : ','))
+                return -1;
+            p = end + 1;
+        }
+        if (v[0] < 0 || (size_t)v[0] >= j->nkeys || j->keys[v[0]].want <= 0)
+            return -1;
+        proc_key_answer(ctx, j, &j->keys[v[0]], v + 1);
+        n++;
+    }
+    return n;
+}
+
+/* Sort the answer into the keys; *status: the procedure's; *nkeys: keys
+ * answered. */
 static int proc_answer(rsv_ctx *ctx, rjob *j, const proc_plan *plan,
-                       int64_t *status)
+                       int64_t *status, size_t *nkeys)
 {
     rsv_res *r = &ctx->res;
-    int cart = plan->which == PLAN_CART;
-    if (r->rows < 1 || r->rows > plan->taken)
+    *nkeys = 0;
+    if (r->rows != 1)
         return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
-                        "answered %zu rows for %zu keys", r->rows,
-                        plan->taken);
-    *status = RES_I(r, r->rows - 1, 0);
+                        "answered %zu rows", r->rows);
+    *status = RES_I(r, 0, 0);
     if (*status == PROC_EXISTS || *status == PROC_NO_LEDGER)
         return RSV_OK; /* (rolled back; the statements follow) */
-    for (size_t i = 0; i < r->rows; i++) {
-        rkey *k = proc_only_key(j);
-        if (cart) {
-            int64_t idx = RES_I(r, i, 1);
-            if ((i + 1 < r->rows && RES_I(r, i, 0) != PROC_KEY) || idx < 0 ||
-                (size_t)idx >= j->nkeys || j->keys[idx].want <= 0)
-                return ctx_fail(ctx, RSV_EDB, "internal: %s answered kind "
-                                "%lld for key %lld", RSV_PROC_CART,
-                                (long long)RES_I(r, i, 0), (long long)idx);
-            k = &j->keys[idx];
-        }
-        proc_key_row(ctx, j, k, i, cart ? 2 : 1);
+    if (plan->which == PLAN_ONE) {
+        int64_t v[PROC_KEY_VALUES];
+        for (int f = 0; f < PROC_KEY_VALUES; f++)
+            v[f] = RES_I(r, 0, 1 + f);
+        proc_key_answer(ctx, j, proc_only_key(j), v);
+        *nkeys = 1;
+        return RSV_OK;
     }
+    long n = proc_cart_text(ctx, j);
+    if (n < 0)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered \"%.64s\"",
+                        RSV_PROC_CART, r->text);
+    *nkeys = (size_t)n;
     return RSV_OK;
 }
 
@@ -268,7 +295,8 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
         return rc;
     }
     int64_t status = 0;
-    if ((rc = proc_answer(ctx, j, &plan, &status)))
+    size_t answered = 0;
+    if ((rc = proc_answer(ctx, j, &plan, &status, &answered)))
         return rc;
     if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
         return NEED_STATEMENTS; /* rolled back: the statements decide */
@@ -278,9 +306,9 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     stats_add(ctx, RSV_STAT_SHORT_READS, status == PROC_SHORT);
     if (status == PROC_SHORT)
         return proc_short(ctx, j); /* rolled back */
-    if (ctx->res.rows != plan.taken)
-        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
-                        "%zu keys", RSV_PROC_CART, ctx->res.rows, plan.taken);
+    if (answered != plan.taken)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu keys of "
+                        "%zu", RSV_PROC_CART, answered, plan.taken);
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *key = &j->keys[i];
         key->used = key->nids;

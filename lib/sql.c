@@ -386,6 +386,11 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
             out[c].buffer = bbuf[c];
             out[c].buffer_length = RSV_TOKEN_MAX;
             out[c].length = &blen[c];
+        } else if (spec[c] == COL_T) {
+            out[c].buffer_type = MYSQL_TYPE_STRING;
+            out[c].buffer = r->text;
+            out[c].buffer_length = RES_TEXT_MAX;
+            out[c].length = &blen[c];
         } else {
             out[c].buffer_type = MYSQL_TYPE_LONGLONG;
             out[c].buffer = &ival[c];
@@ -414,7 +419,8 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
             break;
         }
         /* MYSQL_DATA_TRUNCATED cannot happen for tokens (the columns are
-         * VARBINARY(128)); treat it as an error rather than guess. */
+         * VARBINARY(128)) nor for the cart procedure's answer (at most
+         * 32 keys of 99 bytes); treat it as an error rather than guess. */
         if (f == MYSQL_DATA_TRUNCATED) {
             rc = ctx_fail(ctx, RSV_EDB, "internal: truncated result column");
             break;
@@ -426,7 +432,9 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
         for (size_t c = 0; c < ncols; c++) {
             size_t i = r->rows * ncols + c;
             r->nulls[i] = isnull[c] ? 1 : 0;
-            r->ints[i] = isnull[c] || spec[c] == COL_B ? 0 : ival[c];
+            r->ints[i] = isnull[c] || spec[c] != COL_I ? 0 : ival[c];
+            if (spec[c] == COL_T)
+                r->text[isnull[c] ? 0 : blen[c]] = '\0';
             if (spec[c] == COL_B) {
                 unsigned char *dst = &r->bins[i * (RSV_TOKEN_MAX + 1)];
                 size_t n = isnull[c] ? 0 : blen[c];

@@ -349,16 +349,19 @@ DELIMITER ;
 
 -- The same for a cart (libreserve calls it; never call it yourself): a new
 -- checkout of several (item, location) keys in one round trip: the
--- checkout row (1), then for every key in ascending key order its ledger
--- row, taken as above if no one holds it and it covers the key, else its
--- pool rows, both with SKIP LOCKED; the holds (4), one per key, are
--- inserted first, for the reason given above.
--- Ledger rows are asked for only until a key has taken pool rows: after
--- that the lock order (ledger rows before pool rows) would be broken, and
--- although SKIP LOCKED never waits, InnoDB's deadlock detector counts the
--- request as a wait, and rolled back a slow path that held a ledger row
--- and waited for this CALL's pool rows (check_soak caught it).  Later keys
--- read their ledger row without a lock and take pool rows.
+-- checkout row (1) and the holds (4, inserted first for the reason given
+-- above), then in two passes over the keys in ascending key order: every
+-- key's ledger row with SKIP LOCKED, taken as above if no one holds it and
+-- it covers the key; then the pool rows, with SKIP LOCKED, of the keys
+-- their ledger row did not cover.
+-- Two passes keep the lock order (ledger rows before pool rows): a cart
+-- that asked for a later key's ledger row while holding an earlier key's
+-- pool rows never waited (SKIP LOCKED), yet InnoDB's deadlock detector
+-- counted the request as a wait and rolled back a slow path that held
+-- that ledger row and waited for those pool rows (check_soak caught it).
+-- (Stopping the ledger requests at the first key that took pool rows
+-- avoided that too, but cost carts with a hot item most of their ledger
+-- takes: the hot item's row is often held.)
 -- It commits only when every key got all the units asked for; else it
 -- rolls back and answers what it read at every key, and the library
 -- decides what next (the read from the bottom, another location, the slow
@@ -369,15 +372,17 @@ DELIMITER ;
 -- nothing at, only checked to have a ledger row; then the keys to take
 -- units at, in ascending (item, location) order.  p_nkeys: how many keys
 -- take units (the checkout's hold_count).
--- Answer: one row per key units were taken at, each (kind, idx, then as
--- above: units taken from the pool, first and last pool id taken, ledger
--- next_unit_id and on_hand - issued, units taken from the ledger, pool
--- rows minted);
--- kind 9 for every such key but the last, whose row carries the status as
--- above (0: committed; 1: the checkout exists, nothing read; 2: some key
--- came up short; 3: key idx has no ledger row, and the answer stops
--- there).  Each row is its own result
--- set: a procedure has no other way to answer a variable number of rows.
+-- Answer: one row, (status as above: 0 committed; 1 the checkout exists,
+-- nothing read; 2 some key came up short; 3 a key has no ledger row, and
+-- the text stops there; then a text with one
+-- "idx,taken,first,last,next,avail,direct,minted;" per key units were
+-- taken at, the values as above: units taken from the pool, first and
+-- last pool id taken, ledger next_unit_id and on_hand - issued, units
+-- taken from the ledger, pool rows minted).  One row of text, not a row
+-- per key: each row would be a result set of its own (a procedure has no
+-- other way to answer a variable number of rows), and those SELECTs and
+-- the sends after each were a fifth of a 5-line cart's CALL (measured:
+-- docs/performance.md).
 -- The statements inside cost the server about as much as the statement
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
@@ -392,12 +397,14 @@ CREATE PROCEDURE rsv_fast_cart_v3(
 BEGIN
   DECLARE v_dup INT DEFAULT 0;
   DECLARE v_rest, v_key VARBINARY(4096);
-  DECLARE v_idx, v_want, v_taken, v_status, v_done, v_found, v_direct,
-    v_locked, v_pooled INT DEFAULT 0;
+  DECLARE v_later VARBINARY(4096) DEFAULT '';
+  DECLARE v_idx, v_want, v_taken, v_status, v_found, v_locked INT
+    DEFAULT 0;
   DECLARE v_fill, v_cap, v_mint BIGINT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_avail BIGINT;
+  DECLARE v_answer VARCHAR(4096) CHARACTER SET latin1 DEFAULT '';
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -414,7 +421,7 @@ BEGIN
             NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
   IF v_dup THEN
     ROLLBACK;
-    SELECT 1, 0, 0, 0, 0, 0, 0, 0, 0;
+    SELECT 1, '';
   ELSE
     -- The holds, one per key, before any ledger or pool row (see above).
     SET v_rest = p_keys;
@@ -432,22 +439,17 @@ BEGIN
                   v_want, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
       END IF;
     END WHILE;
+    -- Pass 1, every key's ledger row, in key order, before any pool row
+    -- (see above): its units if no one holds it and it covers the key.
+    -- The keys it does not cover go on v_later, with what was read.
     SET v_rest = p_keys;
     each_key: WHILE v_rest <> '' DO
-      IF v_done > 0 THEN
-        -- the key before this one
-        SELECT 9, v_idx, v_taken, COALESCE(v_first, 0),
-               COALESCE(v_last, 0), COALESCE(v_next, 0),
-               COALESCE(v_avail, 0), v_direct, v_mint;
-      END IF;
       SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
       SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
       SET v_idx = SUBSTRING_INDEX(v_key, ',', 1);
       SET v_item = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1);
       SET v_loc = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1);
       SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
-      SET v_start = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 5), ',', -1);
-      SET v_fill = SUBSTRING_INDEX(v_key, ',', -1);
       IF v_want = 0 THEN
         -- A location the cart names but takes nothing at, whose ledger row
         -- the caller has not seen: it must exist, as the statement path
@@ -463,38 +465,68 @@ BEGIN
         END IF;
         ITERATE each_key;
       END IF;
-      SET v_from = v_start, v_taken = 0, v_first = NULL, v_last = NULL,
-          v_next = NULL, v_avail = NULL, v_cap = NULL, v_direct = 0,
-          v_mint = 0;
-      -- The ledger row, if no other transaction holds it and no pool row
-      -- is held yet: its units if it covers the key (as in the procedure
-      -- above).
-      IF v_pooled = 0 THEN
-        SELECT next_unit_id, on_hand - issued, pool_cap
-          INTO v_next, v_avail, v_cap
-          FROM inventory_levels
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
-      END IF;
-      SET v_locked = v_next IS NOT NULL;
+      SET v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0;
+      SELECT next_unit_id, on_hand - issued, pool_cap
+        INTO v_next, v_avail, v_cap
+        FROM inventory_levels
+       WHERE shop_id = p_shop AND inventory_item_id = v_item
+         AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
       IF v_avail >= v_want THEN
-        SET v_direct = v_want, v_avail = v_avail - v_want;
+        SET v_avail = v_avail - v_want,
+            v_fill = SUBSTRING_INDEX(v_key, ',', -1);
+        IF v_fill > 0 THEN
+          CALL rsv_pool_top_up_v1(p_shop, v_item, v_loc, v_next,
+                                  COALESCE(v_cap, v_fill), v_avail, v_mint);
+        END IF;
+        UPDATE inventory_levels
+           SET issued = issued + v_want + v_mint,
+               next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
+         WHERE shop_id = p_shop AND inventory_item_id = v_item
+           AND inventory_group_id = v_loc;
+        SET v_answer = CONCAT(v_answer, v_idx, ',0,0,0,', v_next + v_mint,
+                              ',', v_avail - v_mint, ',', v_want, ',',
+                              v_mint, ';');
+      ELSE
+        -- held elsewhere (next 0), or held here but short
+        SET v_later = CONCAT(v_later, v_key, ',', COALESCE(v_next, 0), ',',
+                             COALESCE(v_avail, 0), ',', COALESCE(v_cap, 0),
+                             ';');
       END IF;
-      -- Held elsewhere: read as last committed, without a lock, only when
-      -- the caller needs it: to place its read cursor after a read from
-      -- the bottom of the pool (start 0), and to decide what to do after a
-      -- short read.  A read from the cursor that succeeds does without.
-      IF v_direct = 0 AND v_start = 0 AND v_next IS NULL THEN
+    END WHILE each_key;
+    -- Pass 2, pool rows for the keys on v_later, in key order: read as
+    -- last committed, without a lock, the ledger rows held elsewhere when
+    -- the caller needs them: to place its read cursor after a read from
+    -- the bottom of the pool (start 0), and to decide what to do after a
+    -- short read.  A read from the cursor that succeeds does without.
+    SET v_rest = IF(v_status = 0, v_later, '');
+    each_pool: WHILE v_rest <> '' DO
+      SET v_key = SUBSTRING_INDEX(v_rest, ';', 1);
+      SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
+      SET v_idx = SUBSTRING_INDEX(v_key, ',', 1);
+      SET v_item = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1);
+      SET v_loc = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 3), ',', -1);
+      SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
+      SET v_start = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 5), ',', -1);
+      SET v_fill = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 6), ',', -1);
+      SET v_next = NULLIF(SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 7),
+                                          ',', -1), '0');
+      SET v_avail = IF(v_next IS NULL, NULL,
+                       SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 8), ',',
+                                       -1));
+      SET v_cap = NULLIF(SUBSTRING_INDEX(v_key, ',', -1), '0');
+      SET v_locked = v_next IS NOT NULL, v_from = v_start, v_taken = 0,
+          v_first = NULL, v_last = NULL, v_mint = 0;
+      IF v_start = 0 AND v_next IS NULL THEN
         SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
           FROM inventory_levels
          WHERE shop_id = p_shop AND inventory_item_id = v_item
            AND inventory_group_id = v_loc;
         IF v_next IS NULL THEN
           SET v_status = 3;
-          LEAVE each_key;
+          LEAVE each_pool;
         END IF;
       END IF;
-      take: WHILE v_direct = 0 AND v_taken < v_want DO
+      take: WHILE v_taken < v_want DO
         SET v_id = NULL;
         SELECT id INTO v_id FROM reservation_units
          WHERE shop_id = p_shop AND inventory_item_id = v_item
@@ -511,10 +543,7 @@ BEGIN
         END IF;
         SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
       END WHILE take;
-      IF v_taken > 0 THEN
-        SET v_pooled = 1;
-      END IF;
-      IF v_direct = 0 AND v_taken < v_want THEN
+      IF v_taken < v_want THEN
         IF v_next IS NULL THEN
           SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
             FROM inventory_levels
@@ -523,7 +552,7 @@ BEGIN
         END IF;
         IF v_next IS NULL THEN
           SET v_status = 3;
-          LEAVE each_key;
+          LEAVE each_pool;
         END IF;
         -- short: everything is given back, but the other keys are read
         -- too, so that the caller sees the whole cart, as the statement
@@ -538,26 +567,25 @@ BEGIN
           SET v_mint = -1;
         END IF;
       END IF;
-      IF v_status = 0 AND v_direct + GREATEST(v_mint, 0) > 0 THEN
+      IF v_status = 0 AND v_mint > 0 THEN
         UPDATE inventory_levels
-           SET issued = issued + v_direct + GREATEST(v_mint, 0),
-               next_unit_id = next_unit_id + GREATEST(v_mint, 0),
-               updated_at = NOW(6)
+           SET issued = issued + v_mint,
+               next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
          WHERE shop_id = p_shop AND inventory_item_id = v_item
            AND inventory_group_id = v_loc;
-        SET v_next = v_next + GREATEST(v_mint, 0),
-            v_avail = v_avail - GREATEST(v_mint, 0);
+        SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
       END IF;
-      SET v_done = v_done + 1;
-    END WHILE each_key;
+      SET v_answer = CONCAT(v_answer, v_idx, ',', v_taken, ',',
+          COALESCE(v_first, 0), ',', COALESCE(v_last, 0), ',',
+          COALESCE(v_next, 0), ',', COALESCE(v_avail, 0), ',0,', v_mint,
+          ';');
+    END WHILE each_pool;
     IF v_status = 0 THEN
       COMMIT;
     ELSE
       ROLLBACK;
     END IF;
-    SELECT v_status, v_idx, v_taken, COALESCE(v_first, 0),
-           COALESCE(v_last, 0), COALESCE(v_next, 0), COALESCE(v_avail, 0),
-           v_direct, v_mint;
+    SELECT v_status, v_answer;
   END IF;
 END//
 DELIMITER ;
