@@ -23,17 +23,18 @@
  *
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
  * touches 2.  The reserve procedures (sql/schema.sql) take 1, insert 4,
- * then per key in key order take 2 with SKIP LOCKED (a free ledger row
- * that covers the key gives its units; one held elsewhere is passed over)
- * and 3 with SKIP LOCKED, inside one CALL.  Their holds come before 2 and
- * 3 so that a hot ledger row is held for less of the CALL (more buyers
- * find it free); that is safe because a new checkout's holds are reachable
- * only through its checkout row (1), which the CALL holds: nobody else can
- * hold or wait for them.  A cart asks for ledger rows only until
- * a key has taken pool rows: a SKIP LOCKED request for a ledger row while
- * holding pool rows never waits, yet InnoDB's deadlock detector counted it
- * as a wait and rolled back a slow path that held that ledger row and
- * waited for those pool rows (check_soak, under ASan).  A reserve that
+ * then 2 of every key in key order with SKIP LOCKED (a free ledger row
+ * that covers the key gives its units; one held elsewhere is passed over),
+ * then 3 with SKIP LOCKED for the keys 2 did not cover, inside one CALL.
+ * Their holds come before 2 and 3 so that a hot ledger row is held for
+ * less of the CALL (more buyers find it free); that is safe because a new
+ * checkout's holds are reachable only through its checkout row (1), which
+ * the CALL holds: nobody else can hold or wait for them.  A cart asks for
+ * all its ledger rows before any pool row (two passes over its keys): a
+ * SKIP LOCKED request for a ledger row while holding pool rows never
+ * waits, yet InnoDB's deadlock detector counted it as a wait and rolled
+ * back a slow path that held that ledger row and waited for those pool
+ * rows (check_soak, under ASan).  A reserve that
  * finds a pool short rolls back everything it holds before it waits for 2,
  * so no transaction ever waits for a ledger row while holding pool rows.
  *
