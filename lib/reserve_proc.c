@@ -15,7 +15,7 @@
 
 #include "reserve_job.h"
 
-/* The answer's status (or kind of row). */
+/* The answer's status. */
 enum {
     PROC_DONE = 0, PROC_EXISTS = 1, PROC_SHORT = 2, PROC_NO_LEDGER = 3
 };
