@@ -1523,6 +1523,64 @@ START_TEST(reserve_without_the_procedure)
 }
 END_TEST
 
+/* A cart procedure whose answer the library cannot read (a schema from
+ * elsewhere under the name, a broken edit): the reserve fails with
+ * RSV_EDB and says what it got, rather than guessing which units it
+ * holds.  (This stand-in commits nothing, so nothing is held.) */
+START_TEST(unreadable_cart_answer_is_an_error)
+{
+    MYSQL *c = tu_connect();
+    MYSQL *adm = tu_connect();
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    uint64_t shop = tu_shop();
+    uint64_t l1[1] = {1};
+    for (uint64_t item = 17; item <= 18; item++)
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 10));
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 17, l1, 1, 1, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 18, l1, 1, 2, 0), RSV_OK);
+
+    static const char *answers[] = {
+        "'0,1,0,0'",                      /* cut short */
+        "'7,0,0,0,5,9,1,0;'",             /* a key the cart does not have */
+        "'0,0,0,0,5,9,1,0;1,0,0,0,x,9,2,0;'", /* not a number */
+        "'0,0,0,0,5,9,1,0;'",             /* committed, one key missing */
+    };
+    for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
+        char sql[512];
+        tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v3");
+        snprintf(sql, sizeof sql,
+                 "CREATE PROCEDURE rsv_fast_cart_v3(p_shop BIGINT UNSIGNED, "
+                 "p_token VARBINARY(128), p_keys VARBINARY(4096), "
+                 "p_nkeys INT, p_ttl_us BIGINT) SELECT 0, %s", answers[i]);
+        tu_exec(adm, sql);
+        char tok[32];
+        snprintf(tok, sizeof tok, "bad-answer-%zu", i);
+        int rc = rsv_reserve(ctx, shop, tok, strlen(tok), cart, 0);
+        TU_RC(ctx, rc, RSV_EDB);
+        ck_assert_msg(strstr(rsv_errmsg(ctx), "rsv_fast_cart_v3 answered") !=
+                          NULL, "message: %s", rsv_errmsg(ctx));
+        ck_assert_int_eq(tu_held(ctx, shop, 17, 1), 0);
+        ck_assert_int_eq(tu_held(ctx, shop, 18, 1), 0);
+    }
+
+    /* the real one again: the same context reserves in one CALL */
+    tu_load_schema(adm);
+    uint64_t before = one_trips(ctx);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("good-answer"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx) - before, 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 17, 1), 1);
+    ck_assert_int_eq(tu_held(ctx, shop, 18, 1), 2);
+    tu_audit_clean();
+    rsv_cart_free(cart);
+    rsv_close(ctx);
+    mysql_close(adm);
+    mysql_close(c);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("semantics");
@@ -1538,6 +1596,8 @@ int main(void)
     tu_add(s, "stock_changes_keep_invariants", stock_changes_keep_invariants);
     tu_add(s, "lock_wait_timeout_reports_busy", lock_wait_timeout_reports_busy);
     tu_add(s, "reserve_without_the_procedure", reserve_without_the_procedure);
+    tu_add(s, "unreadable_cart_answer_is_an_error",
+           unreadable_cart_answer_is_an_error);
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
