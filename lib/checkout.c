@@ -169,6 +169,15 @@ static int not_found(rsv_ctx *ctx, const struct co_arg *a)
 /* Some holds of a held checkout were given back by the reaper: the rest
  * cannot be claimed either, so release them now rather than wait for them
  * to expire too.  Committed although the call reports RSV_EEXPIRED. */
+static int expired_rest_code(rsv_ctx *ctx, const co_state *st)
+{
+    return ctx_fail(ctx, RSV_EEXPIRED,
+                    "the hold expired and %lld of its %lld allocations were "
+                    "given back to other buyers; nothing was claimed",
+                    (long long)(st->hold_count - st->holds),
+                    (long long)st->hold_count);
+}
+
 static int expire_rest(rsv_ctx *ctx, const struct co_arg *a,
                        const co_state *st)
 {
@@ -179,11 +188,7 @@ static int expire_rest(rsv_ctx *ctx, const struct co_arg *a,
     if (rc)
         return rc;
     ctx->commit_anyway = 1;
-    return ctx_fail(ctx, RSV_EEXPIRED,
-                    "the hold expired and %lld of its %lld allocations were "
-                    "given back to other buyers; nothing was claimed",
-                    (long long)(st->hold_count - st->holds),
-                    (long long)st->hold_count);
+    return expired_rest_code(ctx, st);
 }
 
 static int settled_code(rsv_ctx *ctx, int status)
@@ -197,6 +202,12 @@ static int settled_code(rsv_ctx *ctx, int status)
         return ctx_fail(ctx, RSV_EEXPIRED,
                         "the checkout expired and its units were given back");
     }
+}
+
+static int claimed_not_released(rsv_ctx *ctx)
+{
+    return ctx_fail(ctx, RSV_ECLAIMED,
+                    "the checkout was claimed; it cannot be released");
 }
 
 static int claim_body(rsv_ctx *ctx, void *p)
@@ -227,8 +238,7 @@ static int release_body(rsv_ctx *ctx, void *p)
     if (!st.found)
         return not_found(ctx, a);
     if (st.status == ST_CLAIMED)
-        return ctx_fail(ctx, RSV_ECLAIMED,
-                        "the checkout was claimed; it cannot be released");
+        return claimed_not_released(ctx);
     if (st.status != ST_HELD)
         return RSV_OK; /* already released or expired: idempotent */
     rc = holds_settle(ctx, a->shop, a->token, a->len, st.generation,
@@ -260,6 +270,67 @@ static int extend_body(rsv_ctx *ctx, void *p)
     return RSV_OK;
 }
 
+/* ---- claim and release in one round trip (rsv_settle_v1) ---- */
+
+#define SETTLE_BY_STATEMENTS 1 /* the procedure cannot be called: nothing
+                                  ran, send the statements */
+
+int b_call_settle(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "CALL " RSV_PROC_SETTLE "(?, ?, ?)");
+    return 0;
+}
+
+/* The procedure runs the statements of claim_body or release_body (kind)
+ * on the server and commits; its answer says what it found and did, and
+ * the return code and message are the ones those bodies give. */
+static int settle_call(rsv_ctx *ctx, struct co_arg *a, int kind)
+{
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, a->shop);
+    arg_bin(&ctx->args, a->token, a->len);
+    arg_i64(&ctx->args, kind);
+    int rc = sql_run(ctx, b_call_settle, 0, "iiiii", NULL);
+    if (rc) {
+        if (sql_proc_unusable(ctx->db_errno)) {
+            ctx->has_settle_proc = 0;
+            return SETTLE_BY_STATEMENTS;
+        }
+        return rc;
+    }
+    rsv_res *r = &ctx->res;
+    if (r->rows != 1)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows",
+                        RSV_PROC_SETTLE, r->rows);
+    co_state st;
+    memset(&st, 0, sizeof st);
+    st.found = RES_I(r, 0, 0) != 0;
+    st.status = (int)RES_I(r, 0, 1);
+    st.hold_count = RES_I(r, 0, 2);
+    st.holds = RES_I(r, 0, 3);
+    int64_t done = RES_I(r, 0, 4);
+    if (!st.found)
+        return not_found(ctx, a);
+    if (done == 2) /* (a claim; committed) */
+        return expired_rest_code(ctx, &st);
+    if (done == 1)
+        return RSV_OK;
+    if (kind == ST_RELEASED) /* (already released or expired: done) */
+        return st.status == ST_CLAIMED ? claimed_not_released(ctx) : RSV_OK;
+    return settled_code(ctx, st.status);
+}
+
+static int claim_proc_body(rsv_ctx *ctx, void *p)
+{
+    return settle_call(ctx, p, ST_CLAIMED);
+}
+
+static int release_proc_body(rsv_ctx *ctx, void *p)
+{
+    return settle_call(ctx, p, ST_RELEASED);
+}
+
 static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
                        size_t len, int64_t ttl_ms, rsv_txn_body body)
 {
@@ -273,6 +344,17 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
     struct co_arg a = {shop, token, len, ttl_ms};
     if (op == OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
         return rc;
+    /* In one round trip when the procedure is there and the caller has
+     * no transaction open (the procedure commits its own; a claim may
+     * join the caller's, which the statements do). */
+    rsv_txn_body proc = op == OP_CLAIM     ? claim_proc_body
+                        : op == OP_RELEASE ? release_proc_body
+                                           : NULL;
+    if (proc && ctx->has_settle_proc && !txn_caller_open(ctx)) {
+        rc = txn_run(ctx, TXN_SELF_COMMIT, proc, &a);
+        if (rc != SETTLE_BY_STATEMENTS)
+            return rc ? rc : ctx_ok(ctx);
+    }
     rc = txn_run(ctx, TXN_MAY_JOIN, body, &a);
     return rc ? rc : ctx_ok(ctx);
 }

@@ -169,7 +169,7 @@ static int check_schema(rsv_ctx *ctx)
     };
     enum { NTABLES = sizeof tables / sizeof tables[0] };
     /* One round trip: the database, then one digit per table (is it
-     * there?) and one for each reserve procedure. */
+     * there?) and one for each procedure. */
     char q[1536];
     size_t len = (size_t)snprintf(q, sizeof q,
                                   "/* conn_tag:open */ SELECT DATABASE(), "
@@ -180,8 +180,8 @@ static int check_schema(rsv_ctx *ctx)
                                 "tables WHERE table_schema = DATABASE() AND "
                                 "table_name = '%s'), ", tables[i]);
     static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART,
-                                        RSV_PROC_TOP_UP};
-    for (size_t i = 0; i < 3; i++)
+                                        RSV_PROC_TOP_UP, RSV_PROC_SETTLE};
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
                                 "%s(SELECT COUNT(*) FROM information_schema."
                                 "routines WHERE routine_schema = DATABASE() "
@@ -206,11 +206,14 @@ static int check_schema(rsv_ctx *ctx)
     /* The reserve procedures are optional: without them (an account that
      * cannot create routines loaded the schema, or an older schema file)
      * every reserve sends its statements one by one, slower on a network
-     * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used. */
+     * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
+     * The same holds for claims and releases and their procedure. */
     int procs_ok = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
                    found[NTABLES + 2] == '1'; /* (both call the top-up) */
     ctx->has_proc = procs_ok && found[NTABLES] == '1';
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
+    ctx->has_settle_proc = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
+                           found[NTABLES + 3] == '1';
     return RSV_OK;
 }
 

@@ -22,6 +22,7 @@ static struct {
     /* the statement an *_ALWAYS fault sticks to */
     int sticky;
     rsv_sql_builder s_build;
+    rsv_sql_builder last_build; /* of the last call entered */
     uint32_t s_shape;
     const char *s_text;
     const char *trace[TRACE_MAX];
@@ -122,11 +123,13 @@ int fault_enter(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         return 0;
     uint64_t n = ++F.calls;
     if (n <= TRACE_MAX)
-        F.trace[n - 1] = build == b_call_reserve || build == b_call_cart
+        F.trace[n - 1] = build == b_call_reserve || build == b_call_cart ||
+                                 build == b_call_settle
                              ? "CALL"
-                         : build                   ? "stmt"
-                         : text                    ? text
-                                                   : "query";
+                         : build ? "stmt"
+                         : text  ? text
+                                 : "query";
+    F.last_build = build;
     F.leave = 0;
     if (F.kind == RSV_FAULT_NONE ||
         !(n == F.nth || (F.sticky && same_call(build, shape, text))))
@@ -183,10 +186,16 @@ int fault_leave(rsv_ctx *ctx, int rc)
      * follows a committed CALL is best-effort refill, what follows one
      * that rolled back is the statement path. */
     uint64_t n = F.calls;
-    /* (the last answer row carries the status; 0: committed) */
+    /* (a reserve procedure's last answer row carries the status, 0:
+     * committed; the settle procedure's column 4 what it did, > 0:
+     * committed) */
+    const rsv_res *r = &ctx->res;
+    int committed =
+        rc == RSV_OK && r->rows >= 1 &&
+        (F.last_build == b_call_settle ? RES_I(r, r->rows - 1, 4) > 0
+                                       : RES_I(r, r->rows - 1, 0) == 0);
     if (n >= 1 && n <= TRACE_MAX && strcmp(F.trace[n - 1], "CALL") == 0 &&
-        !(rc == RSV_OK && ctx->res.rows >= 1 &&
-          RES_I(&ctx->res, ctx->res.rows - 1, 0) == 0))
+        !committed)
         F.trace[n - 1] = "CALL (rolled back)";
     if (!F.leave)
         return rc;

@@ -91,6 +91,7 @@
 #define RSV_PROC_RESERVE "rsv_fast_reserve_v4"
 #define RSV_PROC_CART "rsv_fast_cart_v3"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v1" /* called by both */
+#define RSV_PROC_SETTLE "rsv_settle_v1"     /* claim and release */
 
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
@@ -267,6 +268,7 @@ struct rsv_ctx {
                                   (rsv_open; cleared if a CALL shows it
                                   gone or not allowed) */
     int has_cart_proc;         /* and the cart procedure, the same way */
+    int has_settle_proc;       /* and the claim/release procedure */
     int disabled;              /* rsv_set_enabled(ctx, 0) */
     rsv_op_fn callback;
     void *callback_user;
@@ -311,12 +313,17 @@ RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
 RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
 /* Power-of-two bucket >= n (n >= 1), for statements whose size varies. */
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
+/* Errors of a CALL that mean the procedure cannot be called here (dropped
+ * after rsv_open, no EXECUTE privilege, a different version under the
+ * name): nothing ran, and the statements still work. */
+RSV_HIDDEN int sql_proc_unusable(unsigned int err);
 
 /* ---- transactions (txn.c) ---- */
-/* The CALLs of the reserve procedures (reserve_proc.c); the fault walk names
- * them in its trace, because they are commit points. */
+/* The CALLs of the procedures (reserve_proc.c, checkout.c); the fault walk
+ * names them in its trace, because they are commit points. */
 RSV_HIDDEN int b_call_reserve(rsv_buf *s, uint32_t shape);
 RSV_HIDDEN int b_call_cart(rsv_buf *s, uint32_t shape);
+RSV_HIDDEN int b_call_settle(rsv_buf *s, uint32_t shape);
 
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,

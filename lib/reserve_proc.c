@@ -93,15 +93,6 @@ int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j)
     return plan_for(ctx, j).which != PLAN_NONE;
 }
 
-/* Errors that mean a procedure cannot be called here (dropped after
- * rsv_open, no EXECUTE privilege, a different version under the name):
- * nothing ran, and the statements still work. */
-static int proc_unusable(unsigned int err)
-{
-    return err == ER_SP_DOES_NOT_EXIST || err == ER_PROCACCESS_DENIED_ERROR ||
-           err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
-}
-
 /* The one key with units to take. */
 static rkey *proc_only_key(rjob *j)
 {
@@ -285,7 +276,7 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     job_choose_starts(ctx, j);
     int rc = proc_call(ctx, j, &plan);
     if (rc) {
-        if (proc_unusable(ctx->db_errno)) {
+        if (sql_proc_unusable(ctx->db_errno)) {
             if (plan.which == PLAN_ONE)
                 ctx->has_proc = 0;
             else

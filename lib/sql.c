@@ -479,6 +479,12 @@ static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     return RSV_OK;
 }
 
+int sql_proc_unusable(unsigned int err)
+{
+    return err == ER_SP_DOES_NOT_EXIST || err == ER_PROCACCESS_DENIED_ERROR ||
+           err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
+}
+
 static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
                     const char *spec, uint64_t *affected)
 {

@@ -147,9 +147,10 @@ static int self_committed(rsv_ctx *ctx, rsv_txn_body body, void *arg)
     int rc = body(ctx, arg);
     if (rc == RSV_ECONN && ctx->executed)
         return ctx_fail(ctx, RSV_EINDOUBT,
-                        "connection lost during the reserve's one-statement "
-                        "transaction (%s): the outcome is unknown; reconnect "
-                        "and repeat the call", ctx->msg);
+                        "connection lost during a one-statement "
+                        "transaction (a stored procedure; %s): the outcome "
+                        "is unknown; reconnect and repeat the call",
+                        ctx->msg);
     if (rc != RSV_OK && txn_caller_open(ctx))
         txn_rollback_quietly(ctx);
     count_conflict(ctx, rc);

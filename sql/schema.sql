@@ -589,3 +589,68 @@ BEGIN
   END IF;
 END//
 DELIMITER ;
+
+-- Claim or release in one round trip (libreserve calls it; never call it
+-- yourself): the statements of rsv_claim and rsv_release (lib/checkout.c)
+-- run on the server, in the same order and transaction: lock the checkout
+-- row and its holds (lock order 1 then 4), move the holds into the
+-- settlement journal, delete them, set the checkout's status, commit.  It
+-- never touches the ledger row (the journal is folded by the next refill),
+-- so claims of one hot item do not queue on one row.  The library uses it
+-- only when the caller has no transaction open (a claim may join the
+-- caller's transaction; this procedure commits its own).
+-- p_kind: 2 claim, 3 release.  Answer, one row: (found, status before,
+-- the checkout's hold_count, its holds still there, what was done: 0
+-- nothing (rolled back), 1 settled as p_kind, 2 a claim found some holds
+-- already given back by the reaper and released the rest, and the checkout
+-- is now expired).  The library turns that into its return code.
+DROP PROCEDURE IF EXISTS rsv_settle_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_settle_v1(
+    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128), IN p_kind INT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_status, v_gen, v_count, v_holds, v_done INT DEFAULT 0;
+  DECLARE v_kind INT DEFAULT p_kind;
+  -- A deadlock, lock-wait timeout or any other error: give everything
+  -- back and tell the caller (who retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- The checkout row, then its holds, locked (as lib/checkout.c's
+  -- lock_checkout); an unknown checkout reads status 0.
+  SELECT COALESCE(MAX(c.status), 0), COALESCE(MAX(c.generation), 0),
+         COALESCE(MAX(c.hold_count), 0), COUNT(h.quantity)
+    INTO v_status, v_gen, v_count, v_holds
+    FROM reservation_checkouts c LEFT JOIN reserved_quantities h
+      ON h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token
+   WHERE c.shop_id = p_shop AND c.checkout_token = p_token FOR UPDATE;
+  IF v_status = 1 THEN
+    -- Some holds given back by the reaper: a claim cannot take the rest
+    -- either, so it releases them and the checkout expires.
+    IF p_kind = 2 AND v_holds < v_count THEN
+      SET v_kind = 3, v_done = 2;
+    ELSE
+      SET v_done = 1;
+    END IF;
+    -- FOR UPDATE: see b_settle_insert in lib/checkout.c (a consistent read
+    -- would still see a hold the reaper has deleted but not committed).
+    INSERT INTO reservation_settlements (shop_id, inventory_item_id,
+        inventory_group_id, checkout_token, generation, kind, quantity,
+        settled_at)
+      SELECT shop_id, inventory_item_id, inventory_group_id, checkout_token,
+             v_gen, v_kind, quantity, NOW(6)
+        FROM reserved_quantities
+       WHERE shop_id = p_shop AND checkout_token = p_token FOR UPDATE;
+    DELETE FROM reserved_quantities
+     WHERE shop_id = p_shop AND checkout_token = p_token;
+    UPDATE reservation_checkouts
+       SET status = IF(v_done = 2, 4, p_kind), updated_at = NOW(6)
+     WHERE shop_id = p_shop AND checkout_token = p_token;
+    COMMIT;
+  ELSE
+    ROLLBACK;
+  END IF;
+  SELECT v_status > 0, v_status, v_count, v_holds, v_done;
+END//
+DELIMITER ;

@@ -1523,6 +1523,78 @@ START_TEST(reserve_without_the_procedure)
 }
 END_TEST
 
+static uint64_t op_statements(rsv_ctx *ctx, uint32_t op)
+{
+    uint64_t n = 0;
+    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, op, &n));
+    return n;
+}
+
+/* Claims and releases are one statement each with the schema's procedure
+ * (rsv_settle_v1), with every answer the statements give; inside the
+ * caller's transaction they join it by statements (the procedure would
+ * commit it); without the procedure, statements. */
+START_TEST(claim_and_release_in_one_call)
+{
+    MYSQL *c = tu_connect();
+    MYSQL *adm = tu_connect();
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 27, 1, 10));
+    const char *toks[] = {"c-a", "c-b", "c-c", "c-d", "c-e"};
+    for (size_t i = 0; i < 5; i++)
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, toks[i], strlen(toks[i]), 27,
+                                   1, 1, 0));
+    uint64_t cl = op_statements(ctx, RSV_OP_CLAIM);
+    uint64_t re = op_statements(ctx, RSV_OP_RELEASE);
+
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-a")));
+    int rc = rsv_claim(ctx, shop, TOK("c-a"));
+    TU_RC(ctx, rc, RSV_ECLAIMED);
+    rc = rsv_release(ctx, shop, TOK("c-a"));
+    TU_RC(ctx, rc, RSV_ECLAIMED);
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("c-b")));
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("c-b"))); /* (idempotent) */
+    rc = rsv_claim(ctx, shop, TOK("c-b"));
+    TU_RC(ctx, rc, RSV_ERELEASED);
+    rc = rsv_claim(ctx, shop, TOK("c-nobody"));
+    TU_RC(ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_release(ctx, shop, TOK("c-nobody"));
+    TU_RC(ctx, rc, RSV_ENOTFOUND);
+    ck_assert_uint_eq(op_statements(ctx, RSV_OP_CLAIM) - cl, 4);
+    ck_assert_uint_eq(op_statements(ctx, RSV_OP_RELEASE) - re, 4);
+    ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 3);
+
+    /* inside the caller's transaction: joined, so its rollback undoes it */
+    tu_exec(c, "START TRANSACTION");
+    cl = op_statements(ctx, RSV_OP_CLAIM);
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-c")));
+    ck_assert_uint_gt(op_statements(ctx, RSV_OP_CLAIM) - cl, 1);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 1);
+    tu_exec(c, "ROLLBACK");
+    ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 3);
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-c")));
+
+    /* the procedure gone: statements, the same answers */
+    tu_exec(adm, "DROP PROCEDURE rsv_settle_v1");
+    cl = op_statements(ctx, RSV_OP_CLAIM);
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-d")));
+    rc = rsv_claim(ctx, shop, TOK("c-d"));
+    TU_RC(ctx, rc, RSV_ECLAIMED);
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("c-e")));
+    ck_assert_uint_gt(op_statements(ctx, RSV_OP_CLAIM) - cl, 2);
+    ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 0);
+    tu_load_schema(adm);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 27, 1), 7);
+    tu_audit_clean();
+    rsv_close(ctx);
+    mysql_close(adm);
+    mysql_close(c);
+}
+END_TEST
+
 /* A cart procedure whose answer the library cannot read (a schema from
  * elsewhere under the name, a broken edit): the reserve fails with
  * RSV_EDB and says what it got, rather than guessing which units it
@@ -1598,6 +1670,7 @@ int main(void)
     tu_add(s, "reserve_without_the_procedure", reserve_without_the_procedure);
     tu_add(s, "unreadable_cart_answer_is_an_error",
            unreadable_cart_answer_is_an_error);
+    tu_add(s, "claim_and_release_in_one_call", claim_and_release_in_one_call);
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);

@@ -34,6 +34,9 @@ static MYSQL *adm;         /* helper connection: fixture, checks, KILL */
 static rsv_ctx *actx;      /* audits, on adm */
 static MYSQL *conn;        /* the connection under test */
 static rsv_ctx *ctx;
+static rsv_ctx *sctx;      /* on conn too, RSV_OPT_STATEMENTS_ONLY: claims
+                              and releases by statements (ctx calls the
+                              schema's procedure) */
 
 static const char *const tables[] = {
     "inventory_levels", "reservation_units", "reservation_checkouts",
@@ -57,13 +60,17 @@ static void fill_opts(void)
     opts.retry_base_us = 50;
 }
 
-static rsv_ctx *open_on(MYSQL *c)
+static rsv_ctx *open_on_flags(MYSQL *c, uint32_t flags)
 {
+    rsv_options o = opts;
+    o.flags |= flags;
     rsv_ctx *x = NULL;
-    int rc = rsv_open(&x, c, &opts);
+    int rc = rsv_open(&x, c, &o);
     TU_RC(x, rc, RSV_OK);
     return x;
 }
+
+static rsv_ctx *open_on(MYSQL *c) { return open_on_flags(c, 0); }
 
 /* ---------------- fixture ---------------- */
 
@@ -225,11 +232,13 @@ static void setup_conn(void)
     actx = open_on(adm);
     conn = tu_connect();
     ctx = open_on(conn);
+    sctx = open_on_flags(conn, RSV_OPT_STATEMENTS_ONLY);
 }
 
 static void teardown_conn(void)
 {
     rsv_close(ctx);
+    rsv_close(sctx);
     mysql_close(conn);
     rsv_close(actx);
     mysql_close(adm);
@@ -248,6 +257,7 @@ static void teardown_conn(void)
 #define OPF_READ_FIRST 0x40  /* reserve: its first transaction that commits
                                 only reads (the sold-out read before a slow
                                 path); the next one is the reserve's */
+#define OPF_STATEMENTS 0x80  /* runs on sctx (statements, no procedure) */
 
 struct op {
     const char *name;
@@ -342,6 +352,16 @@ static int op_claim_joined(void)
 
 static int op_release(void) { return rsv_release(ctx, S, TOK("held-a")); }
 
+static int op_claim_statements(void)
+{
+    return rsv_claim(sctx, S, TOK("held-a"));
+}
+
+static int op_release_statements(void)
+{
+    return rsv_release(sctx, S, TOK("held-a"));
+}
+
 static int op_extend(void)
 {
     return rsv_extend(ctx, S, TOK("held-a"), 900000);
@@ -408,6 +428,10 @@ static const struct op ops[] = {
     {"claim", op_claim, 0, RSV_ECLAIMED, NULL, 0},
     {"claim_joined", op_claim_joined, OPF_JOINED, RSV_ECLAIMED, NULL, 0},
     {"release", op_release, 0, RSV_OK, NULL, 0},
+    {"claim_statements", op_claim_statements, OPF_STATEMENTS, RSV_ECLAIMED,
+     NULL, 0},
+    {"release_statements", op_release_statements, OPF_STATEMENTS, RSV_OK,
+     NULL, 0},
     {"extend", op_extend, 0, RSV_OK, NULL, 0},
     {"status", op_status, 0, RSV_OK, NULL, 0},
     {"replenish", op_replenish, 0, RSV_OK, NULL, 0},
@@ -502,9 +526,18 @@ static int expected(const struct point *p, int kind)
 
 static int cases_walked, cases_skipped;
 
+/* The context an operation's faults are armed on (NULL: any, for one
+ * that opens its own). */
+static rsv_ctx *op_ctx(const struct op *op)
+{
+    return (op->flags & OPF_OPEN) ? NULL
+           : (op->flags & OPF_STATEMENTS) ? sctx
+                                          : ctx;
+}
+
 static int run_op(const struct op *op, uint64_t nth, int kind)
 {
-    rsv__fault_arm((op->flags & OPF_OPEN) ? NULL : ctx, nth, kind);
+    rsv__fault_arm(op_ctx(op), nth, kind);
     int rc = op->run();
     rsv__fault_disarm();
     return rc;
@@ -717,7 +750,7 @@ void *__wrap_realloc(void *p, size_t n)
 
 static int run_op_alloc(const struct op *op, uint64_t fail_at)
 {
-    rsv__fault_arm((op->flags & OPF_OPEN) ? NULL : ctx, 0, RSV_FAULT_NONE);
+    rsv__fault_arm(op_ctx(op), 0, RSV_FAULT_NONE);
     alloc_n = 0;
     alloc_failed = 0;
     alloc_fail_at = fail_at;
@@ -733,6 +766,8 @@ static void fresh_ctx(void)
 {
     rsv_close(ctx);
     ctx = open_on(conn);
+    rsv_close(sctx);
+    sctx = open_on_flags(conn, RSV_OPT_STATEMENTS_ONLY);
 }
 
 static void alloc_walk(const struct op *op)
@@ -857,7 +892,8 @@ START_TEST(killed_then_reconnected)
 END_TEST
 
 /* Killed inside the library's transaction, before COMMIT: RSV_ECONN,
- * nothing applied, no statement sent again. */
+ * nothing applied, no statement sent again.  (A claim by statements: with
+ * the schema's procedure the claim is one statement, below.) */
 START_TEST(killed_inside_transaction)
 {
     setup_conn();
@@ -865,12 +901,12 @@ START_TEST(killed_inside_transaction)
     char *fp0 = fingerprint();
     /* count claim's calls, then kill the session on the third (a locking
      * read inside the transaction) by really closing its socket */
-    rsv__fault_arm(ctx, 3, RSV_FAULT_LOST);
+    rsv__fault_arm(sctx, 3, RSV_FAULT_LOST);
     unsigned long tid = mysql_thread_id(conn);
-    int rc = rsv_claim(ctx, S, TOK("held-a"));
-    TU_RC(ctx, rc, RSV_ECONN);
+    int rc = rsv_claim(sctx, S, TOK("held-a"));
+    TU_RC(sctx, rc, RSV_ECONN);
     ck_assert_str_eq(rsv__fault_call(3), "stmt");
-    ck_assert_int_eq(rsv__fault_calls(ctx), 3);
+    ck_assert_int_eq(rsv__fault_calls(sctx), 3);
     rsv__fault_disarm();
     wait_session_gone(tid, "killed_inside_transaction");
     char *fp = fingerprint();
@@ -884,11 +920,41 @@ START_TEST(killed_inside_transaction)
 }
 END_TEST
 
+static rsv_ctx *claim_ctx; /* the context claim_thread claims with */
+
 static void *claim_thread(void *arg)
 {
     int *rc = arg;
-    *rc = rsv_claim(ctx, S, TOK("held-a"));
+    *rc = rsv_claim(claim_ctx, S, TOK("held-a"));
     return NULL;
+}
+
+/* Start a claim on claim_ctx in a thread and wait until the server shows
+ * it waiting for the checkout row that `locker` holds. */
+static pthread_t claim_waiting(MYSQL *locker, unsigned long tid, int *rc)
+{
+    char q[256];
+    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+             "shop_id = %llu AND checkout_token = 'held-a' FOR UPDATE",
+             (unsigned long long)S);
+    tu_exec(locker, "START TRANSACTION");
+    tu_exec(locker, q);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, claim_thread, rc), 0);
+    int waiting = 0;
+    for (int i = 0; i < 500 && !waiting; i++) {
+        /* (a primary-key lock wait shows as "Statistics", in the
+         * optimizer, and not always in innodb_trx; inside a procedure the
+         * statement shown may be the CALL or the one it runs) */
+        waiting = q_i64("SELECT COUNT(*) FROM information_schema.processlist "
+                        "WHERE id = %lu AND state = 'Statistics' AND (info "
+                        "LIKE '%%FOR UPDATE%%' OR info LIKE '%%rsv_settle%%')",
+                        tid) > 0;
+        if (!waiting)
+            sleep_ms(10);
+    }
+    ck_assert_msg(waiting, "the claim never waited for the lock");
+    return th;
 }
 
 /* The server kills the session while the library's transaction waits for
@@ -900,34 +966,18 @@ START_TEST(killed_while_waiting_for_a_lock)
     restore_fixture();
     char *fp0 = fingerprint();
     MYSQL *locker = tu_connect();
-    char q[256];
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
-             "shop_id = %llu AND checkout_token = 'held-a' FOR UPDATE",
-             (unsigned long long)S);
-    tu_exec(locker, "START TRANSACTION");
-    tu_exec(locker, q);
     unsigned long tid = mysql_thread_id(conn);
-    rsv__fault_arm(ctx, 0, RSV_FAULT_NONE);
+    rsv__fault_arm(sctx, 0, RSV_FAULT_NONE);
     int rc = 1;
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, claim_thread, &rc), 0);
-    int waiting = 0;
-    for (int i = 0; i < 500 && !waiting; i++) {
-        /* (a primary-key lock wait shows as "Statistics", in the
-         * optimizer, and not always in innodb_trx) */
-        waiting = q_i64("SELECT COUNT(*) FROM information_schema.processlist "
-                        "WHERE id = %lu AND info LIKE '%%FOR UPDATE%%'",
-                        tid) > 0;
-        if (!waiting)
-            sleep_ms(10);
-    }
-    ck_assert_msg(waiting, "the claim never waited for the lock");
+    claim_ctx = sctx;
+    pthread_t th = claim_waiting(locker, tid, &rc);
+    char q[64];
     snprintf(q, sizeof q, "KILL CONNECTION %lu", tid);
     tu_exec(adm, q);
     pthread_join(th, NULL);
-    TU_RC(ctx, rc, RSV_ECONN);
+    TU_RC(sctx, rc, RSV_ECONN);
     /* the locking read was the last call: no ROLLBACK, no retry */
-    uint64_t calls = rsv__fault_calls(ctx);
+    uint64_t calls = rsv__fault_calls(sctx);
     ck_assert_str_eq(rsv__fault_call(calls), "stmt");
     ck_assert(calls >= 3);
     tu_exec(locker, "ROLLBACK");
@@ -939,6 +989,44 @@ START_TEST(killed_while_waiting_for_a_lock)
     reconnect(conn);
     TU_OK(ctx, rsv_claim(ctx, S, TOK("held-a")));
     audit_clean("killed_while_waiting_for_a_lock");
+    free(fp0);
+    teardown_conn();
+}
+END_TEST
+
+/* The same kill while the claim's one statement (the schema's procedure)
+ * waits for the lock: the library cannot tell whether the procedure got
+ * to its COMMIT, so RSV_EINDOUBT; nothing was applied (the server rolled
+ * it back), nothing was sent again, and repeating the call claims. */
+START_TEST(killed_while_the_claim_procedure_waits)
+{
+    setup_conn();
+    restore_fixture();
+    char *fp0 = fingerprint();
+    MYSQL *locker = tu_connect();
+    unsigned long tid = mysql_thread_id(conn);
+    rsv__fault_arm(ctx, 0, RSV_FAULT_NONE);
+    int rc = 1;
+    claim_ctx = ctx;
+    pthread_t th = claim_waiting(locker, tid, &rc);
+    char q[64];
+    snprintf(q, sizeof q, "KILL CONNECTION %lu", tid);
+    tu_exec(adm, q);
+    pthread_join(th, NULL);
+    TU_RC(ctx, rc, RSV_EINDOUBT);
+    ck_assert_int_eq(rsv__fault_calls(ctx), 1);
+    ck_assert_str_eq(rsv__fault_call(1), "CALL (rolled back)");
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+    wait_session_gone(tid, "killed_while_the_claim_procedure_waits");
+    char *fp = fingerprint();
+    ck_assert_str_eq(fp, fp0);
+    free(fp);
+    reconnect(conn);
+    TU_OK(ctx, rsv_claim(ctx, S, TOK("held-a")));
+    rc = rsv_claim(ctx, S, TOK("held-a"));
+    TU_RC(ctx, rc, RSV_ECLAIMED);
+    audit_clean("killed_while_the_claim_procedure_waits");
     free(fp0);
     teardown_conn();
 }
@@ -1051,6 +1139,8 @@ int main(void)
     tu_add(s, "killed_inside_transaction", killed_inside_transaction);
     tu_add(s, "killed_while_waiting_for_a_lock",
            killed_while_waiting_for_a_lock);
+    tu_add(s, "killed_while_the_claim_procedure_waits",
+           killed_while_the_claim_procedure_waits);
     tu_add(s, "reconnect_same_thread_id", reconnect_same_thread_id);
     tu_add(s, "reconnect_caller_owned_handle", reconnect_caller_owned_handle);
     tu_add(s, "old_servers_are_refused", old_servers_are_refused);
