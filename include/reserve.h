@@ -195,13 +195,15 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                statements every time (for
                                                tests that count them);
                                                slower under contention */
-#define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the reserve
+#define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the schema's
                                                procedures (rsv_fast_reserve_v4,
-                                               rsv_fast_cart_v3 in
+                                               rsv_fast_cart_v3,
+                                               rsv_settle_v1 in
                                                sql/schema.sql): every
-                                               reserve sends its statements
-                                               one by one, one round trip
-                                               each (for comparison) */
+                                               reserve, claim and release
+                                               sends its statements one by
+                                               one, one round trip each (for
+                                               comparison) */
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then
@@ -403,7 +405,9 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
  * order row and the claim commit or roll back together): the library then
  * neither commits nor rolls back, and does not retry; on RSV_EBUSY the
  * caller must roll back.  Otherwise it runs its own READ COMMITTED
- * transaction.
+ * transaction: in one round trip (a CALL of the schema's procedure
+ * rsv_settle_v1, which commits on the server) when the schema has it, else
+ * by statements.
  *
  * Returns RSV_OK; expected: RSV_ECLAIMED, RSV_EEXPIRED (the units were
  * given back; any remaining lines are released in the same transaction),
