@@ -610,7 +610,8 @@ CREATE PROCEDURE rsv_settle_v1(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128), IN p_kind INT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_status, v_gen, v_count, v_holds, v_done INT DEFAULT 0;
+  DECLARE v_status, v_holds, v_done INT DEFAULT 0;
+  DECLARE v_gen, v_count INT UNSIGNED DEFAULT 0; -- (as the columns)
   DECLARE v_kind INT DEFAULT p_kind;
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
