@@ -10,6 +10,11 @@
  * touch the ledger row: they move the holds into the settlement journal,
  * which the next refill folds into the ledger.  That keeps claims off the
  * one hot row every checkout of an item would otherwise queue on.
+ *
+ * A claim or release in a transaction of the library's own is one CALL of
+ * the schema's rsv_settle_v1 when it is there, which runs the same
+ * statements on the server and commits; in the caller's transaction, or
+ * without it, the statements below.
  */
 #include <string.h>
 
@@ -166,9 +171,6 @@ static int not_found(rsv_ctx *ctx, const struct co_arg *a)
                     (unsigned long long)a->shop);
 }
 
-/* Some holds of a held checkout were given back by the reaper: the rest
- * cannot be claimed either, so release them now rather than wait for them
- * to expire too.  Committed although the call reports RSV_EEXPIRED. */
 static int expired_rest_code(rsv_ctx *ctx, const co_state *st)
 {
     return ctx_fail(ctx, RSV_EEXPIRED,
@@ -178,6 +180,9 @@ static int expired_rest_code(rsv_ctx *ctx, const co_state *st)
                     (long long)st->hold_count);
 }
 
+/* Some holds of a held checkout were given back by the reaper: the rest
+ * cannot be claimed either, so release them now rather than wait for them
+ * to expire too.  Committed although the call reports RSV_EEXPIRED. */
 static int expire_rest(rsv_ctx *ctx, const struct co_arg *a,
                        const co_state *st)
 {
