@@ -1536,10 +1536,9 @@ static uint64_t op_statements(rsv_ctx *ctx, uint32_t op)
  * commit it); without the procedure, statements. */
 START_TEST(claim_and_release_in_one_call)
 {
-    MYSQL *c = tu_connect();
-    MYSQL *adm = tu_connect();
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    MYSQL *adm = tu_connect(); /* (replaces the procedure) */
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 27, 1, 10));
     const char *toks[] = {"c-a", "c-b", "c-c", "c-d", "c-e"};
@@ -1601,10 +1600,9 @@ END_TEST
  * holds.  (This stand-in commits nothing, so nothing is held.) */
 START_TEST(unreadable_cart_answer_is_an_error)
 {
-    MYSQL *c = tu_connect();
-    MYSQL *adm = tu_connect();
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, NULL));
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    MYSQL *adm = tu_connect(); /* (replaces the procedure) */
     uint64_t shop = tu_shop();
     uint64_t l1[1] = {1};
     for (uint64_t item = 17; item <= 18; item++)

@@ -929,18 +929,27 @@ static void *claim_thread(void *arg)
     return NULL;
 }
 
-/* Start a claim on claim_ctx in a thread and wait until the server shows
- * it waiting for the checkout row that `locker` holds. */
-static pthread_t claim_waiting(MYSQL *locker, unsigned long tid, int *rc)
+/* Claim on c in a thread; once the server shows it waiting for the
+ * checkout row another connection holds, kill its session (KILL from
+ * another connection, as an operator or a failover would).  Returns the
+ * claim's code, after the session is gone and its lock waiter let go,
+ * having checked that nothing was applied (the shop's rows equal fp0). */
+static int claim_killed_while_waiting(rsv_ctx *c, const char *fp0,
+                                      const char *where)
 {
+    MYSQL *locker = tu_connect();
     char q[256];
     snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
              "shop_id = %llu AND checkout_token = 'held-a' FOR UPDATE",
              (unsigned long long)S);
     tu_exec(locker, "START TRANSACTION");
     tu_exec(locker, q);
+    unsigned long tid = mysql_thread_id(conn);
+    rsv__fault_arm(c, 0, RSV_FAULT_NONE);
+    int rc = 1;
+    claim_ctx = c;
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, claim_thread, rc), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, claim_thread, &rc), 0);
     int waiting = 0;
     for (int i = 0; i < 500 && !waiting; i++) {
         /* (a primary-key lock wait shows as "Statistics", in the
@@ -953,39 +962,33 @@ static pthread_t claim_waiting(MYSQL *locker, unsigned long tid, int *rc)
         if (!waiting)
             sleep_ms(10);
     }
-    ck_assert_msg(waiting, "the claim never waited for the lock");
-    return th;
+    ck_assert_msg(waiting, "%s: the claim never waited for the lock", where);
+    snprintf(q, sizeof q, "KILL CONNECTION %lu", tid);
+    tu_exec(adm, q);
+    pthread_join(th, NULL);
+    tu_exec(locker, "ROLLBACK");
+    mysql_close(locker);
+    wait_session_gone(tid, where);
+    char *fp = fingerprint();
+    ck_assert_str_eq(fp, fp0);
+    free(fp);
+    return rc;
 }
 
-/* The server kills the session while the library's transaction waits for
- * a row lock (KILL from another connection, as an operator or a failover
- * would): RSV_ECONN, nothing applied, nothing sent again. */
+/* Killed while the library's transaction (a claim by statements) waits
+ * for a row lock: RSV_ECONN, nothing applied, nothing sent again. */
 START_TEST(killed_while_waiting_for_a_lock)
 {
     setup_conn();
     restore_fixture();
     char *fp0 = fingerprint();
-    MYSQL *locker = tu_connect();
-    unsigned long tid = mysql_thread_id(conn);
-    rsv__fault_arm(sctx, 0, RSV_FAULT_NONE);
-    int rc = 1;
-    claim_ctx = sctx;
-    pthread_t th = claim_waiting(locker, tid, &rc);
-    char q[64];
-    snprintf(q, sizeof q, "KILL CONNECTION %lu", tid);
-    tu_exec(adm, q);
-    pthread_join(th, NULL);
+    int rc = claim_killed_while_waiting(sctx, fp0,
+                                        "killed_while_waiting_for_a_lock");
     TU_RC(sctx, rc, RSV_ECONN);
     /* the locking read was the last call: no ROLLBACK, no retry */
     uint64_t calls = rsv__fault_calls(sctx);
     ck_assert_str_eq(rsv__fault_call(calls), "stmt");
     ck_assert(calls >= 3);
-    tu_exec(locker, "ROLLBACK");
-    mysql_close(locker);
-    wait_session_gone(tid, "killed_while_waiting_for_a_lock");
-    char *fp = fingerprint();
-    ck_assert_str_eq(fp, fp0);
-    free(fp);
     reconnect(conn);
     TU_OK(ctx, rsv_claim(ctx, S, TOK("held-a")));
     audit_clean("killed_while_waiting_for_a_lock");
@@ -1003,25 +1006,11 @@ START_TEST(killed_while_the_claim_procedure_waits)
     setup_conn();
     restore_fixture();
     char *fp0 = fingerprint();
-    MYSQL *locker = tu_connect();
-    unsigned long tid = mysql_thread_id(conn);
-    rsv__fault_arm(ctx, 0, RSV_FAULT_NONE);
-    int rc = 1;
-    claim_ctx = ctx;
-    pthread_t th = claim_waiting(locker, tid, &rc);
-    char q[64];
-    snprintf(q, sizeof q, "KILL CONNECTION %lu", tid);
-    tu_exec(adm, q);
-    pthread_join(th, NULL);
+    int rc = claim_killed_while_waiting(
+        ctx, fp0, "killed_while_the_claim_procedure_waits");
     TU_RC(ctx, rc, RSV_EINDOUBT);
     ck_assert_int_eq(rsv__fault_calls(ctx), 1);
     ck_assert_str_eq(rsv__fault_call(1), "CALL (rolled back)");
-    tu_exec(locker, "ROLLBACK");
-    mysql_close(locker);
-    wait_session_gone(tid, "killed_while_the_claim_procedure_waits");
-    char *fp = fingerprint();
-    ck_assert_str_eq(fp, fp0);
-    free(fp);
     reconnect(conn);
     TU_OK(ctx, rsv_claim(ctx, S, TOK("held-a")));
     rc = rsv_claim(ctx, S, TOK("held-a"));
