@@ -662,11 +662,16 @@ START_TEST(slow_path_waits_in_key_order)
 }
 END_TEST
 
-static uint64_t one_trips(rsv_ctx *ctx)
+static uint64_t op_stat(rsv_ctx *ctx, uint32_t stat, uint32_t op)
 {
     uint64_t n = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE, &n));
+    TU_OK(ctx, rsv_stats_get(ctx, stat, op, &n));
     return n;
+}
+
+static uint64_t one_trips(rsv_ctx *ctx)
+{
+    return op_stat(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE);
 }
 
 /* What happens around the reserve in slow_path_goes_back_when_refilled. */
@@ -728,9 +733,7 @@ static void refill_scene_run(struct refill_scene *sc, rsv_ctx *ctx,
 
 static uint64_t reserve_stat(rsv_ctx *ctx, uint32_t stat)
 {
-    uint64_t n = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, stat, RSV_OP_RESERVE, &n));
-    return n;
+    return op_stat(ctx, stat, RSV_OP_RESERVE);
 }
 
 /* When a hot pool runs dry, every buyer of that moment goes to the slow
@@ -1523,13 +1526,6 @@ START_TEST(reserve_without_the_procedure)
 }
 END_TEST
 
-static uint64_t op_statements(rsv_ctx *ctx, uint32_t op)
-{
-    uint64_t n = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, op, &n));
-    return n;
-}
-
 /* Claims and releases are one statement each with the schema's procedure
  * (rsv_settle_v1), with every answer the statements give; inside the
  * caller's transaction they join it by statements (the procedure would
@@ -1545,8 +1541,8 @@ START_TEST(claim_and_release_in_one_call)
     for (size_t i = 0; i < 5; i++)
         TU_OK(ctx, rsv_reserve_one(ctx, shop, toks[i], strlen(toks[i]), 27,
                                    1, 1, 0));
-    uint64_t cl = op_statements(ctx, RSV_OP_CLAIM);
-    uint64_t re = op_statements(ctx, RSV_OP_RELEASE);
+    uint64_t cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
+    uint64_t re = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_RELEASE);
 
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-a")));
     int rc = rsv_claim(ctx, shop, TOK("c-a"));
@@ -1561,15 +1557,15 @@ START_TEST(claim_and_release_in_one_call)
     TU_RC(ctx, rc, RSV_ENOTFOUND);
     rc = rsv_release(ctx, shop, TOK("c-nobody"));
     TU_RC(ctx, rc, RSV_ENOTFOUND);
-    ck_assert_uint_eq(op_statements(ctx, RSV_OP_CLAIM) - cl, 4);
-    ck_assert_uint_eq(op_statements(ctx, RSV_OP_RELEASE) - re, 4);
+    ck_assert_uint_eq(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl, 4);
+    ck_assert_uint_eq(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_RELEASE) - re, 4);
     ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 3);
 
     /* inside the caller's transaction: joined, so its rollback undoes it */
     tu_exec(c, "START TRANSACTION");
-    cl = op_statements(ctx, RSV_OP_CLAIM);
+    cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-c")));
-    ck_assert_uint_gt(op_statements(ctx, RSV_OP_CLAIM) - cl, 1);
+    ck_assert_uint_gt(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl, 1);
     ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 1);
     tu_exec(c, "ROLLBACK");
     ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 3);
@@ -1577,12 +1573,12 @@ START_TEST(claim_and_release_in_one_call)
 
     /* the procedure gone: statements, the same answers */
     tu_exec(adm, "DROP PROCEDURE rsv_settle_v1");
-    cl = op_statements(ctx, RSV_OP_CLAIM);
+    cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-d")));
     rc = rsv_claim(ctx, shop, TOK("c-d"));
     TU_RC(ctx, rc, RSV_ECLAIMED);
     TU_OK(ctx, rsv_release(ctx, shop, TOK("c-e")));
-    ck_assert_uint_gt(op_statements(ctx, RSV_OP_CLAIM) - cl, 2);
+    ck_assert_uint_gt(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl, 2);
     ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 0);
     tu_load_schema(adm);
     TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
