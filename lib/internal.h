@@ -331,6 +331,11 @@ RSV_HIDDEN int b_call_settle(rsv_buf *s, uint32_t shape);
                                (the reserve procedure): no BEGIN/COMMIT
                                around it, and a connection lost while it
                                runs leaves the outcome unknown */
+#define TXN_ONE_READ 0x4 /* the body is one plain (consistent) read: with
+                            autocommit on and no transaction open it is
+                            sent alone, its own transaction, in one round
+                            trip; not retried (a plain read waits for no
+                            lock) */
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);

@@ -823,14 +823,24 @@ START_TEST(sold_out_answer_takes_no_ledger_lock)
     TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
     /* the next buyer through this context asks the read first, without the
-     * procedure's CALL: SET TRANSACTION, START TRANSACTION, the read,
-     * ROLLBACK */
+     * procedure's CALL: with autocommit on, the read alone (its own
+     * transaction, one round trip) */
     uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
     uint64_t ot0 = one_trips(ctx);
     rc = rsv_reserve_one(ctx, shop, TOK("later"), 40, 1, 1, 0);
     TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_uint_eq(one_trips(ctx), ot0);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    /* with autocommit off, in a transaction of its own (SET TRANSACTION,
+     * START TRANSACTION, the read, ROLLBACK), which it does not leave
+     * open */
+    ck_assert_int_eq(mysql_autocommit(c, 0), 0);
+    st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
+    rc = rsv_reserve_one(ctx, shop, TOK("later-2"), 40, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 4);
+    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    ck_assert_int_eq(mysql_autocommit(c, 1), 0);
     tu_exec(locker, "ROLLBACK");
     mysql_close(locker);
 
@@ -896,11 +906,11 @@ START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
     ck_assert_int_eq(rsv_cart_add(cart, 51, l12, 2, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 50, l1, 1, 1, 0), RSV_OK);
     sold_out_unlocked(ctx, shop, "late", cart, 50, 51, 1);
-    /* the next such cart through this context: the read alone (SET
-     * TRANSACTION, START TRANSACTION, the read, ROLLBACK) */
+    /* the next such cart through this context: the read alone, one
+     * statement (autocommit is on) */
     uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
     sold_out_unlocked(ctx, shop, "later", cart, 50, 51, 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 4);
+    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
     ck_assert_int_eq(tu_held(ctx, shop, 51, 1) + tu_held(ctx, shop, 51, 2),
                      0);
 

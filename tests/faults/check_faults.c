@@ -254,9 +254,6 @@ static void teardown_conn(void)
 #define OPF_JOINED 0x8       /* runs in the caller's transaction */
 #define OPF_OPEN 0x10        /* opens its own context */
 #define OPF_REPEAT_DIFFERS 0x20 /* a repeat is a new reserve of the token */
-#define OPF_READ_FIRST 0x40  /* reserve: its first transaction that commits
-                                only reads (the sold-out read before a slow
-                                path); the next one is the reserve's */
 #define OPF_STATEMENTS 0x80  /* runs on sctx (statements, no procedure) */
 
 struct op {
@@ -325,8 +322,9 @@ static int op_reserve_cart(void)
 static int op_reserve_slow(void)
 {
     /* I3 has 4 units pooled and 16 more in its ledger row, and neither
-     * covers 18: the procedure rolls back, a read without locks finds the
-     * item not sold out, and the slow path covers the line from both */
+     * covers 18: the procedure rolls back, a read without locks (one
+     * statement, autocommit being on) finds the item not sold out, and the
+     * slow path covers the line from both */
     return rsv_reserve_one(ctx, S, TOK("new-3"), I3, L1, 18, 0);
 }
 
@@ -421,8 +419,7 @@ static const struct op ops[] = {
     {"reserve_cart", op_reserve_cart, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "new-4", 4},
     {"reserve_slow", op_reserve_slow,
-     OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS | OPF_READ_FIRST, RSV_OK, "new-3",
-     18},
+     OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS, RSV_OK, "new-3", 18},
     {"rereserve", op_rereserve, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "held-a", 3},
     {"claim", op_claim, 0, RSV_ECLAIMED, NULL, 0},
@@ -467,8 +464,6 @@ static struct point classify(const struct op *op, uint64_t n)
 {
     struct point p = {0, 0, 0, 0, 0};
     int in_frame = 0, committed = 0;
-    int reads = (op->flags & OPF_READ_FIRST) ? 1 : 0; /* read-only commits
-                                                         still to come */
     for (uint64_t i = 1; i <= n; i++) {
         const char *t = trace[i];
         if (strcmp(t, SET_RC) == 0)
@@ -478,15 +473,11 @@ static struct point classify(const struct op *op, uint64_t n)
         p.commit = (in_frame && strcmp(t, "COMMIT") == 0) || p.call;
         p.best_effort = (op->flags & OPF_REFILL_AFTER) && committed;
         p.commits = !committed &&
-                    ((in_frame && strcmp(t, "COMMIT") == 0 && !reads) ||
+                    ((in_frame && strcmp(t, "COMMIT") == 0) ||
                      strcmp(t, "CALL") == 0);
         if (strcmp(t, "COMMIT") == 0 || strcmp(t, "ROLLBACK") == 0) {
-            if (in_frame && strcmp(t, "COMMIT") == 0) {
-                if (reads)
-                    reads--;
-                else
-                    committed = 1;
-            }
+            if (in_frame && strcmp(t, "COMMIT") == 0)
+                committed = 1;
             in_frame = 0;
         }
         if (strcmp(t, "CALL") == 0)
