@@ -17,8 +17,9 @@
  *
  * When to top the pool up is decided apart from reading it: at most every
  * PROBE_GAP_US per pool and context, a reserve counts the pool's rows (one
- * plain read of at most pool_cap index entries, in a short transaction of
- * its own) and refills only if it is below the low-water mark.  Refill attempts by
+ * plain read of at most pool_cap index entries, alone or in a short
+ * transaction of its own) and refills only if it is below the low-water
+ * mark.  Refill attempts by
  * every buyer at once used to find the ledger row locked by one refiller
  * and do nothing but cost.  The top-up does not wait for the ledger row
  * (SKIP LOCKED); but the reserve procedures hold a hot item's row often
@@ -171,12 +172,13 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     if (now < s->refill_after_us)
         return 0;
     s->refill_after_us = now + PROBE_GAP_US / 2 + ctx_rand(ctx) % PROBE_GAP_US;
-    /* In a transaction of its own: with autocommit off a plain read would
-     * leave one open on the application's connection. */
+    /* One plain read: alone with autocommit on, else in a transaction of
+     * its own (a plain read would leave one open on the application's
+     * connection). */
     struct pool_probe pp = {shop, item, loc, 0};
     char msg[sizeof ctx->msg];
     memcpy(msg, ctx->msg, sizeof msg);
-    int rc = txn_run(ctx, 0, probe_body, &pp);
+    int rc = txn_run(ctx, TXN_ONE_READ, probe_body, &pp);
     memcpy(ctx->msg, msg, sizeof msg);
     return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
 }
