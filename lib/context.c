@@ -139,6 +139,9 @@ static int check_server(rsv_ctx *ctx)
     unsigned long v = mysql_get_server_version(ctx->conn);
     FAULT_SERVER(&v, &info);
     ctx->is_mariadb = info && strstr(info, "MariaDB") != NULL;
+    /* (MySQL renamed it in 8.0.3; MariaDB 10.x knows the old name) */
+    ctx->isolation_var = ctx->is_mariadb || v < 80003 ? "tx_isolation"
+                                                      : "transaction_isolation";
     if (ctx->is_mariadb ? v < 100600 : v < 80001)
         return ctx_fail(ctx, RSV_ESERVER,
                         "server %s lacks SELECT ... FOR UPDATE SKIP LOCKED: "
@@ -181,14 +184,17 @@ static int check_schema(rsv_ctx *ctx)
                                 "table_name = '%s'), ", tables[i]);
     static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART,
                                         RSV_PROC_TOP_UP, RSV_PROC_SETTLE};
-    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
+    enum { NPROCS = sizeof procs / sizeof procs[0] };
+    for (size_t i = 0; i < NPROCS; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
                                 "%s(SELECT COUNT(*) FROM information_schema."
                                 "routines WHERE routine_schema = DATABASE() "
                                 "AND routine_type = 'PROCEDURE' AND "
                                 "routine_name = '%s')", i ? ", " : "",
                                 procs[i]);
-    snprintf(q + len, sizeof q - len, ")");
+    /* and whether the session reads uncommitted rows (TXN_ONE_READ) */
+    snprintf(q + len, sizeof q - len,
+             ", (@@session.%s = 'READ-UNCOMMITTED'))", ctx->isolation_var);
     char db[256], found[32];
     int rc = query_row(ctx, q, db, sizeof db, 2, found, sizeof found);
     if (rc)
@@ -214,6 +220,7 @@ static int check_schema(rsv_ctx *ctx)
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
     ctx->has_settle_proc = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
                            found[NTABLES + 3] == '1';
+    ctx->one_read_ok = found[NTABLES + NPROCS] == '0';
     return RSV_OK;
 }
 

@@ -269,6 +269,10 @@ struct rsv_ctx {
                                   gone or not allowed) */
     int has_cart_proc;         /* and the cart procedure, the same way */
     int has_settle_proc;       /* and the claim/release procedure */
+    int one_read_ok;           /* the session did not read uncommitted
+                                  rows at rsv_open (TXN_ONE_READ) */
+    const char *isolation_var; /* the server's name for the session's
+                                  isolation level (rsv_open) */
     int disabled;              /* rsv_set_enabled(ctx, 0) */
     rsv_op_fn callback;
     void *callback_user;
@@ -334,8 +338,9 @@ RSV_HIDDEN int b_call_settle(rsv_buf *s, uint32_t shape);
 #define TXN_ONE_READ 0x4 /* the body is one plain (consistent) read: with
                             autocommit on and no transaction open it is
                             sent alone, its own transaction, in one round
-                            trip; not retried (a plain read waits for no
-                            lock) */
+                            trip, at the session's isolation (so not when
+                            rsv_open found READ UNCOMMITTED); not retried
+                            (a plain read waits for no lock) */
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);

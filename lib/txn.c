@@ -199,11 +199,13 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 
     /* One consistent read needs no frame when autocommit is on: the
      * statement is its own transaction, with a read view of its own (what
-     * READ COMMITTED would give it too), and nothing is left open.  Two
+     * READ COMMITTED would give it too; not READ UNCOMMITTED, whose dirty
+     * reads a session found at rsv_open keeps the frame for), and nothing
+     * is left open.  Two
      * round trips fewer (SET TRANSACTION with START TRANSACTION, and the
      * ROLLBACK); with autocommit off a frame is needed, or the read would
      * leave a transaction open on the application's connection. */
-    if ((flags & TXN_ONE_READ) && autocommit_on(ctx)) {
+    if ((flags & TXN_ONE_READ) && ctx->one_read_ok && autocommit_on(ctx)) {
         ctx->commit_anyway = 0;
         int rc = body(ctx, arg);
         count_conflict(ctx, rc);

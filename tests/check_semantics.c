@@ -1536,6 +1536,35 @@ START_TEST(reserve_without_the_procedure)
 }
 END_TEST
 
+/* The read behind a sold-out answer goes alone only at the session's
+ * isolation when that cannot see uncommitted rows: a session that reads
+ * them (READ UNCOMMITTED when the context was opened) keeps the read in a
+ * READ COMMITTED transaction of its own. */
+START_TEST(sold_out_read_keeps_its_frame_for_dirty_reads)
+{
+    uint64_t shop = tu_shop();
+    for (int dirty = 0; dirty <= 1; dirty++) {
+        MYSQL *c = tu_connect();
+        if (dirty)
+            tu_exec(c, "SET SESSION TRANSACTION ISOLATION LEVEL READ "
+                       "UNCOMMITTED");
+        rsv_ctx *ctx = NULL;
+        TU_OK(ctx, rsv_open(&ctx, c, NULL));
+        TU_OK(ctx, rsv_stock_set(ctx, shop, 29, 1, 0));
+        int rc = rsv_reserve_one(ctx, shop, TOK("so-1"), 29, 1, 1, 0);
+        TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+        uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
+        rc = rsv_reserve_one(ctx, shop, TOK("so-2"), 29, 1, 1, 0);
+        TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+        ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0,
+                          dirty ? 4 : 1);
+        ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+        rsv_close(ctx);
+        mysql_close(c);
+    }
+}
+END_TEST
+
 /* Claims and releases are one statement each with the schema's procedure
  * (rsv_settle_v1), with every answer the statements give; inside the
  * caller's transaction they join it by statements (the procedure would
@@ -1675,6 +1704,8 @@ int main(void)
     tu_add(s, "unreadable_cart_answer_is_an_error",
            unreadable_cart_answer_is_an_error);
     tu_add(s, "claim_and_release_in_one_call", claim_and_release_in_one_call);
+    tu_add(s, "sold_out_read_keeps_its_frame_for_dirty_reads",
+           sold_out_read_keeps_its_frame_for_dirty_reads);
     tu_add(s, "slow_path_never_waits_for_other_items",
            slow_path_never_waits_for_other_items);
     tu_add(s, "slow_path_waits_in_key_order", slow_path_waits_in_key_order);
