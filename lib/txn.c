@@ -69,6 +69,17 @@ int op_end(rsv_ctx *ctx, int rc)
     return rc;
 }
 
+/* The server status of the last answer, or 0 if unknown: a local read,
+ * no round trip (SET autocommit answers with the new status). */
+static unsigned int server_status(rsv_ctx *ctx)
+{
+    unsigned int status = 0;
+    if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
+                          &status) != 0)
+        return 0;
+    return status;
+}
+
 int txn_caller_open(rsv_ctx *ctx)
 {
     /* A connection Connector/C has given up on (its socket closed after a
@@ -78,21 +89,12 @@ int txn_caller_open(rsv_ctx *ctx)
      * RSV_EINTXN instead of RSV_ECONN. */
     if (mysql_get_socket(ctx->conn) == MARIADB_INVALID_SOCKET)
         return 0;
-    unsigned int status = 0;
-    if (mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
-                          &status) != 0)
-        return 0;
-    return (status & SERVER_STATUS_IN_TRANS) != 0;
+    return (server_status(ctx) & SERVER_STATUS_IN_TRANS) != 0;
 }
 
-/* Autocommit on, from the server status of the last answer (a local
- * read, no round trip; SET autocommit answers with the new status). */
 static int autocommit_on(rsv_ctx *ctx)
 {
-    unsigned int status = 0;
-    return mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
-                             &status) == 0 &&
-           (status & SERVER_STATUS_AUTOCOMMIT) != 0;
+    return (server_status(ctx) & SERVER_STATUS_AUTOCOMMIT) != 0;
 }
 
 uint64_t ctx_rand(rsv_ctx *ctx)
