@@ -177,7 +177,7 @@ RSV_EXTERN const char *rsv_code_name(int code);
 /* Options                                                            */
 /* ------------------------------------------------------------------ */
 
-#define RSV_OPTIONS_VERSION 1
+#define RSV_OPTIONS_VERSION 2
 
 /* Flags for rsv_options.flags. */
 #define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the session's
@@ -209,6 +209,10 @@ RSV_EXTERN const char *rsv_code_name(int code);
  * Context options.  Always initialise with rsv_options_init() and then
  * change the fields you need: new fields are only ever appended, and the
  * version field tells the library which of them the caller knows about.
+ * A program built with an older header passes its older version: the
+ * library then reads and writes only that version's fields (its struct is
+ * shorter) and uses the defaults for the rest.  Version 1 ends at
+ * settled_retention_s; version 2 adds pool_idle_s.
  */
 typedef struct rsv_options {
     unsigned int version;       /* RSV_OPTIONS_VERSION */
@@ -238,11 +242,20 @@ typedef struct rsv_options {
                                    kept for idempotent retries before
                                    rsv_sweep() purges them (>= 0, default
                                    604800) */
+    /* Fields below are read only when version >= 2. */
+    int64_t pool_idle_s;        /* rsv_sweep() gives a pool's rows back to
+                                   its ledger row once that row has not
+                                   changed for this many seconds (no
+                                   reserve took units from it, no refill,
+                                   no stock change), so a pool made for a
+                                   sale does not outlive it (0 = never,
+                                   0..30 days, default 3600); see also
+                                   rsv_pool_drain() */
 } rsv_options;
 
 /* Fill *opts with the defaults for the given version (pass
- * RSV_OPTIONS_VERSION).  Returns RSV_OK, or RSV_EINVAL for NULL or an
- * unknown version. */
+ * RSV_OPTIONS_VERSION); only that version's fields are written.  Returns
+ * RSV_OK, or RSV_EINVAL for NULL or an unknown version. */
 RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version);
 
 /* sizeof(rsv_options) of the loaded library, for bindings. */
@@ -473,9 +486,27 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
                              uint64_t location_id, int64_t *added_out);
 
 /*
+ * Give the pool of (item, location) back to its ledger row: delete its
+ * rows and lower the units issued by as many, in one transaction.  For
+ * an item whose sale is over, or one that should not be pooled until
+ * buyers contend for it again (the next refill makes a new pool; the
+ * stock a buyer can reserve does not change).  Rows that reserves in
+ * flight are taking are left to them.  rsv_sweep() does the same for
+ * pools left idle for rsv_options.pool_idle_s.  *units_out (may be NULL)
+ * receives the rows given back; they are also counted in
+ * RSV_STAT_POOL_DRAINED.  Waits for the ledger row like rsv_replenish().
+ * Returns RSV_OK, RSV_ENOITEM, RSV_EINTXN, RSV_EBUSY, RSV_EINDOUBT,
+ * RSV_EDISABLED and the usual failures.
+ */
+RSV_EXTERN int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                              uint64_t location_id, int64_t *units_out);
+
+/*
  * Give back the units of expired holds of one shop, up to max_holds holds
- * (0 = 10000) in batches, and purge claimed/released checkouts older than
- * the retention.  Uses SKIP LOCKED throughout: safe to run from many
+ * (0 = 10000) in batches, drain the pools whose ledger row has not changed
+ * for rsv_options.pool_idle_s (as rsv_pool_drain() does; up to 1,024 keys
+ * per call), and purge claimed/released checkouts older than the
+ * retention.  Uses SKIP LOCKED throughout: safe to run from many
  * processes at once, and never waits for a checkout in progress.
  * *released_out (may be NULL) receives the number of holds given back.
  * Expired capacity also comes back without any sweeper, at the next refill
@@ -560,7 +591,7 @@ enum rsv_op_kind {
     RSV_OP_RELEASE = 3,    /* rsv_release */
     RSV_OP_EXTEND = 4,     /* rsv_extend */
     RSV_OP_STATUS = 5,     /* rsv_checkout_status */
-    RSV_OP_REPLENISH = 6,  /* rsv_replenish */
+    RSV_OP_REPLENISH = 6,  /* rsv_replenish, rsv_pool_drain */
     RSV_OP_SWEEP = 7,      /* rsv_sweep */
     RSV_OP_STOCK = 8,      /* rsv_stock_set, rsv_stock_adjust, rsv_stock_get */
     RSV_OP_AUDIT = 9       /* rsv_audit */
@@ -625,7 +656,12 @@ enum rsv_stat {
                                  straight from the ledger row instead of
                                  the pool: the procedures do that when no
                                  other transaction holds the row and it
-                                 has enough units not yet issued */
+                                 has enough units not yet issued */,
+    RSV_STAT_POOL_DRAINED = 16 /* pool rows given back to their ledger row:
+                                 by rsv_pool_drain (counted under
+                                 RSV_OP_REPLENISH) and by rsv_sweep's pass
+                                 over idle pools (RSV_OP_SWEEP; see
+                                 rsv_options.pool_idle_s) */
 };
 
 /* Latency histogram buckets per operation kind: bucket 0 counts calls
@@ -713,7 +749,7 @@ RSV_EXTERN int rsv_set_callback(rsv_ctx *ctx, rsv_op_fn fn, void *user);
  * database returns RSV_EDISABLED at once, before looking at its other
  * arguments, and sends nothing to the server: rsv_reserve,
  * rsv_reserve_one, rsv_claim, rsv_release, rsv_extend, rsv_replenish,
- * rsv_sweep, rsv_stock_set and rsv_stock_adjust.  The reads keep working:
+ * rsv_pool_drain, rsv_sweep, rsv_stock_set and rsv_stock_adjust.  The reads keep working:
  * rsv_checkout_status, rsv_stock_get and rsv_audit, as do the statistics
  * and everything that does not take a context.  Refused calls are
  * counted (RSV_STAT_FAILED, outcome RSV_EDISABLED) and reported to the

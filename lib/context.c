@@ -2,6 +2,7 @@
  * context.c - options, opening and closing a context, and the checks made
  * on the server and connection when a context is opened.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,21 +11,41 @@
 #include "fault.h"
 #include "internal.h"
 
+/* How much of struct rsv_options a caller of each version has: fields
+ * are only appended, so a program built with an older header has a
+ * shorter struct, which must be neither read nor written past its end. */
+static size_t options_size(unsigned int version)
+{
+    if (version == 1)
+        return offsetof(rsv_options, settled_retention_s) +
+               sizeof(int64_t);
+    return sizeof(rsv_options);
+}
+
+static void options_defaults(rsv_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->version = RSV_OPTIONS_VERSION;
+    o->flags = 0;
+    o->pool_cap = 1000;
+    o->refill_low_water = -1; /* = pool_cap * 3 / 4, resolved at open */
+    o->hold_ttl_ms = 600000;
+    o->max_retries = 8;
+    o->retry_base_us = 2000;
+    o->lock_wait_timeout_s = 0;
+    o->conn_tag_prefix = NULL;
+    o->settled_retention_s = 7 * 24 * 3600;
+    o->pool_idle_s = 3600;
+}
+
 RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
 {
     if (!opts || version == 0 || version > RSV_OPTIONS_VERSION)
         return RSV_EINVAL;
-    memset(opts, 0, sizeof *opts);
-    opts->version = version;
-    opts->flags = 0;
-    opts->pool_cap = 1000;
-    opts->refill_low_water = -1; /* = pool_cap * 3 / 4, resolved at open */
-    opts->hold_ttl_ms = 600000;
-    opts->max_retries = 8;
-    opts->retry_base_us = 2000;
-    opts->lock_wait_timeout_s = 0;
-    opts->conn_tag_prefix = NULL;
-    opts->settled_retention_s = 7 * 24 * 3600;
+    rsv_options o;
+    options_defaults(&o);
+    o.version = version;
+    memcpy(opts, &o, options_size(version));
     return RSV_OK;
 }
 
@@ -50,14 +71,14 @@ static int valid_tag_prefix(const char *p)
 static int apply_options(rsv_ctx *ctx, const rsv_options *in)
 {
     rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    options_defaults(&o);
     if (in) {
         if (in->version == 0 || in->version > RSV_OPTIONS_VERSION)
             return ctx_fail(ctx, RSV_EINVAL,
                             "options version %u unknown (this library knows "
                             "up to %u): use rsv_options_init()",
                             in->version, RSV_OPTIONS_VERSION);
-        o = *in;
+        memcpy(&o, in, options_size(in->version));
         o.version = RSV_OPTIONS_VERSION;
     }
     if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL |
@@ -86,6 +107,10 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
                         "lock_wait_timeout_s must be 0..3600");
     if (o.settled_retention_s < 0)
         return ctx_fail(ctx, RSV_EINVAL, "settled_retention_s must be >= 0");
+    if (o.pool_idle_s < 0 || o.pool_idle_s > 30LL * 24 * 3600)
+        return ctx_fail(ctx, RSV_EINVAL,
+                        "pool_idle_s must be 0..2592000 (30 days), not %lld",
+                        (long long)o.pool_idle_s);
     const char *prefix = o.conn_tag_prefix ? o.conn_tag_prefix : "conn_tag:";
     if (!valid_tag_prefix(prefix))
         return ctx_fail(ctx, RSV_EINVAL,

@@ -101,7 +101,8 @@
 #define RSV__RETRY (-1000)
 
 /* Checkout states, as stored in reservation_checkouts.status and
- * reservation_settlements.kind. */
+ * reservation_settlements.kind.  A new state must also join the status
+ * list of rsv_sweep's purge (sweep.c). */
 enum { ST_HELD = 1, ST_CLAIMED = 2, ST_RELEASED = 3, ST_EXPIRED = 4 };
 
 /* Operation tags, for /" "* conn_tag:<op> *" "/ comments and counters. */
@@ -208,7 +209,7 @@ struct rsv_cart {
 /* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV_EDISABLED + 2)
-#define STATS_COUNTERS (RSV_STAT_LEDGER_TAKES + 1)
+#define STATS_COUNTERS (RSV_STAT_POOL_DRAINED + 1)
 typedef struct rsv_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
     uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */
@@ -394,6 +395,13 @@ RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
  * shop (reserve's taken rows, stock's shrink); pad with id 0, which no
  * pool row has. */
 RSV_HIDDEN int b_pool_delete(rsv_buf *s, uint32_t n);
+/* With the ledger row locked: delete up to `want` pool rows, from the
+ * top, that no one else holds (SKIP LOCKED: rows in-flight reserves are
+ * taking are theirs); *done gets how many.  The caller subtracts them from
+ * the ledger row's issued. */
+RSV_HIDDEN int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop,
+                                  const rsv_level *lv, int64_t want,
+                                  int64_t *done);
 /* With the ledger row locked: count pool rows. */
 RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
                                  const rsv_level *lv, int64_t *count);
@@ -409,6 +417,15 @@ RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc, int skip, int64_t *added,
                              int *skipped);
 RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
+/* RSV_ENOITEM with the one message for a key that has no ledger row. */
+RSV_HIDDEN int ledger_no_row(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                             uint64_t loc);
+
+/* ---- giving pools back to the ledger (pool_drain.c) ---- */
+/* rsv_sweep's pass over idle pools: drain the pools of the shop's keys
+ * whose ledger row has not changed for opts.pool_idle_s seconds (up to
+ * 1,024 keys per call), counting the rows in RSV_STAT_POOL_DRAINED. */
+RSV_HIDDEN int pool_drain_idle(rsv_ctx *ctx, uint64_t shop);
 
 /* ---- ledger rows this context has seen exist (ledger_seen.c) ---- */
 RSV_HIDDEN void ledger_seen_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,

@@ -1,7 +1,7 @@
 /*
  * ledger.c - everything done under the ledger row lock: locking ledger
  * rows, folding settled and expired holds back into the ledger, minting
- * pool rows, and refilling a pool in its own transaction.
+ * and deleting pool rows, and refilling a pool in its own transaction.
  *
  * The ledger row (inventory_levels) is the replenishment lock: whoever
  * holds it is the only one minting pool rows or folding for that key, so
@@ -17,6 +17,15 @@
 
 #define FOLD_BATCH 256
 #define FOLD_MAX_BATCHES 8
+
+int ledger_no_row(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc)
+{
+    return ctx_fail(ctx, RSV_ENOITEM,
+                    "no stock ledger row for shop %llu item %llu location "
+                    "%llu: set its stock first (rsv_stock_set)",
+                    (unsigned long long)shop, (unsigned long long)item,
+                    (unsigned long long)loc);
+}
 
 int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
 {
@@ -347,6 +356,56 @@ int b_pool_delete(rsv_buf *s, uint32_t n)
     return 0;
 }
 
+#define SHRINK_CHUNK 1024
+
+/* Pool rows are taken from the top (the fast path reads from the bottom). */
+static int b_pool_pick(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT CAST(id AS SIGNED) FROM reservation_units WHERE "
+                "shop_id = ? AND inventory_item_id = ? AND "
+                "inventory_group_id = ? ORDER BY id DESC LIMIT ? "
+                "FOR UPDATE SKIP LOCKED");
+    return 0;
+}
+
+int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+                       int64_t want, int64_t *done)
+{
+    *done = 0;
+    while (*done < want) {
+        int64_t n = want - *done < SHRINK_CHUNK ? want - *done : SHRINK_CHUNK;
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, shop);
+        arg_u64(&ctx->args, lv->item);
+        arg_u64(&ctx->args, lv->loc);
+        arg_i64(&ctx->args, n);
+        int rc = sql_run(ctx, b_pool_pick, 0, "i", NULL);
+        if (rc)
+            return rc;
+        size_t got = ctx->res.rows;
+        if (got == 0)
+            return RSV_OK;
+        uint64_t ids[SHRINK_CHUNK];
+        for (size_t i = 0; i < got; i++)
+            ids[i] = (uint64_t)RES_I(&ctx->res, i, 0);
+        uint32_t bucket = sql_bucket(got);
+        args_reset(&ctx->args);
+        for (uint32_t i = 0; i < bucket; i++) {
+            arg_u64(&ctx->args, lv->item);
+            arg_u64(&ctx->args, lv->loc);
+            arg_u64(&ctx->args, i < got ? ids[i] : 0); /* 0 pads */
+        }
+        arg_u64(&ctx->args, shop);
+        if ((rc = sql_run(ctx, b_pool_delete, bucket, NULL, NULL)))
+            return rc;
+        *done += (int64_t)got;
+        if ((int64_t)got < n)
+            return RSV_OK; /* the rest is locked by in-flight reserves */
+    }
+    return RSV_OK;
+}
+
 /* Up to 10^digits consecutive ids from one statement: a digits cross join
  * is portable (no sequence engine, no recursion limit).  The join makes
  * all 10^digits numbers before the WHERE keeps n of them, so a refill uses
@@ -448,12 +507,7 @@ static int refill_body(rsv_ctx *ctx, void *p)
         a->skipped = a->skip;
         if (a->skip)
             return RSV_OK; /* someone else holds it (or no row) */
-        return ctx_fail(ctx, RSV_ENOITEM,
-                        "no stock ledger row for shop %llu item %llu "
-                        "location %llu: set its stock first",
-                        (unsigned long long)a->shop,
-                        (unsigned long long)a->key[0],
-                        (unsigned long long)a->key[1]);
+        return ledger_no_row(ctx, a->shop, a->key[0], a->key[1]);
     }
     if ((rc = ledger_fold(ctx, a->shop, &lv, NULL)))
         return rc;

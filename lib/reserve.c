@@ -411,11 +411,7 @@ static int unknown_key(rsv_ctx *ctx, rjob *j, const rkey *k)
                 l = j->cart->n;
                 break;
             }
-    return ctx_fail(ctx, RSV_ENOITEM,
-                    "no stock ledger row for shop %llu item %llu location "
-                    "%llu: set its stock first (rsv_stock_set)",
-                    (unsigned long long)j->shop, (unsigned long long)k->item,
-                    (unsigned long long)k->loc);
+    return ledger_no_row(ctx, j->shop, k->item, k->loc);
 }
 
 /* ---------------- writing the holds ---------------- */

@@ -32,57 +32,6 @@ static int b_level_insert(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-#define SHRINK_CHUNK 1024
-
-/* Pool rows are taken from the top (the fast path reads from the bottom). */
-static int b_pool_pick(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT CAST(id AS SIGNED) FROM reservation_units WHERE "
-                "shop_id = ? AND inventory_item_id = ? AND "
-                "inventory_group_id = ? ORDER BY id DESC LIMIT ? "
-                "FOR UPDATE SKIP LOCKED");
-    return 0;
-}
-
-/* Remove up to `want` unlocked pool rows; *done gets how many. */
-static int pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                       int64_t want, int64_t *done)
-{
-    *done = 0;
-    while (*done < want) {
-        int64_t n = want - *done < SHRINK_CHUNK ? want - *done : SHRINK_CHUNK;
-        args_reset(&ctx->args);
-        arg_u64(&ctx->args, shop);
-        arg_u64(&ctx->args, lv->item);
-        arg_u64(&ctx->args, lv->loc);
-        arg_i64(&ctx->args, n);
-        int rc = sql_run(ctx, b_pool_pick, 0, "i", NULL);
-        if (rc)
-            return rc;
-        size_t got = ctx->res.rows;
-        if (got == 0)
-            return RSV_OK;
-        uint64_t ids[SHRINK_CHUNK];
-        for (size_t i = 0; i < got; i++)
-            ids[i] = (uint64_t)RES_I(&ctx->res, i, 0);
-        uint32_t bucket = sql_bucket(got);
-        args_reset(&ctx->args);
-        for (uint32_t i = 0; i < bucket; i++) {
-            arg_u64(&ctx->args, lv->item);
-            arg_u64(&ctx->args, lv->loc);
-            arg_u64(&ctx->args, i < got ? ids[i] : 0); /* 0 pads */
-        }
-        arg_u64(&ctx->args, shop);
-        if ((rc = sql_run(ctx, b_pool_delete, bucket, NULL, NULL)))
-            return rc;
-        *done += (int64_t)got;
-        if ((int64_t)got < n)
-            return RSV_OK; /* the rest is locked by in-flight reserves */
-    }
-    return RSV_OK;
-}
-
 static int b_set_on_hand(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
@@ -109,11 +58,7 @@ static int stock_body(rsv_ctx *ctx, void *p)
         return rc;
     if (!found) {
         if (!a->is_set)
-            return ctx_fail(ctx, RSV_ENOITEM,
-                            "no stock ledger row for shop %llu item %llu "
-                            "location %llu", (unsigned long long)a->shop,
-                            (unsigned long long)a->key[0],
-                            (unsigned long long)a->key[1]);
+            return ledger_no_row(ctx, a->shop, a->key[0], a->key[1]);
         args_reset(&ctx->args);
         arg_u64(&ctx->args, a->shop);
         arg_u64(&ctx->args, a->key[0]);
@@ -142,8 +87,8 @@ static int stock_body(rsv_ctx *ctx, void *p)
                         (long long)target);
     int64_t shrunk = 0;
     if (target < lv.issued) {
-        if ((rc = pool_shrink(ctx, a->shop, &lv, lv.issued - target,
-                              &shrunk)))
+        if ((rc = ledger_pool_shrink(ctx, a->shop, &lv,
+                                     lv.issued - target, &shrunk)))
             return rc;
         int64_t pooled = 0;
         if (lv.issued - shrunk > target &&
@@ -257,11 +202,7 @@ static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
         return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
                                 : rc;
     if (ctx->res.rows == 0)
-        return ctx_fail(ctx, RSV_ENOITEM,
-                        "no stock ledger row for shop %llu item %llu "
-                        "location %llu", (unsigned long long)shop_id,
-                        (unsigned long long)item_id,
-                        (unsigned long long)location_id);
+        return ledger_no_row(ctx, shop_id, item_id, location_id);
     int64_t on_hand = RES_I(&ctx->res, 0, 0), held = RES_I(&ctx->res, 0, 1);
     if (on_hand_out)
         *on_hand_out = on_hand;

@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -55,6 +56,9 @@ START_TEST(null_pointers)
     ck_assert_int_eq(rsv_claim(NULL, shop, TOK("t")), RSV_EINVAL);
     ck_assert_int_eq(rsv_release(NULL, shop, TOK("t")), RSV_EINVAL);
     ck_assert_int_eq(rsv_stock_set(NULL, shop, 1, 1, 1), RSV_EINVAL);
+    int64_t drained = 5;
+    ck_assert_int_eq(rsv_pool_drain(NULL, shop, 1, 1, &drained), RSV_EINVAL);
+    ck_assert_int_eq(drained, 0);
     rc = rsv_checkout_status(ctx, shop, TOK("t"), NULL, NULL, NULL);
     TU_RC(ctx, rc, RSV_EINVAL);
     ck_assert_int_eq(rsv_options_init(NULL, RSV_OPTIONS_VERSION), RSV_EINVAL);
@@ -187,6 +191,45 @@ START_TEST(tokens_byte_exact)
 }
 END_TEST
 
+/* A program built with the version-1 header has a shorter rsv_options
+ * (it ends at settled_retention_s): the library must neither write nor
+ * read past it.  The bytes after it here stand for whatever the caller
+ * keeps there; read as pool_idle_s they would be refused. */
+START_TEST(options_of_an_older_version)
+{
+    size_t v1 = offsetof(rsv_options, settled_retention_s) + sizeof(int64_t);
+    ck_assert_uint_lt(v1, sizeof(rsv_options));
+    union {
+        rsv_options o;
+        unsigned char b[sizeof(rsv_options) + 16];
+    } u;
+    memset(u.b, 0xab, sizeof u.b);
+    TU_OK(NULL, rsv_options_init(&u.o, 1));
+    ck_assert_uint_eq(u.o.version, 1);
+    ck_assert_int_eq(u.o.pool_cap, 1000);
+    ck_assert_int_eq(u.o.settled_retention_s, 7 * 24 * 3600);
+    for (size_t i = v1; i < sizeof u.b; i++)
+        ck_assert_msg(u.b[i] == 0xab, "byte %zu past a version-1 struct "
+                      "was written", i);
+    MYSQL *c = tu_connect();
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, &u.o));
+    rsv_close(ctx);
+    /* the same bytes as version 2 are a pool_idle_s out of range */
+    u.o.version = 2;
+    int rc = rsv_open(&ctx, c, &u.o);
+    TU_RC(ctx, rc, RSV_EINVAL);
+    ck_assert(strstr(rsv_errmsg(ctx), "pool_idle_s") != NULL);
+    rsv_close(ctx);
+    /* and version 2 fills the new field with its default */
+    rsv_options o;
+    memset(&o, 0, sizeof o);
+    TU_OK(NULL, rsv_options_init(&o, 2));
+    ck_assert_int_eq(o.pool_idle_s, 3600);
+    mysql_close(c);
+}
+END_TEST
+
 START_TEST(unknown_item_or_location)
 {
     MYSQL *c;
@@ -221,6 +264,11 @@ START_TEST(unknown_item_or_location)
     TU_RC(ctx, rc, RSV_ENOITEM);
     rc = rsv_stock_get(ctx, shop, 1, 78, NULL, NULL, NULL, NULL);
     TU_RC(ctx, rc, RSV_ENOITEM);
+    int64_t drained = 5;
+    rc = rsv_pool_drain(ctx, shop, 1, 78, &drained);
+    TU_RC(ctx, rc, RSV_ENOITEM);
+    ck_assert(strstr(rsv_errmsg(ctx), "location 78") != NULL);
+    ck_assert_int_eq(drained, 0);
     ck_assert_int_eq(shop_rows(c, shop), before);
     rsv_cart_free(cart);
     rsv_close(ctx);
@@ -301,6 +349,8 @@ START_TEST(caller_in_transaction)
     TU_RC(ctx, rc, RSV_EINTXN);
     rc = rsv_sweep(ctx, shop, 0, NULL);
     TU_RC(ctx, rc, RSV_EINTXN);
+    rc = rsv_pool_drain(ctx, shop, 1, 1, NULL);
+    TU_RC(ctx, rc, RSV_EINTXN);
     rc = rsv_audit(ctx, shop, 0, NULL, NULL, NULL);
     TU_RC(ctx, rc, RSV_EINTXN);
     tu_exec(c, "ROLLBACK");
@@ -366,6 +416,7 @@ START_TEST(bad_options)
     rsv_ctx *ctx = NULL;
     struct { int field; int64_t v; } cases[] = {
         {0, 0}, {0, 10001}, {1, -2}, {1, 5000}, {2, 0}, {3, -1}, {4, 0}, {5, -1},
+        {6, -1}, {6, 30LL * 24 * 3600 + 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rsv_options_init(&o, RSV_OPTIONS_VERSION);
@@ -375,7 +426,8 @@ START_TEST(bad_options)
         case 2: o.hold_ttl_ms = cases[i].v; break;
         case 3: o.max_retries = (int32_t)cases[i].v; break;
         case 4: o.retry_base_us = (int32_t)cases[i].v; break;
-        default: o.lock_wait_timeout_s = (int32_t)cases[i].v; break;
+        case 5: o.lock_wait_timeout_s = (int32_t)cases[i].v; break;
+        default: o.pool_idle_s = cases[i].v; break;
         }
         int rc = rsv_open(&ctx, c, &o);
         TU_RC(ctx, rc, RSV_EINVAL);
@@ -448,6 +500,7 @@ int main(void)
     tu_add(s, "caller_in_transaction", caller_in_transaction);
     tu_add(s, "lost_connection", lost_connection);
     tu_add(s, "bad_options", bad_options);
+    tu_add(s, "options_of_an_older_version", options_of_an_older_version);
     tu_add(s, "codes_have_names_and_texts", codes_have_names_and_texts);
     int rc = tu_run(s);
     tu_db_drop();

@@ -1,10 +1,11 @@
 /*
  * check_lifecycle.c - every public function's success paths against the
- * real server: stock, reserve, claim, release, replenish, extend, status,
- * sweep, audit.
+ * real server: stock, reserve, claim, release, replenish, pool drain,
+ * extend, status, sweep, audit.
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -189,6 +190,191 @@ START_TEST(pool_refills_inline)
 }
 END_TEST
 
+static uint64_t drained_by(rsv_ctx *ctx, uint32_t op)
+{
+    uint64_t v = 0;
+    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_POOL_DRAINED, op, &v),
+                     RSV_OK);
+    return v;
+}
+
+static int64_t pooled_of(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                         uint64_t loc)
+{
+    int64_t pooled = -1;
+    TU_OK(ctx, rsv_stock_get(ctx, shop, item, loc, NULL, NULL, &pooled,
+                             NULL));
+    return pooled;
+}
+
+static int64_t issued_of(MYSQL *c, uint64_t shop, uint64_t item)
+{
+    char q[200];
+    snprintf(q, sizeof q, "SELECT issued FROM inventory_levels WHERE "
+             "shop_id = %llu AND inventory_item_id = %llu AND "
+             "inventory_group_id = 1", (unsigned long long)shop,
+             (unsigned long long)item);
+    return tu_i64(c, q);
+}
+
+/* Another transaction, as a checkout in flight, holding the first row of
+ * `what` ("<column> FROM <table>") at (item, location 1) of the shop. */
+static MYSQL *other_locks(const char *what, uint64_t shop, uint64_t item)
+{
+    MYSQL *other = tu_connect_in_txn();
+    char q[240];
+    snprintf(q, sizeof q, "SELECT %s WHERE shop_id = %llu AND "
+             "inventory_item_id = %llu AND inventory_group_id = 1 ORDER BY 1 "
+             "LIMIT 1 FOR UPDATE", what, (unsigned long long)shop,
+             (unsigned long long)item);
+    tu_i64(other, q);
+    return other;
+}
+
+/* A drained pool's units go back to the ledger row: the stock a buyer
+ * can reserve does not change, holds stay, and the item sells on. */
+START_TEST(pool_drain_gives_rows_back)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
+    int64_t added = 0, avail = -1, drained = -1;
+    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, &added));
+    ck_assert_int_eq(added, 100);
+    /* the ledger row has nothing left to issue: these come from the pool */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 1, 1, 3, 0));
+    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 97);
+    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    ck_assert_int_eq(drained, 97);
+    ck_assert_uint_eq(drained_by(ctx, RSV_OP_REPLENISH), 97);
+    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 0);
+    ck_assert_int_eq(issued_of(c, shop, 1), 3); /* the hold's */
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, NULL, &avail));
+    ck_assert_int_eq(avail, 97);
+    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 3);
+    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    ck_assert_int_eq(drained, 0);
+    /* sells on, to the last unit, and the old hold is still claimable */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 97, 0));
+    int rc = rsv_reserve_one(ctx, shop, TOK("c"), 1, 1, 1, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("a")));
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("b")));
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 97);
+    /* a drained item gets a pool again from the next refill */
+    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, &added));
+    ck_assert_int_eq(added, 97);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+/* A pool row another transaction holds (as a reserve in flight does) is
+ * passed over, without waiting, and stays counted as issued. */
+START_TEST(pool_drain_leaves_rows_in_flight)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 0);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
+    MYSQL *other = other_locks("id FROM reservation_units", shop, 1);
+    int64_t drained = -1;
+    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    ck_assert_int_eq(drained, 9);
+    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 1);
+    ck_assert_int_eq(issued_of(c, shop, 1), 1);
+    tu_exec(other, "ROLLBACK");
+    mysql_close(other);
+    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    ck_assert_int_eq(drained, 1);
+    ck_assert_int_eq(issued_of(c, shop, 1), 0);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
+static void make_idle(MYSQL *c, uint64_t shop, uint64_t item, uint64_t loc)
+{
+    char q[240];
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET updated_at = NOW(6) - "
+             "INTERVAL 2 HOUR WHERE shop_id = %llu AND inventory_item_id = "
+             "%llu AND inventory_group_id = %llu", (unsigned long long)shop,
+             (unsigned long long)item, (unsigned long long)loc);
+    tu_exec(c, q);
+}
+
+/* rsv_sweep drains the pools whose ledger row has not changed for
+ * pool_idle_s (default an hour), and only those: not a pool in use, not
+ * one whose ledger row someone holds (it does not wait), and none with
+ * pool_idle_s 0.  More idle pools than one round of the scan, and the
+ * key (0, 0), are all found. */
+START_TEST(sweep_drains_idle_pools)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_impatient(&c, 0);
+    uint64_t shop = tu_shop();
+    uint64_t items[3] = {1, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop, items[i], 1, 10));
+        TU_OK(ctx, rsv_replenish(ctx, shop, items[i], 1, NULL));
+    }
+    make_idle(c, shop, 1, 1);
+    make_idle(c, shop, 3, 1);
+    MYSQL *other = other_locks("on_hand FROM inventory_levels", shop, 3);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
+    ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP), 10);
+    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 0);
+    ck_assert_int_eq(pooled_of(ctx, shop, 2, 1), 10);
+    ck_assert_int_eq(pooled_of(ctx, shop, 3, 1), 10);
+    tu_exec(other, "ROLLBACK");
+    mysql_close(other);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
+    ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP), 20);
+    ck_assert_int_eq(pooled_of(ctx, shop, 3, 1), 0);
+    ck_assert_int_eq(pooled_of(ctx, shop, 2, 1), 10);
+
+    /* pool_idle_s = 0: never */
+    MYSQL *c2 = tu_connect();
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_idle_s = 0;
+    rsv_ctx *never = NULL;
+    TU_OK(never, rsv_open(&never, c2, &o));
+    make_idle(c, shop, 2, 1);
+    TU_OK(never, rsv_sweep(never, shop, 0, NULL));
+    ck_assert_int_eq(pooled_of(ctx, shop, 2, 1), 10);
+    ck_assert_uint_eq(drained_by(never, RSV_OP_SWEEP), 0);
+    rsv_close(never);
+    mysql_close(c2);
+
+    /* 70 more idle pools, from the key (0, 0) on: two rounds of the scan */
+    char q[240];
+    uint64_t shop2 = tu_shop();
+    for (uint64_t k = 0; k < 70; k++) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop2, k, k == 0 ? 0 : 1, 2));
+        TU_OK(ctx, rsv_replenish(ctx, shop2, k, k == 0 ? 0 : 1, NULL));
+    }
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET updated_at = NOW(6) - "
+             "INTERVAL 2 HOUR WHERE shop_id = %llu",
+             (unsigned long long)shop2);
+    tu_exec(c, q);
+    uint64_t before = drained_by(ctx, RSV_OP_SWEEP);
+    TU_OK(ctx, rsv_sweep(ctx, shop2, 0, NULL));
+    ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP) - before, 140);
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
+             "shop_id = %llu", (unsigned long long)shop2);
+    ck_assert_int_eq(tu_i64(c, q), 0);
+    /* the item sells on: 2 units, none lost */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop2, TOK("z"), 0, 0, 2, 0));
+    int rc = rsv_reserve_one(ctx, shop2, TOK("y"), 0, 0, 1, 0);
+    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 START_TEST(extend_and_status)
 {
     MYSQL *c;
@@ -228,23 +414,45 @@ static int64_t session_reads(MYSQL *c)
  * settlement (full scan) once per ledger row: an audit of 10,000 items
  * took 90 s.  The reads of the audit and of the stock view must grow with
  * the rows, not with ledger rows times holds. */
-START_TEST(audit_and_stock_view_read_each_key_once)
+/* A connection to a new database `<suite db>_<suffix>` (name in db) with
+ * the schema loaded and the statistics of its empty tables frozen, as a
+ * fresh deployment has them until the background recalculation comes
+ * round.  Drop it with drop_fresh_db(). */
+static MYSQL *fresh_db(char *db, size_t n, const char *suffix)
 {
-    enum { KEYS = 150 };
-    char q[256], db[96];
-    snprintf(db, sizeof db, "%s_fresh", tu_db_name());
+    char q[256];
+    snprintf(db, n, "%s_%s", tu_db_name(), suffix);
     MYSQL *c = tu_connect_nodb();
     snprintf(q, sizeof q, "CREATE DATABASE %s", db);
     tu_exec(c, q);
     ck_assert_int_eq(mysql_select_db(c, db), 0);
     tu_load_schema(c);
-    /* freeze the empty tables' statistics, as a fresh deployment has them
-     * until the background recalculation comes round */
-    tu_exec(c, "ALTER TABLE reserved_quantities STATS_AUTO_RECALC = 0");
-    tu_exec(c, "ALTER TABLE reservation_settlements STATS_AUTO_RECALC = 0");
-    tu_exec(c, "ALTER TABLE reservation_units STATS_AUTO_RECALC = 0");
-    tu_exec(c, "ANALYZE TABLE reserved_quantities, reservation_settlements, "
-               "reservation_units");
+    static const char *const tables[] = {
+        "reserved_quantities", "reservation_settlements", "reservation_units",
+        "reservation_checkouts"};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        snprintf(q, sizeof q, "ALTER TABLE %s STATS_AUTO_RECALC = 0",
+                 tables[i]);
+        tu_exec(c, q);
+        snprintf(q, sizeof q, "ANALYZE TABLE %s", tables[i]);
+        tu_exec(c, q);
+    }
+    return c;
+}
+
+static void drop_fresh_db(MYSQL *c, const char *db)
+{
+    char q[160];
+    snprintf(q, sizeof q, "DROP DATABASE %s", db);
+    tu_exec(c, q);
+    mysql_close(c);
+}
+
+START_TEST(audit_and_stock_view_read_each_key_once)
+{
+    enum { KEYS = 150 };
+    char q[256], db[96];
+    MYSQL *c = fresh_db(db, sizeof db, "fresh");
     rsv_ctx *ctx = NULL;
     ck_assert_int_eq(rsv_open(&ctx, c, NULL), RSV_OK);
     uint64_t shop = 7;
@@ -277,9 +485,55 @@ START_TEST(audit_and_stock_view_read_each_key_once)
     ck_assert_msg(view_reads < 100 * KEYS, "inventory_stock read %lld rows "
                   "for %d keys", (long long)view_reads, KEYS);
     rsv_close(ctx);
-    snprintf(q, sizeof q, "DROP DATABASE %s", db);
-    tu_exec(c, q);
-    mysql_close(c);
+    drop_fresh_db(c, db);
+}
+END_TEST
+
+/* rsv_sweep's scans read per key, not per hold or checkout: the due keys
+ * come from loose index scans (the holds' expiry index, the settlements'
+ * key), and the purge reads one range per status that ends at the
+ * retention.  Before, every sweep read every hold of the shop and every
+ * checkout (over 2 * KEYS * HOLDS rows here), however few were due.  The
+ * loose scan is the optimizer's choice once the statistics are current
+ * (InnoDB's background recalculation; ANALYZE here): with the empty
+ * tables' statistics of a freshly loaded schema it reads the shop's
+ * entries of the expiry index instead.  The purge's ranges do not depend
+ * on statistics. */
+START_TEST(sweep_reads_each_key_not_each_hold)
+{
+    enum { KEYS = 4, HOLDS = 150 };
+    char db[96];
+    MYSQL *c = fresh_db(db, sizeof db, "sweep");
+    rsv_ctx *ctx = NULL;
+    ck_assert_int_eq(rsv_open(&ctx, c, NULL), RSV_OK);
+    uint64_t shop = 9;
+    for (uint64_t item = 1; item <= KEYS; item++) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 2 * HOLDS));
+        for (int j = 0; j < HOLDS; j++) {
+            char t[32];
+            snprintf(t, sizeof t, "h%llu-%d", (unsigned long long)item, j);
+            TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(t), item, 1, 1, 0));
+        }
+    }
+    tu_exec(c, "ANALYZE TABLE reserved_quantities");
+    int64_t released = -1, r0 = session_reads(c);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
+    int64_t reads = session_reads(c) - r0;
+    ck_assert_int_eq(released, 0);
+    ck_assert_msg(reads < 100, "rsv_sweep read %lld rows for %d keys and %d "
+                  "holds, none due", (long long)reads, KEYS, KEYS * HOLDS);
+    /* and it still finds what is due: one expired hold, one settlement */
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("short"), 2, 1, 1, 1));
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("h3-0")));
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
+    ck_assert_int_eq(released, 1);
+    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM reservation_settlements"),
+                     0);
+    ck_assert_int_eq(tu_on_hand(ctx, shop, 3, 1), 2 * HOLDS - 1);
+    rsv_close(ctx);
+    drop_fresh_db(c, db);
 }
 END_TEST
 
@@ -294,7 +548,13 @@ int main(void)
     tu_add(s, "replenish_mints_exactly_the_gap",
            replenish_mints_exactly_the_gap);
     tu_add(s, "pool_refills_inline", pool_refills_inline);
+    tu_add(s, "pool_drain_gives_rows_back", pool_drain_gives_rows_back);
+    tu_add(s, "pool_drain_leaves_rows_in_flight",
+           pool_drain_leaves_rows_in_flight);
+    tu_add(s, "sweep_drains_idle_pools", sweep_drains_idle_pools);
     tu_add(s, "extend_and_status", extend_and_status);
+    tu_add(s, "sweep_reads_each_key_not_each_hold",
+           sweep_reads_each_key_not_each_hold);
     tu_add(s, "audit_and_stock_view_read_each_key_once",
            audit_and_stock_view_read_each_key_once);
     int rc = tu_run(s);

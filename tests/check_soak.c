@@ -1,8 +1,9 @@
 /*
  * check_soak.c - the mixed-operation soak: many threads, each on its own
  * connection, run random carts (random line order, several locations,
- * split and unsplit lines) mixed with claims, releases, expiry, sweeps,
- * replenishment and stock changes over a few items and locations.
+ * split and unsplit lines) mixed with claims, releases, expiry, sweeps
+ * (which drain pools idle for a second), replenishment, pool drains and
+ * stock changes over a few items and locations.
  *
  * It must end with the server's deadlock counter unchanged (the lock order
  * holds), no call failing with anything but a documented business answer,
@@ -37,7 +38,8 @@ struct soaker {
     uint64_t shop;
     int id, ops;
     int failures;
-    int64_t counts[5]; /* reserve ok, out of stock, claim ok, expired, busy */
+    int64_t counts[6]; /* reserve ok, out of stock, claim ok, expired, busy,
+                          pool rows drained */
     struct ack *acks;  /* one per token */
     char msg[256];
 };
@@ -115,6 +117,8 @@ static void *soak(void *p)
     rsv_options o;
     rsv_options_init(&o, RSV_OPTIONS_VERSION);
     o.pool_cap = 20; /* small pools: refills and the slow path run often */
+    o.pool_idle_s = 1; /* sweeps drain pools a second after their last
+                          refill or ledger take, while others reserve */
     rsv_ctx *ctx = NULL;
     if (rsv_open(&ctx, c, &o) != RSV_OK) {
         s->failures++;
@@ -163,8 +167,10 @@ static void *soak(void *p)
             rc = rsv_release(ctx, s->shop, TOK(tok));
             kind = 2;
         } else if (op < 9) {
-            rc = rand_r(&seed) % 2 ? rsv_sweep(ctx, s->shop, 0, NULL)
-                                  : rsv_replenish(ctx, s->shop, item, loc, NULL);
+            int which = (int)(rand_r(&seed) % 3);
+            rc = which == 0   ? rsv_sweep(ctx, s->shop, 0, NULL)
+                 : which == 1 ? rsv_replenish(ctx, s->shop, item, loc, NULL)
+                              : rsv_pool_drain(ctx, s->shop, item, loc, NULL);
         } else {
             rc = rsv_stock_adjust(ctx, s->shop, item, loc,
                                   (int64_t)(rand_r(&seed) % 7) - 2, NULL);
@@ -184,6 +190,9 @@ static void *soak(void *p)
                      rsv_errmsg(ctx));
         }
     }
+    uint64_t drained = 0;
+    rsv_stats_get(ctx, RSV_STAT_POOL_DRAINED, RSV_OP_ALL, &drained);
+    s->counts[5] = (int64_t)drained;
     rsv_cart_free(cart);
     rsv_close(ctx);
     mysql_close(c);
@@ -262,18 +271,19 @@ START_TEST(soak_mixed_operations)
         ck_assert(s[i].acks);
         pthread_create(&t[i], NULL, soak, &s[i]);
     }
-    int64_t total[5] = {0};
+    int64_t total[6] = {0};
     for (int i = 0; i < nthreads; i++) {
         pthread_join(t[i], NULL);
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 6; k++)
             total[k] += s[i].counts[k];
     }
     int64_t after = global_status(c, "Innodb_deadlocks");
     printf("soak: %d threads x %d ops: %lld reserved, %lld out of stock, "
-           "%lld claimed, %lld claims expired, %lld busy, %lld deadlocks\n",
+           "%lld claimed, %lld claims expired, %lld busy, %lld pool rows "
+           "drained, %lld deadlocks\n",
            nthreads, ops, (long long)total[0], (long long)total[1],
            (long long)total[2], (long long)total[3], (long long)total[4],
-           (long long)(after - deadlocks));
+           (long long)total[5], (long long)(after - deadlocks));
     for (int i = 0; i < nthreads; i++)
         ck_assert_msg(s[i].failures == 0, "soaker %d: %d failures, last %s", i,
                       s[i].failures, s[i].msg);

@@ -96,7 +96,7 @@ START_TEST(counters_by_kind_and_outcome)
     uint64_t v;
     ck_assert_int_eq(rsv_stats_get(NULL, RSV_STAT_CALLS, 0, &v), RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, 0, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_LEDGER_TAKES + 1, 0, &v),
+    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_POOL_DRAINED + 1, 0, &v),
                      RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_AUDIT + 1, &v),
                      RSV_EINVAL);
@@ -200,7 +200,7 @@ START_TEST(histogram_percentile_reset)
     ck_assert_int_eq(rsv_stats_histogram(ctx, 0, NULL, 0), RSV_OK);
 
     TU_OK(ctx, rsv_stats_reset(ctx));
-    for (uint32_t s = 0; s <= RSV_STAT_LEDGER_TAKES; s++)
+    for (uint32_t s = 0; s <= RSV_STAT_POOL_DRAINED; s++)
         for (uint32_t op = RSV_OP_ALL; op <= RSV_OP_AUDIT; op++)
             ck_assert_uint_eq(stat_of(ctx, s, op), 0);
     ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_OK), 0);
@@ -415,7 +415,7 @@ START_TEST(kill_switch)
     ck_assert_int_eq(rsv_cart_add(cart, 1, &loc, 1, 1, 0), RSV_OK);
     int64_t out = 123;
     /* one at a time: the callback order is checked below */
-    int rcs[11], k = 0;
+    int rcs[12], k = 0;
     rcs[k++] = rsv_reserve(ctx, shop, TOK("k2"), cart, 0);
     rcs[k++] = rsv_reserve(ctx, shop, TOK("k2"), NULL, 0);
     rcs[k++] = rsv_reserve_one(ctx, shop, TOK("k2"), 1, 1, 1, 0);
@@ -427,6 +427,9 @@ START_TEST(kill_switch)
     ck_assert_int_eq(out, 0);
     out = 123;
     rcs[k++] = rsv_sweep(ctx, shop, 0, &out);
+    ck_assert_int_eq(out, 0);
+    out = 123;
+    rcs[k++] = rsv_pool_drain(ctx, shop, 1, 1, &out);
     ck_assert_int_eq(out, 0);
     out = 123;
     rcs[k++] = rsv_stock_set(ctx, shop, 1, 1, 1);

@@ -381,7 +381,8 @@ def run_operations(ctx, ctx_all, ctx_stmts, shop):
     except rsv.Expired:
         pass
     ctx.release(shop, b"co-6")
-    ctx.sweep(shop)
+    ctx.sweep(shop)                       # also looks for idle pools
+    ctx.pool_drain(shop, 1, 1)            # a pool back to its ledger row
     ctx.replenish(shop, 1, 1)             # folds the claim
     ctx.stock_set(shop, 1, 1, 2)          # shrinks the pool
     ctx.stock_get(shop, 1, 1)

@@ -95,7 +95,7 @@ QUANTITY_MAX = 1000000000
 CART_MAX_LINES = 1000
 LINE_MAX_LOCATIONS = 16
 
-OPTIONS_VERSION = 1
+OPTIONS_VERSION = 2
 OPT_ALLOW_STATEMENT_BINLOG = 0x1
 OPT_NO_PROACTIVE_REFILL = 0x2
 OPT_READ_FROM_BOTTOM = 0x4
@@ -141,6 +141,8 @@ STAT_LATENCY_US = 11
 STAT_LATENCY_MAX_US = 12
 STAT_ONE_TRIP = 13
 STAT_BACK_TO_FAST = 14
+STAT_LEDGER_TAKES = 15
+STAT_POOL_DRAINED = 16
 STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_FAILED: "failed", STAT_RETRIES: "retries",
               STAT_DEADLOCKS: "deadlocks",
@@ -149,7 +151,9 @@ STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_SLOW_PATHS: "slow_paths", STAT_SHORT_READS: "short_reads",
               STAT_STATEMENTS: "statements", STAT_LATENCY_US: "latency_us",
               STAT_LATENCY_MAX_US: "latency_max_us",
-              STAT_ONE_TRIP: "one_trip", STAT_BACK_TO_FAST: "back_to_fast"}
+              STAT_ONE_TRIP: "one_trip", STAT_BACK_TO_FAST: "back_to_fast",
+              STAT_LEDGER_TAKES: "ledger_takes",
+              STAT_POOL_DRAINED: "pool_drained"}
 
 STATS_BUCKETS = 32
 
@@ -481,6 +485,7 @@ class Options(ctypes.Structure):
         ("lock_wait_timeout_s", ctypes.c_int32),
         ("conn_tag_prefix", ctypes.c_char_p),
         ("settled_retention_s", ctypes.c_int64),
+        ("pool_idle_s", ctypes.c_int64),  # version 2
     ]
 
     def __init__(self, version=OPTIONS_VERSION, **fields):
@@ -564,6 +569,8 @@ _PROTOS = {
                                            _i64p, _i64p]),
     "rsv_replenish": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
                                      ctypes.c_uint64, _i64p]),
+    "rsv_pool_drain": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
+                                      ctypes.c_uint64, _i64p]),
     "rsv_sweep": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_int64,
                                  _i64p]),
     "rsv_stock_set": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
@@ -1193,15 +1200,25 @@ class Context(_Closable):
         return CheckoutStatus(st.value, units.value, ms.value)
 
     # -- pools, expiry, stock --
+    def _pool_call(self, name, shop_id, item_id, location_id):
+        # rsv_replenish and rsv_pool_drain: one key in, one count out
+        n = ctypes.c_int64()
+        rc = getattr(lib, name)(self._ptr(), _u64(shop_id, "shop_id"),
+                                _u64(item_id, "item_id"),
+                                _u64(location_id, "location_id"),
+                                ctypes.byref(n))
+        self._check(rc, name)
+        return n.value
+
     def replenish(self, shop_id, item_id, location_id):
         """rsv_replenish() -> rows added to the pool."""
-        n = ctypes.c_int64()
-        rc = lib.rsv_replenish(self._ptr(), _u64(shop_id, "shop_id"),
-                               _u64(item_id, "item_id"),
-                               _u64(location_id, "location_id"),
-                               ctypes.byref(n))
-        self._check(rc, "rsv_replenish")
-        return n.value
+        return self._pool_call("rsv_replenish", shop_id, item_id,
+                               location_id)
+
+    def pool_drain(self, shop_id, item_id, location_id):
+        """rsv_pool_drain() -> pool rows given back to the ledger row."""
+        return self._pool_call("rsv_pool_drain", shop_id, item_id,
+                               location_id)
 
     def sweep(self, shop_id, max_holds=0):
         """rsv_sweep() -> holds given back."""

@@ -153,6 +153,7 @@ class TestOptions(unittest.TestCase):
         self.assertEqual(o.max_retries, 8)
         self.assertEqual(o.retry_base_us, 2000)
         self.assertEqual(o.settled_retention_s, 604800)
+        self.assertEqual(o.pool_idle_s, 3600)
         self.assertIsNone(o.conn_tag_prefix)
         self.assertEqual(rsv.options_size(), ctypes.sizeof(rsv.Options))
 
@@ -207,6 +208,7 @@ class TestNullArguments(unittest.TestCase):
             lambda: lib.rsv_checkout_status(NULL, 1, b"t", 1, r(st), NULL,
                                             NULL),
             lambda: lib.rsv_replenish(NULL, 1, 1, 1, r(i64)),
+            lambda: lib.rsv_pool_drain(NULL, 1, 1, 1, r(i64)),
             lambda: lib.rsv_sweep(NULL, 1, 0, r(i64)),
             lambda: lib.rsv_stock_set(NULL, 1, 1, 1, 1),
             lambda: lib.rsv_stock_adjust(NULL, 1, 1, 1, 1, r(i64)),
@@ -452,7 +454,8 @@ class TestContext(unittest.TestCase):
             (dict(conn_tag_prefix="x*/ DROP"), "conn_tag_prefix"),
             (dict(conn_tag_prefix="a" * 33), "conn_tag_prefix"),
             (dict(flags=0x80), "flags"),
-            (dict(version=2), "version"),
+            (dict(version=rsv.OPTIONS_VERSION + 1), "version"),
+            (dict(pool_idle_s=-1), "pool_idle_s"),
         ]
         with connect() as conn:
             for fields, word in cases:
@@ -793,6 +796,20 @@ class TestLifecycle(ServerTest):
         c.reserve_one(s, b"next", 1, 1, 4)
         c.claim(s, b"next")
         self.assertEqual(c.stock_get(s, 1, 1).on_hand, 0)
+
+    def test_pool_drain(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 20)
+        self.assertEqual(c.replenish(s, 1, 1), 20)
+        c.reserve_one(s, b"d", 1, 1, 2)        # from the pool
+        self.assertEqual(c.pool_drain(s, 1, 1), 18)
+        self.assertEqual(c.stats(rsv.STAT_POOL_DRAINED, rsv.OP_REPLENISH), 18)
+        st = c.stock_get(s, 1, 1)
+        self.assertEqual((st.pooled, st.held, st.available), (0, 2, 18))
+        self.assertEqual(c.pool_drain(s, 1, 1), 0)
+        self.assertRsv(rsv.NoItem, rsv.ENOITEM, c.pool_drain, s, 99, 1)
+        c.claim(s, b"d")
+        self.assertEqual(c.stock_get(s, 1, 1).on_hand, 18)
 
     def test_claim_after_deadline_before_sweep(self):
         c, s = self.ctx, self.shop

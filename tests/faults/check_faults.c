@@ -387,6 +387,26 @@ static int op_sweep(void)
     return rsv_sweep(ctx, S, 0, &n);
 }
 
+static int op_pool_drain(void)
+{
+    int64_t n = -1;
+    return rsv_pool_drain(ctx, S, I2, L2, &n);
+}
+
+/* A sweep that also drains a pool left idle: I4's ledger row is set two
+ * hours back first, on the helper connection, as time would. */
+static int op_sweep_idle(void)
+{
+    char q[200];
+    snprintf(q, sizeof q, "UPDATE inventory_levels SET updated_at = NOW(6) - "
+             "INTERVAL 2 HOUR WHERE shop_id = %llu AND inventory_item_id = %d",
+             (unsigned long long)S, I4);
+    if (mysql_query(adm, q) != 0)
+        return RSV_EDB; /* no ck_assert in an operation */
+    int64_t n = -1;
+    return rsv_sweep(ctx, S, 0, &n);
+}
+
 static int op_stock_set(void) { return rsv_stock_set(ctx, S, I1, L1, 40); }
 
 static int op_stock_adjust(void)
@@ -433,6 +453,8 @@ static const struct op ops[] = {
     {"status", op_status, 0, RSV_OK, NULL, 0},
     {"replenish", op_replenish, 0, RSV_OK, NULL, 0},
     {"sweep", op_sweep, OPF_PARTIAL, RSV_OK, NULL, 0},
+    {"pool_drain", op_pool_drain, 0, RSV_OK, NULL, 0},
+    {"sweep_idle", op_sweep_idle, OPF_PARTIAL, RSV_OK, NULL, 0},
     {"stock_set", op_stock_set, 0, RSV_OK, NULL, 0},
     {"stock_adjust", op_stock_adjust, OPF_NOT_IDEMPOTENT, RSV_OK, NULL, 0},
     {"stock_get", op_stock_get, 0, RSV_OK, NULL, 0},

@@ -208,6 +208,7 @@ static const int RC_EXTEND[] = {RSV_OK, RSV_EEXPIRED, RSV_ECLAIMED,
 static const int RC_STATUS[] = {RSV_OK, RSV_ENOTFOUND, END};
 static const int RC_REPLENISH[] = {RSV_OK, RSV_ENOITEM, RSV_EBUSY, END};
 static const int RC_SWEEP[] = {RSV_OK, RSV_EBUSY, END};
+static const int RC_DRAIN[] = {RSV_OK, RSV_ENOITEM, RSV_EBUSY, END};
 static const int RC_STOCK_SET[] = {RSV_OK, RSV_ESTOCK, RSV_EQUANTITY,
                                    RSV_EBUSY, END};
 static const int RC_STOCK_ADJ[] = {RSV_OK, RSV_ESTOCK, RSV_EQUANTITY,
@@ -587,11 +588,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         case 10: {
             int64_t added = -1;
-            what = "rsv_replenish";
-            rc = rsv_replenish(ctx, cur_shop, item, loc, &added);
-            expect_in(ctx, rc, RC_REPLENISH);
-            check(rc != RSV_OK || added >= 0, "replenish added %lld",
-                  (long long)added);
+            if (arg & 0x40) { /* the pool back to the ledger */
+                what = "rsv_pool_drain";
+                rc = rsv_pool_drain(ctx, cur_shop, item, loc, &added);
+                expect_in(ctx, rc, RC_DRAIN);
+            } else {
+                what = "rsv_replenish";
+                rc = rsv_replenish(ctx, cur_shop, item, loc, &added);
+                expect_in(ctx, rc, RC_REPLENISH);
+            }
+            check(added >= 0 && (rc == RSV_OK || added == 0),
+                  "%s gave %lld rows", what, (long long)added);
             break;
         }
         case 11: {

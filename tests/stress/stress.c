@@ -563,6 +563,21 @@ static void flow_merchant(struct cl *c)
               rsv_replenish(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
                             1 + rnd(&c->rng, NLOCS), &n));
     }
+    if (rnd(&c->rng, 8) == 0) {
+        /* pools given back while buyers take from them: the flash item of
+         * the running round too, whose buyers must never be told "sold
+         * out" while its units sit in the ledger row */
+        int64_t n;
+        int round = atomic_load(&shm->flash_round);
+        if (rnd(&c->rng, 2) && round < C.nflash)
+            other(c, "pool_drain",
+                  rsv_pool_drain(c->ctx, SHOP_FLASH,
+                                 FLASH_ITEM0 + (uint64_t)round, 1, &n));
+        else
+            other(c, "pool_drain",
+                  rsv_pool_drain(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
+                                 1 + rnd(&c->rng, NLOCS), &n));
+    }
     think(c, C.think_ms);
 }
 
@@ -596,6 +611,7 @@ static void client_main(int slot, int inc)
     }
     rsv_options_init(&c.opts, RSV_OPTIONS_VERSION);
     c.opts.pool_cap = C.pool_cap;
+    c.opts.pool_idle_s = 2; /* sweeps drain pools while others reserve */
     if (c.impatient) {
         c.opts.lock_wait_timeout_s = 1;
         c.opts.max_retries = 1;

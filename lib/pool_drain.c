@@ -1,0 +1,146 @@
+/*
+ * pool_drain.c - giving a pool's rows back to its ledger row: on request
+ * (rsv_pool_drain), and for pools left idle (rsv_sweep's last pass).
+ *
+ * A pool is made for contention: the first buyers who find an item's
+ * ledger row held by another reserve take from it.  Once the sale is over
+ * its rows only sit there, up to pool_cap rows per key, with their units
+ * still counted as issued.  Draining deletes them and lowers issued by as
+ * many, in one transaction under the ledger row lock (lock order 2, then
+ * pool rows 3), so "issued = pool rows + holds + unfolded settlements"
+ * holds at every commit.  Pool rows are taken with SKIP LOCKED: a row an
+ * in-flight reserve is taking is that reserve's (it deletes it, or rolls
+ * back and it stays, still counted in issued).  A drained item that gets
+ * contended again gets a new pool from the next refill; its ids continue
+ * from next_unit_id, so the contexts' pool cursors stay valid.
+ */
+#include <stdint.h>
+
+#include "internal.h"
+
+#define IDLE_KEYS 64
+#define IDLE_ROUNDS 16
+
+struct drain_arg {
+    uint64_t shop, key[2];
+    int skip;
+    int64_t units;
+};
+
+static int drain_body(rsv_ctx *ctx, void *p)
+{
+    struct drain_arg *a = p;
+    rsv_level lv;
+    size_t found = 0;
+    a->units = 0;
+    int rc = ledger_lock(ctx, a->shop, a->key, 1,
+                         a->skip ? LEDGER_SKIP : LEDGER_WAIT, &lv, &found);
+    if (rc)
+        return rc;
+    if (found == 0)
+        /* skip: a refill, reserve or stock change holds the row right now,
+         * so the key is not idle after all */
+        return a->skip ? RSV_OK
+                       : ledger_no_row(ctx, a->shop, a->key[0], a->key[1]);
+    int64_t n = 0;
+    if ((rc = ledger_pool_shrink(ctx, a->shop, &lv, INT64_MAX, &n)))
+        return rc;
+    if (n > 0 && (rc = ledger_update(ctx, a->shop, &lv, 0, n, 0, 0)))
+        return rc;
+    a->units = n;
+    return RSV_OK;
+}
+
+static int drain_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                     uint64_t location_id, int64_t *units_out)
+{
+    if (op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0))
+        return ctx->code;
+    struct drain_arg a = {shop_id, {item_id, location_id}, 0, 0};
+    int rc = txn_run(ctx, 0, drain_body, &a);
+    if (rc)
+        return rc;
+    stats_add(ctx, RSV_STAT_POOL_DRAINED, (uint64_t)a.units);
+    *units_out = a.units;
+    return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
+                              uint64_t location_id, int64_t *units_out)
+{
+    int64_t units = 0;
+    if (units_out)
+        *units_out = 0;
+    if (!ctx)
+        return RSV_EINVAL;
+    int rc = op_end(ctx, drain_run(ctx, shop_id, item_id, location_id,
+                                   &units));
+    if (units_out && rc == RSV_OK)
+        *units_out = units;
+    return rc;
+}
+
+/* Pooled keys come from the pool's primary key, one index dive per key:
+ * DISTINCT over its leading columns, shop_id included, is a loose index
+ * scan ("Using index for group-by"; without shop_id in the list MariaDB
+ * 10.11 reads every pool row), so the scan costs the number of pooled
+ * keys, not pool rows or catalogue size.  Keys from a given one on, in
+ * order (the item bound also inside, where the loose scan can use it), so
+ * that a key that could not be drained (its ledger row held) does not
+ * come back in the next round. */
+static int b_idle_pools(rsv_buf *s, uint32_t shape)
+{
+    (void)shape;
+    buf_puts(s, "SELECT CAST(l.inventory_item_id AS SIGNED), "
+                "CAST(l.inventory_group_id AS SIGNED) FROM (SELECT DISTINCT "
+                "shop_id, inventory_item_id, inventory_group_id FROM "
+                "reservation_units WHERE shop_id = ? AND inventory_item_id "
+                ">= ?) u JOIN inventory_levels l FORCE INDEX (PRIMARY) ON "
+                "l.shop_id = ? AND l.inventory_item_id = "
+                "u.inventory_item_id AND l.inventory_group_id = "
+                "u.inventory_group_id WHERE (l.inventory_item_id, "
+                "l.inventory_group_id) >= (?, ?) AND l.updated_at < NOW(6) - "
+                "INTERVAL ? SECOND ORDER BY l.inventory_item_id, "
+                "l.inventory_group_id LIMIT ?");
+    return 0;
+}
+
+int pool_drain_idle(rsv_ctx *ctx, uint64_t shop)
+{
+    if (ctx->opts.pool_idle_s == 0)
+        return RSV_OK;
+    uint64_t from[2] = {0, 0};
+    for (int round = 0; round < IDLE_ROUNDS; round++) {
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, shop);
+        arg_u64(&ctx->args, from[0]);
+        arg_u64(&ctx->args, shop);
+        arg_u64(&ctx->args, from[0]);
+        arg_u64(&ctx->args, from[1]);
+        arg_i64(&ctx->args, ctx->opts.pool_idle_s);
+        arg_i64(&ctx->args, IDLE_KEYS);
+        int rc = sql_run(ctx, b_idle_pools, 0, "ii", NULL);
+        if (rc)
+            return rc;
+        size_t n = ctx->res.rows;
+        uint64_t keys[2 * IDLE_KEYS];
+        for (size_t i = 0; i < n && i < IDLE_KEYS; i++) {
+            keys[2 * i] = (uint64_t)RES_I(&ctx->res, i, 0);
+            keys[2 * i + 1] = (uint64_t)RES_I(&ctx->res, i, 1);
+        }
+        for (size_t i = 0; i < n && i < IDLE_KEYS; i++) {
+            struct drain_arg a = {shop, {keys[2 * i], keys[2 * i + 1]}, 1, 0};
+            if ((rc = txn_run(ctx, 0, drain_body, &a)))
+                return rc;
+            stats_add(ctx, RSV_STAT_POOL_DRAINED, (uint64_t)a.units);
+        }
+        if (n < IDLE_KEYS)
+            break;
+        /* the next round starts just after the last key */
+        from[0] = keys[2 * (n - 1)];
+        from[1] = keys[2 * (n - 1) + 1] + 1;
+        if (from[1] == 0 && ++from[0] == 0)
+            break; /* that was the last key there can be */
+    }
+    return RSV_OK;
+}
