@@ -17,6 +17,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "fuzz_util.h"
@@ -80,6 +81,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                   o.lock_wait_timeout_s == 0 && o.conn_tag_prefix == NULL &&
                   o.settled_retention_s == 604800,
               "defaults");
+        /* version 1 ends at settled_retention_s: nothing written past it */
+        if (v == 1) {
+            const unsigned char *b = (const unsigned char *)&o;
+            for (size_t i = offsetof(rsv_options, settled_retention_s) +
+                            sizeof(int64_t);
+                 i < sizeof o; i++)
+                check(b[i] == 0xA5, "options_init(1) wrote byte %zu", i);
+        } else {
+            check(o.pool_idle_s == 3600, "default pool_idle_s");
+        }
     }
     check(rsv_options_init(NULL, RSV_OPTIONS_VERSION) == RSV_EINVAL,
           "options_init(NULL)");
@@ -112,6 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.lock_wait_timeout_s = (int32_t)fz_i64_interesting(&f, 0, 3600);
     if (which & 0x100)
         o.settled_retention_s = fz_i64_interesting(&f, 0, INT64_MAX - 1);
+    if (which & 0x400)
+        o.pool_idle_s = fz_i64_interesting(&f, 0, 30LL * 24 * 3600);
     if (which & 0x200) {
         size_t n = fz_u8(&f) % 48;
         for (size_t i = 0; i < n; i++) {
@@ -140,6 +153,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.max_retries >= 0 && o.max_retries <= 100 &&
         o.retry_base_us >= 1 && o.retry_base_us <= 1000000 &&
         o.settled_retention_s >= 0 &&
+        /* read only from version 2 on (a version-1 caller has no such
+         * field: whatever lies there is not the library's business) */
+        (o.version < 2 ||
+         (o.pool_idle_s >= 0 && o.pool_idle_s <= 30LL * 24 * 3600)) &&
         /* in the header: */
         o.lock_wait_timeout_s >= 0 && o.lock_wait_timeout_s <= 3600 &&
         (!o.conn_tag_prefix || tag_ok(o.conn_tag_prefix));

@@ -178,8 +178,8 @@ write("fuzz_token", "declared-129", token_seed(0, lenmode=1, tok=b"z"))
 
 
 # ---- fuzz_options ----
-F_VERSION, F_FLAGS, F_CAP, F_LOW, F_TTL, F_RETRIES, F_BASE, F_LOCK, F_RET, F_TAG = (
-    1 << i for i in range(10))
+F_VERSION, F_FLAGS, F_CAP, F_LOW, F_TTL, F_RETRIES, F_BASE, F_LOCK, F_RET, F_TAG, F_IDLE = (
+    1 << i for i in range(11))
 NULL_OPTS = 0x8000
 
 
@@ -194,11 +194,20 @@ def tag(s):
 opt_seeds = {
     "defaults": opts(),
     "init-version-0": opts(0),
-    "init-version-2": opts(1),
+    "init-version-next": opts(1),
+    # version 1 (selector 3, then the version as a u32): the init must not
+    # write past settled_retention_s; then the struct said to be version 2
+    # with those bytes as pool_idle_s
+    "init-version-1": bytes([3]) + u32(1) + struct.pack("<H", 0),
+    "init-version-1-as-2": bytes([3]) + u32(1) + struct.pack("<H", F_VERSION) + bytes([4]),
+    "pool-idle-0": opts(which=F_IDLE, fields=interesting("0")),
+    "pool-idle-30-days": opts(which=F_IDLE, fields=interesting("hi")),
+    "pool-idle-over-30-days": opts(which=F_IDLE, fields=interesting("hi+1")),
+    "pool-idle-negative": opts(which=F_IDLE, fields=interesting("-1")),
     "init-version-max": opts(2),
     "null-options": opts(which=NULL_OPTS),
     "struct-version-0": opts(which=F_VERSION, fields=bytes([0])),
-    "struct-version-2": opts(which=F_VERSION, fields=bytes([1])),
+    "struct-version-next": opts(which=F_VERSION, fields=bytes([1])),
     "flags-known": opts(which=F_FLAGS, fields=bytes([7])),
     "flags-unknown": opts(which=F_FLAGS, fields=bytes([0]) + u32(0x4)),
     "flags-all": opts(which=F_FLAGS, fields=bytes([0]) + u32(0xFFFFFFFF)),
@@ -242,7 +251,7 @@ for name, data in opt_seeds.items():
 # ---- fuzz_stateful ----
 # Steps are (op, arg) byte pairs plus the op's own bytes.  op % 16:
 # 0-2 reserve, 3-4 claim, 5 release, 6 joined claim/release, 7 extend,
-# 8 status, 9 sweep, 10 replenish, 11 stock_set, 12 stock_adjust,
+# 8 status, 9 sweep, 10 replenish (arg bit 6: pool drain), 11 stock_set, 12 stock_adjust,
 # 13 stock_get, 14 sleep, 15 audit.  op bit 7: context 1.  arg: token
 # (bits 0-1), item (bits 2-3, mod 3), location (bits 4-5, mod 3).
 def search(pred):
@@ -284,7 +293,8 @@ JOINED = lambda tok, claim, rollback, ctx=0: st(6, ctx=ctx, a=arg(tok, claim=cla
 EXTEND = lambda tok, ttl_idx=6: st(7, tok, extra=bytes([ttl_idx]))
 STATUS = lambda tok, ctx=0: st(8, tok, ctx)
 SWEEP = lambda m=0: st(9, extra=bytes([m]))
-REPLENISH = lambda item=0, loc=0, ctx=0: st(10, ctx=ctx, a=arg(0, item, loc))
+REPLENISH = lambda item=0, loc=0, ctx=0: st(10, ctx=ctx, a=arg(0, item, loc, claim=0))
+DRAIN = lambda item=0, loc=0, ctx=0: st(10, ctx=ctx, a=arg(0, item, loc, claim=1))  # arg bit 6
 ADJUST = lambda v, item=0, loc=0: st(12, a=arg(0, item, loc), extra=bytes([v]))
 GET = lambda item=0, loc=0: st(13, a=arg(0, item, loc))
 SLEEP = lambda ms=8: st(14, a=ms - 1)
@@ -318,6 +328,7 @@ stateful_seeds = {
     "adjust-no-row": ADJUST(10),
     "replenish-and-get": st_stock(9) + REPLENISH() + GET() + REPLENISH(ctx=1) + GET() + st_stock(2) + GET(),
     "replenish-no-row": REPLENISH(1, 2),
+    "drain-pool": st_stock(9) + REPLENISH() + st_reserve(0, ONE_LINE) + DRAIN() + GET() + st_reserve(1, ONE_LINE) + DRAIN() + DRAIN(1, 2) + CLAIM(0) + AUDIT,
     "two-contexts": st_stock(4, ctx=1) + st_reserve(0, ONE_LINE, ctx=1) + CLAIM(0) + st_reserve(1, ONE_LINE) + RELEASE(1, ctx=1) + AUDIT,
     "token-binary-and-long": st_stock(4) + st_reserve(1, ONE_LINE) + st_reserve(3, ONE_LINE) + CLAIM(1) + RELEASE(3) + STATUS(3),
     "id-extremes": st_stock(7, 2, 2) + st_reserve(0, [(2, 1, 2, 2, False)]) + CLAIM(0) + GET(2, 2),
