@@ -186,6 +186,16 @@ expect_text "replenish again adds nothing" 0 "added 0 pool row"
 run replenish 1 98 1
 expect_text "replenish an unknown item" 1 "RSV_ENOITEM"
 
+# ---- drain ----
+run --json drain 1 10 1
+expect "drain gives the pool back" 0 'd["drained"] == 15 and d["pooled"] == 0 and d["available"] == 15'
+run drain 1 10 1
+expect_text "drain again gives nothing back" 0 "gave back 0 pool row"
+run drain 1 98 1
+expect_text "drain an unknown item" 1 "RSV_ENOITEM"
+run --json replenish 1 10 1
+expect "replenish after a drain" 0 'd["added"] == 15 and d["pooled"] == 15'
+
 # ---- holds made by the library: stock, checkout ----
 if lib reserve 1 "tok-1" 10 1 3 600000; then ok "helper: reserve tok-1"; else out=; err=; bad "helper: reserve tok-1"; fi
 run --json stock 1 10 1

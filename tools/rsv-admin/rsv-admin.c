@@ -48,6 +48,8 @@ static void usage(FILE *f)
 "                                    is violated)\n"
 "  sweep SHOP [--max N]              give back expired holds (up to N)\n"
 "  replenish SHOP ITEM LOCATION      top the pool up from the ledger\n"
+"  drain SHOP ITEM LOCATION          give the pool back to the ledger (a\n"
+"                                    sale is over)\n"
 "  set-stock SHOP ITEM LOCATION N    set the stock on hand to N\n"
 "  adjust-stock SHOP ITEM LOCATION D add D (may be negative) to the stock\n"
 "  checkout SHOP TOKEN               the state of a checkout (--hex: TOKEN\n"
@@ -407,20 +409,28 @@ static int cmd_adjust_stock(const cmd_env *e)
     return show_stock(e, k, msg, "delta", d);
 }
 
-static int cmd_replenish(const cmd_env *e)
+/* replenish and drain: one key in, a count of pool rows out */
+static int pool_cmd(const cmd_env *e, int drain)
 {
     uint64_t k[3];
-    int64_t added = 0;
+    int64_t n = 0;
     int st = ids(e, 3, k);
     if (st)
         return st;
-    int rc = rsv_replenish(e->ctx, k[0], k[1], k[2], &added);
+    int rc = drain ? rsv_pool_drain(e->ctx, k[0], k[1], k[2], &n)
+                   : rsv_replenish(e->ctx, k[0], k[1], k[2], &n);
     if (rc != RSV_OK)
-        return lib_fail(e->o, e->ctx, "rsv_replenish", rc);
+        return lib_fail(e->o, e->ctx, drain ? "rsv_pool_drain"
+                                            : "rsv_replenish", rc);
     char msg[64];
-    snprintf(msg, sizeof msg, "added %" PRId64 " pool row(s)", added);
-    return show_stock(e, k, msg, "added", added);
+    snprintf(msg, sizeof msg, drain ? "gave back %" PRId64 " pool row(s)"
+                                    : "added %" PRId64 " pool row(s)", n);
+    return show_stock(e, k, msg, drain ? "drained" : "added", n);
 }
+
+static int cmd_replenish(const cmd_env *e) { return pool_cmd(e, 0); }
+
+static int cmd_drain(const cmd_env *e) { return pool_cmd(e, 1); }
 
 static int cmd_sweep(const cmd_env *e)
 {
@@ -667,6 +677,7 @@ static const command commands[] = {
     {"audit", -1, cmd_audit},
     {"sweep", 1, cmd_sweep},
     {"replenish", 3, cmd_replenish},
+    {"drain", 3, cmd_drain},
     {"set-stock", 4, cmd_set_stock},
     {"adjust-stock", 4, cmd_adjust_stock},
     {"checkout", 2, cmd_checkout},
