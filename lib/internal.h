@@ -382,10 +382,11 @@ enum { LEDGER_WAIT = 0, LEDGER_SKIP = 1, LEDGER_SHARE = 2 };
 RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
                            size_t nkeys, int mode, rsv_level *levels,
                            size_t *found);
-/* With the ledger row locked: give back expired holds and fold settlements
- * into on_hand/issued (lv is updated).  Never waits for other rows. */
+/* With the ledger row locked: give back up to max_reap expired holds
+ * (INT64_MAX: as many as one fold takes, 2,048) and fold settlements into
+ * on_hand/issued (lv is updated).  Never waits for other rows. */
 RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
-                           int64_t *reaped_out);
+                           int64_t max_reap, int64_t *reaped_out);
 /* With the ledger row locked: on_hand -= taken, issued += issue - returned,
  * next_unit_id += minted (lv is updated). */
 RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,

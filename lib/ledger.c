@@ -225,11 +225,12 @@ static int fold_keys(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
 }
 
 static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                      fold_rows *fr, int64_t *units, int64_t *holds)
+                      int64_t limit, fold_rows *fr, int64_t *units,
+                      int64_t *holds)
 {
     args_reset(&ctx->args);
     key_args(ctx, shop, lv);
-    arg_i64(&ctx->args, FOLD_BATCH);
+    arg_i64(&ctx->args, limit);
     *units = *holds = 0;
     int rc = sql_run(ctx, b_reap_candidates, 0, "b", NULL);
     if (rc)
@@ -285,19 +286,22 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
 }
 
 int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
-                int64_t *reaped_out)
+                int64_t max_reap, int64_t *reaped_out)
 {
     fold_rows *fr = malloc(sizeof *fr);
     if (!fr)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory folding");
     int64_t taken = 0, returned = 0, reaped = 0;
     int rc = RSV_OK;
-    for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK; b++) {
+    for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK && reaped < max_reap;
+         b++) {
         int64_t u = 0, h = 0;
-        rc = reap_batch(ctx, shop, lv, fr, &u, &h);
+        int64_t limit = max_reap - reaped < FOLD_BATCH ? max_reap - reaped
+                                                       : FOLD_BATCH;
+        rc = reap_batch(ctx, shop, lv, limit, fr, &u, &h);
         reaped += h;
         returned += u;
-        if (rc || fr->n < FOLD_BATCH)
+        if (rc || (int64_t)fr->n < limit)
             break;
     }
     for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK; b++) {
@@ -509,7 +513,7 @@ static int refill_body(rsv_ctx *ctx, void *p)
             return RSV_OK; /* someone else holds it (or no row) */
         return ledger_no_row(ctx, a->shop, a->key[0], a->key[1]);
     }
-    if ((rc = ledger_fold(ctx, a->shop, &lv, NULL)))
+    if ((rc = ledger_fold(ctx, a->shop, &lv, INT64_MAX, NULL)))
         return rc;
     return top_up(ctx, a->shop, &lv, &a->added);
 }

@@ -667,7 +667,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
                            ST_RELEASED)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
-        if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, NULL)))
+        if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, INT64_MAX, NULL)))
             return rc;
     if ((rc = job_allocate(ctx, j, 1)))
         return rc;

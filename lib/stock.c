@@ -71,7 +71,7 @@ static int stock_body(rsv_ctx *ctx, void *p)
         lv.item = a->key[0];
         lv.loc = a->key[1];
         lv.next_id = 1;
-    } else if ((rc = ledger_fold(ctx, a->shop, &lv, NULL))) {
+    } else if ((rc = ledger_fold(ctx, a->shop, &lv, INT64_MAX, NULL))) {
         return rc;
     }
     /* on_hand is 0..2^62 and the delta -2^62..2^62, so the sum can

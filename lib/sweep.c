@@ -67,6 +67,7 @@ static int b_purge(rsv_buf *s, uint32_t shape)
 
 struct fold_arg {
     uint64_t shop, key[2];
+    int64_t max_reap; /* what is left of the caller's max_holds */
     int64_t reaped;
 };
 
@@ -79,7 +80,7 @@ static int fold_body(rsv_ctx *ctx, void *p)
     int rc = ledger_lock(ctx, a->shop, a->key, 1, LEDGER_SKIP, &lv, &found);
     if (rc || !found)
         return rc;
-    return ledger_fold(ctx, a->shop, &lv, &a->reaped);
+    return ledger_fold(ctx, a->shop, &lv, a->max_reap, &a->reaped);
 }
 
 static int purge_body(rsv_ctx *ctx, void *p)
@@ -129,7 +130,8 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         }
         int64_t this_round = 0;
         for (size_t i = 0; i < n && released < max_holds; i++) {
-            struct fold_arg a = {shop_id, {keys[2 * i], keys[2 * i + 1]}, 0};
+            struct fold_arg a = {shop_id, {keys[2 * i], keys[2 * i + 1]},
+                                 max_holds - released, 0};
             if ((rc = txn_run(ctx, 0, fold_body, &a)))
                 break;
             released += a.reaped;

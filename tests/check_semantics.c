@@ -269,6 +269,41 @@ START_TEST(sweep_gives_back_expired_holds)
 }
 END_TEST
 
+/* max_holds is a bound, also inside one item and location: 10 expired
+ * holds at one key and 5 at another, given back 3, then 4, then the
+ * rest.  (The sweep used to finish the key it was folding: 10 at once.) */
+START_TEST(sweep_gives_back_at_most_max_holds)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open(&c);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 20));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 20));
+    for (int i = 0; i < 15; i++) {
+        char tok[16];
+        snprintf(tok, sizeof tok, "m%d", i);
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), i < 10 ? 1 : 2, 1, 1,
+                                   20));
+    }
+    usleep(60 * 1000);
+    int64_t released = -1;
+    TU_OK(ctx, rsv_sweep(ctx, shop, 3, &released));
+    ck_assert_int_eq(released, 3);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 4, &released));
+    ck_assert_int_eq(released, 4);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
+    ck_assert_int_eq(released, 8);
+    char q[128];
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reserved_quantities WHERE "
+             "shop_id = %llu", (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(c, q), 0);
+    TU_OK(ctx, rsv_sweep(ctx, shop, 1, &released));
+    ck_assert_int_eq(released, 0);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 START_TEST(reserve_again_replaces_the_cart)
 {
     MYSQL *c;
@@ -1696,6 +1731,8 @@ int main(void)
     tu_add(s, "expired_hold_still_claimable_until_taken", expired_hold_still_claimable_until_taken);
     tu_add(s, "expired_hold_given_to_another_buyer", expired_hold_given_to_another_buyer);
     tu_add(s, "sweep_gives_back_expired_holds", sweep_gives_back_expired_holds);
+    tu_add(s, "sweep_gives_back_at_most_max_holds",
+           sweep_gives_back_at_most_max_holds);
     tu_add(s, "reserve_again_replaces_the_cart", reserve_again_replaces_the_cart);
     tu_add(s, "claim_inside_caller_transaction", claim_inside_caller_transaction);
     tu_add(s, "stock_changes_keep_invariants", stock_changes_keep_invariants);
