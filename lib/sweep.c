@@ -46,22 +46,39 @@ static int b_due_keys(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
-static int b_purge(rsv_buf *s, uint32_t shape)
+/* Checkouts to purge: settled ones past the retention, and held ones
+ * whose holds were all given back long ago.  The status list names every
+ * status there is (ST_*): with it the index (shop_id, status, updated_at)
+ * gives one range per status that ends at the retention, so only old
+ * checkouts are read; without it the purge read every checkout of the
+ * shop at every sweep (25,000 for 25,000 recent ones, measured). */
+#define PURGE_WHERE                                                      \
+    "c.status IN (1, 2, 3, 4) AND c.updated_at < NOW(6) - INTERVAL ? "   \
+    "SECOND AND (c.status <> 1 OR (c.expires_at < NOW(6) - INTERVAL ? "  \
+    "SECOND AND NOT EXISTS (SELECT 1 FROM reserved_quantities h WHERE "  \
+    "h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token)))"
+
+/* Read without locks (a consistent read), then deleted by primary key
+ * with the conditions checked again on the locked row.  A DELETE through
+ * the secondary index locked its entry before the checkout row, against
+ * the lock order of everyone else: a re-reserve of the same checkout,
+ * which holds the checkout row and then moves the row's entry in that
+ * index (new status and time), deadlocked with it (check_soak caught
+ * one). */
+static int b_purge_candidates(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    /* Settled checkouts past the retention; held ones whose holds were all
-     * given back long ago.  The status list names every status there is
-     * (ST_*): with it the index (shop_id, status, updated_at) gives one
-     * range per status that ends at the retention, so only old checkouts
-     * are read; without it the purge read every checkout of the shop at
-     * every sweep (25,000 for 25,000 recent ones, measured). */
-    buf_puts(s, "DELETE FROM reservation_checkouts WHERE shop_id = ? AND "
-                "status IN (1, 2, 3, 4) AND "
-                "updated_at < NOW(6) - INTERVAL ? SECOND AND (status <> 1 OR "
-                "(expires_at < NOW(6) - INTERVAL ? SECOND AND NOT EXISTS "
-                "(SELECT 1 FROM reserved_quantities h WHERE h.shop_id = "
-                "reservation_checkouts.shop_id AND h.checkout_token = "
-                "reservation_checkouts.checkout_token))) LIMIT 1000");
+    buf_puts(s, "SELECT c.checkout_token FROM reservation_checkouts c "
+                "WHERE c.shop_id = ? AND " PURGE_WHERE " LIMIT ?");
+    return 0;
+}
+
+static int b_purge_delete(rsv_buf *s, uint32_t n)
+{
+    buf_puts(s, "DELETE c FROM ");
+    sql_key_rows(s, 1, n);
+    buf_puts(s, "reservation_checkouts c FORCE INDEX (PRIMARY) ON "
+                "c.shop_id = ? AND c.checkout_token = k.k0 WHERE " PURGE_WHERE);
     return 0;
 }
 
@@ -83,14 +100,51 @@ static int fold_body(rsv_ctx *ctx, void *p)
     return ledger_fold(ctx, a->shop, &lv, a->max_reap, &a->reaped);
 }
 
+#define PURGE_BATCH 64
+#define PURGE_MAX 1024 /* checkouts per rsv_sweep */
+
+static void purge_args(rsv_ctx *ctx)
+{
+    arg_i64(&ctx->args, ctx->opts.settled_retention_s);
+    arg_i64(&ctx->args, ctx->opts.settled_retention_s);
+}
+
 static int purge_body(rsv_ctx *ctx, void *p)
 {
     uint64_t shop = *(const uint64_t *)p;
-    args_reset(&ctx->args);
-    arg_u64(&ctx->args, shop);
-    arg_i64(&ctx->args, ctx->opts.settled_retention_s);
-    arg_i64(&ctx->args, ctx->opts.settled_retention_s);
-    return sql_run(ctx, b_purge, 0, NULL, NULL);
+    unsigned char tok[PURGE_BATCH][RSV_TOKEN_MAX];
+    size_t len[PURGE_BATCH];
+    for (size_t done = 0; done < PURGE_MAX;) {
+        args_reset(&ctx->args);
+        arg_u64(&ctx->args, shop);
+        purge_args(ctx);
+        arg_i64(&ctx->args, PURGE_BATCH);
+        int rc = sql_run(ctx, b_purge_candidates, 0, "b", NULL);
+        if (rc)
+            return rc;
+        size_t n = ctx->res.rows;
+        if (n == 0)
+            return RSV_OK;
+        for (size_t i = 0; i < n; i++) {
+            len[i] = RES_BLEN(&ctx->res, i, 0);
+            memcpy(tok[i], RES_B(&ctx->res, i, 0), len[i]);
+        }
+        /* padded to a power of two with the empty token, which no
+         * checkout has (few distinct statements to prepare) */
+        uint32_t bucket = sql_bucket(n);
+        args_reset(&ctx->args);
+        for (uint32_t i = 0; i < bucket; i++)
+            arg_bin(&ctx->args, i < n ? tok[i] : (const unsigned char *)"",
+                    i < n ? len[i] : 0);
+        arg_u64(&ctx->args, shop);
+        purge_args(ctx);
+        if ((rc = sql_run(ctx, b_purge_delete, bucket, NULL, NULL)))
+            return rc;
+        if (n < PURGE_BATCH)
+            return RSV_OK;
+        done += n;
+    }
+    return RSV_OK;
 }
 
 static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,

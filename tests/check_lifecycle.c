@@ -3,6 +3,7 @@
  * real server: stock, reserve, claim, release, replenish, pool drain,
  * extend, status, sweep, audit.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -537,6 +538,95 @@ START_TEST(sweep_reads_each_key_not_each_hold)
 }
 END_TEST
 
+/* The purge of old checkouts keeps the lock order: checkout row first.
+ * A re-reserve of a checkout the purge is about to delete holds the
+ * checkout row and then moves the row's entry in the (shop_id, status,
+ * updated_at) index; a purge that deleted through that index held the
+ * entry and waited for the row: a deadlock.  Now the purge reads its
+ * candidates without locks and deletes by primary key, rechecking them. */
+struct sweep_run {
+    rsv_ctx *ctx;
+    uint64_t shop;
+    int rc;
+};
+
+static void *sweep_thread(void *p)
+{
+    struct sweep_run *r = p;
+    r->rc = rsv_sweep(r->ctx, r->shop, 0, NULL);
+    return NULL;
+}
+
+START_TEST(purge_keeps_the_lock_order)
+{
+    MYSQL *c, *c2;
+    rsv_ctx *ctx = tu_open(&c);
+    rsv_ctx *sweeper = tu_open(&c2);
+    uint64_t shop = tu_shop();
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 5, 1, 1000));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("old-1"), 5, 1, 1, 0));
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("old-1")));
+    char q[320];
+    snprintf(q, sizeof q, "UPDATE reservation_checkouts SET updated_at = "
+             "updated_at - INTERVAL 30 DAY WHERE shop_id = %llu",
+             (unsigned long long)shop);
+    tu_exec(c, q);
+    /* recent checkouts, so that the old one is found through the index
+     * (on a table this small the server would read every row instead) */
+    for (int i = 0; i < 300; i++) {
+        char tok[32];
+        snprintf(tok, sizeof tok, "new-%d", i);
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 5, 1, 1, 0));
+    }
+    tu_exec(c, "ANALYZE TABLE reservation_checkouts");
+
+    /* a re-reserve in flight: the checkout row first */
+    MYSQL *other = tu_connect_in_txn();
+    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+             "shop_id = %llu AND checkout_token = 'old-1' FOR UPDATE",
+             (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(other, q), 2);
+    struct sweep_run r = {sweeper, shop, -1};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, sweep_thread, &r), 0);
+    struct timespec ts = {0, 400 * 1000 * 1000}; /* the sweep now waits */
+    nanosleep(&ts, NULL);
+    /* then its entry in the status index */
+    snprintf(q, sizeof q, "UPDATE reservation_checkouts SET status = 1, "
+             "updated_at = NOW(6) WHERE shop_id = %llu AND checkout_token = "
+             "'old-1'", (unsigned long long)shop);
+    if (mysql_query(other, q) != 0)
+        ck_abort_msg("the re-reserve's update failed: %s", mysql_error(other));
+    ck_assert_int_eq(mysql_query(other, "COMMIT"), 0);
+    pthread_join(t, NULL);
+    TU_RC(sweeper, r.rc, RSV_OK);
+    uint64_t deadlocks = 9;
+    TU_OK(sweeper, rsv_stats_get(sweeper, RSV_STAT_DEADLOCKS, RSV_OP_SWEEP,
+                                 &deadlocks));
+    ck_assert_uint_eq(deadlocks, 0);
+    /* rechecked on the locked row: re-reserved, so not purged */
+    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+             "shop_id = %llu AND checkout_token = 'old-1'",
+             (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(c, q), 1);
+
+    /* and a checkout that stays old is purged */
+    snprintf(q, sizeof q, "UPDATE reservation_checkouts SET status = 2, "
+             "updated_at = updated_at - INTERVAL 30 DAY WHERE shop_id = %llu "
+             "AND checkout_token = 'old-1'", (unsigned long long)shop);
+    tu_exec(c, q);
+    TU_OK(sweeper, rsv_sweep(sweeper, shop, 0, NULL));
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_checkouts WHERE "
+             "shop_id = %llu", (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(c, q), 300);
+    mysql_close(other);
+    rsv_close(sweeper);
+    mysql_close(c2);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("lifecycle");
@@ -555,6 +645,7 @@ int main(void)
     tu_add(s, "extend_and_status", extend_and_status);
     tu_add(s, "sweep_reads_each_key_not_each_hold",
            sweep_reads_each_key_not_each_hold);
+    tu_add(s, "purge_keeps_the_lock_order", purge_keeps_the_lock_order);
     tu_add(s, "audit_and_stock_view_read_each_key_once",
            audit_and_stock_view_read_each_key_once);
     int rc = tu_run(s);
