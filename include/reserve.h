@@ -196,7 +196,7 @@ RSV_EXTERN const char *rsv_code_name(int code);
                                                tests that count them);
                                                slower under contention */
 #define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the schema's
-                                               procedures (rsv_fast_reserve_v4,
+                                               procedures (rsv_fast_reserve_v5,
                                                rsv_fast_cart_v3,
                                                rsv_settle_v1 in
                                                sql/schema.sql): every
@@ -378,7 +378,7 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  * A new checkout is reserved in one round trip when the schema's
  * procedures are loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts these)
  * and every line can be held at the first location it names:
- * rsv_fast_reserve_v4 when that is one item at one location (the flash
+ * rsv_fast_reserve_v5 when that is one item at one location (the flash
  * sale case), rsv_fast_cart_v3 for up to 32 (item, location) pairs and 64
  * units.  The same
  * statements and transaction, run by the server; and there a key's units

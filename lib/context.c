@@ -198,7 +198,7 @@ static int check_schema(rsv_ctx *ctx)
     enum { NTABLES = sizeof tables / sizeof tables[0] };
     /* One round trip: the database, then one digit per table (is it
      * there?) and one for each procedure. */
-    char q[1536];
+    char q[2048];
     size_t len = (size_t)snprintf(q, sizeof q,
                                   "/* conn_tag:open */ SELECT DATABASE(), "
                                   "CONCAT(");
@@ -208,7 +208,8 @@ static int check_schema(rsv_ctx *ctx)
                                 "tables WHERE table_schema = DATABASE() AND "
                                 "table_name = '%s'), ", tables[i]);
     static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART,
-                                        RSV_PROC_TOP_UP, RSV_PROC_SETTLE};
+                                        RSV_PROC_TOP_UP, RSV_PROC_SETTLE,
+                                        RSV_PROC_POOL_TAKE};
     enum { NPROCS = sizeof procs / sizeof procs[0] };
     for (size_t i = 0; i < NPROCS; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
@@ -241,7 +242,8 @@ static int check_schema(rsv_ctx *ctx)
      * The same holds for claims and releases and their procedure. */
     int procs_ok = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
                    found[NTABLES + 2] == '1'; /* (both call the top-up) */
-    ctx->has_proc = procs_ok && found[NTABLES] == '1';
+    ctx->has_proc = procs_ok && found[NTABLES] == '1' &&
+                    found[NTABLES + 4] == '1'; /* (it calls the pool take) */
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
     ctx->has_settle_proc = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
                            found[NTABLES + 3] == '1';

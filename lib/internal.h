@@ -88,9 +88,10 @@
 /* The reserve fast path as stored procedures (sql/schema.sql), for one
  * key and for a cart; the version in a name changes whenever its body or
  * arguments do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v4"
+#define RSV_PROC_RESERVE "rsv_fast_reserve_v5"
 #define RSV_PROC_CART "rsv_fast_cart_v3"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v1" /* called by both */
+#define RSV_PROC_POOL_TAKE "rsv_pool_take_v1" /* called by ..._RESERVE */
 #define RSV_PROC_SETTLE "rsv_settle_v1"     /* claim and release */
 
 /* The largest pool_cap option a context accepts (rsv_options). */

@@ -23,7 +23,7 @@
  * ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
- * instead, rsv_fast_reserve_v4 when it takes units at one (item,
+ * instead, rsv_fast_reserve_v5 when it takes units at one (item,
  * location), rsv_fast_cart_v3 at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the

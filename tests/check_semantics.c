@@ -1530,7 +1530,7 @@ START_TEST(reserve_without_the_procedure)
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-1"), cart, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v4");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v5");
     tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v3");
     /* the CALLs fail with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
@@ -1565,6 +1565,55 @@ START_TEST(reserve_without_the_procedure)
     ck_assert_int_eq(v, 0);
     rsv_cart_free(cart);
     rsv_close(b);
+    rsv_close(a);
+    mysql_close(adm);
+    mysql_close(c);
+}
+END_TEST
+
+/* The reserve procedure's pool path is a procedure of its own
+ * (rsv_pool_take_v1).  Dropped under an open context, a reserve that needs
+ * it fails inside the CALL after the checkout and hold were written: they
+ * are rolled back there, and the statements hold the units once.  The
+ * context then holds one key with the cart procedure, as does a context
+ * opened without the pool take. */
+START_TEST(reserve_without_the_pool_take_procedure)
+{
+    MYSQL *c = tu_connect();
+    MYSQL *adm = tu_connect();
+    rsv_ctx *a = NULL, *b = NULL;
+    TU_OK(a, rsv_open(&a, c, NULL));
+    uint64_t shop = tu_shop();
+    TU_OK(a, rsv_stock_set(a, shop, 7, 1, 10)); /* all of it in its pool */
+    TU_OK(a, rsv_replenish(a, shop, 7, 1, NULL));
+    TU_OK(a, rsv_stock_set(a, shop, 8, 1, 10)); /* none: ledger takes */
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-1"), 7, 1, 1, 0));
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-2"), 8, 1, 1, 0));
+    ck_assert_uint_eq(one_trips(a), 2);
+
+    tu_exec(adm, "DROP PROCEDURE rsv_pool_take_v1");
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-3"), 7, 1, 2, 0));
+    ck_assert_uint_eq(one_trips(a), 2); /* the CALL failed, statements held */
+    ck_assert_int_eq(tu_held(a, shop, 7, 1), 3);
+    /* and it stopped calling it: one key goes to the cart procedure */
+    TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-4"), 8, 1, 1, 0));
+    ck_assert_uint_eq(one_trips(a), 3);
+    ck_assert_int_eq(tu_held(a, shop, 8, 1), 2);
+    char q[128];
+    snprintf(q, sizeof q,
+             "SELECT COUNT(*) FROM reservation_checkouts WHERE shop_id = %llu",
+             (unsigned long long)shop);
+    ck_assert_int_eq(tu_i64(adm, q), 4);
+
+    TU_OK(b, rsv_open(&b, c, NULL));
+    TU_OK(b, rsv_reserve_one(b, shop, TOK("pt-5"), 8, 1, 1, 0));
+    ck_assert_uint_eq(one_trips(b), 1); /* (the cart procedure, as above) */
+    ck_assert_int_eq(tu_held(b, shop, 8, 1), 3);
+    int64_t v = -1;
+    TU_OK(b, rsv_audit(b, shop, 0, NULL, NULL, &v));
+    ck_assert_int_eq(v, 0);
+    rsv_close(b);
+    tu_load_schema(adm);
     rsv_close(a);
     mysql_close(adm);
     mysql_close(c);
@@ -1738,6 +1787,8 @@ int main(void)
     tu_add(s, "stock_changes_keep_invariants", stock_changes_keep_invariants);
     tu_add(s, "lock_wait_timeout_reports_busy", lock_wait_timeout_reports_busy);
     tu_add(s, "reserve_without_the_procedure", reserve_without_the_procedure);
+    tu_add(s, "reserve_without_the_pool_take_procedure",
+           reserve_without_the_pool_take_procedure);
     tu_add(s, "unreadable_cart_answer_is_an_error",
            unreadable_cart_answer_is_an_error);
     tu_add(s, "claim_and_release_in_one_call", claim_and_release_in_one_call);

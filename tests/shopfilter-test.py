@@ -262,13 +262,14 @@ def check_statement(sql, shop):
     return problems
 
 
-PROCS = ("rsv_fast_reserve_v4", "rsv_fast_cart_v3", "rsv_settle_v1")
+PROCS = ("rsv_fast_reserve_v5", "rsv_fast_cart_v3", "rsv_settle_v1")
 # Procedures the reserve procedures call (never the client), and how many
 # statements on library tables each body has at least (fewer: the parse
 # missed some).
-INNER_PROCS = ("rsv_pool_top_up_v1",)
-MIN_STATEMENTS = {"rsv_fast_reserve_v4": 5, "rsv_fast_cart_v3": 5,
-                  "rsv_settle_v1": 4, "rsv_pool_top_up_v1": 2}
+INNER_PROCS = ("rsv_pool_top_up_v1", "rsv_pool_take_v1")
+MIN_STATEMENTS = {"rsv_fast_reserve_v5": 4, "rsv_fast_cart_v3": 5,
+                  "rsv_settle_v1": 4, "rsv_pool_top_up_v1": 2,
+                  "rsv_pool_take_v1": 4}
 
 
 def procedure_statements(shop, proc):
