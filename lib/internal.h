@@ -319,6 +319,24 @@ RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
 RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
 /* Power-of-two bucket >= n (n >= 1), for statements whose size varies. */
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
+/* A batch of checkout tokens copied out of a result: ctx->res is reused by
+ * the statement that acts on them (the fold's and the purge's DELETEs). */
+#define TOKEN_BATCH 256
+typedef struct rsv_tokens {
+    unsigned char tok[TOKEN_BATCH][RSV_TOKEN_MAX];
+    size_t len[TOKEN_BATCH];
+    int64_t gen[TOKEN_BATCH]; /* a second key column, for statements that
+                                 take (token, generation) */
+    size_t n;
+} rsv_tokens;
+/* Copy column col of every row of r (at most TOKEN_BATCH rows). */
+RSV_HIDDEN void tokens_read(rsv_tokens *t, const rsv_res *r, size_t col);
+/* Append t's tokens (each followed by its gen when with_gen) to a, padded
+ * to a power of two with the empty token, which no checkout has (few
+ * distinct statements to prepare); returns the padded count, the shape to
+ * build the statement for. */
+RSV_HIDDEN uint32_t args_tokens(rsv_args *a, const rsv_tokens *t,
+                                int with_gen);
 /* Errors of a CALL that mean the procedure cannot be called here (dropped
  * after rsv_open, no EXECUTE privilege, a different version under the
  * name): nothing ran, and the statements still work. */

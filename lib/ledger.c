@@ -15,7 +15,7 @@
 
 #include "internal.h"
 
-#define FOLD_BATCH 256
+#define FOLD_BATCH TOKEN_BATCH
 #define FOLD_MAX_BATCHES 8
 
 int ledger_no_row(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc)
@@ -194,38 +194,20 @@ int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
     return RSV_OK;
 }
 
-/* Copies of the tokens read by a fold batch (ctx->res is reused by the
- * DELETE that follows). */
-typedef struct fold_rows {
-    unsigned char tok[FOLD_BATCH][RSV_TOKEN_MAX];
-    size_t len[FOLD_BATCH];
-    int64_t gen[FOLD_BATCH];
-    size_t n;
-} fold_rows;
-
 /* Run a statement over the batch's keys: (token) for holds, (token,
- * generation) for settlements.  Padded to a power of two (few distinct
- * statements to prepare) with the empty token, which no checkout has. */
+ * generation) for settlements. */
 static int fold_keys(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                     const fold_rows *fr, int with_gen, rsv_sql_builder build,
+                     const rsv_tokens *fr, int with_gen, rsv_sql_builder build,
                      const char *spec)
 {
-    uint32_t bucket = sql_bucket(fr->n);
     args_reset(&ctx->args);
-    for (uint32_t i = 0; i < bucket; i++) {
-        if (i < fr->n)
-            arg_bin(&ctx->args, fr->tok[i], fr->len[i]);
-        else
-            arg_bin(&ctx->args, "", 0);
-        if (with_gen)
-            arg_i64(&ctx->args, i < fr->n ? fr->gen[i] : 0);
-    }
+    uint32_t bucket = args_tokens(&ctx->args, fr, with_gen);
     key_args(ctx, shop, lv);
     return sql_run(ctx, build, bucket, spec, NULL);
 }
 
 static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                      int64_t limit, fold_rows *fr, int64_t *units,
+                      int64_t limit, rsv_tokens *fr, int64_t *units,
                       int64_t *holds)
 {
     args_reset(&ctx->args);
@@ -237,21 +219,14 @@ static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
         return rc;
     rsv_res *r = &ctx->res;
     size_t seen = r->rows; /* a short read ends the fold, not a skip */
-    fr->n = r->rows;
-    for (size_t i = 0; i < r->rows; i++) {
-        fr->len[i] = RES_BLEN(r, i, 0);
-        memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
-    }
+    tokens_read(fr, r, 0);
     if (fr->n == 0)
         return RSV_OK;
     if ((rc = fold_keys(ctx, shop, lv, fr, 0, b_reap_lock, "bi")))
         return rc;
-    fr->n = r->rows;
-    for (size_t i = 0; i < r->rows; i++) {
-        fr->len[i] = RES_BLEN(r, i, 0);
-        memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
+    tokens_read(fr, r, 0);
+    for (size_t i = 0; i < fr->n; i++)
         *units += RES_I(r, i, 1);
-    }
     *holds = (int64_t)fr->n;
     if (fr->n > 0)
         rc = fold_keys(ctx, shop, lv, fr, 0, b_reap_delete, NULL);
@@ -260,7 +235,7 @@ static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
 }
 
 static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                        fold_rows *fr, int64_t *claimed, int64_t *returned)
+                        rsv_tokens *fr, int64_t *claimed, int64_t *returned)
 {
     args_reset(&ctx->args);
     key_args(ctx, shop, lv);
@@ -269,11 +244,9 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     if (rc)
         return rc;
     rsv_res *r = &ctx->res;
-    fr->n = r->rows;
+    tokens_read(fr, r, 0);
     *claimed = *returned = 0;
-    for (size_t i = 0; i < r->rows; i++) {
-        fr->len[i] = RES_BLEN(r, i, 0);
-        memcpy(fr->tok[i], RES_B(r, i, 0), fr->len[i]);
+    for (size_t i = 0; i < fr->n; i++) {
         fr->gen[i] = RES_I(r, i, 1);
         int64_t q = RES_I(r, i, 3);
         *returned += q;
@@ -288,7 +261,7 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
 int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
                 int64_t max_reap, int64_t *reaped_out)
 {
-    fold_rows *fr = malloc(sizeof *fr);
+    rsv_tokens *fr = malloc(sizeof *fr);
     if (!fr)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory folding");
     int64_t taken = 0, returned = 0, reaped = 0;

@@ -245,6 +245,29 @@ uint32_t sql_bucket(size_t n)
     return b;
 }
 
+void tokens_read(rsv_tokens *t, const rsv_res *r, size_t col)
+{
+    t->n = r->rows < TOKEN_BATCH ? r->rows : TOKEN_BATCH;
+    for (size_t i = 0; i < t->n; i++) {
+        t->len[i] = RES_BLEN(r, i, col);
+        memcpy(t->tok[i], RES_B(r, i, col), t->len[i]);
+    }
+}
+
+uint32_t args_tokens(rsv_args *a, const rsv_tokens *t, int with_gen)
+{
+    uint32_t bucket = sql_bucket(t->n);
+    for (uint32_t i = 0; i < bucket; i++) {
+        if (i < t->n)
+            arg_bin(a, t->tok[i], t->len[i]);
+        else
+            arg_bin(a, "", 0);
+        if (with_gen)
+            arg_i64(a, i < t->n ? t->gen[i] : 0);
+    }
+    return bucket;
+}
+
 void sql_cache_clear(rsv_ctx *ctx)
 {
     for (int i = 0; i < RSV_STMT_CACHE; i++) {

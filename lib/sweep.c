@@ -11,7 +11,6 @@
  * nobody used for opts.pool_idle_s (pool_drain.c), the same way.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "internal.h"
 
@@ -109,34 +108,29 @@ static void purge_args(rsv_ctx *ctx)
     arg_i64(&ctx->args, ctx->opts.settled_retention_s);
 }
 
+struct purge_arg {
+    uint64_t shop;
+    rsv_tokens *batch;
+};
+
 static int purge_body(rsv_ctx *ctx, void *p)
 {
-    uint64_t shop = *(const uint64_t *)p;
-    unsigned char tok[PURGE_BATCH][RSV_TOKEN_MAX];
-    size_t len[PURGE_BATCH];
+    const struct purge_arg *a = p;
     for (size_t done = 0; done < PURGE_MAX;) {
         args_reset(&ctx->args);
-        arg_u64(&ctx->args, shop);
+        arg_u64(&ctx->args, a->shop);
         purge_args(ctx);
         arg_i64(&ctx->args, PURGE_BATCH);
         int rc = sql_run(ctx, b_purge_candidates, 0, "b", NULL);
         if (rc)
             return rc;
-        size_t n = ctx->res.rows;
+        tokens_read(a->batch, &ctx->res, 0);
+        size_t n = a->batch->n;
         if (n == 0)
             return RSV_OK;
-        for (size_t i = 0; i < n; i++) {
-            len[i] = RES_BLEN(&ctx->res, i, 0);
-            memcpy(tok[i], RES_B(&ctx->res, i, 0), len[i]);
-        }
-        /* padded to a power of two with the empty token, which no
-         * checkout has (few distinct statements to prepare) */
-        uint32_t bucket = sql_bucket(n);
         args_reset(&ctx->args);
-        for (uint32_t i = 0; i < bucket; i++)
-            arg_bin(&ctx->args, i < n ? tok[i] : (const unsigned char *)"",
-                    i < n ? len[i] : 0);
-        arg_u64(&ctx->args, shop);
+        uint32_t bucket = args_tokens(&ctx->args, a->batch, 0);
+        arg_u64(&ctx->args, a->shop);
         purge_args(ctx);
         if ((rc = sql_run(ctx, b_purge_delete, bucket, NULL, NULL)))
             return rc;
@@ -200,8 +194,14 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         rc = pool_drain_idle(ctx, shop_id);
     if (rc == RSV__RETRY) /* the key scans run outside txn_run */
         rc = ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg);
-    if (rc == RSV_OK)
-        rc = txn_run(ctx, 0, purge_body, &shop_id);
+    if (rc == RSV_OK) {
+        struct purge_arg pa = {shop_id, malloc(sizeof(rsv_tokens))};
+        if (!pa.batch)
+            rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory purging");
+        else
+            rc = txn_run(ctx, 0, purge_body, &pa);
+        free(pa.batch);
+    }
     if (released_out)
         *released_out = released;
     return rc ? rc : ctx_ok(ctx);
