@@ -436,6 +436,19 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
     return RSV_OK;
 }
 
+/* One row of the holds' INSERT (b_holds_insert). */
+static void hold_args(rsv_ctx *ctx, const rjob *j, const rkey *k, int64_t gen,
+                      int64_t ttl_us)
+{
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    arg_u64(&ctx->args, k->item);
+    arg_u64(&ctx->args, k->loc);
+    arg_i64(&ctx->args, k->take);
+    arg_i64(&ctx->args, gen);
+    arg_i64(&ctx->args, ttl_us);
+}
+
 static int write_holds(rsv_ctx *ctx, rjob *j)
 {
     size_t nholds = 0;
@@ -467,32 +480,19 @@ static int write_holds(rsv_ctx *ctx, rjob *j)
         return rc;
     }
 
+    /* padded to a power of two by repeating the last hold (the ON
+     * DUPLICATE KEY UPDATE writes it again, unchanged) */
     uint32_t bucket = sql_bucket(nholds);
     args_reset(&ctx->args);
-    size_t emitted = 0;
     const rkey *last = NULL;
     for (size_t k = 0; k < j->nkeys; k++) {
-        if (j->keys[k].take <= 0)
-            continue;
-        last = &j->keys[k];
-        arg_u64(&ctx->args, j->shop);
-        arg_bin(&ctx->args, j->token, j->len);
-        arg_u64(&ctx->args, last->item);
-        arg_u64(&ctx->args, last->loc);
-        arg_i64(&ctx->args, last->take);
-        arg_i64(&ctx->args, gen);
-        arg_i64(&ctx->args, ttl_us);
-        emitted++;
+        if (j->keys[k].take > 0) {
+            last = &j->keys[k];
+            hold_args(ctx, j, last, gen, ttl_us);
+        }
     }
-    for (; emitted < bucket; emitted++) {
-        arg_u64(&ctx->args, j->shop);
-        arg_bin(&ctx->args, j->token, j->len);
-        arg_u64(&ctx->args, last->item);
-        arg_u64(&ctx->args, last->loc);
-        arg_i64(&ctx->args, last->take);
-        arg_i64(&ctx->args, gen);
-        arg_i64(&ctx->args, ttl_us);
-    }
+    for (size_t emitted = nholds; emitted < bucket; emitted++)
+        hold_args(ctx, j, last, gen, ttl_us);
     return sql_run(ctx, b_holds_insert, bucket, NULL, NULL);
 }
 

@@ -433,6 +433,10 @@ DELIMITER ;
 -- The statements inside cost the server about as much as the statement
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
+-- Pass 2's loop over a key's pool rows is the loop of rsv_pool_take_v1,
+-- written out: one procedure for both, called once per key, cost carts
+-- 5-10 % of their throughput (a nested CALL is not free; measured:
+-- docs/performance.md, session 12).
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
