@@ -215,19 +215,32 @@ static int claimed_not_released(rsv_ctx *ctx)
                     "the checkout was claimed; it cannot be released");
 }
 
+/* Lock the checkout row (lock order 1) and check that it is held with
+ * all its holds, as a claim and an extension need; otherwise the code to
+ * return: not found, already settled, or expired now (the reaper took some
+ * of its holds: the rest are given back, see expire_rest). */
+static int lock_whole_checkout(rsv_ctx *ctx, const struct co_arg *a,
+                               co_state *st)
+{
+    int rc = lock_checkout(ctx, a, st);
+    if (rc)
+        return rc;
+    if (!st->found)
+        return not_found(ctx, a);
+    if (st->status != ST_HELD)
+        return settled_code(ctx, st->status);
+    if (st->holds < st->hold_count)
+        return expire_rest(ctx, a, st);
+    return RSV_OK;
+}
+
 static int claim_body(rsv_ctx *ctx, void *p)
 {
     struct co_arg *a = p;
     co_state st;
-    int rc = lock_checkout(ctx, a, &st);
+    int rc = lock_whole_checkout(ctx, a, &st);
     if (rc)
         return rc;
-    if (!st.found)
-        return not_found(ctx, a);
-    if (st.status != ST_HELD)
-        return settled_code(ctx, st.status);
-    if (st.holds < st.hold_count)
-        return expire_rest(ctx, a, &st);
     rc = holds_settle(ctx, a->shop, a->token, a->len, st.generation,
                       ST_CLAIMED);
     return rc ? rc : set_status(ctx, a, ST_CLAIMED);
@@ -255,15 +268,9 @@ static int extend_body(rsv_ctx *ctx, void *p)
 {
     struct co_arg *a = p;
     co_state st;
-    int rc = lock_checkout(ctx, a, &st);
+    int rc = lock_whole_checkout(ctx, a, &st);
     if (rc)
         return rc;
-    if (!st.found)
-        return not_found(ctx, a);
-    if (st.status != ST_HELD)
-        return settled_code(ctx, st.status);
-    if (st.holds < st.hold_count)
-        return expire_rest(ctx, a, &st);
     for (uint32_t table = 0; table < 2; table++) {
         args_reset(&ctx->args);
         arg_i64(&ctx->args, a->ttl_ms * 1000);
