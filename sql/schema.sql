@@ -435,7 +435,7 @@ DELIMITER ;
 -- is the round trips.
 -- Pass 2's loop over a key's pool rows is the loop of rsv_pool_take_v1,
 -- written out: one procedure for both, called once per key, cost carts
--- 5-10 % of their throughput (a nested CALL is not free; measured:
+-- 2-10 % of their throughput (a nested CALL is not free; measured:
 -- docs/performance.md, session 12).
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
