@@ -11,7 +11,6 @@
  * internal.h).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "internal.h"
 
