@@ -13,10 +13,11 @@
 # Usage: tools/cpu-per-op.sh DESIGN WORKLOAD CLIENTS RTT_US [bench options]
 #   e.g. tools/cpu-per-op.sh libreserve flash1 64 500
 #        tools/cpu-per-op.sh libreserve spread10k 64 500 --warm-spread
-# Needs: make lib bench-build.  SAMPLE_S (default 10) is the window.
+# Needs: make lib bench-build.  SAMPLE_S (default 10) is the window; the
+# script sets the measurement's --duration-ms from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 4 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 design=$1 workload=$2 clients=$3 rtt=$4; shift 4
 sample=${SAMPLE_S:-10}
 [ -x build/bench/bench ] || { echo "cpu-per-op: run make lib bench-build first" >&2; exit 2; }
@@ -45,7 +46,8 @@ s0=$(ticks "$server") b0=$(ticks "$bench") p0=0
 sleep "$sample"
 s1=$(ticks "$server") b1=$(ticks "$bench") p1=0
 [ -n "$proxy" ] && p1=$(ticks "$proxy")
-wait "$bench"
+# A failed measurement says why before the trap removes its logs.
+wait "$bench" || { cat "$work/progress.txt" "$work/result.txt" >&2; exit 1; }
 line=$(grep "^bench design=" "$work/result.txt")
 echo "$line"
 grep "^# lib design=" "$work/result.txt" | head -1 || true
