@@ -17,7 +17,7 @@
 # script sets the measurement's --duration-ms from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 4 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
 design=$1 workload=$2 clients=$3 rtt=$4; shift 4
 sample=${SAMPLE_S:-10}
 [ -x build/bench/bench ] || { echo "cpu-per-op: run make lib bench-build first" >&2; exit 2; }
