@@ -32,11 +32,25 @@
  *    from different threads.  A cart belongs to one thread at a time.
  *
  *  - The connection.  The library never closes the connection and never
- *    changes its session defaults: the isolation level is set per
- *    transaction (SET TRANSACTION ... before START TRANSACTION), every
- *    result is drained before a function returns, and on return no
- *    transaction of the library is left open.  Close the context before
- *    closing the connection.
+ *    changes its session variables: the isolation level and access mode
+ *    are set per transaction (SET TRANSACTION ... READ COMMITTED, then
+ *    START TRANSACTION READ WRITE), COMMIT and ROLLBACK say AND NO CHAIN
+ *    NO RELEASE, every result is drained before a function returns, and
+ *    on return no transaction the library opened is left open.  So every
+ *    function behaves the same whatever autocommit, isolation level,
+ *    completion_type, sql_mode, lock wait or read-only mode the session
+ *    has.  Close the context before closing the connection.
+ *
+ *  - The caller's transaction.  A function called while the session is
+ *    inside a transaction (@@in_transaction = 1: after START TRANSACTION
+ *    or BEGIN, or, with autocommit off, after any statement that read or
+ *    wrote a table since the last COMMIT or ROLLBACK) does one of two
+ *    things.  rsv_claim(), rsv_release() and rsv_extend() join it: their
+ *    changes commit or roll back with the caller's, who must COMMIT.  The
+ *    reads rsv_checkout_status() and rsv_stock_get() read inside it, with
+ *    its snapshot and isolation.  Every other function refuses with
+ *    RSV_EINTXN and changes nothing.  Outside a transaction every function
+ *    commits its own work before it returns.
  *
  *  - Reconnecting.  After RSV_ECONN or RSV_EINDOUBT the connection is gone;
  *    the library never reconnects and never sends a statement again by
@@ -119,7 +133,9 @@ enum rsv_code {
                               claim lands here and takes nothing again */
     RSV_ERELEASED = -5,    /* the checkout was released; nothing claimed */
     RSV_EBUSY = -6,        /* deadlocks or lock-wait timeouts persisted
-                              through every retry; nothing was applied */
+                              through every retry, or the call's time
+                              budget (call_timeout_ms) was spent; nothing
+                              was applied */
     RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT: the
                               outcome is unknown.  Reconnect and repeat the
                               same call; every call is idempotent for the
@@ -177,7 +193,7 @@ RSV_EXTERN const char *rsv_code_name(int code);
 /* Options                                                            */
 /* ------------------------------------------------------------------ */
 
-#define RSV_OPTIONS_VERSION 2
+#define RSV_OPTIONS_VERSION 3
 
 /* Flags for rsv_options.flags. */
 #define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the session's
@@ -212,7 +228,8 @@ RSV_EXTERN const char *rsv_code_name(int code);
  * A program built with an older header passes its older version: the
  * library then reads and writes only that version's fields (its struct is
  * shorter) and uses the defaults for the rest.  Version 1 ends at
- * settled_retention_s; version 2 adds pool_idle_s.
+ * settled_retention_s; version 2 adds pool_idle_s; version 3 adds
+ * call_timeout_ms.
  */
 typedef struct rsv_options {
     unsigned int version;       /* RSV_OPTIONS_VERSION */
@@ -233,7 +250,9 @@ typedef struct rsv_options {
     int32_t lock_wait_timeout_s;/* innodb_lock_wait_timeout for the
                                    library's own statements on MariaDB
                                    (1..3600); 0 = the session's value (the
-                                   default) */
+                                   default), or with call_timeout_ms set a
+                                   quarter of it (whole seconds, at least
+                                   1), whichever is less */
     const char *conn_tag_prefix;/* statement comment prefix, copied; NULL =
                                    "conn_tag:" (gives "/" "* conn_tag:reserve
                                    *" "/"); at most 32 characters of
@@ -251,6 +270,16 @@ typedef struct rsv_options {
                                    sale does not outlive it (0 = never,
                                    0..30 days, default 3600); see also
                                    rsv_pool_drain() */
+    /* Fields below are read only when version >= 3. */
+    int64_t call_timeout_ms;    /* the time budget of one call (0 = none,
+                                   0..3600000, default 5000): no attempt
+                                   of a transaction starts after it, so a
+                                   call stuck behind another session's row
+                                   locks answers RSV_EBUSY, having applied
+                                   nothing, once it is spent (plus at most
+                                   the statement's lock wait, see
+                                   lock_wait_timeout_s) instead of after
+                                   (max_retries + 1) lock waits */
 } rsv_options;
 
 /* Fill *opts with the defaults for the given version (pass

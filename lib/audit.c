@@ -213,11 +213,11 @@ static int audit_run(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
         if (rc == RSV_OK)
             check_orphans(ctx, &st);
     }
-    int crc = sql_text(ctx, rc == RSV_OK ? "COMMIT" : "ROLLBACK");
+    int crc = sql_text(ctx, rc == RSV_OK ? SQL_COMMIT : SQL_ROLLBACK);
     /* A COMMIT that failed on a live connection leaves the snapshot open,
      * and the caller's next call would find itself inside it. */
     if (rc == RSV_OK && crc != RSV_OK && crc != RSV_ECONN)
-        (void)sql_text(ctx, "ROLLBACK");
+        (void)sql_text(ctx, SQL_ROLLBACK);
     if (rc == RSV_OK)
         rc = crc;
     if (rc)

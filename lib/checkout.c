@@ -406,6 +406,34 @@ static int b_status(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
+struct status_arg {
+    struct co_arg co;
+    int32_t status;
+    int64_t units, expires_us;
+};
+
+/* One statement: a consistent read, no locks. */
+static int status_body(rsv_ctx *ctx, void *p)
+{
+    struct status_arg *a = p;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, a->co.shop);
+    arg_bin(&ctx->args, a->co.token, a->co.len);
+    int rc = sql_run(ctx, b_status, 0, "iiiii", NULL);
+    if (rc)
+        return rc;
+    rsv_res *r = &ctx->res;
+    if (r->rows == 0)
+        return not_found(ctx, &a->co);
+    a->status = (int32_t)RES_I(r, 0, 0);
+    a->expires_us = RES_I(r, 0, 2);
+    if (a->status == ST_HELD &&
+        (a->expires_us <= 0 || RES_I(r, 0, 3) < RES_I(r, 0, 1)))
+        a->status = ST_EXPIRED;
+    a->units = RES_I(r, 0, 4);
+    return RSV_OK;
+}
+
 static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                       size_t token_len, int32_t *status_out,
                       int64_t *units_out, int64_t *expires_in_ms_out)
@@ -418,30 +446,16 @@ static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     int rc = check_token(ctx, token, token_len);
     if (rc)
         return rc;
-    args_reset(&ctx->args);
-    arg_u64(&ctx->args, shop_id);
-    arg_bin(&ctx->args, token, token_len);
-    /* One statement, autocommit or the caller's transaction: a consistent
-     * read, no locks. */
-    rc = sql_run(ctx, b_status, 0, "iiiii", NULL);
+    struct status_arg a = {{shop_id, token, token_len, 0}, 0, 0, 0};
+    rc = txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY | TXN_MAY_JOIN,
+                 status_body, &a);
     if (rc)
-        return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
-                                : rc;
-    rsv_res *r = &ctx->res;
-    if (r->rows == 0) {
-        struct co_arg a = {shop_id, token, token_len, 0};
-        return not_found(ctx, &a);
-    }
-    int32_t status = (int32_t)RES_I(r, 0, 0);
-    int64_t expires_us = RES_I(r, 0, 2);
-    if (status == ST_HELD &&
-        (expires_us <= 0 || RES_I(r, 0, 3) < RES_I(r, 0, 1)))
-        status = ST_EXPIRED;
-    *status_out = status;
+        return rc;
+    *status_out = a.status;
     if (units_out)
-        *units_out = RES_I(r, 0, 4);
+        *units_out = a.units;
     if (expires_in_ms_out)
-        *expires_in_ms_out = expires_us / 1000;
+        *expires_in_ms_out = a.expires_us / 1000;
     return ctx_ok(ctx);
 }
 

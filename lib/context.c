@@ -19,6 +19,8 @@ static size_t options_size(unsigned int version)
     if (version == 1)
         return offsetof(rsv_options, settled_retention_s) +
                sizeof(int64_t);
+    if (version == 2)
+        return offsetof(rsv_options, pool_idle_s) + sizeof(int64_t);
     return sizeof(rsv_options);
 }
 
@@ -36,6 +38,7 @@ static void options_defaults(rsv_options *o)
     o->conn_tag_prefix = NULL;
     o->settled_retention_s = 7 * 24 * 3600;
     o->pool_idle_s = 3600;
+    o->call_timeout_ms = 5000;
 }
 
 RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
@@ -111,6 +114,10 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         return ctx_fail(ctx, RSV_EINVAL,
                         "pool_idle_s must be 0..2592000 (30 days), not %lld",
                         (long long)o.pool_idle_s);
+    if (o.call_timeout_ms < 0 || o.call_timeout_ms > 3600 * 1000)
+        return ctx_fail(ctx, RSV_EINVAL,
+                        "call_timeout_ms must be 0..3600000 (one hour), not "
+                        "%lld", (long long)o.call_timeout_ms);
     const char *prefix = o.conn_tag_prefix ? o.conn_tag_prefix : "conn_tag:";
     if (!valid_tag_prefix(prefix))
         return ctx_fail(ctx, RSV_EINVAL,
@@ -119,6 +126,16 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
     snprintf(ctx->tag_prefix, sizeof ctx->tag_prefix, "%s", prefix);
     o.conn_tag_prefix = NULL; /* the copy lives in tag_prefix */
     ctx->opts = o;
+    ctx->stmt_lock_wait_s = o.lock_wait_timeout_s;
+    if (o.call_timeout_ms > 0) {
+        /* A statement may wait for a row lock a quarter of the budget (at
+         * least the server's 1 s granularity): a call whose every attempt
+         * waits still gets a few before the budget is spent, and the last
+         * wait ends at most that long after it. */
+        int32_t w = (int32_t)((o.call_timeout_ms + 3999) / 4000);
+        if (ctx->stmt_lock_wait_s == 0 || w < ctx->stmt_lock_wait_s)
+            ctx->stmt_lock_wait_s = w;
+    }
     return RSV_OK;
 }
 
@@ -218,9 +235,7 @@ static int check_schema(rsv_ctx *ctx)
                                 "AND routine_type = 'PROCEDURE' AND "
                                 "routine_name = '%s')", i ? ", " : "",
                                 procs[i]);
-    /* and whether the session reads uncommitted rows (TXN_ONE_READ) */
-    snprintf(q + len, sizeof q - len,
-             ", (@@session.%s = 'READ-UNCOMMITTED'))", ctx->isolation_var);
+    snprintf(q + len, sizeof q - len, ")");
     char db[256], found[32];
     int rc = query_row(ctx, q, db, sizeof db, 2, found, sizeof found);
     if (rc)
@@ -247,7 +262,6 @@ static int check_schema(rsv_ctx *ctx)
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
     ctx->has_settle_proc = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
                            found[NTABLES + 3] == '1';
-    ctx->one_read_ok = found[NTABLES + NPROCS] == '0';
     return RSV_OK;
 }
 

@@ -101,6 +101,13 @@
  * rolled back and may be retried. */
 #define RSV__RETRY (-1000)
 
+/* Transaction control.  The explicit AND NO CHAIN NO RELEASE keep a
+ * session's completion_type out of it: CHAIN would open a new transaction
+ * after ours (the application's next claim would silently join it and be
+ * lost with the connection), RELEASE would close the connection. */
+#define SQL_COMMIT "COMMIT AND NO CHAIN NO RELEASE"
+#define SQL_ROLLBACK "ROLLBACK AND NO CHAIN NO RELEASE"
+
 /* Checkout states, as stored in reservation_checkouts.status and
  * reservation_settlements.kind.  A new state must also join the status
  * list of rsv_sweep's purge (sweep.c). */
@@ -165,6 +172,9 @@ typedef struct rsv_res {
                                     NUL-terminated (kept in the context so
                                     that reading it allocates nothing after
                                     a commit) */
+    int answered;         /* a guarded read (ctx->guard_dirty) answered */
+    int dirty;            /* and ran at READ UNCOMMITTED: its rows may show
+                             uncommitted changes */
 } rsv_res;
 
 #define RES_I(r, row, col) ((r)->ints[(row) * (r)->ncols + (col)])
@@ -180,6 +190,7 @@ typedef int (*rsv_sql_builder)(rsv_buf *sql, uint32_t shape);
 typedef struct rsv_stmt_slot {
     rsv_sql_builder build; /* identifies the statement kind */
     uint32_t shape;        /* kind-specific size (lines, tuples ...) */
+    int guard;             /* built with the isolation check (guard_dirty) */
     int op;                /* tag the text was built with */
     MYSQL_STMT *stmt;
     uint64_t last_used;
@@ -271,8 +282,14 @@ struct rsv_ctx {
                                   gone or not allowed) */
     int has_cart_proc;         /* and the cart procedure, the same way */
     int has_settle_proc;       /* and the claim/release procedure */
-    int one_read_ok;           /* the session did not read uncommitted
-                                  rows at rsv_open (TXN_ONE_READ) */
+    int guard_dirty;           /* the read in flight runs at the session's
+                                  isolation: it also answers whether that
+                                  is READ UNCOMMITTED (txn.c, sql.c) */
+    int32_t stmt_lock_wait_s;  /* innodb_lock_wait_timeout of each of our
+                                  statements (SET STATEMENT; 0 = the
+                                  session's) */
+    uint64_t deadline_us;      /* the call's time budget ends (monotonic;
+                                  0 = none): no attempt starts after it */
     const char *isolation_var; /* the server's name for the session's
                                   isolation level (rsv_open) */
     int disabled;              /* rsv_set_enabled(ctx, 0) */
@@ -306,9 +323,11 @@ RSV_HIDDEN int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
                        const char *spec, uint64_t *affected);
 /* Run a fixed text statement (transaction control); same returns. */
 RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
-/* SET TRANSACTION ISOLATION LEVEL READ COMMITTED and START TRANSACTION in
- * one round trip; same returns. */
-RSV_HIDDEN int sql_begin(rsv_ctx *ctx);
+/* SET TRANSACTION ISOLATION LEVEL READ COMMITTED and START TRANSACTION
+ * READ WRITE (READ ONLY if read_only) in one round trip; same returns.
+ * The access mode is explicit so that a session left READ ONLY by the
+ * application does not refuse our writes. */
+RSV_HIDDEN int sql_begin(rsv_ctx *ctx, int read_only);
 RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
 /* Append the /" "* conn_tag *" "/ comment for the current operation. */
 RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
@@ -357,10 +376,15 @@ RSV_HIDDEN int b_call_settle(rsv_buf *s, uint32_t shape);
                                runs leaves the outcome unknown */
 #define TXN_ONE_READ 0x4 /* the body is one plain (consistent) read: with
                             autocommit on and no transaction open it is
-                            sent alone, its own transaction, in one round
-                            trip, at the session's isolation (so not when
-                            rsv_open found READ UNCOMMITTED); not retried
-                            (a plain read waits for no lock) */
+                            sent alone (MariaDB), its own transaction, in
+                            one round trip, at the session's isolation;
+                            else in a READ ONLY frame */
+#define TXN_NO_DIRTY 0x8 /* with TXN_ONE_READ: the answer must not show
+                            uncommitted changes.  Sent alone, the read also
+                            tells whether the session is at READ
+                            UNCOMMITTED; if it is (or no row came back, which
+                            cannot tell), it is read again in a READ
+                            COMMITTED frame */
 typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);

@@ -105,21 +105,33 @@ static int b_idle_pools(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
+struct idle_scan {
+    uint64_t shop, from[2];
+};
+
+/* A plain read: each drain locks the ledger row and counts again. */
+static int idle_scan_body(rsv_ctx *ctx, void *p)
+{
+    const struct idle_scan *a = p;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, a->shop);
+    arg_u64(&ctx->args, a->from[0]);
+    arg_u64(&ctx->args, a->shop);
+    arg_u64(&ctx->args, a->from[0]);
+    arg_u64(&ctx->args, a->from[1]);
+    arg_i64(&ctx->args, ctx->opts.pool_idle_s);
+    arg_i64(&ctx->args, IDLE_KEYS);
+    return sql_run(ctx, b_idle_pools, 0, "ii", NULL);
+}
+
 int pool_drain_idle(rsv_ctx *ctx, uint64_t shop)
 {
     if (ctx->opts.pool_idle_s == 0)
         return RSV_OK;
-    uint64_t from[2] = {0, 0};
+    struct idle_scan scan = {shop, {0, 0}};
+    uint64_t *from = scan.from;
     for (int round = 0; round < IDLE_ROUNDS; round++) {
-        args_reset(&ctx->args);
-        arg_u64(&ctx->args, shop);
-        arg_u64(&ctx->args, from[0]);
-        arg_u64(&ctx->args, shop);
-        arg_u64(&ctx->args, from[0]);
-        arg_u64(&ctx->args, from[1]);
-        arg_i64(&ctx->args, ctx->opts.pool_idle_s);
-        arg_i64(&ctx->args, IDLE_KEYS);
-        int rc = sql_run(ctx, b_idle_pools, 0, "ii", NULL);
+        int rc = txn_run(ctx, TXN_ONE_READ, idle_scan_body, &scan);
         if (rc)
             return rc;
         size_t n = ctx->res.rows;

@@ -154,7 +154,7 @@ static int sold_out_ask(rsv_ctx *ctx, rjob *j,
         for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
             job_line_key(j, l, i)->so_ask = 1;
     }
-    return any ? txn_run(ctx, TXN_ONE_READ, sold_out_body, j) : RSV_OK;
+    return any ? txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY, sold_out_body, j) : RSV_OK;
 }
 
 /* A line some location of which came up short with its ledger unable to

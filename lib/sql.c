@@ -208,6 +208,7 @@ static int res_shape(rsv_res *r, const char *spec)
     r->spec = spec;
     r->ncols = ncols;
     r->rows = 0;
+    r->dirty = 0;
     return r->cap_rows ? 0 : res_grow(r);
 }
 
@@ -324,6 +325,27 @@ static int stmt_orphaned(MYSQL_STMT *st)
     return err == CR_STMT_CLOSED || rsv_is_conn_errno(err);
 }
 
+/* A read sent alone runs at the session's isolation, which the
+ * application may have set to READ UNCOMMITTED at any time.  Rather than a
+ * round trip to ask, the read answers it: a first column, dropped by
+ * fetch_all(), that is 1 at READ UNCOMMITTED (MariaDB's name for the
+ * variable; only MariaDB sends reads alone). */
+static int guard_column(rsv_buf *sql, size_t body_at)
+{
+    static const char sel[] = "SELECT ";
+    static const char col[] = "@@session.tx_isolation = 'READ-UNCOMMITTED', ";
+    if (sql->len - body_at < sizeof sel - 1 ||
+        memcmp(sql->p + body_at, sel, sizeof sel - 1) != 0)
+        return -1;
+    size_t at = body_at + sizeof sel - 1, tail = sql->len - at;
+    buf_putn(sql, col, sizeof col - 1); /* room, and the length */
+    if (sql->oom)
+        return -1;
+    memmove(sql->p + at + sizeof col - 1, sql->p + at, tail);
+    memcpy(sql->p + at, col, sizeof col - 1);
+    return 0;
+}
+
 static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
                                 uint32_t shape, int *rc)
 {
@@ -332,7 +354,7 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
     for (int i = 0; i < RSV_STMT_CACHE; i++) {
         rsv_stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
-            s->op == ctx->op) {
+            s->op == ctx->op && s->guard == ctx->guard_dirty) {
             if (!stmt_orphaned(s->stmt)) {
                 s->last_used = ++ctx->use_clock;
                 return s;
@@ -351,12 +373,18 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
-    /* The option's lock-wait timeout, for this statement only (MariaDB's
-     * SET STATEMENT): the session's own setting is never changed. */
-    if (ctx->opts.lock_wait_timeout_s > 0 && ctx->is_mariadb)
+    /* The lock wait of our statements (the option, or a part of the
+     * call's time budget), for this statement only (MariaDB's SET
+     * STATEMENT): the session's own setting is never changed. */
+    if (ctx->stmt_lock_wait_s > 0 && ctx->is_mariadb)
         buf_printf_u(sql, "SET STATEMENT innodb_lock_wait_timeout = ",
-                     (uint64_t)ctx->opts.lock_wait_timeout_s, " FOR ");
+                     (uint64_t)ctx->stmt_lock_wait_s, " FOR ");
+    size_t body_at = sql->len;
     if (build(sql, shape) != 0 || sql->oom) {
+        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
+        return NULL;
+    }
+    if (ctx->guard_dirty && guard_column(sql, body_at) != 0) {
         *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
         return NULL;
     }
@@ -372,6 +400,7 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
     }
     victim->build = build;
     victim->shape = shape;
+    victim->guard = ctx->guard_dirty;
     victim->op = ctx->op;
     victim->stmt = st;
     victim->last_used = ++ctx->use_clock;
@@ -389,19 +418,23 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
 {
     rsv_res *r = &ctx->res; /* shaped by run_stmt (res_shape) */
     size_t ncols = r->ncols;
+    size_t g = ctx->guard_dirty ? 1 : 0; /* the isolation column first */
 
-    MYSQL_BIND out[16];
-    int64_t ival[16];
-    my_bool isnull[16];
+    MYSQL_BIND bind[17], *out = bind + g;
+    int64_t ival[16], dirty = 0;
+    my_bool isnull[16], dirty_null = 0;
     unsigned long blen[16];
     unsigned char bbuf[16][RSV_TOKEN_MAX];
-    if (ncols > 16 || mysql_stmt_field_count(st) != ncols) {
+    if (ncols > 16 || mysql_stmt_field_count(st) != ncols + g) {
         mysql_stmt_free_result(st);
         return ctx_fail(ctx, RSV_EDB,
                         "internal: result has %u columns, expected %zu",
-                        mysql_stmt_field_count(st), ncols);
+                        mysql_stmt_field_count(st), ncols + g);
     }
-    memset(out, 0, sizeof out);
+    memset(bind, 0, sizeof bind);
+    bind[0].buffer_type = MYSQL_TYPE_LONGLONG; /* (overwritten if !g) */
+    bind[0].buffer = &dirty;
+    bind[0].is_null = &dirty_null;
     for (size_t c = 0; c < ncols; c++) {
         out[c].is_null = &isnull[c];
         if (spec[c] == COL_B) {
@@ -419,7 +452,7 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
             out[c].buffer = &ival[c];
         }
     }
-    if (mysql_stmt_bind_result(st, out) != 0) {
+    if (mysql_stmt_bind_result(st, bind) != 0) {
         int rc = stmt_fail(ctx, st, "bind result");
         mysql_stmt_free_result(st);
         return rc;
@@ -465,6 +498,7 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
                 memcpy(dst + 1, bbuf[c], n);
             }
         }
+        r->dirty |= dirty != 0;
         r->rows++;
     }
     /* Always drain: the connection must be usable by the application. */
@@ -577,7 +611,9 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
     int rc = run_stmt(ctx, build, shape, spec, affected);
     /* a loss the fault walk plants after the call ran */
     ctx->executed |= rc == RSV_OK;
-    return FAULT_LEAVE(ctx, rc);
+    rc = FAULT_LEAVE(ctx, rc);
+    ctx->res.answered = rc == RSV_OK && ctx->guard_dirty;
+    return rc;
 }
 
 /* ctx->sql = the conn_tag comment + text. */
@@ -610,11 +646,12 @@ int sql_text(rsv_ctx *ctx, const char *text)
     return FAULT_LEAVE(ctx, RSV_OK);
 }
 
-int sql_begin(rsv_ctx *ctx)
+int sql_begin(rsv_ctx *ctx, int read_only)
 {
     static const char set_rc[] = "SET TRANSACTION ISOLATION LEVEL READ "
                                  "COMMITTED";
-    static const char start[] = "START TRANSACTION";
+    const char *start = read_only ? "START TRANSACTION READ ONLY"
+                                  : "START TRANSACTION READ WRITE";
 #ifdef RSV_FAULT_INJECTION
     /* The fault walk counts and fails each statement on its own. */
     int rc = sql_text(ctx, set_rc);

@@ -184,6 +184,30 @@ static int b_stock_get(rsv_buf *s, uint32_t shape)
     return 0;
 }
 
+struct stock_read {
+    uint64_t shop, item, loc;
+    int64_t on_hand, held, pooled;
+};
+
+/* One statement: one consistent snapshot, no locks. */
+static int stock_get_body(rsv_ctx *ctx, void *p)
+{
+    struct stock_read *a = p;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, a->shop);
+    arg_u64(&ctx->args, a->item);
+    arg_u64(&ctx->args, a->loc);
+    int rc = sql_run(ctx, b_stock_get, 0, "iii", NULL);
+    if (rc)
+        return rc;
+    if (ctx->res.rows == 0)
+        return ledger_no_row(ctx, a->shop, a->item, a->loc);
+    a->on_hand = RES_I(&ctx->res, 0, 0);
+    a->held = RES_I(&ctx->res, 0, 1);
+    a->pooled = RES_I(&ctx->res, 0, 2);
+    return RSV_OK;
+}
+
 static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
                          uint64_t location_id, int64_t *on_hand_out,
                          int64_t *held_out, int64_t *pooled_out,
@@ -192,26 +216,19 @@ static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
     if (!ctx)
         return RSV_EINVAL;
     op_begin(ctx, OP_STOCK, 0, shop_id, NULL, 0);
-    args_reset(&ctx->args);
-    arg_u64(&ctx->args, shop_id);
-    arg_u64(&ctx->args, item_id);
-    arg_u64(&ctx->args, location_id);
-    /* One statement: one consistent snapshot, no locks. */
-    int rc = sql_run(ctx, b_stock_get, 0, "iii", NULL);
+    struct stock_read a = {shop_id, item_id, location_id, 0, 0, 0};
+    int rc = txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY | TXN_MAY_JOIN,
+                     stock_get_body, &a);
     if (rc)
-        return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg)
-                                : rc;
-    if (ctx->res.rows == 0)
-        return ledger_no_row(ctx, shop_id, item_id, location_id);
-    int64_t on_hand = RES_I(&ctx->res, 0, 0), held = RES_I(&ctx->res, 0, 1);
+        return rc;
     if (on_hand_out)
-        *on_hand_out = on_hand;
+        *on_hand_out = a.on_hand;
     if (held_out)
-        *held_out = held;
+        *held_out = a.held;
     if (pooled_out)
-        *pooled_out = RES_I(&ctx->res, 0, 2);
+        *pooled_out = a.pooled;
     if (available_out)
-        *available_out = on_hand - held;
+        *available_out = a.on_hand - a.held;
     return ctx_ok(ctx);
 }
 

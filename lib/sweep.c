@@ -141,6 +141,18 @@ static int purge_body(rsv_ctx *ctx, void *p)
     return RSV_OK;
 }
 
+/* The keys with holds due (a plain read: the folds lock and check). */
+static int due_keys_body(rsv_ctx *ctx, void *p)
+{
+    const uint64_t *shop = p;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, *shop);
+    arg_i64(&ctx->args, SWEEP_KEYS);
+    arg_u64(&ctx->args, *shop);
+    arg_i64(&ctx->args, SWEEP_KEYS);
+    return sql_run(ctx, b_due_keys, 0, "ii", NULL);
+}
+
 static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
                      int64_t *released_out)
 {
@@ -161,12 +173,7 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
     int64_t released = 0;
     int rc = RSV_OK;
     for (int round = 0; round < 16 && released < max_holds; round++) {
-        args_reset(&ctx->args);
-        arg_u64(&ctx->args, shop_id);
-        arg_i64(&ctx->args, SWEEP_KEYS);
-        arg_u64(&ctx->args, shop_id);
-        arg_i64(&ctx->args, SWEEP_KEYS);
-        if ((rc = sql_run(ctx, b_due_keys, 0, "ii", NULL)))
+        if ((rc = txn_run(ctx, TXN_ONE_READ, due_keys_body, &shop_id)))
             break;
         size_t n = ctx->res.rows;
         if (n == 0)
@@ -192,8 +199,6 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
     }
     if (rc == RSV_OK)
         rc = pool_drain_idle(ctx, shop_id);
-    if (rc == RSV__RETRY) /* the key scans run outside txn_run */
-        rc = ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg);
     if (rc == RSV_OK) {
         struct purge_arg pa = {shop_id, malloc(sizeof(rsv_tokens))};
         if (!pa.batch)

@@ -33,6 +33,10 @@ int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
     ctx->db_errno = 0;
     ctx->op_open = 1;
     ctx->op_start_us = now_us();
+    ctx->deadline_us = ctx->opts.call_timeout_ms > 0
+                           ? ctx->op_start_us +
+                                 (uint64_t)ctx->opts.call_timeout_ms * 1000u
+                           : 0;
     ctx->op_shop = shop;
     ctx->op_token = token;
     /* the callback must never be handed a length to read behind NULL */
@@ -108,14 +112,39 @@ uint64_t ctx_rand(rsv_ctx *ctx)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-static void backoff(rsv_ctx *ctx, int attempt)
+/* The next retry's pause: "full jitter", uniform in [cap/2, cap), so
+ * retries spread out. */
+static uint64_t backoff_us(rsv_ctx *ctx, int attempt)
 {
     int64_t base = ctx->opts.retry_base_us;
     int64_t cap = base << (attempt < 10 ? attempt : 10);
-    /* "full jitter": uniform in [cap/2, cap) so retries spread out */
-    int64_t us = cap / 2 + (int64_t)(ctx_rand(ctx) % (uint64_t)(cap / 2 + 1));
+    return (uint64_t)(cap / 2) + ctx_rand(ctx) % (uint64_t)(cap / 2 + 1);
+}
+
+static void sleep_us(uint64_t us)
+{
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
     nanosleep(&ts, NULL);
+}
+
+/* Whether the call's time budget (rsv_options.call_timeout_ms) leaves room
+ * for an attempt that starts after a pause of delay_us. */
+static int budget_allows(const rsv_ctx *ctx, uint64_t delay_us)
+{
+    return !ctx->deadline_us || now_us() + delay_us < ctx->deadline_us;
+}
+
+static int budget_spent(rsv_ctx *ctx, int attempts)
+{
+    if (attempts == 0)
+        return ctx_fail(ctx, RSV_EBUSY,
+                        "the call's time budget (call_timeout_ms %lld) was "
+                        "spent before this transaction could begin; nothing "
+                        "was applied", (long long)ctx->opts.call_timeout_ms);
+    return ctx_fail(ctx, RSV_EBUSY,
+                    "%s (gave up after %d attempts: the call's time budget, "
+                    "call_timeout_ms %lld, is spent; nothing was applied)",
+                    ctx->msg, attempts, (long long)ctx->opts.call_timeout_ms);
 }
 
 /* Count what made the body ask for a retry.  A retry can also come from
@@ -139,7 +168,7 @@ void txn_rollback_quietly(rsv_ctx *ctx)
     unsigned int err = ctx->db_errno;
     char msg[sizeof ctx->msg];
     memcpy(msg, ctx->msg, sizeof msg);
-    (void)sql_text(ctx, "ROLLBACK");
+    (void)sql_text(ctx, SQL_ROLLBACK);
     memcpy(ctx->msg, msg, sizeof msg);
     ctx->code = code;
     ctx->db_errno = err;
@@ -167,6 +196,87 @@ static int self_committed(rsv_ctx *ctx, rsv_txn_body body, void *arg)
         txn_rollback_quietly(ctx);
     count_conflict(ctx, rc);
     return rc;
+}
+
+/* A TXN_ONE_READ body sent alone: its own transaction at the session's
+ * isolation, one round trip.  Returns NEED_FRAME when a TXN_NO_DIRTY read
+ * must be read again in a frame of ours. */
+#define NEED_FRAME (-1001)
+static int read_alone(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
+{
+    int guard = (flags & TXN_NO_DIRTY) != 0;
+    ctx->commit_anyway = 0;
+    ctx->res.answered = 0;
+    ctx->guard_dirty = guard;
+    int rc = body(ctx, arg);
+    ctx->guard_dirty = 0;
+    /* At READ UNCOMMITTED the rows may show changes that roll back, and
+     * no row at all may be a row deleted by a transaction in flight. */
+    if (ctx->res.answered && (ctx->res.dirty || ctx->res.rows == 0))
+        return NEED_FRAME;
+    count_conflict(ctx, rc);
+    if (rc == RSV__RETRY)
+        rc = ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg);
+    return rc;
+}
+
+/* Our own transaction around the body, retried on conflicts within the
+ * retry count and the call's time budget. */
+static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
+{
+    int rc = RSV__RETRY;
+    for (int attempt = 0; attempt <= ctx->opts.max_retries; attempt++) {
+        uint64_t pause = attempt > 0 ? backoff_us(ctx, attempt - 1) : 0;
+        if (!budget_allows(ctx, pause))
+            return budget_spent(ctx, attempt);
+        if (attempt > 0) {
+            stats_add(ctx, RSV_STAT_RETRIES, 1);
+            sleep_us(pause);
+        }
+        ctx->commit_anyway = 0;
+        if (flags & TXN_SELF_COMMIT) {
+            rc = self_committed(ctx, body, arg);
+            if (rc != RSV__RETRY)
+                return rc;
+            continue;
+        }
+        rc = sql_begin(ctx, (flags & TXN_ONE_READ) != 0);
+        if (rc == RSV__RETRY) {
+            count_conflict(ctx, rc);
+            continue; /* nothing began, nothing to roll back: retry */
+        }
+        if (rc != RSV_OK)
+            return rc;
+        rc = body(ctx, arg);
+        if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
+                             rc != RSV_ECONN)) {
+            int body_rc = rc;
+            char msg[sizeof ctx->msg];
+            memcpy(msg, ctx->msg, sizeof msg);
+            int crc = sql_text(ctx, SQL_COMMIT);
+            if (crc == RSV_OK) {
+                if (body_rc != RSV_OK) {
+                    memcpy(ctx->msg, msg, sizeof msg);
+                    ctx->code = body_rc;
+                }
+                return body_rc;
+            }
+            if (crc == RSV_ECONN)
+                return ctx_fail(ctx, RSV_EINDOUBT,
+                                "connection lost during COMMIT (%s): the "
+                                "outcome is unknown; reconnect and repeat "
+                                "the call", ctx->msg);
+            rc = crc;
+        }
+        if (rc == RSV_ECONN)
+            return rc; /* the server rolled back when the session died */
+        count_conflict(ctx, rc);
+        txn_rollback_quietly(ctx);
+        if (rc != RSV__RETRY)
+            return rc;
+    }
+    return ctx_fail(ctx, RSV_EBUSY, "%s (gave up after %d retries)", ctx->msg,
+                    ctx->opts.max_retries);
 }
 
 int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
@@ -199,71 +309,22 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         return rc;
     }
 
-    /* One consistent read needs no frame when autocommit is on: the
-     * statement is its own transaction, with a read view of its own (what
-     * READ COMMITTED would give it too; not READ UNCOMMITTED, whose dirty
-     * reads a session found at rsv_open keeps the frame for), and nothing
-     * is left open.  Two
+    /* With autocommit on, one consistent read needs no frame: the
+     * statement is its own transaction with a read view of its own.  Two
      * round trips fewer (SET TRANSACTION with START TRANSACTION, and the
-     * ROLLBACK); with autocommit off a frame is needed, or the read would
-     * leave a transaction open on the application's connection. */
-    if ((flags & TXN_ONE_READ) && ctx->one_read_ok && autocommit_on(ctx)) {
-        ctx->commit_anyway = 0;
-        int rc = body(ctx, arg);
-        count_conflict(ctx, rc);
-        if (rc == RSV__RETRY)
-            rc = ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg);
-        return rc;
-    }
-
-    int rc = RSV__RETRY;
-    for (int attempt = 0; attempt <= ctx->opts.max_retries; attempt++) {
-        if (attempt > 0) {
-            stats_add(ctx, RSV_STAT_RETRIES, 1);
-            backoff(ctx, attempt - 1);
-        }
-        ctx->commit_anyway = 0;
-        if (flags & TXN_SELF_COMMIT) {
-            rc = self_committed(ctx, body, arg);
-            if (rc != RSV__RETRY)
-                return rc;
-            continue;
-        }
-        rc = sql_begin(ctx);
-        if (rc == RSV__RETRY) {
-            count_conflict(ctx, rc);
-            continue; /* nothing began, nothing to roll back: retry */
-        }
-        if (rc != RSV_OK)
-            return rc;
-        rc = body(ctx, arg);
-        if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
-                             rc != RSV_ECONN)) {
-            int body_rc = rc;
-            char msg[sizeof ctx->msg];
-            memcpy(msg, ctx->msg, sizeof msg);
-            int crc = sql_text(ctx, "COMMIT");
-            if (crc == RSV_OK) {
-                if (body_rc != RSV_OK) {
-                    memcpy(ctx->msg, msg, sizeof msg);
-                    ctx->code = body_rc;
-                }
-                return body_rc;
-            }
-            if (crc == RSV_ECONN)
-                return ctx_fail(ctx, RSV_EINDOUBT,
-                                "connection lost during COMMIT (%s): the "
-                                "outcome is unknown; reconnect and repeat "
-                                "the call", ctx->msg);
-            rc = crc;
-        }
-        if (rc == RSV_ECONN)
-            return rc; /* the server rolled back when the session died */
-        count_conflict(ctx, rc);
+     * COMMIT).  With autocommit off it would leave a transaction open on
+     * the application's connection.  Only on MariaDB, whose name of the
+     * isolation variable the TXN_NO_DIRTY check uses. */
+    int rc = NEED_FRAME;
+    if ((flags & TXN_ONE_READ) && ctx->is_mariadb && autocommit_on(ctx))
+        rc = read_alone(ctx, flags, body, arg);
+    if (rc == NEED_FRAME)
+        rc = framed(ctx, flags, body, arg);
+    /* No transaction of ours outlives the call, whatever the session's
+     * settings made of it (an old procedure's plain COMMIT under
+     * completion_type=CHAIN opens the next one): the application's next
+     * call would join it. */
+    if (txn_caller_open(ctx))
         txn_rollback_quietly(ctx);
-        if (rc != RSV__RETRY)
-            return rc;
-    }
-    return ctx_fail(ctx, RSV_EBUSY, "%s (gave up after %d retries)", ctx->msg,
-                    ctx->opts.max_retries);
+    return rc;
 }

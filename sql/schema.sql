@@ -218,9 +218,12 @@ DELIMITER ;
 -- committed, 1 = the checkout exists, 2 = the pool had fewer rows free
 -- than wanted, 3 = no ledger row.  SQL SECURITY INVOKER: it runs with the
 -- caller's privileges on these tables (no definer account to keep alive).
--- The version in the name changes whenever the body does; rsv_open looks
--- for the version its library calls and uses the statement path without
--- it (for example if the account that loaded the schema could not create
+-- Its transaction says READ WRITE and ends AND NO CHAIN NO RELEASE, as
+-- the library's own do: a session left READ ONLY or with completion_type
+-- CHAIN or RELEASE by the application changes nothing here.
+-- The version in the name changes whenever its arguments or its answer
+-- do; rsv_open looks for the version its library calls and uses the
+-- statement path without it (for example if the account that loaded the schema could not create
 -- routines).  Earlier versions are dropped: a library calling one finds it
 -- gone and sends statements.
 -- The pool path is a procedure of its own (rsv_pool_take_v1), called only
@@ -249,12 +252,12 @@ BEGIN
   DECLARE v_mint BIGINT DEFAULT 0;
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
   -- READ COMMITTED for this transaction only, as in the statement path:
   -- no gap locks, so refills never wait for buyers.
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION;
+  START TRANSACTION READ WRITE;
   -- Creating the row locks it (lock order 1); an existing checkout is a
   -- re-reserve, which the statement path settles.
   INSERT INTO reservation_checkouts (shop_id, checkout_token, status,
@@ -262,7 +265,7 @@ BEGIN
     VALUES (p_shop, p_token, 1, 1, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND,
             NOW(6), NOW(6));
   IF v_dup THEN
-    ROLLBACK;
+    ROLLBACK AND NO CHAIN NO RELEASE;
     SELECT 1, 0, 0, 0, 0, 0, 0, 0;
   ELSE
     -- The hold, before the ledger row (see above).
@@ -290,7 +293,7 @@ BEGIN
              next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
        WHERE shop_id = p_shop AND inventory_item_id = p_item
          AND inventory_group_id = p_loc;
-      COMMIT;
+      COMMIT AND NO CHAIN NO RELEASE;
       SELECT 0, 0, 0, 0, v_next + v_mint, v_avail - p_want - v_mint, p_want,
              v_mint;
     ELSE
@@ -385,9 +388,9 @@ BEGIN
     SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
   END IF;
   IF v_status = 0 THEN
-    COMMIT;
+    COMMIT AND NO CHAIN NO RELEASE;
   ELSE
-    ROLLBACK;
+    ROLLBACK AND NO CHAIN NO RELEASE;
   END IF;
   SELECT v_status, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
          COALESCE(v_next, 0), COALESCE(v_avail, 0), 0, v_mint;
@@ -458,12 +461,12 @@ BEGIN
   DECLARE v_answer VARCHAR(4096) CHARACTER SET latin1 DEFAULT '';
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
   -- READ COMMITTED for this transaction only, as in the statement path:
   -- no gap locks, so refills never wait for buyers.
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION;
+  START TRANSACTION READ WRITE;
   -- Creating the row locks it (lock order 1); an existing checkout is a
   -- re-reserve, which the statement path settles.
   INSERT INTO reservation_checkouts (shop_id, checkout_token, status,
@@ -471,7 +474,7 @@ BEGIN
     VALUES (p_shop, p_token, 1, 1, p_nkeys,
             NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
   IF v_dup THEN
-    ROLLBACK;
+    ROLLBACK AND NO CHAIN NO RELEASE;
     SELECT 1, '';
   ELSE
     -- The holds, one per key, before any ledger or pool row (see above).
@@ -632,9 +635,9 @@ BEGIN
           ';');
     END WHILE each_pool;
     IF v_status = 0 THEN
-      COMMIT;
+      COMMIT AND NO CHAIN NO RELEASE;
     ELSE
-      ROLLBACK;
+      ROLLBACK AND NO CHAIN NO RELEASE;
     END IF;
     SELECT v_status, v_answer;
   END IF;
@@ -666,9 +669,9 @@ BEGIN
   DECLARE v_kind INT DEFAULT p_kind;
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION;
+  START TRANSACTION READ WRITE;
   -- The checkout row, then its holds, locked (as lib/checkout.c's
   -- lock_checkout); an unknown checkout reads status 0.
   SELECT COALESCE(MAX(c.status), 0), COALESCE(MAX(c.generation), 0),
@@ -699,9 +702,9 @@ BEGIN
     UPDATE reservation_checkouts
        SET status = IF(v_done = 2, 4, p_kind), updated_at = NOW(6)
      WHERE shop_id = p_shop AND checkout_token = p_token;
-    COMMIT;
+    COMMIT AND NO CHAIN NO RELEASE;
   ELSE
-    ROLLBACK;
+    ROLLBACK AND NO CHAIN NO RELEASE;
   END IF;
   SELECT v_status > 0, v_status, v_count, v_holds, v_done;
 END//

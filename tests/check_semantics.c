@@ -1620,20 +1620,25 @@ START_TEST(reserve_without_the_pool_take_procedure)
 }
 END_TEST
 
-/* The read behind a sold-out answer goes alone only at the session's
- * isolation when that cannot see uncommitted rows: a session that reads
- * them (READ UNCOMMITTED when the context was opened) keeps the read in a
- * READ COMMITTED transaction of its own. */
+/* The read behind a sold-out answer goes alone at the session's
+ * isolation, and tells whether that can see uncommitted rows: a session
+ * that reads them (READ UNCOMMITTED, set before or after the context was
+ * opened) has the read done again in a READ COMMITTED transaction of its
+ * own (one statement alone, then SET TRANSACTION, START TRANSACTION, the
+ * read and COMMIT). */
 START_TEST(sold_out_read_keeps_its_frame_for_dirty_reads)
 {
     uint64_t shop = tu_shop();
-    for (int dirty = 0; dirty <= 1; dirty++) {
+    for (int dirty = 0; dirty <= 2; dirty++) {
         MYSQL *c = tu_connect();
-        if (dirty)
+        if (dirty == 1)
             tu_exec(c, "SET SESSION TRANSACTION ISOLATION LEVEL READ "
                        "UNCOMMITTED");
         rsv_ctx *ctx = NULL;
         TU_OK(ctx, rsv_open(&ctx, c, NULL));
+        if (dirty == 2)
+            tu_exec(c, "SET SESSION TRANSACTION ISOLATION LEVEL READ "
+                       "UNCOMMITTED");
         TU_OK(ctx, rsv_stock_set(ctx, shop, 29, 1, 0));
         int rc = rsv_reserve_one(ctx, shop, TOK("so-1"), 29, 1, 1, 0);
         TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
@@ -1641,7 +1646,7 @@ START_TEST(sold_out_read_keeps_its_frame_for_dirty_reads)
         rc = rsv_reserve_one(ctx, shop, TOK("so-2"), 29, 1, 1, 0);
         TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
         ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0,
-                          dirty ? 4 : 1);
+                          dirty ? 5 : 1);
         ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
         rsv_close(ctx);
         mysql_close(c);

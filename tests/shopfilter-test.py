@@ -46,8 +46,9 @@ ALL_SHOPS_PREFIX = "allshops:"
 # (what, why): statements that need not filter on shop_id.
 EXEMPT = [
     (re.compile(r"^(set transaction isolation level \w+( \w+)?|"
-                r"start transaction( with consistent snapshot)?(, read only)?|"
-                r"commit|rollback)$"),
+                r"start transaction( with consistent snapshot,?)?"
+                r"( read (only|write))?|"
+                r"(commit|rollback)( and no chain no release)?)$"),
      "transaction control: touches no table"),
     (re.compile(r"^/\* conn_tag:open \*/"),
      "rsv_open's server and schema checks: read server variables and "
@@ -470,8 +471,8 @@ def main():
         if why:
             exempt[why] = exempt.get(why, 0) + 1
             continue
-        call = re.match(r"call (?:%s)\s*\(\s*(\d+)\s*," % "|".join(PROCS),
-                        tag.group(3))
+        call = re.match(r"(?:set statement .*? for )?call (?:%s)\s*\(\s*"
+                        r"(\d+)\s*," % "|".join(PROCS), tag.group(3))
         if call:
             calls += 1
             if call.group(1) != str(shop):

@@ -266,6 +266,16 @@ void tu_add(Suite *s, const char *name, const TTest *t)
     tu_add_timeout(s, name, t, 120);
 }
 
+void tu_add_loop(Suite *s, const char *name, const TTest *t, int start,
+                 int end)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, NULL, audit_teardown);
+    tcase_add_loop_test(tc, t, start, end);
+    suite_add_tcase(s, tc);
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);

@@ -61,6 +61,9 @@ void tu_add(Suite *s, const char *name, const TTest *t);
 /* The same with a timeout of its own (a test whose failure mode is a
  * hang should fail quickly). */
 void tu_add_timeout(Suite *s, const char *name, const TTest *t, double seconds);
+/* A test run once for each _i in start..end-1, each with the audit. */
+void tu_add_loop(Suite *s, const char *name, const TTest *t, int start,
+                 int end);
 /* Run a suite, return the process exit status. */
 int tu_run(Suite *s);
 

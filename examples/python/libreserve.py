@@ -95,7 +95,7 @@ QUANTITY_MAX = 1000000000
 CART_MAX_LINES = 1000
 LINE_MAX_LOCATIONS = 16
 
-OPTIONS_VERSION = 2
+OPTIONS_VERSION = 3
 OPT_ALLOW_STATEMENT_BINLOG = 0x1
 OPT_NO_PROACTIVE_REFILL = 0x2
 OPT_READ_FROM_BOTTOM = 0x4
@@ -486,6 +486,7 @@ class Options(ctypes.Structure):
         ("conn_tag_prefix", ctypes.c_char_p),
         ("settled_retention_s", ctypes.c_int64),
         ("pool_idle_s", ctypes.c_int64),  # version 2
+        ("call_timeout_ms", ctypes.c_int64),  # version 3
     ]
 
     def __init__(self, version=OPTIONS_VERSION, **fields):

@@ -154,6 +154,7 @@ class TestOptions(unittest.TestCase):
         self.assertEqual(o.retry_base_us, 2000)
         self.assertEqual(o.settled_retention_s, 604800)
         self.assertEqual(o.pool_idle_s, 3600)
+        self.assertEqual(o.call_timeout_ms, 5000)
         self.assertIsNone(o.conn_tag_prefix)
         self.assertEqual(rsv.options_size(), ctypes.sizeof(rsv.Options))
 
@@ -456,6 +457,7 @@ class TestContext(unittest.TestCase):
             (dict(flags=0x80), "flags"),
             (dict(version=rsv.OPTIONS_VERSION + 1), "version"),
             (dict(pool_idle_s=-1), "pool_idle_s"),
+            (dict(call_timeout_ms=-1), "call_timeout_ms"),
         ]
         with connect() as conn:
             for fields, word in cases:
@@ -948,14 +950,28 @@ class TestTransactionsAndFailures(ServerTest):
 
     def test_database_error(self):
         c, s = self.ctx, self.shop
-        self.conn.execute("SET SESSION TRANSACTION READ ONLY")
+        # A server error the library cannot retry: a trigger that refuses
+        # every new ledger row.
+        self.conn.execute("CREATE TRIGGER rsv_test_refuse BEFORE INSERT ON "
+                          "inventory_levels FOR EACH ROW SIGNAL SQLSTATE "
+                          "'45000' SET MESSAGE_TEXT = 'refused by test'")
         try:
             e = self.assertRsv(rsv.DatabaseError, rsv.EDB, c.stock_set, s,
                                1, 1, 5)
             self.assertIn("MySQL error", e.message)
         finally:
-            self.conn.execute("SET SESSION TRANSACTION READ WRITE")
+            self.conn.execute("DROP TRIGGER rsv_test_refuse")
         c.stock_set(s, 1, 1, 5)
+
+    def test_read_only_session(self):
+        # A session the application left READ ONLY: the library's own
+        # transactions say READ WRITE.
+        c, s = self.ctx, self.shop
+        self.conn.execute("SET SESSION TRANSACTION READ ONLY")
+        try:
+            c.stock_set(s, 1, 1, 5)
+        finally:
+            self.conn.execute("SET SESSION TRANSACTION READ WRITE")
 
     def test_connection_lost(self):
         c, s = self.ctx, self.shop

@@ -471,6 +471,13 @@ static uint64_t n_calls;
 static const char *const SET_RC =
     "SET TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
+/* The library's transaction control says AND NO CHAIN NO RELEASE. */
+static int is_commit(const char *t) { return strncmp(t, "COMMIT", 6) == 0; }
+static int is_rollback(const char *t)
+{
+    return strncmp(t, "ROLLBACK", 8) == 0;
+}
+
 struct point {
     int retried;      /* inside a transaction of the retry frame */
     int commit;       /* the frame's COMMIT, or the reserve procedure */
@@ -492,13 +499,13 @@ static struct point classify(const struct op *op, uint64_t n)
             in_frame = 1;
         p.call = strncmp(t, "CALL", 4) == 0;
         p.retried = in_frame || p.call;
-        p.commit = (in_frame && strcmp(t, "COMMIT") == 0) || p.call;
+        p.commit = (in_frame && is_commit(t)) || p.call;
         p.best_effort = (op->flags & OPF_REFILL_AFTER) && committed;
         p.commits = !committed &&
-                    ((in_frame && strcmp(t, "COMMIT") == 0) ||
+                    ((in_frame && is_commit(t)) ||
                      strcmp(t, "CALL") == 0);
-        if (strcmp(t, "COMMIT") == 0 || strcmp(t, "ROLLBACK") == 0) {
-            if (in_frame && strcmp(t, "COMMIT") == 0)
+        if (is_commit(t) || is_rollback(t)) {
+            if (in_frame && is_commit(t))
                 committed = 1;
             in_frame = 0;
         }
@@ -582,7 +589,7 @@ static void walk(const struct op *op)
             /* A server never reports a lock conflict on ROLLBACK, and its
              * text fits the buffer every earlier call grew: only the
              * connection can fail there. */
-            if (strcmp(trace[n], "ROLLBACK") == 0 && !conn_kind(kind)) {
+            if (is_rollback(trace[n]) && !conn_kind(kind)) {
                 cases_skipped++;
                 continue;
             }
@@ -615,7 +622,7 @@ static void walk(const struct op *op)
                  * ROLLBACK): no statement is ever sent again. */
                 for (uint64_t j = n + 1; j <= calls && !p.best_effort; j++) {
                     const char *t = rsv__fault_call(j);
-                    ck_assert_msg(t && (strcmp(t, "ROLLBACK") == 0 ||
+                    ck_assert_msg(t && (is_rollback(t) ||
                                         strcmp(t, SET_RC) == 0),
                                   "%s: call %llu (%s) sent after the "
                                   "connection was lost", where,

@@ -88,8 +88,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             sizeof(int64_t);
                  i < sizeof o; i++)
                 check(b[i] == 0xA5, "options_init(1) wrote byte %zu", i);
-        } else {
+        } else if (v == 2) {
+            const unsigned char *b = (const unsigned char *)&o;
             check(o.pool_idle_s == 3600, "default pool_idle_s");
+            for (size_t i = offsetof(rsv_options, pool_idle_s) +
+                            sizeof(int64_t);
+                 i < sizeof o; i++)
+                check(b[i] == 0xA5, "options_init(2) wrote byte %zu", i);
+        } else {
+            check(o.pool_idle_s == 3600 && o.call_timeout_ms == 5000,
+                  "default pool_idle_s, call_timeout_ms");
         }
     }
     check(rsv_options_init(NULL, RSV_OPTIONS_VERSION) == RSV_EINVAL,
@@ -125,6 +133,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.settled_retention_s = fz_i64_interesting(&f, 0, INT64_MAX - 1);
     if (which & 0x400)
         o.pool_idle_s = fz_i64_interesting(&f, 0, 30LL * 24 * 3600);
+    if (which & 0x800)
+        o.call_timeout_ms = fz_i64_interesting(&f, 0, 3600 * 1000);
     if (which & 0x200) {
         size_t n = fz_u8(&f) % 48;
         for (size_t i = 0; i < n; i++) {
@@ -157,6 +167,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * field: whatever lies there is not the library's business) */
         (o.version < 2 ||
          (o.pool_idle_s >= 0 && o.pool_idle_s <= 30LL * 24 * 3600)) &&
+        (o.version < 3 ||
+         (o.call_timeout_ms >= 0 && o.call_timeout_ms <= 3600 * 1000)) &&
         /* in the header: */
         o.lock_wait_timeout_s >= 0 && o.lock_wait_timeout_s <= 3600 &&
         (!o.conn_tag_prefix || tag_ok(o.conn_tag_prefix));
