@@ -92,7 +92,7 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
                         POOL_CAP_MAX, (long long)o.pool_cap);
     if (o.refill_low_water == -1)
         /* three quarters: at half, hot pools ran dry before the refill
-         * came (docs/performance.md, session 5) */
+         * came (docs/performance.md) */
         o.refill_low_water = o.pool_cap * 3 / 4;
     if (o.refill_low_water < 0 || o.refill_low_water > o.pool_cap)
         return ctx_fail(ctx, RSV_EINVAL,

@@ -25,7 +25,7 @@
  * the primary key; with them it may still read the shop's entries of the
  * expiry index (index only) until InnoDB has recalculated them.  With
  * 148,000 holds over 20 keys: 0.55 ms instead of 35-62 ms
- * (docs/performance.md, session 10).  The settlements' half is
+ * (docs/performance.md).  The settlements' half is
  * DISTINCT over the leading columns of their primary key, shop_id
  * included (MariaDB 10.11 uses the loose scan only then, and only once
  * the table's statistics are current); otherwise it reads the unfolded

@@ -1,4 +1,4 @@
-# Benchmark (issue 4): libreserve against the hot-row counter and the
+# Benchmark: libreserve against the hot-row counter and the
 # insert-only floor, at a local socket and through a delay proxy.
 #
 #   make bench         every workload, 0 and 0.5 ms RTT; writes

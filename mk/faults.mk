@@ -1,4 +1,4 @@
-# mk/faults.mk - the fault-injection build and its suite (issue #5).
+# mk/faults.mk - the fault-injection build and its suite.
 # Included by the top-level Makefile (-include mk/*.mk).
 #
 # The same lib/*.c, compiled again with -DRSV_FAULT_INJECTION into a

@@ -1,4 +1,4 @@
-# libFuzzer targets (issue 5), in tests/fuzz/.  See docs/testing.md,
+# libFuzzer targets, in tests/fuzz/.  See docs/testing.md,
 # "Sanitizers and fuzzing".
 #
 #   make fuzz            every pure target for FUZZ_RUNS inputs (default

@@ -1,4 +1,4 @@
-# Sanitizers (issue 5): the whole suite under AddressSanitizer +
+# Sanitizers: the whole suite under AddressSanitizer +
 # UndefinedBehaviorSanitizer + LeakSanitizer, and the Check suites under
 # valgrind memcheck.  See docs/testing.md, "Sanitizers and fuzzing".
 #

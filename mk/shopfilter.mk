@@ -1,4 +1,4 @@
-# The single-shard check (issue 6): every statement the library sends for a
+# The single-shard check: every statement the library sends for a
 # shop filters on that shop's id (tests/shopfilter-test.py, general log to
 # a table).  Runs in `make check`; alone:
 #

@@ -1,4 +1,4 @@
-# make soak: the mixed-operation soak of issue 3 at full size (16 threads x
+# make soak: the mixed-operation soak at full size (16 threads x
 # 2,000 operations; tests/check_soak.c).  make check runs it small.
 SOAK_THREADS ?= 16
 SOAK_OPS ?= 2000

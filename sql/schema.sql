@@ -231,7 +231,7 @@ DELIMITER ;
 -- variable a procedure declares, in all its blocks, at each CALL, and a
 -- ledger take, the path of every item no one else is buying, then does
 -- without the pool path's (measured: 1.16x on 10,000 items at 64 local
--- clients; docs/performance.md, session 11).
+-- clients; docs/performance.md).
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
@@ -439,7 +439,7 @@ DELIMITER ;
 -- Pass 2's loop over a key's pool rows is the loop of rsv_pool_take_v1,
 -- written out: one procedure for both, called once per key, cost carts
 -- 2-10 % of their throughput (a nested CALL is not free; measured:
--- docs/performance.md, session 12).
+-- docs/performance.md).
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;

@@ -31,7 +31,7 @@
  * measurement:
  *   bench design=D workload=W clients=N rtt_us=R ops_per_s=X p50_us=..
  *     p99_us=.. p999_us=..
- * then ratio lines, the targets of issue 4, and statements per reserve.
+ * then ratio lines, the speed targets, and statements per reserve.
  * Progress goes to stderr.  Nothing here asserts a timing.
  */
 #include <errno.h>
@@ -1822,7 +1822,7 @@ static void print_ratios(void)
             printf(" p99_libreserve/floor=%.2f", (double)l->p99 / f->p99);
         printf("\n");
     }
-    /* The targets of issue 4. */
+    /* The speed targets. */
     meas *l = find(D_LIB, W_FLASH, 64, 500), *h = find(D_HOT, W_FLASH, 64, 500),
          *f = find(D_FLOOR, W_FLASH, 64, 500);
     if (l && h)

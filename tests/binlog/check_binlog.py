@@ -1,4 +1,4 @@
-"""rsv_open and the binary log format (issue 3, "server checks").
+"""rsv_open and the binary log format.
 
 Runs against a server started with --log-bin (tests/binlog/run.sh):
 statement-based replication of SKIP LOCKED / LIMIT statements is unsafe, so

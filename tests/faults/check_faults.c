@@ -1,5 +1,5 @@
 /*
- * check_faults.c - every operation through every failure point (issue #5).
+ * check_faults.c - every operation through every failure point.
  *
  * Linked against build/fault/libreserve-fault.a (lib/fault.h), never the
  * shared library.  For each operation: run it once on a fresh fixture to
