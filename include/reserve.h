@@ -280,6 +280,12 @@ typedef struct rsv_options {
                                    the statement's lock wait, see
                                    lock_wait_timeout_s) instead of after
                                    (max_retries + 1) lock waits */
+    int32_t stmt_cache_max;     /* prepared statements one context keeps
+                                   on the server (1..48, default 48):
+                                   max_prepared_stmt_count must allow
+                                   contexts x this; a context that finds
+                                   the server full closes its own least
+                                   recently used ones and goes on */
 } rsv_options;
 
 /* Fill *opts with the defaults for the given version (pass
@@ -690,7 +696,11 @@ enum rsv_stat {
                                  by rsv_pool_drain (counted under
                                  RSV_OP_REPLENISH) and by rsv_sweep's pass
                                  over idle pools (RSV_OP_SWEEP; see
-                                 rsv_options.pool_idle_s) */
+                                 rsv_options.pool_idle_s) */,
+    RSV_STAT_STMT_EVICTIONS = 17 /* prepared statements this context closed
+                                 because the server held
+                                 max_prepared_stmt_count of them (see
+                                 rsv_options.stmt_cache_max) */
 };
 
 /* Latency histogram buckets per operation kind: bucket 0 counts calls

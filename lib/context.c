@@ -39,6 +39,7 @@ static void options_defaults(rsv_options *o)
     o->settled_retention_s = 7 * 24 * 3600;
     o->pool_idle_s = 3600;
     o->call_timeout_ms = 5000;
+    o->stmt_cache_max = RSV_STMT_CACHE;
 }
 
 RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
@@ -118,6 +119,9 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         return ctx_fail(ctx, RSV_EINVAL,
                         "call_timeout_ms must be 0..3600000 (one hour), not "
                         "%lld", (long long)o.call_timeout_ms);
+    if (o.stmt_cache_max < 1 || o.stmt_cache_max > RSV_STMT_CACHE)
+        return ctx_fail(ctx, RSV_EINVAL, "stmt_cache_max must be 1..%d, not "
+                        "%d", RSV_STMT_CACHE, (int)o.stmt_cache_max);
     const char *prefix = o.conn_tag_prefix ? o.conn_tag_prefix : "conn_tag:";
     if (!valid_tag_prefix(prefix))
         return ctx_fail(ctx, RSV_EINVAL,

@@ -221,7 +221,7 @@ struct rsv_cart {
 /* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV_EDISABLED + 2)
-#define STATS_COUNTERS (RSV_STAT_POOL_DRAINED + 1)
+#define STATS_COUNTERS (RSV_STAT_STMT_EVICTIONS + 1)
 typedef struct rsv_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
     uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */

@@ -346,12 +346,29 @@ static int guard_column(rsv_buf *sql, size_t body_at)
     return 0;
 }
 
+/* Close this context's least recently used statement other than keep;
+ * 0 if there is none. */
+static int cache_close_lru(rsv_ctx *ctx, const rsv_stmt_slot *keep)
+{
+    rsv_stmt_slot *lru = NULL;
+    for (int i = 0; i < RSV_STMT_CACHE; i++) {
+        rsv_stmt_slot *s = &ctx->stmts[i];
+        if (s != keep && s->stmt && (!lru || s->last_used < lru->last_used))
+            lru = s;
+    }
+    if (!lru)
+        return 0;
+    mysql_stmt_close(lru->stmt);
+    memset(lru, 0, sizeof *lru);
+    return 1;
+}
+
 static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
                                 uint32_t shape, int *rc)
 {
     rsv_stmt_slot *victim = &ctx->stmts[0];
     *rc = RSV_OK;
-    for (int i = 0; i < RSV_STMT_CACHE; i++) {
+    for (int i = 0; i < ctx->opts.stmt_cache_max; i++) {
         rsv_stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
             s->op == ctx->op && s->guard == ctx->guard_dirty) {
@@ -393,8 +410,22 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
         *rc = ctx_fail(ctx, RSV_ENOMEM, "mysql_stmt_init failed");
         return NULL;
     }
-    if (mysql_stmt_prepare(st, sql->p, sql->len) != 0) {
+    while (mysql_stmt_prepare(st, sql->p, sql->len) != 0) {
+        /* The server holds max_prepared_stmt_count statements over all its
+         * sessions: give one of ours back and try again, down to none
+         * (then the call fails cleanly and the next one tries again). */
+        if (mysql_stmt_errno(st) == ER_MAX_PREPARED_STMT_COUNT_REACHED &&
+            cache_close_lru(ctx, victim)) {
+            stats_add(ctx, RSV_STAT_STMT_EVICTIONS, 1);
+            continue;
+        }
         *rc = stmt_fail(ctx, st, "prepare");
+        if (mysql_stmt_errno(st) == ER_MAX_PREPARED_STMT_COUNT_REACHED)
+            *rc = ctx_fail(ctx, RSV_EDB,
+                           "%s: the server holds max_prepared_stmt_count "
+                           "prepared statements (every context holds up to "
+                           "stmt_cache_max); raise it or lower that option",
+                           ctx->msg);
         mysql_stmt_close(st);
         return NULL;
     }

@@ -96,7 +96,7 @@ START_TEST(counters_by_kind_and_outcome)
     uint64_t v;
     ck_assert_int_eq(rsv_stats_get(NULL, RSV_STAT_CALLS, 0, &v), RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, 0, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_POOL_DRAINED + 1, 0, &v),
+    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_STMT_EVICTIONS + 1, 0, &v),
                      RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_AUDIT + 1, &v),
                      RSV_EINVAL);
@@ -200,7 +200,7 @@ START_TEST(histogram_percentile_reset)
     ck_assert_int_eq(rsv_stats_histogram(ctx, 0, NULL, 0), RSV_OK);
 
     TU_OK(ctx, rsv_stats_reset(ctx));
-    for (uint32_t s = 0; s <= RSV_STAT_POOL_DRAINED; s++)
+    for (uint32_t s = 0; s <= RSV_STAT_STMT_EVICTIONS; s++)
         for (uint32_t op = RSV_OP_ALL; op <= RSV_OP_AUDIT; op++)
             ck_assert_uint_eq(stat_of(ctx, s, op), 0);
     ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_OK), 0);
@@ -608,6 +608,89 @@ START_TEST(deadlock_is_counted_and_retried)
 }
 END_TEST
 
+static int64_t global_status(MYSQL *c, const char *name)
+{
+    char q[160];
+    snprintf(q, sizeof q, "SELECT VARIABLE_VALUE FROM information_schema."
+                          "GLOBAL_STATUS WHERE VARIABLE_NAME = '%s'", name);
+    return tu_i64(c, q);
+}
+
+/* One checkout's life and the maintenance calls: about every statement
+ * kind a context prepares. */
+static void mixed_workload(rsv_ctx *ctx, uint64_t shop, const char *tok)
+{
+    int64_t x = 0;
+    int32_t st = 0;
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
+    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, &x));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, tok, strlen(tok), 1, 1, 2, 0));
+    TU_OK(ctx, rsv_checkout_status(ctx, shop, tok, strlen(tok), &st, NULL,
+                                   NULL));
+    TU_OK(ctx, rsv_extend(ctx, shop, tok, strlen(tok), 0));
+    TU_OK(ctx, rsv_claim(ctx, shop, tok, strlen(tok)));
+    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, &x, NULL, NULL, NULL));
+    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, 1, &x));
+    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &x));
+    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &x));
+}
+
+/* A context keeps at most stmt_cache_max statements on the server; one
+ * that finds the server's max_prepared_stmt_count reached closes its own
+ * least recently used statements and goes on; one that has none to give
+ * back answers RSV_EDB saying so, and works again once there is room. */
+START_TEST(statement_cache_cap_and_a_full_server)
+{
+    MYSQL *adm = tu_connect();
+    uint64_t shop = tu_shop();
+    int64_t base = global_status(adm, "Prepared_stmt_count");
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.stmt_cache_max = 4;
+    MYSQL *c = tu_connect();
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open(&ctx, c, &o));
+    mixed_workload(ctx, shop, "cap");
+    int64_t held = global_status(adm, "Prepared_stmt_count") - base;
+    ck_assert_msg(held >= 1 && held <= 4, "%lld statements held",
+                  (long long)held);
+
+    /* room for two more statements on the whole server */
+    char q[160];
+    snprintf(q, sizeof q, "SET GLOBAL max_prepared_stmt_count = %lld",
+             (long long)(global_status(adm, "Prepared_stmt_count") + 2));
+    tu_exec(adm, q);
+    MYSQL *c2 = tu_connect();
+    rsv_ctx *full = NULL;
+    TU_OK(full, rsv_open(&full, c2, NULL));
+    mixed_workload(full, shop, "full");
+    ck_assert(stat_of(full, RSV_STAT_STMT_EVICTIONS, RSV_OP_ALL) > 0);
+
+    /* no room at all, and nothing of its own to give back */
+    snprintf(q, sizeof q, "SET GLOBAL max_prepared_stmt_count = %lld",
+             (long long)global_status(adm, "Prepared_stmt_count"));
+    tu_exec(adm, q);
+    MYSQL *c3 = tu_connect();
+    rsv_ctx *none = NULL;
+    TU_OK(none, rsv_open(&none, c3, NULL));
+    int64_t x = 0;
+    int rc = rsv_stock_get(none, shop, 1, 1, &x, NULL, NULL, NULL);
+    TU_RC(none, rc, RSV_EDB);
+    ck_assert_msg(strstr(rsv_errmsg(none), "max_prepared_stmt_count"), "%s",
+                  rsv_errmsg(none));
+    ck_assert_int_eq(tu_i64(c3, "SELECT @@in_transaction"), 0);
+    tu_exec(adm, "SET GLOBAL max_prepared_stmt_count = 200000");
+    mixed_workload(none, shop, "none");
+    rsv_close(none);
+    rsv_close(full);
+    rsv_close(ctx);
+    mysql_close(c3);
+    mysql_close(c2);
+    mysql_close(c);
+    mysql_close(adm);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("stats");
@@ -619,7 +702,19 @@ int main(void)
     tu_add(s, "kill_switch", kill_switch);
     tu_add(s, "lock_wait_timeouts_and_retries", lock_wait_timeouts_and_retries);
     tu_add(s, "deadlock_is_counted_and_retried", deadlock_is_counted_and_retried);
+    tu_add(s, "statement_cache_cap_and_a_full_server",
+           statement_cache_cap_and_a_full_server);
     int rc = tu_run(s);
+    /* (the test lowers the server's limit; a failed one leaves it low;
+     * no ck_assert out here, outside a test) */
+    MYSQL *adm = mysql_init(NULL);
+    if (mysql_real_connect(adm, NULL, getenv("RSV_TEST_USER") ?
+                                          getenv("RSV_TEST_USER") : "root",
+                           getenv("RSV_TEST_PASSWORD"), NULL, 0,
+                           getenv("RSV_TEST_SOCKET"), 0))
+        (void)mysql_query(adm, "SET GLOBAL max_prepared_stmt_count = "
+                               "200000");
+    mysql_close(adm);
     tu_db_drop();
     return rc;
 }

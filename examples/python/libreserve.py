@@ -143,6 +143,7 @@ STAT_ONE_TRIP = 13
 STAT_BACK_TO_FAST = 14
 STAT_LEDGER_TAKES = 15
 STAT_POOL_DRAINED = 16
+STAT_STMT_EVICTIONS = 17
 STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_FAILED: "failed", STAT_RETRIES: "retries",
               STAT_DEADLOCKS: "deadlocks",
@@ -153,7 +154,8 @@ STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_LATENCY_MAX_US: "latency_max_us",
               STAT_ONE_TRIP: "one_trip", STAT_BACK_TO_FAST: "back_to_fast",
               STAT_LEDGER_TAKES: "ledger_takes",
-              STAT_POOL_DRAINED: "pool_drained"}
+              STAT_POOL_DRAINED: "pool_drained",
+              STAT_STMT_EVICTIONS: "stmt_evictions"}
 
 STATS_BUCKETS = 32
 
@@ -487,6 +489,7 @@ class Options(ctypes.Structure):
         ("settled_retention_s", ctypes.c_int64),
         ("pool_idle_s", ctypes.c_int64),  # version 2
         ("call_timeout_ms", ctypes.c_int64),  # version 3
+        ("stmt_cache_max", ctypes.c_int32),  # version 3
     ]
 
     def __init__(self, version=OPTIONS_VERSION, **fields):

@@ -96,8 +96,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  i < sizeof o; i++)
                 check(b[i] == 0xA5, "options_init(2) wrote byte %zu", i);
         } else {
-            check(o.pool_idle_s == 3600 && o.call_timeout_ms == 5000,
-                  "default pool_idle_s, call_timeout_ms");
+            check(o.pool_idle_s == 3600 && o.call_timeout_ms == 5000 &&
+                      o.stmt_cache_max == 48,
+                  "default pool_idle_s, call_timeout_ms, stmt_cache_max");
         }
     }
     check(rsv_options_init(NULL, RSV_OPTIONS_VERSION) == RSV_EINVAL,
@@ -135,6 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.pool_idle_s = fz_i64_interesting(&f, 0, 30LL * 24 * 3600);
     if (which & 0x800)
         o.call_timeout_ms = fz_i64_interesting(&f, 0, 3600 * 1000);
+    if (which & 0x1000)
+        o.stmt_cache_max = (int32_t)fz_i64_interesting(&f, 1, 48);
     if (which & 0x200) {
         size_t n = fz_u8(&f) % 48;
         for (size_t i = 0; i < n; i++) {
@@ -168,7 +171,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (o.version < 2 ||
          (o.pool_idle_s >= 0 && o.pool_idle_s <= 30LL * 24 * 3600)) &&
         (o.version < 3 ||
-         (o.call_timeout_ms >= 0 && o.call_timeout_ms <= 3600 * 1000)) &&
+         (o.call_timeout_ms >= 0 && o.call_timeout_ms <= 3600 * 1000 &&
+          o.stmt_cache_max >= 1 && o.stmt_cache_max <= 48)) &&
         /* in the header: */
         o.lock_wait_timeout_s >= 0 && o.lock_wait_timeout_s <= 3600 &&
         (!o.conn_tag_prefix || tag_ok(o.conn_tag_prefix));
