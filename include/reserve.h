@@ -155,7 +155,7 @@ enum rsv_code {
     RSV_ESCHEMA = -15,     /* the libreserve tables are missing or wrong;
                               the message names the table */
     RSV_ESERVER = -16,     /* the server is unsupported: no SKIP LOCKED
-                              (MariaDB < 10.6, MySQL < 8.0.1) or binary
+                              (MariaDB < 10.6, MySQL < 8.0.16) or binary
                               logging with binlog_format=STATEMENT */
     RSV_EINTXN = -17,      /* the caller is inside a transaction and this
                               function needs its own */
@@ -169,7 +169,8 @@ enum rsv_code {
     RSV_ESTOCK = -21,      /* the stock change would leave less stock than
                               is held by active checkouts, or below zero */
     RSV_ECONFIG = -22,     /* the connection is configured in a way the
-                              library cannot use safely (auto-reconnect) */
+                              library cannot use safely (auto-reconnect),
+                              or an option the server cannot honour */
     RSV_ERANGE = -23,      /* index out of range / buffer too small */
     RSV_EDISABLED = -24    /* the context is switched off with
                               rsv_set_enabled(ctx, 0): the call did nothing

@@ -188,11 +188,22 @@ static int check_server(rsv_ctx *ctx)
     /* (MySQL renamed it in 8.0.3; MariaDB 10.x knows the old name) */
     ctx->isolation_var = ctx->is_mariadb || v < 80003 ? "tx_isolation"
                                                       : "transaction_isolation";
-    if (ctx->is_mariadb ? v < 100600 : v < 80001)
+    /* SKIP LOCKED: MariaDB 10.6, MySQL 8.0.1; MySQL enforces the
+     * schema's CHECK constraints (no stock figure below zero) only from
+     * 8.0.16 and parses but ignores them before. */
+    if (ctx->is_mariadb ? v < 100600 : v < 80016)
         return ctx_fail(ctx, RSV_ESERVER,
-                        "server %s lacks SELECT ... FOR UPDATE SKIP LOCKED: "
-                        "libreserve needs MariaDB >= 10.6 or MySQL >= 8.0.1",
+                        "server %s is too old: libreserve needs SELECT ... "
+                        "FOR UPDATE SKIP LOCKED and enforced CHECK "
+                        "constraints, MariaDB >= 10.6 or MySQL >= 8.0.16",
                         info ? info : "(unknown)");
+    /* MySQL has no SET STATEMENT: the option could not be honoured. */
+    if (!ctx->is_mariadb && ctx->opts.lock_wait_timeout_s > 0)
+        return ctx_fail(ctx, RSV_ECONFIG,
+                        "lock_wait_timeout_s is applied per statement with "
+                        "MariaDB's SET STATEMENT, which MySQL lacks: leave "
+                        "it 0 and set innodb_lock_wait_timeout on the "
+                        "session");
 
     char log_bin[32], fmt[32];
     int rc = query_row(ctx, "/* conn_tag:open */ SELECT @@log_bin, "

@@ -105,7 +105,8 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
 }
 
 /* Padding rows repeat the last hold; ON DUPLICATE KEY UPDATE makes the
- * repeat a no-op (holds are one row per key by construction). */
+ * repeat a no-op (holds are one row per key by construction; quantity =
+ * quantity rather than VALUES(), which MySQL deprecates). */
 static int b_holds_insert(rsv_buf *s, uint32_t n)
 {
     buf_puts(s, "INSERT INTO reserved_quantities (shop_id, checkout_token, "
@@ -114,7 +115,7 @@ static int b_holds_insert(rsv_buf *s, uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         buf_puts(s, i ? ",(?,?,?,?,?,?,NOW(6) + INTERVAL ? MICROSECOND,NOW(6))"
                       : "(?,?,?,?,?,?,NOW(6) + INTERVAL ? MICROSECOND,NOW(6))");
-    buf_puts(s, " ON DUPLICATE KEY UPDATE quantity = VALUES(quantity)");
+    buf_puts(s, " ON DUPLICATE KEY UPDATE quantity = quantity");
     return 0;
 }
 

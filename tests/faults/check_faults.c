@@ -1112,7 +1112,9 @@ START_TEST(old_servers_are_refused)
         {100505, "10.5.5-MariaDB", RSV_ESERVER},
         {100600, "10.6.0-MariaDB", RSV_OK},
         {80000, "8.0.0", RSV_ESERVER},
-        {80001, "8.0.1", RSV_OK},
+        {80001, "8.0.1", RSV_ESERVER}, /* (CHECK constraints ignored) */
+        {80015, "8.0.15", RSV_ESERVER},
+        {80016, "8.0.16", RSV_OK},
         {50744, "5.7.44-log", RSV_ESERVER},
     };
     MYSQL *c = tu_connect();
@@ -1127,6 +1129,17 @@ START_TEST(old_servers_are_refused)
             ck_assert(strstr(rsv_errmsg(x), "SKIP LOCKED") != NULL);
         rsv_close(x);
     }
+    /* MySQL has no SET STATEMENT for the option's lock wait */
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.lock_wait_timeout_s = 5;
+    rsv__fault_pretend_server(80040, "8.0.40");
+    rsv_ctx *x = NULL;
+    int rc = rsv_open(&x, c, &o);
+    rsv__fault_pretend_server(0, NULL);
+    ck_assert_msg(rc == RSV_ECONFIG, "got %s", rsv_code_name(rc));
+    ck_assert(strstr(rsv_errmsg(x), "lock_wait_timeout_s") != NULL);
+    rsv_close(x);
     mysql_close(c);
 }
 END_TEST
