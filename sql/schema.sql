@@ -111,10 +111,12 @@ CREATE TABLE IF NOT EXISTS reservation_settlements (
 ) ENGINE=InnoDB;
 
 -- Stock as a buyer sees it, for reports and operators (not locking).
+-- SQL SECURITY INVOKER: read with the reader's rights, so it does not
+-- depend on the account that loaded the schema.
 -- The subqueries name their indexes: with the statistics of freshly
 -- loaded tables the optimizer read every hold of the shop, or every
 -- settlement, once per ledger row.
-CREATE OR REPLACE VIEW inventory_stock AS
+CREATE OR REPLACE SQL SECURITY INVOKER VIEW inventory_stock AS
 SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
        l.on_hand - COALESCE((SELECT SUM(s.quantity)
                                FROM reservation_settlements s

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tests/privileges-test.sh - the documented grants, exactly (README,
+# "Privileges"): an installing account with only its grants loads the
+# schema and loads it again (the upgrade path), each of those grants is
+# needed, a runtime account with only its grants runs a checkout's whole
+# life through the library in one round trip per reserve and claim, and
+# nothing depends on the installing account once it is dropped (the
+# procedures and the view run with the caller's rights).
+#
+# Against the server in RSV_TEST_SOCKET (make check, or
+#   tools/mariadb.sh run tests/privileges-test.sh); the library is
+# $RSV_BUILD/libreserve.so (default build), through the Python binding.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
+client=$(command -v mariadb || command -v mysql) || { echo "privileges-test: no mariadb client" >&2; exit 1; }
+build=${RSV_BUILD:-build}
+
+DB=rsv_priv_test_$$
+INST=rsv_inst_$$
+RUN=rsv_run_$$
+PW=pw-$$
+# The grants of README "Privileges", word for word.
+INSTALL_PRIVS=(SELECT CREATE DROP "CREATE VIEW" "CREATE ROUTINE" "ALTER ROUTINE")
+RUNTIME_GRANT="SELECT, INSERT, UPDATE, DELETE, EXECUTE"
+
+root() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
+as() { local u=$1; shift; MYSQL_PWD=$PW "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$u" "$@"; }
+cleanup() {
+  root -e "DROP DATABASE IF EXISTS \`$DB\`; DROP USER IF EXISTS '$INST'@'localhost', '$RUN'@'localhost', '${INST}x'@'localhost'" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+join() { local IFS=,; echo "$*"; }
+
+root -e "CREATE DATABASE \`$DB\`; CREATE USER '$INST'@'localhost' IDENTIFIED BY '$PW'; CREATE USER '$RUN'@'localhost' IDENTIFIED BY '$PW'; GRANT $(join "${INSTALL_PRIVS[@]}") ON \`$DB\`.* TO '$INST'@'localhost'; GRANT $RUNTIME_GRANT ON \`$DB\`.* TO '$RUN'@'localhost'" || exit 1
+
+if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads the schema"; else bad "installing account loads the schema"; fi
+if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads it again (upgrade path)"; else bad "installing account loads it again"; fi
+
+# Each installing grant is needed: without it, loading into a fresh
+# database fails (and says why).
+for drop in "${INSTALL_PRIVS[@]}"; do
+  less=()
+  for p in "${INSTALL_PRIVS[@]}"; do [ "$p" = "$drop" ] || less+=("$p"); done
+  root -e "DROP DATABASE IF EXISTS \`${DB}x\`; CREATE DATABASE \`${DB}x\`; DROP USER IF EXISTS '${INST}x'@'localhost'; CREATE USER '${INST}x'@'localhost' IDENTIFIED BY '$PW'; GRANT $(join "${less[@]}") ON \`${DB}x\`.* TO '${INST}x'@'localhost'" || exit 1
+  if as "${INST}x" "${DB}x" <sql/schema.sql >/dev/null 2>&1; then
+    bad "loading without $drop fails"
+  else
+    ok "loading without $drop fails"
+  fi
+  root -e "DROP DATABASE \`${DB}x\`; DROP USER '${INST}x'@'localhost'"
+done
+
+root -e "DROP USER '$INST'@'localhost'" || exit 1
+ok "installing account dropped"
+
+# The runtime account: a checkout's whole life, and the view.
+if python3 - "$RSV_TEST_SOCKET" "$RUN" "$PW" "$DB" "$build" <<'PY'
+import os, sys
+sock, user, pw, db, build = sys.argv[1:]
+sys.path.insert(0, "examples/python")
+os.environ["LIBRESERVE_PATH"] = os.path.abspath(os.path.join(build, "libreserve.so"))
+import libreserve as rsv
+conn = rsv.Connection(unix_socket=sock, user=user, password=pw, db=db)
+with rsv.Context(conn) as c:
+    c.stock_set(7, 1, 1, 10)
+    c.reserve_one(7, b"a", 1, 1, 2)
+    c.reserve_one(7, b"b", 1, 1, 1)
+    assert c.checkout_status(7, b"a").status == rsv.STATUS_HELD
+    c.extend(7, b"a")
+    c.claim(7, b"a")
+    c.release(7, b"b")
+    c.replenish(7, 1, 1)
+    c.sweep(7)
+    c.pool_drain(7, 1, 1)
+    assert c.stock_get(7, 1, 1).on_hand == 8, c.stock_get(7, 1, 1)
+    assert not c.audit(7)
+    # the procedures ran (one round trip), not a silent fallback
+    assert c.stats(rsv.STAT_ONE_TRIP, rsv.OP_RESERVE) == 2, c.stats_dict()
+    assert c.stats(rsv.STAT_STATEMENTS, rsv.OP_CLAIM) == 1, \
+        c.stats(rsv.STAT_STATEMENTS, rsv.OP_CLAIM)
+assert conn.scalar_int("SELECT on_hand FROM inventory_stock "
+                       "WHERE shop_id = 7") == 8
+conn.close()
+PY
+then ok "runtime account: reserve, claim, release, sweep, audit, the view"; else bad "runtime account lifecycle"; fi
+
+# The runtime account cannot change the schema.
+if as "$RUN" "$DB" -e "DROP TABLE reservation_units" 2>/dev/null; then bad "runtime account cannot drop tables"; else ok "runtime account cannot drop tables"; fi
+
+echo "privileges: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
