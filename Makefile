@@ -67,9 +67,15 @@ $(B)/libreserve.so: $(SHLIB)
 	ln -sf libreserve.so.$(VERSION) $(B)/$(SONAME)
 	ln -sf $(SONAME) $@
 
-$(STLIB): $(LIB_OBJ)
+# One relocatable object whose only global symbols are the shared
+# library's exports: an application that links statically and defines a
+# name of ours (buf_free, op_begin ...) must not clash with it.
+$(STLIB): $(LIB_OBJ) $(SHLIB)
 	rm -f $@
-	ar rcs $@ $(LIB_OBJ)
+	$(CC) -r -nostdlib -o $(B)/libreserve-all.o $(LIB_OBJ)
+	nm -D --defined-only $(SHLIB) | awk 'NF == 3 && $$3 !~ /^LIBRESERVE/ { sub(/@.*/, "", $$3); print $$3 }' >$(B)/exports.list
+	objcopy --keep-global-symbols=$(B)/exports.list $(B)/libreserve-all.o
+	ar rcs $@ $(B)/libreserve-all.o
 
 # Always rewritten: it records PREFIX/LIBDIR, which may differ at install.
 $(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile FORCE | $(B)/lib

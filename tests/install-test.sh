@@ -111,11 +111,12 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export PKG_CONFIG_SYSROOT_DIR=$stage
 pc_version=$(pkg-config --modversion reserve 2>&1)
 check "pkg-config --modversion reserve ($pc_version) == RSV_VERSION ($version)" test "$pc_version" = "$version"
-cflags_libs=$(pkg-config --cflags --libs reserve libmariadb 2>&1)
-check "pkg-config --cflags --libs reserve libmariadb" test $? -eq 0
+# reserve.h includes mysql.h: naming reserve alone must be enough.
+cflags_libs=$(pkg-config --cflags --libs reserve 2>&1)
+check "pkg-config --cflags --libs reserve" test $? -eq 0
 echo "     $cflags_libs"
-static_flags=$(pkg-config --static --cflags --libs reserve libmariadb 2>&1)
-check "pkg-config --static --cflags --libs reserve libmariadb" test $? -eq 0
+static_flags=$(pkg-config --static --cflags --libs reserve 2>&1)
+check "pkg-config --static --cflags --libs reserve" test $? -eq 0
 echo "     $static_flags"
 case " $cflags_libs " in
   *" -I$root/include "*) pass "cflags point into the staging dir" ;;
@@ -125,6 +126,21 @@ esac
 # ---- a program outside the tree ----
 src=$tmp/app
 mkdir -p "$src"
+# The application's own functions, named like internals of the library:
+# only rsv_ names may come out of libreserve.a, or linking fails with
+# "multiple definition".
+cat >"$src/own.c" <<'EOF'
+/* An application's own helpers that happen to share names with
+ * libreserve's internals. */
+int buf_free(int x);
+int check_token(int x);
+int op_begin(int x);
+int ctx_fail(int x);
+int buf_free(int x) { return x + 1; }
+int check_token(int x) { return x + 2; }
+int op_begin(int x) { return x + 3; }
+int ctx_fail(int x) { return x + 4; }
+EOF
 cat >"$src/app.c" <<'EOF'
 /* An application using the installed libreserve. */
 #include <stdio.h>
@@ -245,7 +261,7 @@ schema=$root/share/libreserve/schema.sql
 CC=${CC:-cc}
 echo "== shared build"
 # shellcheck disable=SC2086
-if (cd "$src" && $CC -Wall -Wextra -Werror app.c -o app-shared $cflags_libs) 2>"$tmp/cc-shared.log"; then
+if (cd "$src" && $CC -Wall -Wextra -Werror app.c own.c -o app-shared $cflags_libs) 2>"$tmp/cc-shared.log"; then
   pass "build against the shared library"
   needed=$(readelf -d "$src/app-shared" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p' | tr '\n' ' ')
   case " $needed " in
@@ -269,7 +285,7 @@ echo "== static build"
 # Only libreserve is linked statically; libmariadb and libc stay shared.
 static_link=$(sed -e 's/\(^\| \)-lreserve\( \|$\)/ -Wl,-Bstatic -lreserve -Wl,-Bdynamic /' <<<"$static_flags")
 # shellcheck disable=SC2086
-if (cd "$src" && $CC -Wall -Wextra -Werror app.c -o app-static $static_link) 2>"$tmp/cc-static.log"; then
+if (cd "$src" && $CC -Wall -Wextra -Werror app.c own.c -o app-static $static_link) 2>"$tmp/cc-static.log"; then
   pass "build against the static library"
   if readelf -d "$src/app-static" | grep -q 'NEEDED.*libreserve'; then
     fail "app-static does not need libreserve.so"
