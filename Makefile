@@ -123,7 +123,10 @@ install: lib
 	$(INSTALL) -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/libreserve.a
 	$(INSTALL) -m 644 $(B)/reserve.pc $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc
 	$(INSTALL) -m 644 sql/*.sql $(DESTDIR)$(DATADIR)/libreserve/
-	@if ls man/*.3 >/dev/null 2>&1; then $(INSTALL) -m 644 man/*.3 $(DESTDIR)$(MANDIR)/man3/; fi
+	@for f in man/*.3; do \
+	  if [ -L "$$f" ]; then ln -sf "$$(readlink "$$f")" $(DESTDIR)$(MANDIR)/man3/"$${f#man/}"; \
+	  else $(INSTALL) -m 644 "$$f" $(DESTDIR)$(MANDIR)/man3/; fi; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/reserve.h $(DESTDIR)$(LIBDIR)/libreserve.* $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc

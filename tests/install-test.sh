@@ -88,6 +88,18 @@ for m in man/*.3; do
   [ -f "$root/share/man/man3/$(basename "$m")" ] || fail "man page $(basename "$m") installed"
 done
 [ $nman -gt 0 ] && pass "$nman man pages installed in share/man/man3" || echo "skip man pages (no man/*.3 in the tree)"
+# Every page reads, from the source tree and installed (an alias is a
+# symbolic link to its page, not a ".so" that only resolves installed).
+if command -v man >/dev/null 2>&1; then
+  unread=()
+  for m in man/*.3 "$root"/share/man/man3/*.3; do
+    [ -e "$m" ] || continue
+    out=$(MANWIDTH=80 man -l "$m" 2>&1) && [ -n "$out" ] || unread+=("$m")
+  done
+  if [ ${#unread[@]} -eq 0 ]; then pass "man -l reads every page, in the tree and installed"; else fail "man -l cannot read: ${unread[*]}"; fi
+else
+  echo "skip man -l (no man here)"
+fi
 if [ -x tests/exports.sh ]; then
   out=$(tests/exports.sh "$libdir/libreserve.so.$major" 2>&1); rc=$?
   check "installed library: ${out##*$'\n'}" test $rc -eq 0
