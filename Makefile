@@ -109,8 +109,11 @@ test: check
 $(B)/examples/checkout_demo: examples/checkout_demo.c include/reserve.h $(B)/libreserve.so | $(B)/examples
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
 
+$(B)/examples/minimal: examples/minimal.c include/reserve.h $(B)/libreserve.so | $(B)/examples
+	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+
 demo: deps
-	@$(MAKE) --no-print-directory lib $(B)/examples/checkout_demo
+	@$(MAKE) --no-print-directory lib $(B)/examples/checkout_demo $(B)/examples/minimal
 	tools/mariadb.sh run examples/run-demo.sh $(B)/examples/checkout_demo $(DEMO_ARGS)
 
 # ---- install ----

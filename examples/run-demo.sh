@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the checkout demo against the server in RSV_TEST_SOCKET (started by
 # `tools/mariadb.sh run`, as `make demo` does): creates a fresh database,
-# loads sql/schema.sql into it, runs the demo binary with the given
-# arguments, and drops the database afterwards (set RSV_DEMO_KEEP=1 to keep
+# loads sql/schema.sql into it, runs the README's minimal program
+# (examples/minimal.c, built beside the demo) and then the demo binary with
+# the given arguments, and drops the database afterwards (set RSV_DEMO_KEEP=1 to keep
 # it for a look).  Usage:
 #   examples/run-demo.sh build/examples/checkout_demo [demo options...]
 # Connects as $RSV_TEST_USER (default root) with $RSV_TEST_PASSWORD.
@@ -39,6 +40,13 @@ cleanup() {
 trap cleanup EXIT
 sql "$db" <sql/schema.sql
 
+minimal=$(dirname "$demo")/minimal
+if [ -x "$minimal" ]; then
+  echo "== examples/minimal.c (the README's program)"
+  RSV_SOCKET=$RSV_TEST_SOCKET RSV_USER=$user RSV_PASSWORD=$MYSQL_PWD \
+    RSV_DATABASE=$db "$minimal"
+  echo "== examples/checkout_demo.c"
+fi
 set +e
 RSV_DEMO_DATABASE=$db "$demo" --socket "$RSV_TEST_SOCKET" --user "$user" "$@"
 status=$?
