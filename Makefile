@@ -32,7 +32,7 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
-REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g $(WARN) -Iinclude -Ilib $(MARIADB_CFLAGS) $(SAN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g $(WARN) -Iinclude -Ilib -DRSV_DATADIR='"$(DATADIR)"' $(MARIADB_CFLAGS) $(SAN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 REAL_LDFLAGS = $(SAN_LDFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard lib/*.c)

@@ -106,6 +106,9 @@ extern "C" {
 #define RSV_VERSION "0.1.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define RSV_VERSION_NUMBER 100
+/* The version of the database schema (sql/schema.sql, table rsv_schema)
+ * this library works on; see rsv_open() and RSV_ESCHEMAVER. */
+#define RSV_SCHEMA_VERSION 1
 
 /* The version of the library actually loaded, e.g. "0.1.0".  Static
  * string, never freed.  Compare with RSV_VERSION to detect a header/library
@@ -114,6 +117,10 @@ RSV_EXTERN const char *rsv_version(void);
 
 /* The loaded library's version as MAJOR * 10000 + MINOR * 100 + PATCH. */
 RSV_EXTERN int rsv_version_number(void);
+
+/* The schema version the loaded library works on (RSV_SCHEMA_VERSION of
+ * the header it was built with). */
+RSV_EXTERN int rsv_schema_version(void);
 
 /* ------------------------------------------------------------------ */
 /* Return codes                                                       */
@@ -172,9 +179,14 @@ enum rsv_code {
                               library cannot use safely (auto-reconnect),
                               or an option the server cannot honour */
     RSV_ERANGE = -23,      /* index out of range / buffer too small */
-    RSV_EDISABLED = -24    /* the context is switched off with
+    RSV_EDISABLED = -24,   /* the context is switched off with
                               rsv_set_enabled(ctx, 0): the call did nothing
                               and sent nothing to the server */
+    RSV_ESCHEMAVER = -25   /* rsv_open: the database's schema version is
+                              older than this library needs (upgrade the
+                              schema first) or newer than it knows
+                              (upgrade the library); the message names the
+                              command */
 };
 
 /* Limits of a single call. */
@@ -323,8 +335,43 @@ typedef struct rsv_ctx rsv_ctx;
  */
 RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
 
-/* Free a context and its prepared statements.  Does not close the
- * connection.  NULL is a no-op. */
+/*
+ * Open a context on a connection of its own, for callers that have no
+ * MYSQL* to lend (bindings over FFI; a claim that must join the
+ * application's own transaction needs rsv_open on that connection).  dsn:
+ *
+ *   mariadb://[USER[:PASSWORD]@][HOST][:PORT][/DATABASE][?KEY=VALUE&...]
+ *
+ * ("mysql://" is the same), with %XX escapes in every part.  Keys: socket
+ * (a Unix socket path; also the way to name one without a HOST),
+ * connect_timeout, read_timeout, write_timeout (seconds; a read timeout
+ * bounds a call to a server that stopped answering: the connection is
+ * then lost, RSV_ECONN or RSV_EINDOUBT), ssl (1: require TLS), ssl_ca,
+ * ssl_capath, ssl_cert, ssl_key, ssl_verify (1: verify the server's
+ * certificate and name).  Unknown keys are refused.
+ *
+ * The connection belongs to the context: rsv_close() closes it and
+ * rsv_reconnect() opens it again.  Codes and *out as rsv_open(), plus
+ * RSV_EINVAL for a malformed dsn and RSV_ECONN when the server cannot be
+ * reached (the message says why).
+ */
+RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
+                            const rsv_options *opts);
+
+/*
+ * Connect again after RSV_ECONN or RSV_EINDOUBT (then repeat the call: it
+ * is idempotent for the same token).  A context from rsv_open_dsn() closes
+ * its connection and opens a new one with the same dsn (rsv_connection()
+ * then returns the new handle); one from rsv_open() asks Connector/C to
+ * reconnect the application's handle in place (mariadb_reconnect, with
+ * auto-reconnect switched on only for that call).  The prepared statements
+ * are prepared again on first use.  Returns RSV_OK, RSV_EINVAL (NULL), or
+ * RSV_ECONN with the reason.
+ */
+RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx);
+
+/* Free a context and its prepared statements.  Closes the connection only
+ * if the context opened it (rsv_open_dsn).  NULL is a no-op. */
 RSV_EXTERN void rsv_close(rsv_ctx *ctx);
 
 /* The message of the last failing call on ctx ("" after a success).  The
@@ -615,7 +662,9 @@ RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
  * Every context counts what its calls did, in fixed arrays inside the
  * context (about 6 KiB; nothing grows).  The counters are per context like
  * everything else: read them from the thread that uses the context, or
- * while no call on it is running, and sum over contexts yourself.
+ * while no call on it is running.  To add several contexts up, or to read
+ * them from another thread, copy them into a snapshot (see
+ * rsv_stats_snapshot_add below).
  *
  * Operation kinds, for the statistics and the completion callback; each
  * matches the conn_tag of the statements the operation sends.
@@ -724,7 +773,7 @@ RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
  * How many calls of kind op (RSV_OP_*, or RSV_OP_ALL) returned `code`:
  * RSV_OK or any RSV_E* code (an unused number in that range gives 0).
  * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown op, a code
- * outside RSV_EDISABLED..RSV_OK).
+ * outside RSV_ESCHEMAVER..RSV_OK).
  */
 RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
                                  uint64_t *out);
@@ -755,6 +804,106 @@ RSV_EXTERN int rsv_stats_percentile(const rsv_ctx *ctx, uint32_t op,
 /* Set every counter, outcome and histogram of ctx back to zero.  Returns
  * RSV_OK, or RSV_EINVAL for NULL. */
 RSV_EXTERN int rsv_stats_reset(rsv_ctx *ctx);
+
+/*
+ * Snapshots: the statistics of one or more contexts added up, in memory
+ * the caller owns (about 6 KiB, tied to no context or connection).  They
+ * are how counters leave the thread that owns a context, and how several
+ * contexts become one set of metrics.  Adding sums every counter, outcome
+ * and histogram bucket; RSV_STAT_LATENCY_MAX_US keeps the maximum.
+ *
+ * Threads.  rsv_stats_snapshot_add() is the only one of these functions
+ * that reads a context: call it where rsv_stats_get() may be called (on
+ * the thread that uses the context, or while no call on it is running).
+ * A snapshot belongs to one thread at a time, like a cart: the library
+ * takes no lock, so calls on the same snapshot must not overlap.  When
+ * threads share snapshots, hold the application's own mutex around every
+ * call on them.  For a server whose threads each own a context:
+ *
+ *   each worker, every second or so, between two of its own calls:
+ *     lock(m); rsv_stats_snapshot_clear(mine);
+ *              rsv_stats_snapshot_add(mine, ctx); unlock(m);
+ *   the exporter, on each scrape (total is its own):
+ *     rsv_stats_snapshot_clear(total);
+ *     lock(m); for each worker: rsv_stats_snapshot_merge(total, its mine);
+ *     unlock(m);
+ *     rsv_stats_prometheus(total, "instance=\"a\"", buf, len, &needed);
+ *
+ * A worker's snapshot keeps its last figures after its context is
+ * closed, so the exported counters never go down (unless a context's
+ * counters are reset with rsv_stats_reset()).
+ */
+typedef struct rsv_stats_snapshot rsv_stats_snapshot;
+
+/* A new snapshot, every statistic zero and no context added; free it with
+ * rsv_stats_snapshot_free().  Returns RSV_OK, RSV_EINVAL (NULL out) or
+ * RSV_ENOMEM (then *out is NULL). */
+RSV_EXTERN int rsv_stats_snapshot_new(rsv_stats_snapshot **out);
+
+/* Free a snapshot.  NULL is a no-op. */
+RSV_EXTERN void rsv_stats_snapshot_free(rsv_stats_snapshot *snap);
+
+/* Set every statistic of snap, and its count of contexts, back to zero.
+ * NULL is a no-op. */
+RSV_EXTERN void rsv_stats_snapshot_clear(rsv_stats_snapshot *snap);
+
+/* Add the statistics of ctx, as rsv_stats_get() would read them now, to
+ * snap, and count one context more; ctx is not changed.  Adding the same
+ * context again counts its calls again: clear snap first to replace them.
+ * Returns RSV_OK, or RSV_EINVAL (NULL snap or ctx). */
+RSV_EXTERN int rsv_stats_snapshot_add(rsv_stats_snapshot *snap,
+                                      const rsv_ctx *ctx);
+
+/* Add the statistics of src, and its count of contexts, to dst.
+ * Returns RSV_OK, or RSV_EINVAL (NULL dst or src). */
+RSV_EXTERN int rsv_stats_snapshot_merge(rsv_stats_snapshot *dst,
+                                        const rsv_stats_snapshot *src);
+
+/*
+ * Write snap into buf as Prometheus text (exposition format 0.0.4: serve
+ * it as "text/plain; version=0.0.4"), NUL-terminated.  Every family has
+ * one # HELP and one # TYPE line:
+ *
+ *   libreserve_contexts                        gauge: contexts added up
+ *   libreserve_calls_total{op,result,class}    counter: calls returned
+ *   libreserve_<stat>_total{op}                counter: RSV_STAT_<STAT>,
+ *       one family for each counter but those of calls and latencies:
+ *       retries, deadlocks, lock_wait_timeouts, inline_refills,
+ *       slow_paths, short_reads, statements, one_trip, back_to_fast,
+ *       ledger_takes, pool_drained, stmt_evictions
+ *   libreserve_call_duration_seconds{op}       histogram: _bucket{le}
+ *       cumulative over the RSV_STATS_BUCKETS buckets (le = 2^b
+ *       microseconds for b = 0..30, then "+Inf"), _sum, _count (the
+ *       kind's RSV_STAT_CALLS)
+ *   libreserve_call_duration_max_seconds{op}   gauge: the slowest call
+ *
+ * op names the kind: "reserve", "claim", "release", "extend", "status",
+ * "replenish", "sweep", "stock" or "audit"; a kind's series appear once a
+ * call of it was counted.  result is the code's rsv_code_name() in lower
+ * case without "rsv_" ("ok", "eoutofstock", ...; "other" for a code
+ * without a name), and appears once counted ("ok" always); class is "ok",
+ * "expected" or "failed", as RSV_STAT_OK, RSV_STAT_EXPECTED and
+ * RSV_STAT_FAILED count them.
+ *
+ * labels (NULL or "" for none) comes first in the labels of every series,
+ * e.g. "instance=\"a\",shard=\"3\"": name="value" pairs separated by
+ * commas, without spaces, exactly as they appear in the output.  Names
+ * match [a-zA-Z_][a-zA-Z0-9_]*, do not begin with "__", are not op,
+ * result, class or le, and appear once; a value is UTF-8 in which a
+ * backslash, a double quote and a newline are written \\, \" and \n.
+ *
+ * *needed_out (may be NULL) receives the size of buffer the text needs,
+ * its terminating NUL included (after RSV_OK, strlen(buf) + 1).  Pass
+ * len 0 (buf may then be NULL) to learn it: the same snapshot gives the
+ * same text again.  Numbers are written without floating point, so the
+ * process's locale cannot change them.  Reads snap only.
+ * Returns RSV_OK; RSV_ERANGE when len is less than *needed_out (buf then
+ * holds "" if len > 0, never a truncated text); RSV_EINVAL (NULL snap,
+ * NULL buf with len > 0, labels not as above).
+ */
+RSV_EXTERN int rsv_stats_prometheus(const rsv_stats_snapshot *snap,
+                                    const char *labels, char *buf,
+                                    size_t len, size_t *needed_out);
 
 /*
  * Called after every counted call on the context returns (see

@@ -221,11 +221,46 @@ static int check_server(rsv_ctx *ctx)
     return RSV_OK;
 }
 
+/* The schema's version against the library's (RSV_SCHEMA_VERSION); a
+ * schema from before versions (no rsv_schema table) is version 0. */
+static int check_version(rsv_ctx *ctx, const char *db, int has_table)
+{
+    char v[32] = "0", oldest[32] = "0";
+    if (has_table) {
+        /* a table read: with autocommit off it opens a transaction, which
+         * must not outlive rsv_open (unless it was the caller's) */
+        int was_open = txn_caller_open(ctx);
+        int rc = query_row(ctx, "/* conn_tag:open */ SELECT version, "
+                                "oldest_library FROM rsv_schema WHERE id = 1",
+                           v, sizeof v, 2, oldest, sizeof oldest);
+        if (!was_open && txn_caller_open(ctx))
+            txn_rollback_quietly(ctx);
+        if (rc)
+            return rc;
+    }
+    long version = strtol(v, NULL, 10), need = strtol(oldest, NULL, 10);
+    if (version < RSV_SCHEMA_VERSION)
+        return ctx_fail(ctx, RSV_ESCHEMAVER,
+                        "database %s holds libreserve schema version %ld; "
+                        "this library needs version %d: upgrade the schema "
+                        "first (every row is kept): mariadb %s < "
+                        RSV_DATADIR "/libreserve/schema.sql", db, version,
+                        RSV_SCHEMA_VERSION, db);
+    if (need > RSV_SCHEMA_VERSION)
+        return ctx_fail(ctx, RSV_ESCHEMAVER,
+                        "database %s holds libreserve schema version %ld, "
+                        "which needs a library of schema version %ld or "
+                        "later; this library (%s) has version %d: upgrade "
+                        "the library", db, version, need, RSV_VERSION,
+                        RSV_SCHEMA_VERSION);
+    return RSV_OK;
+}
+
 static int check_schema(rsv_ctx *ctx)
 {
     static const char *tables[] = {
         "inventory_levels", "reservation_units", "reservation_checkouts",
-        "reserved_quantities", "reservation_settlements",
+        "reserved_quantities", "reservation_settlements", "rsv_schema",
     };
     enum { NTABLES = sizeof tables / sizeof tables[0] };
     /* One round trip: the database, then one digit per table (is it
@@ -259,12 +294,14 @@ static int check_schema(rsv_ctx *ctx)
         return ctx_fail(ctx, RSV_ESCHEMA,
                         "no database selected on the connection: select the "
                         "database that holds the libreserve schema");
-    for (size_t i = 0; i < NTABLES; i++)
+    for (size_t i = 0; i < NTABLES - 1; i++)
         if (found[i] != '1')
             return ctx_fail(ctx, RSV_ESCHEMA,
                             "table %s.%s is missing: load sql/schema.sql "
                             "(share/libreserve/schema.sql) into this database",
                             db, tables[i]);
+    if ((rc = check_version(ctx, db, found[NTABLES - 1] == '1')))
+        return rc;
     /* The reserve procedures are optional: without them (an account that
      * cannot create routines loaded the schema, or an older schema file)
      * every reserve sends its statements one by one, slower on a network
@@ -280,22 +317,21 @@ static int check_schema(rsv_ctx *ctx)
     return RSV_OK;
 }
 
-RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
+rsv_ctx *ctx_new(void)
 {
-    if (!out)
-        return RSV_EINVAL;
-    *out = NULL;
-    if (!conn)
-        return RSV_EINVAL;
     rsv_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
-        return RSV_ENOMEM;
-    *out = ctx;
+        return NULL;
     FAULT_OPENED(ctx);
-    ctx->conn = conn;
     ctx->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ctx ^
                0x9E3779B97F4A7C15ULL;
     op_begin(ctx, OP_OPEN, 0, 0, NULL, 0);
+    return ctx;
+}
+
+int ctx_open_on(rsv_ctx *ctx, MYSQL *conn, const rsv_options *opts)
+{
+    ctx->conn = conn;
     int rc = apply_options(ctx, opts);
     if (rc)
         return rc;
@@ -317,11 +353,26 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
     return ctx_ok(ctx);
 }
 
+RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
+{
+    if (!out)
+        return RSV_EINVAL;
+    *out = NULL;
+    if (!conn)
+        return RSV_EINVAL;
+    rsv_ctx *ctx = ctx_new();
+    if (!ctx)
+        return RSV_ENOMEM;
+    *out = ctx;
+    return ctx_open_on(ctx, conn, opts);
+}
+
 RSV_EXTERN void rsv_close(rsv_ctx *ctx)
 {
     if (!ctx)
         return;
     sql_cache_clear(ctx);
+    conn_release(ctx);
     args_free(&ctx->args);
     res_free(&ctx->res);
     buf_free(&ctx->sql);

@@ -42,6 +42,7 @@ static const struct code_info codes[] = {
     {RSV_ECONFIG, "RSV_ECONFIG", "unsupported connection configuration"},
     {RSV_ERANGE, "RSV_ERANGE", "index out of range"},
     {RSV_EDISABLED, "RSV_EDISABLED", "libreserve is switched off on this context (rsv_set_enabled)"},
+    {RSV_ESCHEMAVER, "RSV_ESCHEMAVER", "the database schema version does not match the library (upgrade one of them)"},
 };
 
 static const struct code_info *find_code(int code)
@@ -67,6 +68,8 @@ RSV_EXTERN const char *rsv_code_name(int code)
 RSV_EXTERN const char *rsv_version(void) { return RSV_VERSION; }
 
 RSV_EXTERN int rsv_version_number(void) { return RSV_VERSION_NUMBER; }
+
+RSV_EXTERN int rsv_schema_version(void) { return RSV_SCHEMA_VERSION; }
 
 int ctx_ok(rsv_ctx *ctx)
 {

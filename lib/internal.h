@@ -94,6 +94,11 @@
 #define RSV_PROC_POOL_TAKE "rsv_pool_take_v1" /* called by ..._RESERVE */
 #define RSV_PROC_SETTLE "rsv_settle_v1"     /* claim and release */
 
+/* Where make install puts the schema (for messages). */
+#ifndef RSV_DATADIR
+#define RSV_DATADIR "/usr/local/share"
+#endif
+
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
 
@@ -218,9 +223,11 @@ struct rsv_cart {
 };
 
 /* ---- statistics (stats.c) ---- */
-/* One outcome slot per code RSV_OK (0) .. RSV_EDISABLED (-24), indexed by
+/* The last (most negative) return code. */
+#define RSV__LAST_CODE RSV_ESCHEMAVER
+/* One outcome slot per code RSV_OK (0) .. RSV__LAST_CODE, indexed by
  * -code, and a last slot for anything else; grow with the codes. */
-#define STATS_CODES (-RSV_EDISABLED + 2)
+#define STATS_CODES (-RSV__LAST_CODE + 2)
 #define STATS_COUNTERS (RSV_STAT_STMT_EVICTIONS + 1)
 typedef struct rsv_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
@@ -245,8 +252,11 @@ typedef struct rsv_pool_seen {
 #define RSV_LEDGER_SEEN 1024   /* ledger rows remembered (ledger_seen.c) */
 
 /* ---- context ---- */
+struct rsv_dsn;
 struct rsv_ctx {
     MYSQL *conn;
+    struct rsv_dsn *dsn;       /* how to connect again, when the context
+                                  opened conn itself (rsv_open_dsn) */
     rsv_options opts;
     char tag_prefix[40];
     int is_mariadb;
@@ -298,6 +308,16 @@ struct rsv_ctx {
     int in_callback;
     rsv_stats stats;
 };
+
+/* ---- contexts (context.c) and their own connections (connect.c) ---- */
+/* A new context, its operation clock started as rsv_open's; NULL when out
+ * of memory. */
+RSV_HIDDEN rsv_ctx *ctx_new(void);
+/* rsv_open's options and checks, on conn. */
+RSV_HIDDEN int ctx_open_on(rsv_ctx *ctx, MYSQL *conn,
+                           const rsv_options *opts);
+/* Close the connection if the context opened it, and forget how. */
+RSV_HIDDEN void conn_release(rsv_ctx *ctx);
 
 /* ---- errors (errors.c) ---- */
 RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
@@ -408,6 +428,10 @@ RSV_HIDDEN int op_end(rsv_ctx *ctx, int rc);
 RSV_HIDDEN void stats_add(rsv_ctx *ctx, int stat, uint64_t n);
 /* Count a finished call: its outcome and latency. */
 RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
+/* A counter as rsv_stats_get() reports it (stat and op already checked),
+ * for a context's statistics or a snapshot's (stats_export.c). */
+RSV_HIDDEN uint64_t stats_value(const rsv_stats *s, uint32_t stat,
+                                uint32_t op);
 
 /* ---- ledger (ledger.c) ---- */
 typedef struct rsv_level {

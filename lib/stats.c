@@ -7,7 +7,8 @@
  * traffic), their public getters, rsv_set_callback and rsv_set_enabled.
  * The hooks that feed them live where the events happen: op_begin/op_end
  * and the retry loop in txn.c, statement execution in sql.c, short reads
- * and refills in reserve.c.
+ * and refills in reserve.c.  Snapshots and their Prometheus text are in
+ * stats_export.c.
  */
 #include <string.h>
 
@@ -31,7 +32,7 @@ _Static_assert(SAME_OP(RSV_OP_RESERVE, OP_RESERVE) &&
 
 static int code_slot(int rc)
 {
-    return rc <= 0 && rc >= RSV_EDISABLED ? -rc : STATS_CODES - 1;
+    return rc <= 0 && rc >= RSV__LAST_CODE ? -rc : STATS_CODES - 1;
 }
 
 static int bucket_of(uint64_t us)
@@ -76,12 +77,8 @@ static uint64_t calls_of(const rsv_stats *s, int op, int first, int last)
     return n;
 }
 
-RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
-                             uint64_t *out)
+uint64_t stats_value(const rsv_stats *s, uint32_t stat, uint32_t op)
 {
-    if (!ctx || !out || !valid_op(op) || stat >= STATS_COUNTERS)
-        return RSV_EINVAL;
-    const rsv_stats *s = &ctx->stats;
     int from, to;
     op_range(op, &from, &to);
     uint64_t v = 0;
@@ -114,14 +111,22 @@ RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
             break;
         }
     }
-    *out = v;
+    return v;
+}
+
+RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
+                             uint64_t *out)
+{
+    if (!ctx || !out || !valid_op(op) || stat >= STATS_COUNTERS)
+        return RSV_EINVAL;
+    *out = stats_value(&ctx->stats, stat, op);
     return RSV_OK;
 }
 
 RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
                                  uint64_t *out)
 {
-    if (!ctx || !out || !valid_op(op) || code > 0 || code < RSV_EDISABLED)
+    if (!ctx || !out || !valid_op(op) || code > 0 || code < RSV__LAST_CODE)
         return RSV_EINVAL;
     int from, to;
     op_range(op, &from, &to);

@@ -1,13 +1,16 @@
 # mk/admin.mk - rsv-admin, the operator's command-line tool
-# (tools/rsv-admin/rsv-admin.c), its test and its installation.
-# Included by the top-level Makefile (-include mk/*.mk).
+# (tools/rsv-admin/rsv-admin.c), its man page (man/rsv-admin.1), its test
+# and its installation.  Included by the top-level Makefile (-include
+# mk/*.mk).
 #
 #   make build/rsv-admin        build it (runs in-tree: rpath to build/)
 #   make install                also installs rsv-admin to $(DESTDIR)$(BINDIR)
-#   make install-admin          only the tool
-#   make uninstall-admin        remove it again
+#                               and rsv-admin(1) to $(DESTDIR)$(MANDIR)/man1
+#   make install-admin          only the tool and its man page
+#   make uninstall-admin        remove them again
 
 ADMIN_SRC := tools/rsv-admin/rsv-admin.c
+ADMIN_MAN := man/rsv-admin.1
 
 $(B)/rsv-admin: $(ADMIN_SRC) include/reserve.h $(B)/libreserve.so
 	$(CC) $(REAL_CFLAGS) $(ADMIN_SRC) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
@@ -25,14 +28,15 @@ ADMIN_RPATH = $(if $(filter /lib /lib/% /usr/lib /usr/lib/%,$(LIBDIR)),,-Wl,-rpa
 .PHONY: admin install-admin uninstall-admin
 admin: $(B)/rsv-admin
 
-install-admin: $(ADMIN_SRC) include/reserve.h $(B)/libreserve.so
+install-admin: $(ADMIN_SRC) $(ADMIN_MAN) include/reserve.h $(B)/libreserve.so
 	mkdir -p $(B)/admin-install
 	$(CC) $(REAL_CFLAGS) $(ADMIN_SRC) -o $(B)/admin-install/rsv-admin $(REAL_LDFLAGS) -L$(B) $(ADMIN_RPATH) -lreserve $(MARIADB_LIBS)
-	$(INSTALL) -d $(DESTDIR)$(BINDIR)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	$(INSTALL) -m 755 $(B)/admin-install/rsv-admin $(DESTDIR)$(BINDIR)/rsv-admin
+	$(INSTALL) -m 644 $(ADMIN_MAN) $(DESTDIR)$(MANDIR)/man1/rsv-admin.1
 
 uninstall-admin:
-	rm -f $(DESTDIR)$(BINDIR)/rsv-admin
+	rm -f $(DESTDIR)$(BINDIR)/rsv-admin $(DESTDIR)$(MANDIR)/man1/rsv-admin.1
 
 install: install-admin
 uninstall: uninstall-admin

@@ -1,6 +1,7 @@
--- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.1, InnoDB).
+-- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.16, InnoDB), version 1.
 --
--- Load it into the application's database:
+-- Load it into the application's database, to install and to upgrade
+-- (loading it again keeps every row):
 --   mariadb your_db < /usr/local/share/libreserve/schema.sql
 --
 -- Every key starts with shop_id, so a deployment sharded on shop_id keeps
@@ -16,6 +17,22 @@
 -- because claims are journalled and folded into the ledger row later, so
 -- that claiming never queues on the ledger row.  Use rsv_stock_get() or
 -- the view inventory_stock rather than reading on_hand directly.
+
+-- The schema's version, one row.  rsv_open compares it with the version
+-- its library works on (RSV_SCHEMA_VERSION): a database older than the
+-- library must be upgraded first (load this file); one whose
+-- oldest_library is newer than the library needs a newer library.
+-- Loading this file never lowers either: during a rolling deploy an
+-- older copy may be loaded last.
+CREATE TABLE IF NOT EXISTS rsv_schema (
+  id             TINYINT UNSIGNED NOT NULL, -- always 1
+  version        INT UNSIGNED NOT NULL,     -- this schema's version
+  oldest_library INT UNSIGNED NOT NULL,     -- the oldest library schema
+                                            -- version that still works
+  updated_at     DATETIME(6) NOT NULL,      -- last change of version
+  PRIMARY KEY (id),
+  CONSTRAINT rsv_schema_one_row CHECK (id = 1)
+) ENGINE=InnoDB;
 
 -- The stock ledger: one row per shop, item and location.
 CREATE TABLE IF NOT EXISTS inventory_levels (
@@ -137,6 +154,15 @@ SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
            AND u.inventory_item_id = l.inventory_item_id
            AND u.inventory_group_id = l.inventory_group_id) AS pooled
   FROM inventory_levels l;
+
+-- The version this file installs, once its tables and view exist (the
+-- procedures below are optional: without them the library sends
+-- statements).
+INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
+  VALUES (1, 1, 1, NOW(6))
+  ON DUPLICATE KEY UPDATE updated_at = IF(version < 1, NOW(6), updated_at),
+                          version = GREATEST(version, 1),
+                          oldest_library = GREATEST(oldest_library, 1);
 
 -- Top a pool up from inside a reserve procedure that holds its ledger row
 -- (libreserve's procedures call it; never call it yourself).  A top-up

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# tests/admin-test.sh - exercises every rsv-admin command against the
-# server in RSV_TEST_SOCKET: output, --json documents and exit codes.
+# tests/admin-test.sh - exercises every rsv-admin command and option
+# against the server in RSV_TEST_SOCKET: output, --json documents,
+# Prometheus text (read back with the Prometheus project's Python parser,
+# python3-prometheus-client, installed here when missing and run as root),
+# exit codes, the short connection options, and the man page (it renders;
+# install-admin installs it and uninstall-admin removes it).
 #
-# Creates its own database with sql/schema.sql and drops it at the end.
+# Creates its own database with sql/schema.sql and drops it at the end
+# (and a user without DELETE, to see a sweep fail, dropped too).
 # Holds are made through the library itself (a few lines of Python ctypes
 # calling $RSV_BUILD/libreserve.so, RSV_BUILD defaulting to build), so the
 # tool is tested on states the library really produces.  Run by `make
@@ -20,10 +25,11 @@ client=$(command -v mariadb || command -v mysql) || { echo "admin-test: no maria
 
 DB=rsv_admin_test_$$
 EMPTY_DB=rsv_admin_empty_$$
+NODEL_USER=rsv_admin_nodel_$$
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-admin-test.XXXXXX")
 sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
 cleanup() {
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`; DROP DATABASE IF EXISTS \`$EMPTY_DB\`" >/dev/null 2>&1 || true
+  sql -e "DROP DATABASE IF EXISTS \`$DB\`; DROP DATABASE IF EXISTS \`$EMPTY_DB\`; DROP USER IF EXISTS '$NODEL_USER'@'localhost'" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -47,12 +53,13 @@ run_raw() {
   out=$("$ADMIN" "$@" 2>"$tmp/err"); rc=$?
   err=$(cat "$tmp/err")
 }
-# expect DESC RC [PYTHON-EXPR over d = the parsed JSON stdout]
+# expect DESC RC [PYTHON-EXPR [REF]]: the expression sees d, the parsed
+# JSON stdout, and r, the parsed JSON document REF (default null).
 expect() {
-  local desc=$1 want=$2 expr=${3:-}
+  local desc=$1 want=$2 expr=${3:-} ref=${4:-null}
   if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
   if [ -n "$expr" ]; then
-    if ! python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ('"$expr"') else 1)' "$out" 2>"$tmp/py"; then
+    if ! python3 -c 'import json,sys; d=json.loads(sys.argv[1]); r=json.loads(sys.argv[2]); sys.exit(0 if ('"$expr"') else 1)' "$out" "$ref" 2>"$tmp/py"; then
       bad "$desc: JSON check failed: $expr $(cat "$tmp/py")"; return
     fi
   fi
@@ -62,7 +69,9 @@ expect() {
 expect_text() {
   local desc=$1 want=$2 re=$3
   if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
-  if ! printf '%s\n%s\n' "$out" "$err" | grep -Eq -- "$re"; then bad "$desc: no match for /$re/"; return; fi
+  # A here-string, not a pipe: grep -q stops reading at the first match,
+  # and under pipefail a writer cut short by it would count as a failure.
+  if ! grep -Eq -- "$re" <<<"$out"$'\n'"$err"; then bad "$desc: no match for /$re/"; return; fi
   ok "$desc"
 }
 
@@ -139,6 +148,43 @@ run set-stock 1 10 1 lots
 expect_text "bad stock value" 2 "bad stock value"
 run checkout 1 zz --hex
 expect_text "bad hex token" 2 "bad hexadecimal token"
+run release 1 zz --hex
+expect_text "release: bad hex token" 2 "bad hexadecimal token"
+run release 1
+expect_text "release without TOKEN" 2 "release takes 2 argument"
+run claim x tok
+expect_text "claim: bad shop id" 2 "bad shop id 'x'"
+run levels 1 --hex
+expect_text "--hex outside checkout/release/claim" 2 "--hex only applies to checkout, release and claim"
+run stock 1 1 1 --all
+expect_text "--all outside audit/sweep/stats" 2 "--all only applies to audit, sweep and stats"
+run sweep
+expect_text "sweep without SHOP" 2 "sweep needs a SHOP or --all"
+run sweep 1 --all
+expect_text "sweep with SHOP and --all" 2 "give a SHOP or --all, not both"
+run stats
+expect_text "stats without SHOP" 2 "stats needs a SHOP or --all"
+run stats 1 --all
+expect "stats with SHOP and --all" 2
+run stats x
+expect_text "stats: bad shop id" 2 "bad shop id 'x'"
+run stock 1 1 1 --prometheus
+expect_text "--prometheus outside stats" 2 "--prometheus only applies to stats"
+run stats 1 --json --prometheus
+expect_text "--json with --prometheus" 2 "not both"
+# short options (those of the mariadb client)
+run_raw -x stock 1 1 1
+expect_text "unknown short option" 2 "unknown option '-x'"
+run_raw --no-defaults -S
+expect_text "-S without a value" 2 "a value is missing for '-S'"
+run_raw -h
+expect_text "-h alone: the host, and where help is" 2 "help is --help"
+run_raw --no-defaults -p stock 1 1 1
+expect_text "a lone -p is refused, never prompts" 2 "-p takes the password attached"
+run_raw --no-defaults -P 0 stock 1 1 1
+expect_text "-P 0" 2 "bad port '0'"
+run_raw --no-defaults -Pabc stock 1 1 1
+expect_text "-Pabc (attached)" 2 "bad port 'abc'"
 
 # ---- connection and library errors: exit 3 ----
 run_raw --no-defaults --socket "$tmp/no-such.sock" --user "$USER_" --database "$DB" stock 1 1 1
@@ -151,6 +197,10 @@ run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$E
 expect_text "schema not loaded" 3 "RSV_ESCHEMA.*inventory_levels"
 run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$EMPTY_DB" --json levels 1
 expect "schema not loaded, --json" 3 'd["error"]["name"] == "RSV_ESCHEMA"'
+run_raw --no-defaults -S "$RSV_TEST_SOCKET" -u "$USER_" -D "$EMPTY_DB" stock 1 1 1
+expect_text "-S -u -D reach the server (schema not loaded there)" 3 "RSV_ESCHEMA"
+run_raw --no-defaults -S "$RSV_TEST_SOCKET" -u "$USER_" -pwrong-password -D "$DB" stock 1 1 1
+expect_text "-pPASSWORD is used (a wrong one is refused)" 3 "Access denied"
 
 # ---- set-stock / stock / adjust-stock ----
 run set-stock 1 10 1 20
@@ -177,6 +227,24 @@ run set-stock 1 10 1 -1
 expect_text "set-stock negative" 2 "RSV_EQUANTITY"
 run set-stock 1 11 2 7 --json
 expect "set-stock creates a ledger row" 0 'd["on_hand"] == 7 and d["item_id"] == 11 and d["location_id"] == 2'
+
+# ---- short connection options that connect ----
+run_raw --no-defaults -S "$RSV_TEST_SOCKET" -u "$USER_" -D "$DB" --json stock 1 11 2
+expect "-S PATH -u NAME -D NAME" 0 'd["on_hand"] == 7'
+run_raw --no-defaults -S"$RSV_TEST_SOCKET" -u"$USER_" -D"$DB" --json stock 1 11 2
+expect "-SPATH -uNAME -DNAME (attached)" 0 'd["on_hand"] == 7'
+run_raw --no-defaults -h localhost -P 3306 -S "$RSV_TEST_SOCKET" -u "$USER_" -D "$DB" --json stock 1 11 2
+expect "-h localhost -P 3306: the socket" 0 'd["on_hand"] == 7'
+if [ -n "$PASS_" ]; then
+  out=$(RSV_ADMIN_PASSWORD=wrong-password "$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$USER_" -p"$PASS_" -D "$DB" --json stock 1 11 2 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+  expect "-pPASSWORD wins over RSV_ADMIN_PASSWORD" 0 'd["on_hand"] == 7'
+else
+  echo "skip -pPASSWORD that connects with the test account (it has no password; the sweep test below connects with one)"
+fi
+run adjust-stock 1 11 2 -1 --json
+expect "a negative DELTA is an argument, not an option" 0 'd["on_hand"] == 6 and d["delta"] == -1'
+run adjust-stock 1 11 2 1
+expect "adjust back" 0
 
 # ---- replenish ----
 run --json replenish 1 10 1
@@ -223,6 +291,61 @@ run --json checkout 1 "$qtok"
 expect "checkout with quotes and backslash, valid JSON" 0 'd["status"] == "released"'
 if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["token"] == sys.argv[2] else 1)' "$out" "$qtok"; then ok "token round-trips through JSON"; else bad "token round-trips through JSON"; fi
 
+# ---- release and claim (shop 5, so the figures of shop 1 stay put) ----
+run set-stock 5 1 1 10
+expect "set-stock shop 5" 0
+if lib reserve 5 rel-1 1 1 2 600000 && lib reserve 5 clm-1 1 1 3 600000 && lib reserve 5 -dash 1 1 1 600000; then ok "helper: holds in shop 5"; else out=; err=; bad "helper: holds in shop 5"; fi
+run --json release 5 rel-1
+expect "release a held checkout" 0 'd["action"] == "release" and d["outcome"] == "RSV_OK" and d["outcome_code"] == 0 and d["previous_status"] == "held" and d["status"] == "released" and d["units"] == 0 and d["token"] == "rel-1"'
+run --json stock 5 1 1
+expect "release gave the units back" 0 'd["held"] == 4 and d["available"] == 6'
+run release 5 rel-1
+expect_text "release again: idempotent" 0 "^released \(it was released\)"
+run --json claim 5 rel-1
+expect "claim a released checkout: refused" 4 'd["action"] == "claim" and d["outcome"] == "RSV_ERELEASED" and d["status"] == "released"'
+expect_text "claim a released checkout, stderr" 4 "RSV_ERELEASED"
+run claim 5 clm-1
+expect_text "claim a held checkout" 0 "^claimed \(it was held\)"
+expect_text "claim prints the state" 0 "status +claimed"
+run --json stock 5 1 1
+expect "the claim took the units" 0 'd["on_hand"] == 7 and d["held"] == 1'
+run --json claim 5 clm-1
+expect "claim again: RSV_ECLAIMED, nothing taken twice" 4 'd["outcome"] == "RSV_ECLAIMED" and d["previous_status"] == "claimed" and d["status"] == "claimed"'
+run --json stock 5 1 1
+expect "a repeated claim took nothing" 0 'd["on_hand"] == 7'
+run release 5 clm-1
+expect_text "release a claimed checkout: refused" 4 "not released: the checkout was already claimed"
+run release 5 no-such-token
+expect_text "release an unknown checkout" 1 "RSV_ENOTFOUND"
+run --json claim 5 no-such-token
+expect "claim an unknown checkout, --json" 1 'd["error"]["name"] == "RSV_ENOTFOUND"'
+run --json release 4242 rel-1
+expect "release in an unknown shop" 1 'd["error"]["name"] == "RSV_ENOTFOUND"'
+run release 5 "$(printf 'x%.0s' $(seq 1 129))"
+expect_text "release: token too long" 2 "RSV_ETOKEN"
+run checkout 5 -dash
+expect_text "a TOKEN starting with - and a letter is an option" 2 "unknown option '-dash'"
+run --json checkout 5 -- -dash
+expect "-- before a TOKEN starting with -" 0 'd["status"] == "held" and d["token"] == "-dash"'
+run --json --hex release 5 2d64617368
+expect "release by hex token" 0 'd["outcome"] == "RSV_OK" and d["token"] == "-dash" and d["status"] == "released"'
+# Two keys: a reserve's refill gives back the expired holds of its own key,
+# and exp-1 must still hold its units when it is claimed.
+run set-stock 5 2 1 5
+expect "set-stock shop 5, second key" 0
+if lib reserve 5 exp-1 1 1 1 300 && lib reserve 5 exp-2 2 1 1 300; then ok "helper: short holds in shop 5"; else out=; err=; bad "helper: short holds in shop 5"; fi
+sleep 0.6
+run --json claim 5 exp-1
+expect "claim a hold past its deadline, units still held: claimed" 0 'd["outcome"] == "RSV_OK" and d["previous_status"] == "expired" and d["status"] == "claimed"'
+run --json sweep 5
+expect "sweep shop 5 gives exp-2 back" 0 'd["released"] == 1'
+run --json claim 5 exp-2
+expect "claim a hold given back: RSV_EEXPIRED" 4 'd["outcome"] == "RSV_EEXPIRED" and d["status"] == "expired"'
+run --json release 5 exp-2
+expect "release a hold given back: idempotent" 0 'd["outcome"] == "RSV_OK" and d["previous_status"] == "expired"'
+run audit 5
+expect "shop 5 audits clean" 0
+
 # ---- expiry and sweep ----
 if lib reserve 1 "tok-2" 10 1 2 200 && lib reserve 1 "tok-3" 11 2 1 200; then ok "helper: short holds"; else out=; err=; bad "helper: short holds"; fi
 sleep 0.5
@@ -238,6 +361,8 @@ run --json checkout 1 tok-2
 expect "swept checkout still reads expired" 0 'd["status"] == "expired" and d["units"] == 0'
 run sweep 1 --max -1
 expect "sweep --max negative" 2
+run --json sweep 4242
+expect "sweep of an unknown shop: nothing to do" 0 'd == {"shop_id":4242,"released":0}'
 
 # ---- levels ----
 run --json levels 1
@@ -273,6 +398,189 @@ expect "audit --all clean again" 0
 # ---- database from the environment ----
 out=$(RSV_ADMIN_DATABASE=$DB "$ADMIN" --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --json stock 1 11 2 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
 expect "RSV_ADMIN_DATABASE" 0 'd["on_hand"] == 7'
+
+# ---- stats: shop 6 (one figure per key) and shop 7 ----
+# Each figure on its own key: a reserve refills its key's pool, which
+# folds that key's journal and gives back its expired holds.
+for k in "6 1 1 10" "6 2 1 5" "6 3 1 4" "6 4 1 2" "7 1 1 3" "7 2 1 3"; do
+  # shellcheck disable=SC2086
+  run set-stock $k
+  expect "set-stock $k" 0
+done
+if lib reserve 6 s6-held 1 1 3 600000 && lib reserve 6 s6-exp 2 1 2 300 &&
+   lib reserve 6 s6-claim 3 1 1 600000 && lib claim 6 s6-claim &&
+   lib reserve 7 s7-a 1 1 1 300 && lib reserve 7 s7-b 2 1 1 300; then
+  ok "helper: holds in shops 6 and 7"
+else
+  out=; err=; bad "helper: holds in shops 6 and 7"
+fi
+run --json replenish 6 4 1
+expect "replenish (6, 4, 1)" 0 'd["pooled"] == 2'
+sleep 0.6
+run --json stats 6
+expect "stats --json" 0 'd["scope"] == "shop" and d["shop_id"] == 6 and [(k["item_id"], k["location_id"]) for k in d["keys"]] == [(1, 1), (2, 1), (3, 1), (4, 1)] and all(set(k) == {"shop_id","item_id","location_id","on_hand","held","available","pooled","expired","journal_backlog"} and k["shop_id"] == 6 for k in d["keys"])'
+stats6=$out
+expect "stats: held" 0 'd["keys"][0]["held"] == 3 and d["keys"][0]["available"] == 7 and d["keys"][0]["expired"] == 0 and d["keys"][0]["on_hand"] == 10'
+expect "stats: expired units not given back" 0 'd["keys"][1]["expired"] == 2 and d["keys"][1]["held"] == 0 and d["keys"][1]["available"] == 5'
+expect "stats: journal backlog" 0 'd["keys"][2]["journal_backlog"] == 1 and d["keys"][2]["on_hand"] == 3 and d["keys"][2]["held"] == 0'
+expect "stats: pool depth" 0 'd["keys"][3]["pooled"] == 2 and d["keys"][3]["on_hand"] == 2'
+expect "stats: totals" 0 'd["totals"]["shops"] == 1 and d["totals"]["keys"] == 4 and all(d["totals"][f] == sum(k[f] for k in d["keys"]) for f in ("on_hand","held","available","pooled","expired","journal_backlog"))'
+# The same figures counted straight from the tables.
+sql "$DB" -N -e "SELECT l.inventory_item_id, l.inventory_group_id,
+    (SELECT COUNT(*) FROM reservation_units u WHERE u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id AND u.inventory_group_id = l.inventory_group_id),
+    (SELECT COALESCE(SUM(quantity), 0) FROM reserved_quantities h WHERE h.shop_id = l.shop_id AND h.inventory_item_id = l.inventory_item_id AND h.inventory_group_id = l.inventory_group_id AND h.expires_at <= NOW(6)),
+    (SELECT COUNT(*) FROM reservation_settlements x WHERE x.shop_id = l.shop_id AND x.inventory_item_id = l.inventory_item_id AND x.inventory_group_id = l.inventory_group_id)
+  FROM inventory_levels l WHERE l.shop_id = 6 ORDER BY 1, 2" >"$tmp/direct" 2>&1
+if python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+rows = [[int(x) for x in line.split()] for line in open(sys.argv[2]) if line.strip()]
+got = [[k["item_id"], k["location_id"], k["pooled"], k["expired"], k["journal_backlog"]] for k in d["keys"]]
+sys.exit(0 if rows == got else "%s != %s" % (got, rows))' "$stats6" "$tmp/direct"; then
+  ok "stats: pooled, expired, backlog as counted from the tables"
+else
+  bad "stats: pooled, expired, backlog as counted from the tables"
+fi
+run stats 6
+expect_text "stats, text: header" 0 "^SHOP +ITEM +LOCATION +ON_HAND +HELD +AVAILABLE +POOLED +EXPIRED +BACKLOG$"
+expect_text "stats, text: a row" 0 "^6 +2 +1 +5 +0 +5 +[0-9]+ +2 +0$"
+expect_text "stats, text: totals" 0 "^total: 1 shop\(s\), 4 item/location key\(s\)"
+run --json stats --all
+expect "stats --all --json" 0 'd["scope"] == "all" and {6, 7, 1, 5} <= {k["shop_id"] for k in d["keys"]} and d["totals"]["shops"] == len({k["shop_id"] for k in d["keys"]}) and d["totals"]["keys"] == len(d["keys"]) and [k for k in d["keys"] if k["shop_id"] == 6] == r["keys"]' "$stats6"
+statsall=$out
+run stats 4242
+expect_text "stats of an unknown shop" 1 "shop 4242 has no stock ledger rows"
+run --json stats 4242
+expect "stats of an unknown shop, --json" 1 'd["keys"] == [] and d["totals"]["keys"] == 0'
+
+# Plain reads: stats answers while another connection holds the rows locked.
+sql "$DB" -e "START TRANSACTION; SELECT COUNT(*) FROM inventory_levels WHERE shop_id = 6 FOR UPDATE; SELECT COUNT(*) FROM reserved_quantities WHERE shop_id = 6 FOR UPDATE; SELECT COUNT(*) FROM reservation_units WHERE shop_id = 6 FOR UPDATE; DO SLEEP(3); COMMIT" >/dev/null 2>&1 &
+locker=$!
+sleep 0.7
+out=$(timeout 2 "$ADMIN" "${conn[@]}" --json stats 6 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+expect "stats takes no lock (rows locked elsewhere)" 0 'd == r' "$stats6"
+wait "$locker"
+
+# ---- stats --prometheus, read back by the Prometheus client's parser ----
+# The Debian package installs into the system interpreter's dist-packages,
+# which a python3 found first on PATH (a virtualenv, pyenv) may not see.
+prom_py=
+have_parser() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    if "$py" -c 'import prometheus_client.parser' 2>/dev/null; then prom_py=$py; return 0; fi
+  done
+  return 1
+}
+if ! have_parser && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "admin-test: installing python3-prometheus-client"
+  apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=120 python3-prometheus-client >"$tmp/apt.log" 2>&1; }
+  apt_install || { apt-get update -qq >/dev/null 2>&1 && apt_install; } || tail -5 "$tmp/apt.log"
+fi
+# prom_check DESC JSON: stdout ($out) parses, and says what JSON says.
+prom_check() {
+  if "$prom_py" - "$out" "$2" 2>"$tmp/py" <<'PY'
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+text, want = sys.argv[1], json.loads(sys.argv[2])
+names = {"on_hand": "libreserve_on_hand_units", "held": "libreserve_held_units",
+         "available": "libreserve_available_units", "pooled": "libreserve_pooled_units",
+         "expired": "libreserve_expired_units", "journal_backlog": "libreserve_journal_backlog"}
+fams = list(text_string_to_metric_families(text))
+by = {f.name: f for f in fams}
+assert len(fams) == len(by) == 6 and set(by) == set(names.values()), sorted(by)
+for f in fams:
+    assert f.type == "gauge" and f.documentation, (f.name, f.type, f.documentation)
+    assert len(f.samples) == len(want["keys"]), (f.name, len(f.samples))
+    assert all(s.name == f.name for s in f.samples), f.name
+for k in want["keys"]:
+    labels = {"shop_id": str(k["shop_id"]), "item_id": str(k["item_id"]),
+              "location_id": str(k["location_id"])}
+    for field, metric in names.items():
+        vals = [s.value for s in by[metric].samples if s.labels == labels]
+        assert vals == [k[field]], (metric, labels, vals, k[field])
+for line in text.splitlines():
+    assert line.startswith("# HELP ") or line.startswith("# TYPE ") or not line.startswith("#"), line
+PY
+  then ok "$1"; else bad "$1: $(cat "$tmp/py")"; fi
+}
+if have_parser; then
+  run --prometheus stats 6
+  if [ "$rc" = 0 ]; then prom_check "stats --prometheus parses and matches --json" "$stats6"; else bad "stats --prometheus: exit $rc"; fi
+  run stats --all --prometheus
+  if [ "$rc" = 0 ]; then prom_check "stats --all --prometheus parses and matches --json" "$statsall"; else bad "stats --all --prometheus: exit $rc"; fi
+  run --prometheus stats 4242
+  expect_text "stats --prometheus of an unknown shop" 1 "^# TYPE libreserve_held_units gauge$"
+else
+  echo "skip stats --prometheus parser checks (python3-prometheus-client is not installed and could not be)"
+fi
+
+# ---- sweep --all ----
+# Shop 6 has one expired hold (s6-exp), shop 7 two (on two keys); with
+# --max 1 each shop gives back one.
+run --json sweep --all --max 1
+expect "sweep --all --max 1 --json" 0 'd["scope"] == "all" and {s["shop_id"]: s["released"] for s in d["shops"]}[6] == 1 and {s["shop_id"]: s["released"] for s in d["shops"]}[7] == 1 and d["released"] == 2 and d["shops_swept"] == len(d["shops"]) and d["shops_failed"] == 0 and d["shops_not_reached"] == 0 and [s["shop_id"] for s in d["shops"]] == sorted(s["shop_id"] for s in d["shops"]) and {1, 2, 5, 6, 7} <= {s["shop_id"] for s in d["shops"]} and all("error" not in s for s in d["shops"])'
+# A shop that fails is reported, and the others are still swept: an
+# account without DELETE cannot give shop 7's last expired hold back.
+if sql -e "CREATE USER '$NODEL_USER'@'localhost' IDENTIFIED BY 'nodel-pw'; GRANT SELECT, INSERT, UPDATE, EXECUTE ON \`$DB\`.* TO '$NODEL_USER'@'localhost'" >"$tmp/grant" 2>&1; then
+  out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NODEL_USER" -pnodel-pw -D "$DB" --json sweep --all 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+  expect "sweep --all: a failing shop is reported, the others tried" 3 '{s["shop_id"]: s.get("error", {}).get("name") for s in d["shops"]}[7] == "RSV_EDB" and d["shops_failed"] >= 1 and d["shops_swept"] + d["shops_failed"] == len(d["shops"]) and d["shops_not_reached"] == 0 and len(d["shops"]) >= 5'
+  expect_text "sweep --all: the failure on stderr" 3 "rsv_sweep of shop 7: RSV_EDB"
+else
+  echo "skip sweep --all with a failing shop (cannot create a user: $(head -1 "$tmp/grant"))"
+fi
+run sweep --all
+expect_text "sweep --all, text: a shop" 0 "^shop 7: gave back 1 expired hold\(s\)$"
+expect_text "sweep --all, text: totals" 0 "^every shop: gave back 1 expired hold\(s\) in [0-9]+ shop\(s\)$"
+run --json sweep --all
+expect "sweep --all again: nothing" 0 'd["released"] == 0 and d["shops_failed"] == 0'
+run --json stats 6
+expect "after the sweep: nothing expired, journal folded" 0 'all(k["expired"] == 0 and k["journal_backlog"] == 0 for k in d["keys"])'
+run audit --all
+expect "audit --all clean after the sweeps" 0
+
+# ---- the man page ----
+if command -v man >/dev/null 2>&1; then
+  page=$(MANWIDTH=80 man -l man/rsv-admin.1 2>"$tmp/man"); rc=$?
+  if [ $rc = 0 ] && [ -n "$page" ] && grep -q '^EXIT STATUS' <<<"$page"; then ok "man -l man/rsv-admin.1 renders"; else out=$page; err=$(cat "$tmp/man"); bad "man -l man/rsv-admin.1 renders"; fi
+  if command -v groff >/dev/null 2>&1; then
+    out=; err=$(groff -man -ww -z -Tutf8 man/rsv-admin.1 2>&1)
+    if [ -z "$err" ]; then ok "groff: no warnings in man/rsv-admin.1"; else bad "groff: warnings in man/rsv-admin.1"; fi
+  fi
+  # Every command and option of --help is in the page.
+  missing=()
+  usage_text=$("$ADMIN" --help)
+  for w in $(printf '%s\n' "$usage_text" | sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p') \
+           $(printf '%s\n' "$usage_text" | grep -oE -- '(^| )--?[a-zA-Z][a-z-]*' | tr -d ' ' | sort -u); do
+    grep -qF -- "$w" <<<"$page" || missing+=("$w")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then ok "the man page names every command and option of --help"; else out=; err=; bad "not in the man page: ${missing[*]}"; fi
+else
+  echo "skip man page checks (no man here)"
+fi
+# install-admin installs the page, uninstall-admin removes it (for the
+# default build directory only: install-admin builds there).
+if [ "${RSV_BUILD:-build}" = build ] && [ -z "${RSV_ADMIN_BIN:-}" ] && command -v make >/dev/null 2>&1; then
+  stage=$tmp/stage
+  if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory install-admin DESTDIR="$stage" PREFIX=/usr/local >"$tmp/install.log" 2>&1 &&
+     [ -x "$stage/usr/local/bin/rsv-admin" ] && cmp -s man/rsv-admin.1 "$stage/usr/local/share/man/man1/rsv-admin.1"; then
+    ok "install-admin installs rsv-admin and rsv-admin(1)"
+    if command -v man >/dev/null 2>&1; then
+      installed=$(MANWIDTH=80 man -l "$stage/usr/local/share/man/man1/rsv-admin.1" 2>/dev/null)
+      if grep -q 'sweep --all' <<<"$installed"; then ok "the installed page renders"; else out=; err=; bad "the installed page renders"; fi
+    fi
+    if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory uninstall-admin DESTDIR="$stage" PREFIX=/usr/local >>"$tmp/install.log" 2>&1 &&
+       [ ! -e "$stage/usr/local/bin/rsv-admin" ] && [ ! -e "$stage/usr/local/share/man/man1/rsv-admin.1" ]; then
+      ok "uninstall-admin removes both"
+    else
+      out=; err=$(tail -5 "$tmp/install.log"); bad "uninstall-admin removes both"
+    fi
+  else
+    out=; err=$(tail -5 "$tmp/install.log"); bad "install-admin installs rsv-admin and rsv-admin(1)"
+  fi
+else
+  echo "skip install-admin check (not the default build directory)"
+fi
 
 echo "admin-test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

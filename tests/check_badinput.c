@@ -312,13 +312,7 @@ START_TEST(table_dropped_after_open)
     MYSQL *c = tu_connect_nodb();
     tu_exec(c, "CREATE DATABASE IF NOT EXISTS rsvtest_dropped");
     tu_exec(c, "USE rsvtest_dropped");
-    FILE *f = fopen("sql/schema.sql", "rb");
-    ck_assert_ptr_nonnull(f);
-    static char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    tu_exec(c, buf);
+    tu_load_schema(c);
     rsv_ctx *ctx = NULL;
     TU_OK(ctx, rsv_open(&ctx, c, NULL));
     TU_OK(ctx, rsv_stock_set(ctx, 1, 1, 1, 5));

@@ -49,8 +49,10 @@ __all__ = [
     "EmptyCart", "InvalidToken", "NoItem", "SchemaError", "UnsupportedServer",
     "InTransaction", "OutOfMemory", "DatabaseError", "CartTooBig",
     "StockError", "ConfigError", "RangeError", "Disabled", "MariaDBError",
-    "version", "version_number", "strerror", "code_name", "options_size",
+    "version", "version_number", "schema_version", "strerror", "code_name",
+    "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
+    "StatsSnapshot",
 ]
 
 # ---------------------------------------------------------------------------
@@ -84,11 +86,12 @@ ESTOCK = -21
 ECONFIG = -22
 ERANGE = -23
 EDISABLED = -24
+ESCHEMAVER = -25
 
 ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
              EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
              ESCHEMA, ESERVER, EINTXN, ENOMEM, EDB, ETOOBIG, ESTOCK, ECONFIG,
-             ERANGE, EDISABLED)
+             ERANGE, EDISABLED, ESCHEMAVER)
 
 TOKEN_MAX = 128
 QUANTITY_MAX = 1000000000
@@ -288,6 +291,11 @@ class RangeError(Failure, IndexError):
     """RSV_ERANGE: index out of range / buffer too small."""
 
 
+class SchemaVersionError(Failure):
+    """RSV_ESCHEMAVER: the database's schema version does not match the
+    library's; the message names the command that fixes it."""
+
+
 class Disabled(Failure):
     """RSV_EDISABLED: the context is switched off (Context.set_enabled);
     nothing was sent to the server."""
@@ -301,7 +309,7 @@ _EXC_BY_CODE = {
     ENOITEM: NoItem, ESCHEMA: SchemaError, ESERVER: UnsupportedServer,
     EINTXN: InTransaction, ENOMEM: OutOfMemory, EDB: DatabaseError,
     ETOOBIG: CartTooBig, ESTOCK: StockError, ECONFIG: ConfigError,
-    ERANGE: RangeError, EDISABLED: Disabled,
+    ERANGE: RangeError, EDISABLED: Disabled, ESCHEMAVER: SchemaVersionError,
 }
 
 
@@ -534,11 +542,15 @@ _tok = ctypes.c_char_p  # bytes (may hold NULs; the length is passed too)
 _PROTOS = {
     "rsv_version": (ctypes.c_char_p, []),
     "rsv_version_number": (ctypes.c_int, []),
+    "rsv_schema_version": (ctypes.c_int, []),
     "rsv_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "rsv_code_name": (ctypes.c_char_p, [ctypes.c_int]),
     "rsv_options_init": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.c_uint]),
     "rsv_options_size": (ctypes.c_size_t, []),
     "rsv_open": (ctypes.c_int, [_pp, _c_p, ctypes.POINTER(Options)]),
+    "rsv_open_dsn": (ctypes.c_int, [_pp, ctypes.c_char_p,
+                                    ctypes.POINTER(Options)]),
+    "rsv_reconnect": (ctypes.c_int, [_c_p]),
     "rsv_close": (None, [_c_p]),
     "rsv_errmsg": (ctypes.c_char_p, [_c_p]),
     "rsv_errcode": (ctypes.c_int, [_c_p]),
@@ -596,6 +608,14 @@ _PROTOS = {
     "rsv_stats_percentile": (ctypes.c_int, [_c_p, ctypes.c_uint32,
                                             ctypes.c_double, _u64p]),
     "rsv_stats_reset": (ctypes.c_int, [_c_p]),
+    "rsv_stats_snapshot_new": (ctypes.c_int, [_pp]),
+    "rsv_stats_snapshot_free": (None, [_c_p]),
+    "rsv_stats_snapshot_clear": (None, [_c_p]),
+    "rsv_stats_snapshot_add": (ctypes.c_int, [_c_p, _c_p]),
+    "rsv_stats_snapshot_merge": (ctypes.c_int, [_c_p, _c_p]),
+    "rsv_stats_prometheus": (ctypes.c_int, [_c_p, ctypes.c_char_p,
+                                            ctypes.c_char_p, ctypes.c_size_t,
+                                            ctypes.POINTER(ctypes.c_size_t)]),
     "rsv_set_callback": (ctypes.c_int, [_c_p, _OP_FN, ctypes.c_void_p]),
     "rsv_set_enabled": (ctypes.c_int, [_c_p, ctypes.c_int]),
 }
@@ -622,6 +642,11 @@ def version():
 def version_number():
     """rsv_version_number(): MAJOR * 10000 + MINOR * 100 + PATCH."""
     return lib.rsv_version_number()
+
+
+def schema_version():
+    """rsv_schema_version(): the schema version the library works on."""
+    return lib.rsv_schema_version()
 
 
 def strerror(code):
@@ -1069,6 +1094,84 @@ CheckoutStatus.name = property(lambda s: STATUS_NAMES.get(s.status, "?"))
 Violation = namedtuple("Violation", "shop_id item_id location_id problem")
 
 
+class StatsSnapshot(_Closable):
+    """rsv_stats_snapshot: the statistics of several contexts added up, and
+    their Prometheus text.
+
+        with rsv.StatsSnapshot() as snap:
+            snap.add(ctx1)
+            snap.add(ctx2)
+            text = snap.prometheus({"instance": "a"})
+
+    Not locked, like the C object: use it from one thread at a time, and
+    add() a context on the thread that uses it (see reserve.h).
+    """
+
+    def __init__(self):
+        self._p = None
+        p = ctypes.c_void_p()
+        rc = lib.rsv_stats_snapshot_new(ctypes.byref(p))
+        if rc != OK:
+            _raise(rc, strerror(rc), "rsv_stats_snapshot_new")
+        self._p = p.value
+
+    def _ptr(self):
+        if not self._p:
+            raise InvalidArgument(EINVAL, "the snapshot was freed")
+        return self._p
+
+    def _check(self, rc, function):
+        if rc != OK:
+            _raise(rc, strerror(rc), function)
+
+    def add(self, ctx):
+        """rsv_stats_snapshot_add(): add the statistics of a Context."""
+        self._check(lib.rsv_stats_snapshot_add(self._ptr(), ctx._ptr()),
+                    "rsv_stats_snapshot_add")
+
+    def merge(self, other):
+        """rsv_stats_snapshot_merge(): add another StatsSnapshot."""
+        self._check(lib.rsv_stats_snapshot_merge(self._ptr(), other._ptr()),
+                    "rsv_stats_snapshot_merge")
+
+    def clear(self):
+        """rsv_stats_snapshot_clear(): back to zero, no context added."""
+        lib.rsv_stats_snapshot_clear(self._ptr())
+
+    def prometheus(self, labels=None):
+        """rsv_stats_prometheus() -> str.  labels: None, a dict {name:
+        value} (values escaped here), or the C string as is
+        ('instance="a"')."""
+        if isinstance(labels, dict):
+            esc = lambda v: (str(v).replace("\\", "\\\\")
+                             .replace('"', '\\"').replace("\n", "\\n"))
+            labels = ",".join('%s="%s"' % (k, esc(v))
+                              for k, v in labels.items())
+        if isinstance(labels, str):
+            labels = labels.encode("utf-8")
+        need = ctypes.c_size_t()
+        rc = lib.rsv_stats_prometheus(self._ptr(), labels, None, 0,
+                                      ctypes.byref(need))
+        while rc == ERANGE:
+            buf = ctypes.create_string_buffer(need.value)
+            rc = lib.rsv_stats_prometheus(self._ptr(), labels, buf,
+                                          need.value, ctypes.byref(need))
+        self._check(rc, "rsv_stats_prometheus")
+        return buf.value.decode("utf-8")
+
+    def close(self):
+        """rsv_stats_snapshot_free(); idempotent."""
+        if self._p:
+            lib.rsv_stats_snapshot_free(self._p)
+            self._p = None
+
+    free = close
+
+    @property
+    def closed(self):
+        return not self._p
+
+
 class Context(_Closable):
     """rsv_ctx bound to one connection.
 
@@ -1079,6 +1182,9 @@ class Context(_Closable):
     """
 
     def __init__(self, conn, options=None, **fields):
+        """conn: a Connection, a MYSQL* address, or a connection string
+        ("mariadb://user:password@host:port/database?socket=...": the
+        context then opens and owns its connection, rsv_open_dsn())."""
         self._p = None
         self._callback = None      # keeps the C trampoline alive
         self.callback_errors = []  # exceptions raised by the callback
@@ -1090,13 +1196,18 @@ class Context(_Closable):
                 setattr(options, k, v)
         self.options = options
         p = ctypes.c_void_p()
-        rc = lib.rsv_open(ctypes.byref(p), _conn_ptr(conn),
-                          ctypes.byref(options) if options is not None
-                          else None)
+        opts = ctypes.byref(options) if options is not None else None
+        if isinstance(conn, (str, bytes)):
+            dsn = conn.encode("utf-8") if isinstance(conn, str) else conn
+            function = "rsv_open_dsn"
+            rc = lib.rsv_open_dsn(ctypes.byref(p), dsn, opts)
+        else:
+            function = "rsv_open"
+            rc = lib.rsv_open(ctypes.byref(p), _conn_ptr(conn), opts)
         if rc != OK:
             msg = _s(lib.rsv_errmsg(p.value)) if p.value else None
             lib.rsv_close(p.value)
-            _raise(rc, msg or strerror(rc), "rsv_open")
+            _raise(rc, msg or strerror(rc), function)
         self._p = p.value
         if self.connection is not None:
             self.connection._contexts.append(self)
@@ -1113,6 +1224,11 @@ class Context(_Closable):
     def _check(self, rc, function):
         if rc != OK:
             _raise(rc, _s(lib.rsv_errmsg(self._p)), function)
+
+    def reconnect(self):
+        """rsv_reconnect(): connect again after ConnectionLost or InDoubt
+        (then repeat the call)."""
+        self._check(lib.rsv_reconnect(self._ptr()), "rsv_reconnect")
 
     def close(self):
         """rsv_close(); idempotent."""
@@ -1330,6 +1446,13 @@ class Context(_Closable):
     def stats_dict(self, op=OP_ALL):
         """Every counter of kind op as {name: value}."""
         return {name: self.stats(k, op) for k, name in STAT_NAMES.items()}
+
+    def stats_prometheus(self, labels=None):
+        """This context's statistics as Prometheus text (a StatsSnapshot of
+        it alone; see StatsSnapshot.prometheus for labels)."""
+        with StatsSnapshot() as snap:
+            snap.add(self)
+            return snap.prometheus(labels)
 
     def set_callback(self, fn):
         """rsv_set_callback(): fn(op, code, shop_id, token, latency_us) is

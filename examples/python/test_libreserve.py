@@ -95,7 +95,7 @@ class TestVersionAndCodes(unittest.TestCase):
         self.assertEqual(rsv.code_name(rsv.OK), "RSV_OK")
         self.assertEqual(rsv.code_name(rsv.EOUTOFSTOCK), "RSV_EOUTOFSTOCK")
         self.assertEqual(rsv.strerror(rsv.EOUTOFSTOCK), "out of stock")
-        for unknown in (1, -9, -25, 12345, -(1 << 31)):
+        for unknown in (1, -9, -26, 12345, -(1 << 31)):
             self.assertIsNone(rsv.code_name(unknown))
             self.assertEqual(rsv.strerror(unknown), "unknown error code")
 
@@ -185,6 +185,8 @@ class TestNullArguments(unittest.TestCase):
         lib.rsv_close(NULL)
         lib.rsv_cart_free(NULL)
         lib.rsv_cart_clear(NULL)
+        lib.rsv_stats_snapshot_free(NULL)
+        lib.rsv_stats_snapshot_clear(NULL)
         self.assertTrue(lib.rsv_errmsg(NULL))
         self.assertEqual(lib.rsv_errcode(NULL), rsv.EINVAL)
         self.assertIsNone(lib.rsv_connection(NULL))
@@ -220,6 +222,10 @@ class TestNullArguments(unittest.TestCase):
             lambda: lib.rsv_stats_histogram(NULL, 0, r(u64), 1),
             lambda: lib.rsv_stats_percentile(NULL, 0, 50.0, r(u64)),
             lambda: lib.rsv_stats_reset(NULL),
+            lambda: lib.rsv_stats_snapshot_new(NULL),
+            lambda: lib.rsv_stats_snapshot_add(NULL, NULL),
+            lambda: lib.rsv_stats_snapshot_merge(NULL, NULL),
+            lambda: lib.rsv_stats_prometheus(NULL, NULL, NULL, 0, NULL),
             lambda: lib.rsv_set_callback(NULL, ctypes.cast(None, rsv._OP_FN),
                                          NULL),
             lambda: lib.rsv_set_enabled(NULL, 0),
@@ -371,6 +377,25 @@ class ServerTest(unittest.TestCase):
 
 
 class TestConnection(unittest.TestCase):
+
+    def test_context_from_a_connection_string(self):
+        # The library opens and owns the connection (rsv_open_dsn): no
+        # MYSQL* of Python's needed.
+        from urllib.parse import quote
+        dsn = "mariadb://%s%s@/%s?socket=%s" % (
+            quote(USER, safe=""),
+            ":" + quote(PASSWORD, safe="") if PASSWORD else "", DB,
+            quote(SOCK, safe=""))
+        with rsv.Context(dsn) as c:
+            shop = new_shop()
+            c.stock_set(shop, 1, 1, 3)
+            c.reserve_one(shop, b"dsn", 1, 1, 2)
+            c.claim(shop, b"dsn")
+            self.assertEqual(c.stock_get(shop, 1, 1).on_hand, 1)
+            c.reconnect()
+            self.assertEqual(c.stock_get(shop, 1, 1).on_hand, 1)
+        with self.assertRaises(rsv.InvalidArgument):
+            rsv.Context("mariadb://nobody@/db?no_such_key=1")
 
     def test_queries(self):
         with connect() as c:
@@ -1100,6 +1125,73 @@ class TestObservability(ServerTest):
         c.stats_reset()
         self.assertEqual(c.stats(rsv.STAT_CALLS), 0)
         self.assertEqual(sum(c.stats_histogram()), 0)
+
+    def test_prometheus(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 1)
+        c.reserve_one(s, b"p", 1, 1, 1)
+        self.assertRsv(rsv.OutOfStock, rsv.EOUTOFSTOCK, c.reserve_one, s,
+                       b"q", 1, 1, 1)
+        c.release(s, b"p")
+        # a dict's values are escaped by the binding
+        text = c.stats_prometheus({"instance": 'py "1"\n'})
+        inst = 'instance="py \\"1\\"\\n"'
+        for line in (
+                'libreserve_contexts{%s} 1',
+                'libreserve_calls_total{%s,op="reserve",result="ok",'
+                'class="ok"} 1',
+                'libreserve_calls_total{%s,op="reserve",'
+                'result="eoutofstock",class="expected"} 1',
+                'libreserve_call_duration_seconds_count{%s,op="reserve"} 2',
+                'libreserve_call_duration_seconds_bucket{%s,op="reserve",'
+                'le="+Inf"} 2'):
+            self.assertIn("\n" + line % inst + "\n", text)
+        self.assertIn('\nlibreserve_statements_total{%s,op="release"} %d\n'
+                      % (inst, c.stats(rsv.STAT_STATEMENTS, rsv.OP_RELEASE)),
+                      text)
+        self.assertEqual(text.count("# TYPE "), 16)
+        self.assertNotIn('op="audit"', text)  # no call of that kind
+        self.assertEqual(c.stats_prometheus('instance="a"'),
+                         c.stats_prometheus({"instance": "a"}))
+        for bad in ('op="x"', "instance=a", 'a="1",a="2"', 'a="1" '):
+            with self.assertRaises(rsv.InvalidArgument):
+                c.stats_prometheus(bad)
+        try:
+            from prometheus_client.parser import \
+                text_string_to_metric_families
+        except ImportError:
+            pass  # tests/check_metrics.c reads the text with it
+        else:
+            fams = {f.name: f for f in text_string_to_metric_families(text)}
+            calls = {(x.labels["op"], x.labels["result"]): x.value
+                     for x in fams["libreserve_calls"].samples}
+            self.assertEqual(calls[("reserve", "eoutofstock")], 1)
+            self.assertEqual(fams["libreserve_contexts"].samples[0].labels,
+                             {"instance": 'py "1"\n'})
+
+        # two contexts, each on its own connection, added up
+        with connect() as conn2, rsv.Context(conn2) as c2, \
+                rsv.StatsSnapshot() as snap, rsv.StatsSnapshot() as total:
+            c2.stock_get(s, 1, 1)
+            snap.add(c)
+            snap.add(c2)
+            text = snap.prometheus()
+            self.assertIn("\nlibreserve_contexts 2\n", text)
+            self.assertIn('\nlibreserve_calls_total{op="stock",result="ok",'
+                          'class="ok"} 2\n', text)
+            total.merge(snap)
+            total.merge(snap)
+            self.assertIn("\nlibreserve_contexts 4\n", total.prometheus())
+            self.assertIn('\nlibreserve_call_duration_seconds_count{'
+                          'op="reserve"} 4\n', total.prometheus())
+            total.clear()
+            self.assertIn("\nlibreserve_contexts 0\n", total.prometheus())
+            c2.close()
+            with self.assertRaises(rsv.InvalidArgument):
+                snap.add(c2)  # a closed context
+        snap.close()  # idempotent
+        with self.assertRaises(rsv.InvalidArgument):
+            snap.prometheus()
 
     def test_callback(self):
         c, s = self.ctx, self.shop

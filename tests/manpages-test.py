@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Every function the header declares has a man page (a page or a link to
+one), whose SYNOPSIS gives the same prototype as include/reserve.h.
+
+Run from anywhere (make check runs it); prints one line per mismatch and a
+closing "N passed, N failed" line."""
+import os
+import re
+import sys
+
+os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+hdr = open("include/reserve.h").read()
+decls = {}
+for m in re.finditer(r"RSV_EXTERN\s+([^;]*?\b(rsv_\w+)\s*\([^;]*?\));", hdr, re.S):
+    decls[m.group(2)] = re.sub(r"\s+", " ", m.group(1)).strip()
+def norm(s):
+    s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"\s*([(),*])\s*", r"\1", s)
+    return s
+problems = []
+for name, proto in sorted(decls.items()):
+    page = "man/%s.3" % name
+    if not os.path.exists(page):
+        problems.append("%s: no man page" % name); continue
+    text = open(page).read()
+    protos = []
+    cur = None
+    for line in text.splitlines():
+        if line.startswith(".BI ") or line.startswith(".B "):
+            body = line.split(" ", 1)[1]
+            if line.startswith(".B ") and '"' not in body:
+                s = body  # one argument: the rest of the line
+            else:  # alternating fonts: the arguments join without spaces
+                parts = re.findall(r'"([^"]*)"|(\S+)', body)
+                s = "".join(a if a else b for a, b in parts)
+            if cur is not None:
+                cur += " " + s
+            elif re.search(r"\brsv_\w+\s*\(", s):
+                cur = s
+            if cur is not None and cur.rstrip().endswith(";"):
+                protos.append(cur.rstrip()[:-1]); cur = None
+    want = norm(proto)
+    if not any(norm(p) == want for p in protos):
+        problems.append("%s: header says %r; %s has %r" % (name, want, page, [norm(p) for p in protos if name + "(" in norm(p)]))
+for p in problems: print("FAIL", p)
+print("manpages: %d passed, %d failed" % (len(decls) - len(problems), len(problems)))
+sys.exit(1 if problems else 0)

@@ -1,0 +1,43 @@
+/*
+ * failover.h - what the parts of failover_load share: the shop the load
+ * works on, the command line (struct cfg), small helpers, and the entry
+ * point of each mode (load_run.c, load_check.c, relay.c; main and the
+ * helpers are in failover_load.c).
+ */
+#ifndef FAILOVER_H
+#define FAILOVER_H
+
+#include <stdint.h>
+
+#include <mysql.h>
+
+#define SHOP 1
+#define MAX_EP 4       /* servers a client knows of */
+#define MAX_ALLOC 8    /* item/location pairs of one reserve, logged */
+#define TOKLEN 48      /* checkout tokens, with their NUL */
+
+struct cfg {
+    int n_ep;
+    char ep_host[MAX_EP][64];
+    unsigned ep_port[MAX_EP];
+    const char *user, *password, *db, *logdir, *socket, *label;
+    int clients, after_failover_s, max_s, no_failover, setup, reconcile;
+    int expect_loss;
+    unsigned seed;
+};
+
+extern struct cfg C;
+
+uint64_t mono_ms(void);
+void sleep_ms(long ms);
+uint64_t rng_next(uint64_t *s);
+unsigned rnd(uint64_t *s, unsigned n);
+_Noreturn void die(const char *fmt, ...);
+/* Connect and read timeouts for every connection of the program. */
+void set_timeouts(MYSQL *m);
+
+int run_main(void);
+int check_main(void);
+_Noreturn void relay_main(unsigned listen_port);
+
+#endif
