@@ -9,54 +9,79 @@
 # MariaDB with its own version's sql/schema.sql, and prints for every
 # measurement the median throughput and p99 of each version and their
 # ratio.  The same bench binary (this tree's) runs both: the old library is
-# swapped in with LD_LIBRARY_PATH.
+# swapped in with LD_LIBRARY_PATH.  The servers run in the benchmark's
+# headline configuration (binary log on, synced at every commit;
+# tests/bench/servers.sh) unless BINLOG=0.
 #
 # Usage: tools/ab-bench.sh REV [ROUNDS] [-- bench options]
 #   default bench options: --workloads flash1 --clients 16,64,128
 #                          --rtt-us 0,500 --designs libreserve
 #   e.g. tools/ab-bench.sh HEAD~1 5 -- --workloads flash1 --clients 64
+# Environment: B (this tree's build directory, default build), BINLOG (1
+# or 0), RSV_MARIADB_OPTS (extra server options).
 #
 # Output: the raw "bench ..." lines (prefixed base1/new1 ...) and a table;
 # logs are kept in $TMPDIR/rsv-ab.*/ (printed at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,26p' "$0" >&2; exit 2; }
+# shellcheck source=tests/bench/servers.sh
+. tests/bench/servers.sh
+B=${B:-build}
+case "${BINLOG:-1}" in
+  1) config=binlog1 ;;
+  0) config=binlog0 ;;
+  *) echo "ab-bench: BINLOG is 1 or 0" >&2; exit 2 ;;
+esac
 rev=$1; shift
 rounds=3
 if [ $# -gt 0 ] && [ "$1" != -- ]; then rounds=$1; shift; fi
 [ "${1:-}" = -- ] && shift
 opts=("$@")
-[ ${#opts[@]} -gt 0 ] || opts=(--workloads flash1 --clients 16,64,128
-                               --rtt-us 0,500 --designs libreserve)
-opts+=(--no-profile --no-stmts --no-cold)
+[ ${#opts[@]} -gt 0 ] || opts=(--workloads flash1 --clients "16,64,128"
+                               --rtt-us "0,500" --designs libreserve)
+# one round per run: this script alternates the versions itself
+opts+=(--rounds 1 --no-profile --no-stmts --no-cold)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rsv-ab.XXXXXX")
 base=$work/base
 git worktree add --detach -q "$base" "$rev"
-trap 'git worktree remove --force "$base" >/dev/null 2>&1 || true' EXIT
-make -s lib bench-build >/dev/null
+cleanup() {
+  bench_stop_all
+  git worktree remove --force "$base" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+make -s B="$B" lib bench-build >/dev/null
 make -s -C "$base" lib >/dev/null
 
 here=$PWD
+# (no pipe after the loop: it runs in this shell, so the trap knows every
+# server it started)
+: >"$work/lines.txt"
 for i in $(seq 1 "$rounds"); do
   for v in base new; do
-    if [ $v = base ]; then dir=$base; lib=$base/build; else dir=$here; lib=$here/build; fi
+    if [ $v = base ]; then dir=$base; lib=$base/build; else dir=$here; lib=$here/$B; fi
     log=$work/$v$i.log
     mkdir -p "$work/$v$i"
-    (cd "$dir" && LD_LIBRARY_PATH=$lib tools/mariadb.sh run \
-        "$here/build/bench/bench" --proxy "$here/build/bench/proxy" \
-        --outdir "$work/$v$i" "${opts[@]}" >"$log" 2>&1) ||
+    bench_start "$config" "$work/srv-$v$i"
+    RSV_TEST_SOCKET=$work/srv-$v$i/mysqld.sock LD_LIBRARY_PATH=$lib \
+        "$here/$B/bench/bench" --proxy "$here/$B/bench/proxy" \
+        --schema "$dir/sql/schema.sql" --outdir "$work/$v$i" "${opts[@]}" \
+        >"$log" 2>&1 ||
       { echo "ab-bench: run $v$i failed, see $log" >&2; exit 1; }
-    grep '^bench ' "$log" | sed "s/^/$v$i /"
+    bench_stop_all
+    grep '^bench ' "$log" | sed "s/^/$v$i /" | tee -a "$work/lines.txt"
   done
-done | tee "$work/lines.txt"
+done
 
 python3 - "$work/lines.txt" "$rev" <<'EOF'
 import re, statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
     m = re.match(r'(base|new)\d+ bench design=(\S+) workload=(\S+) clients=(\d+) '
-                 r'rtt_us=(\d+) ops_per_s=(\d+) p50_us=\d+ p99_us=(\d+)', line)
+                 r'rtt_us=(\d+) (?:binlog=\d (?:semisync=1 )?)?ops_per_s=(\d+) '
+                 r'p50_us=\d+ p99_us=(\d+)', line)
     if m:
         v, d, w, c, r, ops, p99 = m.groups()
         runs.setdefault((d, w, int(c), int(r)), {}).setdefault(v, []).append(

@@ -1,38 +1,61 @@
 /*
- * bench.c - libreserve against the hot-row counter and the insert-only
- * floor, side by side, on one throwaway MariaDB (tools/mariadb.sh run).
+ * bench.c - libreserve against the strongest simple alternatives, side by
+ * side, on one throwaway MariaDB (tests/bench/run-bench.sh starts it, in
+ * one of the configurations of docs/performance.md).
  *
  * Designs (same client threads, one connection each, READ COMMITTED):
  *   libreserve  the public API: rsv_reserve_one / rsv_reserve / rsv_claim
- *   hotrow      UPDATE ledger SET on_hand = on_hand - q WHERE ... AND
- *               on_hand >= q; INSERT the hold; COMMIT.  Its claim: UPDATE
- *               the ledger row; DELETE the hold; COMMIT.
- *   floor       INSERT the hold; COMMIT (no shared row).  Its claim:
+ *   hotrow-1rt  the hot-row counter in ONE round trip: a CALL of a
+ *               procedure this program creates in its own database, which
+ *               inserts the hold, then UPDATE ledger SET available =
+ *               available - q WHERE ... AND available >= q (ROW_COUNT()
+ *               says whether there was stock), and commits.  Its claim:
+ *               a CALL that deletes the hold, then adds the units to the
+ *               ledger row's claimed, and commits.  Carts: one CALL whose
+ *               procedure walks the lines.
+ *   floor-1rt   one autocommit INSERT of the hold (one round trip, no
+ *               shared row).  Its claim: one autocommit DELETE.
+ *   hotrow      the same hot row as statements: UPDATE the ledger row;
+ *               INSERT the hold; COMMIT (3 round trips).  Its claim:
+ *               UPDATE the ledger row; DELETE the hold; COMMIT.
+ *   floor       INSERT the hold; COMMIT (2 round trips).  Its claim:
  *               DELETE the hold; COMMIT.
- * The baselines use prepared statements and run with autocommit off, so
+ * The statement forms use prepared statements with autocommit off, so
  * every transaction starts with its first statement and ends with an
- * explicit COMMIT (no START TRANSACTION round trip: the form most
- * favourable to them).  Holds go to tables created LIKE
- * reserved_quantities, so every design writes the same hold row.
+ * explicit COMMIT (no START TRANSACTION round trip).  Every design writes
+ * the same hold row (tables created LIKE reserved_quantities) into tables
+ * of its own, and the hot rows have a ledger table each, so the tables
+ * at the end can be checked against every success the clients counted.
+ * libreserve-batch is reserved for a batching API the library does not
+ * have: it is never measured.
  *
- * Workloads: flash1 (one item), spread10k (10,000 items), cart5x3 (5-line
- * carts, each line at 3 locations), claim1 (claims of holds on one item),
+ * Workloads: flash1 (one item), flash1q2 and flash1q5 (one item, 2 and 5
+ * units per reserve), spread10k (10,000 items), cart5x3 (5-line carts,
+ * each line at 3 locations), claim1 (claims of holds on one item),
  * soldout1 (buyers asking for an item that has sold out: the answer, out
- * of stock, is the operation; the floor has no such answer and sits out),
- * soldcart5 (the same answer for 5-line carts one line of which names the
- * sold-out item; the hot row meets that line first, as items are locked
- * in order, which is the form most favourable to it), hotcart5 (5-line
- * carts one line of which is the flash-sale item, at its one location:
- * a hot item bought together with others).
+ * of stock, is the operation; the floors have no such answer and sit
+ * out), soldcart5 (the same answer for 5-line carts one line of which
+ * names the sold-out item; the hot rows meet that line first, as items
+ * are locked in order, which is the form most favourable to them),
+ * hotcart5 (5-line carts one line of which is the flash-sale item, at its
+ * one location: a hot item bought together with others).
  * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
  * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
  *
- * Output (stdout): '#' header and comment lines, then one line per
- * measurement:
- *   bench design=D workload=W clients=N rtt_us=R ops_per_s=X p50_us=..
- *     p99_us=.. p999_us=..
- * then ratio lines, the speed targets, and statements per reserve.
- * Progress goes to stderr.  Nothing here asserts a timing.
+ * Each (workload, clients, RTT) is measured in rounds: every design once
+ * per round, the order rotated from round to round, so a drift of the
+ * machine's load falls on every design alike.
+ *
+ * Output (stdout): '#' header and comment lines, a '# round' line per
+ * measurement, then per design one line of medians over the rounds:
+ *   bench design=D workload=W clients=N rtt_us=R binlog=0|1 ops_per_s=X
+ *     p50_us=.. p99_us=.. p999_us=.. rounds=.. ops_per_s_range=MIN-MAX
+ *     p99_us_range=MIN-MAX
+ * (semisync=1 after binlog= when the server waits for a semi-synchronous
+ * replica), then ratio lines, the speed targets, and the check of every
+ * design's tables.  Progress goes to stderr.  Nothing here asserts a
+ * timing; the run fails only if a design's tables disagree with the
+ * successes its clients counted, or something could not run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +91,8 @@ extern char **environ;
 #define FLASH_ITEM 1
 #define CLAIM_ITEM 2
 #define SOLDOUT_ITEM 3
+#define FLASHQ2_ITEM 4     /* the hot items of flash1q2 and flash1q5: one */
+#define FLASHQ5_ITEM 5     /* each, so every workload starts from a full pool */
 #define SPREAD_BASE 100000 /* items SPREAD_BASE+1 .. +10000, location 1 */
 #define SPREAD_N 10000
 #define CART_BASE 200000   /* items CART_BASE+1 .. +CART_N, locations 1..3 */
@@ -78,14 +103,54 @@ extern char **environ;
 #define STMT_MAX_LINES 50
 #define COLD_BASE 400000   /* first-touch probe items */
 #define BIG_STOCK 10000000LL
-#define HOLD_TTL_MS 3600000LL /* no hold expires during a run */
+/* No hold expires during a run: a full run with every configuration lasts
+ * hours, and an expired hold may be given back, which the check of the
+ * tables at the end would count as missing. */
+#define HOLD_TTL_MS 86400000LL
+#define MAXROUNDS 15
 
-enum { D_LIB, D_HOT, D_FLOOR, D_N };
-static const char *design_name[D_N] = {"libreserve", "hotrow", "floor"};
-enum { W_FLASH, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART,
-       W_HOTCART, W_N };
-static const char *wl_name[W_N] = {"flash1", "spread10k", "cart5x3", "claim1",
+enum { D_LIB, D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_N };
+static const char *design_name[D_N] = {"libreserve", "hotrow-1rt", "floor-1rt",
+                                       "hotrow", "floor"};
+/* First byte of the checkout tokens of each design's reserves (tokens are
+ * byte-exact, so 'h' and 'H' differ); claims use 'c' and the probes 's'
+ * and 'k', so a prefix picks a design's reserves out of its tables. */
+static const char design_tag[D_N] = {'l', 'H', 'F', 'h', 'f'};
+/* Round trips of one single-line reserve, for the labels. */
+static const char *design_trips[D_N] = {"1 CALL", "1 CALL", "1 INSERT",
+                                        "3: UPDATE, INSERT, COMMIT",
+                                        "2: INSERT, COMMIT"};
+/* A name kept for a batching API the library does not have yet: accepted
+ * by --designs, reported as not available, never measured. */
+#define BATCH_DESIGN "libreserve-batch"
+static int is_hot(int d) { return d == D_HOT || d == D_HOT1; }
+static int is_floor(int d) { return d == D_FLOOR || d == D_FLOOR1; }
+static int is_1rt(int d) { return d == D_HOT1 || d == D_FLOOR1; }
+
+enum { W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT,
+       W_SOLDCART, W_HOTCART, W_N };
+static const char *wl_name[W_N] = {"flash1", "flash1q2", "flash1q5",
+                                   "spread10k", "cart5x3", "claim1",
                                    "soldout1", "soldcart5", "hotcart5"};
+/* Units per reserve line. */
+static const int wl_qty[W_N] = {1, 2, 5, 1, 1, 1, 1, 1, 1};
+
+static int wl_is_cart(int wl)
+{
+    return wl == W_CART || wl == W_HOTCART || wl == W_SOLDCART;
+}
+
+static int wl_is_soldout(int wl) { return wl == W_SOLDOUT || wl == W_SOLDCART; }
+
+/* The item of a one-line reserve workload. */
+static uint64_t wl_item(int wl)
+{
+    return wl == W_FLASHQ2 ? FLASHQ2_ITEM
+         : wl == W_FLASHQ5 ? FLASHQ5_ITEM
+         : wl_is_soldout(wl) ? SOLDOUT_ITEM
+         : wl == W_CLAIM ? CLAIM_ITEM
+                         : FLASH_ITEM;
+}
 
 /* ------------------------------------------------------------------ */
 /* configuration                                                      */
@@ -104,17 +169,30 @@ static struct {
     const char *outdir;
     int quick;
     int warmup_ms, duration_ms;
+    int rounds;
     intlist rtts;
     intlist clients[W_N];
     int workloads[W_N];
     int designs[D_N];
+    int batch_asked;         /* --designs named libreserve-batch */
     int stmts, cold, profile;
     long spread_stock;
     int warm_spread; /* rsv_replenish every spread item before the run */
     long claim_holds[D_N];
     int setup_threads;
     uint32_t lib_flags;      /* rsv_options.flags of libreserve's contexts */
+    /* the server's configuration, read at start: every line says it */
+    int binlog, semisync;
 } cfg;
+
+/* The server configuration's part of every output line. */
+static const char *cfg_key(void)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, "binlog=%d%s", cfg.binlog,
+             cfg.semisync ? " semisync=1" : "");
+    return buf;
+}
 
 /* Every libreserve context of the run (--statements-only sets a flag). */
 static int lib_open(rsv_ctx **ctx, MYSQL *c)
@@ -309,6 +387,10 @@ static const char *status_names[] = {
     "Handler_write", "Handler_delete", "Handler_update",
     "Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_deadlocks",
     "Innodb_data_fsyncs", "Rows_read", "Innodb_history_list_length",
+    "Binlog_commits", "Binlog_group_commits",
+    "Rpl_semi_sync_master_yes_tx", "Rpl_semi_sync_master_no_tx",
+    "Rpl_semi_sync_master_tx_wait_time", "Rpl_semi_sync_master_tx_waits",
+    "Rpl_semi_sync_master_clients",
 };
 #define NSTATUS (sizeof status_names / sizeof status_names[0])
 
@@ -338,6 +420,14 @@ static long long status_delta(const status_snap *a, const status_snap *b,
     for (size_t i = 0; i < NSTATUS; i++)
         if (strcmp(status_names[i], name) == 0)
             return (a->v[i] < 0 || b->v[i] < 0) ? -1 : b->v[i] - a->v[i];
+    return -1;
+}
+
+static long long status_get(const status_snap *s, const char *name)
+{
+    for (size_t i = 0; i < NSTATUS; i++)
+        if (strcmp(status_names[i], name) == 0)
+            return s->v[i];
     return -1;
 }
 
@@ -433,6 +523,31 @@ static void wait_purge(MYSQL *c, int max_ms)
             return;
         sleep_us(100000);
     }
+}
+
+/* With the binary log on, every measurement appends tens of megabytes to
+ * it; a full run would fill the disk.  Before each (workload, clients,
+ * RTT) the log is rotated and the old files removed, so every design's
+ * rounds write into a small log.  A file a replica still reads is kept
+ * (PURGE refuses it; that is fine). */
+static void binlog_trim(MYSQL *c)
+{
+    char cur[256];
+    if (!cfg.binlog || mysql_query(c, "FLUSH BINARY LOGS") != 0)
+        return;
+    if (mysql_query(c, "SHOW MASTER STATUS") != 0)
+        return;
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    snprintf(cur, sizeof cur, "%s", row && row[0] ? row[0] : "");
+    if (r)
+        mysql_free_result(r);
+    if (!cur[0] || strchr(cur, '\'') || strchr(cur, '\\'))
+        return;
+    char sql[320];
+    snprintf(sql, sizeof sql, "PURGE BINARY LOGS TO '%s'", cur);
+    if (mysql_query(c, sql) != 0)
+        progress("binary log not purged: %s", mysql_error(c));
 }
 
 /* ------------------------------------------------------------------ */
@@ -572,6 +687,51 @@ static unsigned int pstmt_exec(pstmt *s, unsigned long long *affected)
     return 0;
 }
 
+#define E_PROTOCOL 100000u /* a CALL that answered no row */
+
+/* A CALL of one of the hot row's procedures, one round trip: the
+ * procedure answers one row of one integer (1 done, 0 no stock / no such
+ * hold), then the CALL's own status follows.  Returns 0 with the answer
+ * in *answer, or an error number. */
+static unsigned int pstmt_call(pstmt *s, long long *answer)
+{
+    if (mysql_stmt_execute(s->st))
+        return mysql_stmt_errno(s->st);
+    unsigned int e = 0;
+    int got = 0;
+    for (int guard = 0; guard < 16; guard++) {
+        if (mysql_stmt_field_count(s->st) > 0) {
+            long long v = -1;
+            MYSQL_BIND rb;
+            memset(&rb, 0, sizeof rb);
+            rb.buffer_type = MYSQL_TYPE_LONGLONG;
+            rb.buffer = &v;
+            if (mysql_stmt_bind_result(s->st, &rb) != 0) {
+                e = mysql_stmt_errno(s->st);
+            } else {
+                int f;
+                while ((f = mysql_stmt_fetch(s->st)) == 0 ||
+                       f == MYSQL_DATA_TRUNCATED)
+                    if (!got) {
+                        *answer = v;
+                        got = 1;
+                    }
+                if (f == 1 && !e)
+                    e = mysql_stmt_errno(s->st);
+            }
+            mysql_stmt_free_result(s->st);
+        }
+        int n = mysql_stmt_next_result(s->st);
+        if (n > 0 && !e)
+            e = mysql_stmt_errno(s->st);
+        if (n != 0)
+            break;
+    }
+    if (!e && !got)
+        e = E_PROTOCOL;
+    return e;
+}
+
 /* ------------------------------------------------------------------ */
 /* measurements                                                       */
 /* ------------------------------------------------------------------ */
@@ -615,6 +775,7 @@ typedef struct latvec {
 typedef struct meas {
     int id;
     int design, workload, clients, rtt_idx, rtt_us;
+    int round;               /* 1.. in its cell; 0 = a profiled re-run */
     uint64_t t_start, t_end; /* the measured window (us, monotonic) */
     volatile int go;         /* set once t_start/t_end are known */
     pthread_barrier_t ready;
@@ -623,6 +784,11 @@ typedef struct meas {
     double ops_per_s;
     uint32_t p50, p99, p999;
     uint64_t ops, errors, retries;
+    /* every success of the whole measurement (warm-up and tail too), for
+     * the check of the tables at the end of the run: reserves that made
+     * holds, their hold rows and units, claims */
+    uint64_t done_ops, done_rows, done_units, done_claims, in_doubt;
+    long long semisync_no_tx, semisync_yes_tx;
     int exhausted;
     int valid;
 } meas;
@@ -635,6 +801,9 @@ typedef struct worker {
     rsv_cart *cart;
     params p;
     pstmt st_take, st_hold1, st_hold5, st_del, st_claimupd;
+    pstmt st_call_one, st_call_cart, st_call_claim; /* hotrow-1rt */
+    char lines[512];         /* hotrow-1rt: the cart, as its procedure reads it */
+    unsigned long lineslen;
     uint64_t rng;
     uint64_t seq;
     long claim_next;
@@ -642,6 +811,7 @@ typedef struct worker {
     size_t nlat, caplat;
     latvec path_lat[NPATHS]; /* libreserve reserves: latency by path */
     uint64_t errors, retries;
+    uint64_t done_ops, done_rows, done_units, done_claims, in_doubt;
     char first_err[256];
     int setup_failed;
     int lib_reset;           /* libreserve counters restarted at t_start */
@@ -705,7 +875,68 @@ static void note_err(worker *w, const char *fmt, ...)
 
 static const char *hold_table(int design)
 {
-    return design == D_HOT ? "bench_hot_holds" : "bench_floor_holds";
+    switch (design) {
+    case D_HOT:
+        return "bench_hot_holds";
+    case D_HOT1:
+        return "bench_hot1_holds";
+    case D_FLOOR1:
+        return "bench_floor1_holds";
+    default:
+        return "bench_floor_holds";
+    }
+}
+
+/* The hot rows' ledgers: one table each, so each can be checked alone. */
+static const char *level_table(int design)
+{
+    return design == D_HOT1 ? "bench_hot1_levels" : "bench_hot_levels";
+}
+
+static void bind_str(pstmt *s, char *buf, size_t cap, unsigned long *len)
+{
+    MYSQL_BIND *b = &s->b[s->n++];
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = buf;
+    b->buffer_length = (unsigned long)cap;
+    b->length = len;
+}
+
+/* The hotrow-1rt CALLs (procedures made by setup_procedures). */
+static int setup_hot1(worker *w)
+{
+    params *p = &w->p;
+    if (pstmt_prepare(w->conn, &w->st_call_one,
+                      "CALL bench_hot1_reserve(?, ?, ?, ?, ?, ?)"))
+        return -1;
+    bind_u64(&w->st_call_one, &p->shop);
+    bind_tok(&w->st_call_one, p);
+    bind_u64(&w->st_call_one, &p->item);
+    bind_u64(&w->st_call_one, &p->loc);
+    bind_u64(&w->st_call_one, &p->q);
+    bind_u64(&w->st_call_one, &p->ttl_us);
+    if (pstmt_finish(&w->st_call_one))
+        return -1;
+    if (pstmt_prepare(w->conn, &w->st_call_cart,
+                      "CALL bench_hot1_cart(?, ?, ?, ?, ?)"))
+        return -1;
+    bind_u64(&w->st_call_cart, &p->shop);
+    bind_tok(&w->st_call_cart, p);
+    bind_str(&w->st_call_cart, w->lines, sizeof w->lines, &w->lineslen);
+    bind_u64(&w->st_call_cart, &p->q);
+    bind_u64(&w->st_call_cart, &p->ttl_us);
+    if (pstmt_finish(&w->st_call_cart))
+        return -1;
+    if (pstmt_prepare(w->conn, &w->st_call_claim,
+                      "CALL bench_hot1_claim(?, ?, ?, ?, ?)"))
+        return -1;
+    bind_u64(&w->st_call_claim, &p->shop);
+    bind_tok(&w->st_call_claim, p);
+    bind_u64(&w->st_call_claim, &p->item);
+    bind_u64(&w->st_call_claim, &p->loc);
+    bind_u64(&w->st_call_claim, &p->q);
+    return pstmt_finish(&w->st_call_claim);
 }
 
 static int worker_setup(worker *w)
@@ -716,7 +947,7 @@ static int worker_setup(worker *w)
         return -1;
     params *p = &w->p;
     p->shop = SHOP;
-    p->q = 1;
+    p->q = (unsigned long long)wl_qty[m->workload];
     p->ttl_us = (unsigned long long)HOLD_TTL_MS * 1000u;
     p->loc = 1;
     if (m->design == D_LIB) {
@@ -729,18 +960,23 @@ static int worker_setup(worker *w)
             return -1;
         return 0;
     }
+    /* The one-round-trip designs commit by themselves: the procedure
+     * with its own COMMIT, the floor's INSERT with autocommit. */
     if (mysql_query(w->conn, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED") ||
-        mysql_autocommit(w->conn, 0)) {
+        mysql_autocommit(w->conn, is_1rt(m->design) ? 1 : 0)) {
         fprintf(stderr, "bench: session setup: %s\n", mysql_error(w->conn));
         return -1;
     }
+    if (m->design == D_HOT1)
+        return setup_hot1(w);
     char sql[2048];
     const char *tbl = hold_table(m->design);
     if (m->design == D_HOT) {
-        if (pstmt_prepare(w->conn, &w->st_take,
-                          "UPDATE bench_hot_levels SET on_hand = on_hand - ? "
-                          "WHERE shop_id = ? AND inventory_item_id = ? AND "
-                          "inventory_group_id = ? AND on_hand >= ?"))
+        snprintf(sql, sizeof sql,
+                 "UPDATE %s SET available = available - ? WHERE shop_id = ? "
+                 "AND inventory_item_id = ? AND inventory_group_id = ? AND "
+                 "available >= ?", level_table(m->design));
+        if (pstmt_prepare(w->conn, &w->st_take, sql))
             return -1;
         bind_u64(&w->st_take, &p->q);
         bind_u64(&w->st_take, &p->shop);
@@ -749,10 +985,11 @@ static int worker_setup(worker *w)
         bind_u64(&w->st_take, &p->q);
         if (pstmt_finish(&w->st_take))
             return -1;
-        if (pstmt_prepare(w->conn, &w->st_claimupd,
-                          "UPDATE bench_hot_levels SET claimed = claimed + ? "
-                          "WHERE shop_id = ? AND inventory_item_id = ? AND "
-                          "inventory_group_id = ?"))
+        snprintf(sql, sizeof sql,
+                 "UPDATE %s SET claimed = claimed + ? WHERE shop_id = ? AND "
+                 "inventory_item_id = ? AND inventory_group_id = ?",
+                 level_table(m->design));
+        if (pstmt_prepare(w->conn, &w->st_claimupd, sql))
             return -1;
         bind_u64(&w->st_claimupd, &p->q);
         bind_u64(&w->st_claimupd, &p->shop);
@@ -814,7 +1051,8 @@ static int worker_setup(worker *w)
 static void worker_teardown(worker *w)
 {
     pstmt *all[] = {&w->st_take, &w->st_hold1, &w->st_hold5, &w->st_del,
-                    &w->st_claimupd};
+                    &w->st_claimupd, &w->st_call_one, &w->st_call_cart,
+                    &w->st_call_claim};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->st)
             mysql_stmt_close(all[i]->st);
@@ -875,8 +1113,46 @@ static int is_conn_err(unsigned int e)
            e == CR_CONNECTION_ERROR || e == ER_CONNECTION_KILLED;
 }
 
-/* Baseline transaction body: 0 ok, -2 out of stock / not found, or an
- * error number. */
+/* Answers of a baseline's body besides 0 (done) and error numbers. */
+#define E_NOSTOCK ((unsigned int)-2) /* out of stock / no such hold */
+#define E_SOLDOUT ((unsigned int)-3) /* the sold-out answer (expected) */
+#define E_HADSTOCK ((unsigned int)-4) /* the sold-out item had stock */
+
+/* hotrow-1rt's cart as its procedure reads it: "item:loc,loc;item:loc"
+ * in item order, locations in the order to try. */
+static void format_lines(worker *w, const uint64_t *items,
+                         uint64_t locs[][CART_LOCS], int sold_first)
+{
+    size_t n = 0;
+    if (sold_first)
+        n += (size_t)snprintf(w->lines, sizeof w->lines, "%d:1;",
+                              SOLDOUT_ITEM);
+    for (int i = 0; i < CART_LINES && n < sizeof w->lines; i++) {
+        int nl = items[i] == FLASH_ITEM ? 1 : CART_LOCS;
+        n += (size_t)snprintf(w->lines + n, sizeof w->lines - n, "%s%llu:",
+                              i ? ";" : "", (unsigned long long)items[i]);
+        for (int k = 0; k < nl && n < sizeof w->lines; k++)
+            n += (size_t)snprintf(w->lines + n, sizeof w->lines - n, "%s%llu",
+                                  k ? "," : "", (unsigned long long)locs[i][k]);
+    }
+    if (n >= sizeof w->lines)
+        die("a cart does not fit its buffer");
+    w->lineslen = (unsigned long)n;
+}
+
+/* hotrow-1rt: one CALL; its answer 1 is done, 0 is no stock. */
+static unsigned int hot1_call(pstmt *s)
+{
+    long long ans = -1;
+    unsigned int e = pstmt_call(s, &ans);
+    if (e)
+        return e;
+    return ans == 1 ? 0 : E_NOSTOCK;
+}
+
+/* A baseline's operation: 0 done, E_NOSTOCK, E_SOLDOUT, E_HADSTOCK, or an
+ * error number.  The statement forms leave their transaction open for
+ * op_base to commit; the one-round-trip forms have committed. */
 static unsigned int base_body(worker *w)
 {
     meas *m = w->m;
@@ -885,23 +1161,46 @@ static unsigned int base_body(worker *w)
     unsigned int e;
     switch (m->workload) {
     case W_FLASH:
+    case W_FLASHQ2:
+    case W_FLASHQ5:
     case W_SPREAD:
+        if (m->design == D_HOT1)
+            return hot1_call(&w->st_call_one);
         if (m->design == D_HOT) {
             if ((e = pstmt_exec(&w->st_take, &aff)))
                 return e;
             if (aff != 1)
-                return (unsigned int)-2;
+                return E_NOSTOCK;
         }
         return pstmt_exec(&w->st_hold1, NULL);
-    case W_SOLDOUT: /* (hot row only) the UPDATE finds no stock */
-    case W_SOLDCART: /* (the sold-out item's line comes first in item order) */
+    case W_SOLDOUT: /* (hot rows only) the UPDATE finds no stock */
+        if (m->design == D_HOT1) {
+            e = hot1_call(&w->st_call_one);
+            return e == E_NOSTOCK ? E_SOLDOUT : e ? e : E_HADSTOCK;
+        }
         if ((e = pstmt_exec(&w->st_take, &aff)))
             return e;
-        return aff == 0 ? (unsigned int)-3 : (unsigned int)-4;
+        return aff == 0 ? E_SOLDOUT : E_HADSTOCK;
+    case W_SOLDCART:
+        /* (the sold-out item's line comes first in item order) */
+        if (m->design == D_HOT1) {
+            uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
+            make_cart(w, items, locs);
+            format_lines(w, items, locs, 1);
+            e = hot1_call(&w->st_call_cart);
+            return e == E_NOSTOCK ? E_SOLDOUT : e ? e : E_HADSTOCK;
+        }
+        if ((e = pstmt_exec(&w->st_take, &aff)))
+            return e;
+        return aff == 0 ? E_SOLDOUT : E_HADSTOCK;
     case W_CART:
     case W_HOTCART: {
         uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
         make_cart(w, items, locs);
+        if (m->design == D_HOT1) {
+            format_lines(w, items, locs, 0);
+            return hot1_call(&w->st_call_cart);
+        }
         for (int i = 0; i < CART_LINES; i++) {
             p->items[i] = items[i];
             p->locs[i] = locs[i][0];
@@ -917,17 +1216,19 @@ static unsigned int base_body(worker *w)
                     break;
             }
             if (k == CART_LOCS)
-                return (unsigned int)-2;
+                return E_NOSTOCK;
             p->locs[i] = locs[i][k];
         }
         return pstmt_exec(&w->st_hold5, NULL);
     }
     case W_CLAIM:
+        if (m->design == D_HOT1)
+            return hot1_call(&w->st_call_claim);
         if (m->design == D_HOT && (e = pstmt_exec(&w->st_claimupd, NULL)))
             return e;
         if ((e = pstmt_exec(&w->st_del, &aff)))
             return e;
-        return aff == 1 ? 0 : (unsigned int)-2;
+        return aff == 1 ? 0 : E_NOSTOCK;
     }
     return 0;
 }
@@ -936,33 +1237,38 @@ static unsigned int base_body(worker *w)
  * stop. */
 static int op_base(worker *w)
 {
+    int committed_alone = is_1rt(w->m->design);
     for (int attempt = 0; attempt < 20; attempt++) {
         unsigned int e = base_body(w);
         if (e == 0) {
-            if (mysql_commit(w->conn) == 0)
+            if (committed_alone || mysql_commit(w->conn) == 0)
                 return 1;
             e = mysql_errno(w->conn);
         }
-        if (e == (unsigned int)-3) { /* the sold-out answer: roll back */
-            mysql_rollback(w->conn);
-            return 1;
-        }
-        if (e == (unsigned int)-4) {
-            mysql_rollback(w->conn);
+        if (e == E_SOLDOUT || e == E_HADSTOCK) {
+            if (!committed_alone)
+                mysql_rollback(w->conn);
+            if (e == E_SOLDOUT)
+                return 1; /* the answer this workload measures */
             note_err(w, "the sold-out item had stock");
             return 0;
         }
-        if (e != (unsigned int)-2 && is_conn_err(e)) {
+        if (e != E_NOSTOCK && e != E_PROTOCOL && is_conn_err(e)) {
+            /* it may have committed: the check of the tables allows it */
+            w->in_doubt++;
             note_err(w, "connection lost: %s", mysql_error(w->conn));
             return -1;
         }
-        mysql_rollback(w->conn);
+        if (!committed_alone)
+            mysql_rollback(w->conn);
         if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT) {
             w->retries++;
             continue;
         }
-        if (e == (unsigned int)-2)
+        if (e == E_NOSTOCK)
             note_err(w, "out of stock / no such hold");
+        else if (e == E_PROTOCOL)
+            note_err(w, "a CALL answered no row");
         else
             note_err(w, "error %u: %s", e, mysql_error(w->conn));
         return 0;
@@ -978,9 +1284,11 @@ static int op_lib(worker *w)
     int rc = RSV_OK;
     switch (m->workload) {
     case W_FLASH:
+    case W_FLASHQ2:
+    case W_FLASHQ5:
     case W_SPREAD:
-        rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, p->item, 1, 1,
-                             HOLD_TTL_MS);
+        rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, p->item, 1,
+                             (int64_t)p->q, HOLD_TTL_MS);
         break;
     case W_CART:
     case W_HOTCART: {
@@ -1034,6 +1342,8 @@ static int op_lib(worker *w)
         return 1;
     note_err(w, "%s: %s", rsv_code_name(rc) ? rsv_code_name(rc) : "?",
              rsv_errmsg(w->ctx));
+    if (rc == RSV_EINDOUBT)
+        w->in_doubt++; /* it may have committed: the check allows it */
     if (rc == RSV_ECONN || rc == RSV_EINDOUBT)
         return -1;
     return 0;
@@ -1070,13 +1380,11 @@ static void *worker_main(void *arg)
             p->loc = 1;
         } else {
             snprintf(p->tok, sizeof p->tok, "%c%d.%d.%llu",
-                     design_name[m->design][0], m->id, w->tid,
+                     design_tag[m->design], m->id, w->tid,
                      (unsigned long long)w->seq++);
             p->item = m->workload == W_SPREAD
                           ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
-                      : m->workload == W_SOLDOUT ||
-                              m->workload == W_SOLDCART ? SOLDOUT_ITEM
-                                                 : FLASH_ITEM;
+                          : wl_item(m->workload);
             p->loc = 1;
         }
         p->toklen = (unsigned long)strlen(p->tok);
@@ -1090,6 +1398,17 @@ static void *worker_main(void *arg)
             path_counters(w, before);
         int r = m->design == D_LIB ? op_lib(w) : op_base(w);
         uint64_t t2 = now_us();
+        if (r > 0) {
+            /* what the tables must show at the end of the run */
+            int lines = wl_is_cart(m->workload) ? CART_LINES : 1;
+            if (m->workload == W_CLAIM) {
+                w->done_claims++;
+            } else if (!wl_is_soldout(m->workload)) {
+                w->done_ops++;
+                w->done_rows += (uint64_t)lines;
+                w->done_units += (uint64_t)lines * p->q;
+            }
+        }
         uint32_t us = (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1);
         if (r > 0 && t2 >= m->t_start && t2 < m->t_end) {
             lat_push(w, us);
@@ -1246,12 +1565,18 @@ static int cmp_prof(const void *a, const void *b)
 
 static int meas_counter;
 
-/* One line: how many reserves took each path, and their p50/p99 (us). */
-static void print_paths(const meas *m, const worker *w)
+/* The keys of a measurement, as every line about it starts. */
+static void meas_key(const meas *m, char *buf, size_t len)
 {
-    printf("# lib_paths design=%s workload=%s clients=%d rtt_us=%d",
-           design_name[m->design], wl_name[m->workload], m->clients,
-           m->rtt_us);
+    snprintf(buf, len, "design=%s workload=%s clients=%d rtt_us=%d binlog=%d%s",
+             design_name[m->design], wl_name[m->workload], m->clients,
+             m->rtt_us, cfg.binlog, cfg.semisync ? " semisync=1" : "");
+}
+
+/* One line: how many reserves took each path, and their p50/p99 (us). */
+static void print_paths(const meas *m, const worker *w, const char *key)
+{
+    printf("# lib_paths %s", key);
     for (int q = 0; q < NPATHS; q++) {
         size_t n = 0;
         for (int i = 0; i < m->clients; i++)
@@ -1275,6 +1600,8 @@ static void print_paths(const meas *m, const worker *w)
 static void run_measurement(meas *m, MYSQL *mon, int profile)
 {
     m->id = ++meas_counter;
+    char key[256];
+    meas_key(m, key, sizeof key);
     worker *w = xcalloc((size_t)m->clients, sizeof *w);
     pthread_t *th = xcalloc((size_t)m->clients, sizeof *th);
     pthread_barrier_init(&m->ready, NULL, (unsigned)m->clients + 1);
@@ -1327,6 +1654,11 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         total += w[i].nlat;
         m->errors += w[i].errors;
         m->retries += w[i].retries;
+        m->done_ops += w[i].done_ops;
+        m->done_rows += w[i].done_rows;
+        m->done_units += w[i].done_units;
+        m->done_claims += w[i].done_claims;
+        m->in_doubt += w[i].in_doubt;
         fatal |= w[i].fatal;
         if (!err && w[i].first_err[0])
             err = w[i].first_err;
@@ -1344,35 +1676,32 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     m->p99 = pct(all, total, 0.99);
     m->p999 = pct(all, total, 0.999);
     m->valid = !setup_failed && total > 0;
+    m->semisync_no_tx = status_delta(&s0, &s1, "Rpl_semi_sync_master_no_tx");
+    m->semisync_yes_tx = status_delta(&s0, &s1, "Rpl_semi_sync_master_yes_tx");
 
     if (setup_failed)
-        printf("# ERROR design=%s workload=%s clients=%d rtt_us=%d: a client "
-               "could not connect or prepare (see stderr)\n",
-               design_name[m->design], wl_name[m->workload], m->clients,
-               m->rtt_us);
-    printf("bench design=%s workload=%s clients=%d rtt_us=%d ops_per_s=%.0f "
-           "p50_us=%u p99_us=%u p999_us=%u\n",
-           design_name[m->design], wl_name[m->workload], m->clients, m->rtt_us,
-           m->ops_per_s, m->p50, m->p99, m->p999);
+        printf("# ERROR %s: a client could not connect or prepare (see "
+               "stderr)\n", key);
+    printf("# round=%d %s ops_per_s=%.0f p50_us=%u p99_us=%u p999_us=%u\n",
+           m->round, key, m->ops_per_s, m->p50, m->p99, m->p999);
     if (m->errors || m->retries || fatal || m->exhausted)
-        printf("# note design=%s workload=%s clients=%d rtt_us=%d errors=%llu "
-               "retries=%llu%s%s first_error=\"%s\"\n",
-               design_name[m->design], wl_name[m->workload], m->clients,
-               m->rtt_us, (unsigned long long)m->errors,
+        printf("# note %s errors=%llu retries=%llu%s%s first_error=\"%s\"\n",
+               key, (unsigned long long)m->errors,
                (unsigned long long)m->retries,
                fatal ? " connection_lost=1" : "",
                m->exhausted ? " claim_holds_exhausted=1" : "", err ? err : "");
     double ops = total ? (double)total : 1.0;
     long long lw = status_delta(&s0, &s1, "Innodb_row_lock_waits");
     long long lt = status_delta(&s0, &s1, "Innodb_row_lock_time");
-    printf("# status design=%s workload=%s clients=%d rtt_us=%d per_op:"
+    printf("# status %s per_op:"
            " questions=%.2f commits=%.2f rollbacks=%.3f stmt_execute=%.2f"
            " handler_read_key=%.2f handler_read_next=%.2f handler_write=%.2f"
            " handler_delete=%.2f handler_update=%.2f rows_read=%.2f"
            " row_lock_waits=%.3f row_lock_time_ms=%.3f deadlocks=%lld"
-           " data_fsyncs=%.3f | window: row_lock_waits=%lld"
-           " row_lock_time_ms=%lld history_list_length_at_end=%lld\n",
-           design_name[m->design], wl_name[m->workload], m->clients, m->rtt_us,
+           " data_fsyncs=%.3f binlog_group_commits=%.3f | window:"
+           " row_lock_waits=%lld row_lock_time_ms=%lld"
+           " history_list_length_at_end=%lld\n",
+           key,
            (double)status_delta(&s0, &s1, "Questions") / ops,
            (double)status_delta(&s0, &s1, "Com_commit") / ops,
            (double)status_delta(&s0, &s1, "Com_rollback") / ops,
@@ -1385,8 +1714,18 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
            (double)status_delta(&s0, &s1, "Rows_read") / ops,
            (double)lw / ops, (double)lt / ops,
            status_delta(&s0, &s1, "Innodb_deadlocks"),
-           (double)status_delta(&s0, &s1, "Innodb_data_fsyncs") / ops, lw, lt,
-           s1.v[NSTATUS - 1]);
+           (double)status_delta(&s0, &s1, "Innodb_data_fsyncs") / ops,
+           (double)status_delta(&s0, &s1, "Binlog_group_commits") / ops,
+           lw, lt, status_get(&s1, "Innodb_history_list_length"));
+    if (cfg.semisync) {
+        long long waits = status_delta(&s0, &s1, "Rpl_semi_sync_master_tx_waits");
+        long long wait_us = status_delta(&s0, &s1, "Rpl_semi_sync_master_tx_wait_time");
+        printf("# semisync %s window: yes_tx=%lld no_tx=%lld (must stay 0) "
+               "tx_waits=%lld avg_tx_wait_us=%.0f clients_at_end=%lld\n",
+               key, m->semisync_yes_tx, m->semisync_no_tx, waits,
+               waits > 0 ? (double)wait_us / (double)waits : 0.0,
+               status_get(&s1, "Rpl_semi_sync_master_clients"));
+    }
     if (m->design == D_LIB) {
         /* counted from each client's first call in the window to its
          * last (which may end just after it) */
@@ -1395,45 +1734,33 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
             for (size_t j = 0; j < LIB_NSTATS; j++)
                 lib[j] += w[i].lib[j];
         double calls = lib[0] ? (double)lib[0] : 1.0;
-        printf("# lib design=%s workload=%s clients=%d rtt_us=%d calls=%llu "
-               "per_call:", design_name[m->design], wl_name[m->workload],
-               m->clients, m->rtt_us, (unsigned long long)lib[0]);
+        printf("# lib %s calls=%llu per_call:", key, (unsigned long long)lib[0]);
         for (size_t j = 1; j < LIB_NSTATS; j++)
             printf(" %s=%.3f", lib_stat_name[j], (double)lib[j] / calls);
         printf("\n");
-        print_paths(m, w);
+        print_paths(m, w, key);
     }
     double secs = (double)(m->t_end - m->t_start) / 1e6;
-    printf("# cpu design=%s workload=%s clients=%d rtt_us=%d cores_busy: "
-           "server=%.2f bench_clients=%.2f proxy=%.2f whole_machine=%.2f "
-           "(of %ld; other processes=%.2f)\n",
-           design_name[m->design], wl_name[m->workload], m->clients, m->rtt_us,
-           cpu_cores(c0.server, c1.server, secs), cpu_cores(c0.self, c1.self, secs),
-           m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0,
-           cpu_cores(c0.machine, c1.machine, secs), sysconf(_SC_NPROCESSORS_ONLN),
-           fmax(0.0, cpu_cores(c0.machine, c1.machine, secs) -
-                         cpu_cores(c0.server, c1.server, secs) -
-                         cpu_cores(c0.self, c1.self, secs) -
-                         (m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0)));
-    double other = cpu_cores(c0.machine, c1.machine, secs) -
-                   cpu_cores(c0.server, c1.server, secs) -
-                   cpu_cores(c0.self, c1.self, secs) -
-                   (m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0);
+    double c_server = cpu_cores(c0.server, c1.server, secs),
+           c_self = cpu_cores(c0.self, c1.self, secs),
+           c_proxy = m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0,
+           c_machine = cpu_cores(c0.machine, c1.machine, secs);
+    double other = c_machine - c_server - c_self - c_proxy;
+    printf("# cpu %s cores_busy: server=%.2f bench_clients=%.2f proxy=%.2f "
+           "whole_machine=%.2f (of %ld; other processes=%.2f)\n",
+           key, c_server, c_self, c_proxy, c_machine,
+           sysconf(_SC_NPROCESSORS_ONLN), fmax(0.0, other));
     if (c0.machine >= 0 && c0.server >= 0 && other > 0.25)
-        printf("# noisy design=%s workload=%s clients=%d rtt_us=%d: other "
-               "processes used %.2f cores during this measurement\n",
-               design_name[m->design], wl_name[m->workload], m->clients,
-               m->rtt_us, other);
+        printf("# noisy %s: other processes used %.2f cores during this "
+               "measurement\n", key, other);
     if (pr) {
         qsort(pr->e, (size_t)pr->n, sizeof pr->e[0], cmp_prof);
         long conn_samples = 0;
         for (int i = 0; i < pr->n; i++)
             conn_samples += pr->e[i].count;
-        printf("# profile design=%s workload=%s clients=%d rtt_us=%d "
-               "samples=%ld avg_open_trx=%.1f avg_lock_wait_trx=%.1f "
-               "innodb_status=%s\n",
-               design_name[m->design], wl_name[m->workload], m->clients,
-               m->rtt_us, pr->samples,
+        printf("# profile %s samples=%ld avg_open_trx=%.1f "
+               "avg_lock_wait_trx=%.1f innodb_status=%s\n",
+               key, pr->samples,
                pr->samples ? (double)pr->trx_sum / (double)pr->samples : 0.0,
                pr->samples ? (double)pr->lockwait_sum / (double)pr->samples : 0.0,
                pr->status_file);
@@ -1574,6 +1901,14 @@ static void lib_keys(const char *what, uint64_t base, int items, int locs,
     }
 }
 
+/* Every success of every design over the whole run (all measurements,
+ * profiled re-runs too) and the claim holds made at setup: what its
+ * tables must show at the end. */
+typedef struct tally {
+    uint64_t reserves, rows, units, claims, in_doubt;
+    long long claim_holds;
+} tally;
+
 typedef struct claimfill {
     int rtt_us;
 } claimfill;
@@ -1589,6 +1924,97 @@ static int fn_claim_hold(rsv_ctx *ctx, long i, void *arg)
     return rc == RSV_ECLAIMED ? RSV_OK : rc;
 }
 
+/* hotrow-1rt's procedures.  Each is one round trip and commits on the
+ * server.  The reserve inserts the hold before it updates the ledger row,
+ * so the row lock is held from the UPDATE to the COMMIT only (the order
+ * that serves a hot row best); a failed guard rolls the hold back.  The
+ * cart procedure has to lock a line's row to know its location, so it
+ * updates first and inserts the line's hold after.  The claim deletes the
+ * hold first for the same reason.  Each answers one row: 1 done, 0 no
+ * stock (or no such hold). */
+static const char *const hot1_procs[] = {
+    "CREATE PROCEDURE bench_hot1_reserve(IN p_shop BIGINT UNSIGNED,"
+    " IN p_token VARBINARY(128), IN p_item BIGINT UNSIGNED,"
+    " IN p_loc BIGINT UNSIGNED, IN p_q BIGINT, IN p_ttl_us BIGINT)\n"
+    "BEGIN\n"
+    "  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n"
+    "  START TRANSACTION;\n"
+    "  INSERT INTO bench_hot1_holds (shop_id, checkout_token,"
+    " inventory_item_id, inventory_group_id, quantity, generation,"
+    " expires_at, created_at) VALUES (p_shop, p_token, p_item, p_loc, p_q,"
+    " 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));\n"
+    "  UPDATE bench_hot1_levels SET available = available - p_q"
+    " WHERE shop_id = p_shop AND inventory_item_id = p_item"
+    " AND inventory_group_id = p_loc AND available >= p_q;\n"
+    "  IF ROW_COUNT() = 1 THEN\n"
+    "    COMMIT;\n"
+    "    SELECT 1 AS done;\n"
+    "  ELSE\n"
+    "    ROLLBACK;\n"
+    "    SELECT 0 AS done;\n"
+    "  END IF;\n"
+    "END",
+    /* p_lines: "item:loc,loc,...;item:..." in item order */
+    "CREATE PROCEDURE bench_hot1_cart(IN p_shop BIGINT UNSIGNED,"
+    " IN p_token VARBINARY(128), IN p_lines VARCHAR(512), IN p_q BIGINT,"
+    " IN p_ttl_us BIGINT)\n"
+    "body: BEGIN\n"
+    "  DECLARE v_rest, v_line, v_locs VARCHAR(512) DEFAULT '';\n"
+    "  DECLARE v_item, v_loc BIGINT UNSIGNED;\n"
+    "  DECLARE v_got INT;\n"
+    "  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n"
+    "  START TRANSACTION;\n"
+    "  SET v_rest = p_lines;\n"
+    "  WHILE v_rest <> '' DO\n"
+    "    SET v_line = SUBSTRING_INDEX(v_rest, ';', 1);\n"
+    "    SET v_rest = SUBSTRING(v_rest, CHAR_LENGTH(v_line) + 2);\n"
+    "    SET v_item = SUBSTRING_INDEX(v_line, ':', 1);\n"
+    "    SET v_locs = SUBSTRING_INDEX(v_line, ':', -1);\n"
+    "    SET v_got = 0;\n"
+    "    WHILE v_got = 0 AND v_locs <> '' DO\n"
+    "      SET v_loc = SUBSTRING_INDEX(v_locs, ',', 1);\n"
+    "      SET v_locs = SUBSTRING(v_locs,"
+    " CHAR_LENGTH(SUBSTRING_INDEX(v_locs, ',', 1)) + 2);\n"
+    "      UPDATE bench_hot1_levels SET available = available - p_q"
+    " WHERE shop_id = p_shop AND inventory_item_id = v_item"
+    " AND inventory_group_id = v_loc AND available >= p_q;\n"
+    "      SET v_got = ROW_COUNT();\n"
+    "    END WHILE;\n"
+    "    IF v_got <> 1 THEN\n"
+    "      ROLLBACK;\n"
+    "      SELECT 0 AS done;\n"
+    "      LEAVE body;\n"
+    "    END IF;\n"
+    "    INSERT INTO bench_hot1_holds (shop_id, checkout_token,"
+    " inventory_item_id, inventory_group_id, quantity, generation,"
+    " expires_at, created_at) VALUES (p_shop, p_token, v_item, v_loc, p_q,"
+    " 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));\n"
+    "  END WHILE;\n"
+    "  COMMIT;\n"
+    "  SELECT 1 AS done;\n"
+    "END",
+    "CREATE PROCEDURE bench_hot1_claim(IN p_shop BIGINT UNSIGNED,"
+    " IN p_token VARBINARY(128), IN p_item BIGINT UNSIGNED,"
+    " IN p_loc BIGINT UNSIGNED, IN p_q BIGINT)\n"
+    "BEGIN\n"
+    "  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n"
+    "  START TRANSACTION;\n"
+    "  DELETE FROM bench_hot1_holds WHERE shop_id = p_shop"
+    " AND checkout_token = p_token AND inventory_item_id = p_item"
+    " AND inventory_group_id = p_loc AND quantity = p_q;\n"
+    "  IF ROW_COUNT() = 1 THEN\n"
+    "    UPDATE bench_hot1_levels SET claimed = claimed + p_q"
+    " WHERE shop_id = p_shop AND inventory_item_id = p_item"
+    " AND inventory_group_id = p_loc;\n"
+    "    COMMIT;\n"
+    "    SELECT 1 AS done;\n"
+    "  ELSE\n"
+    "    ROLLBACK;\n"
+    "    SELECT 0 AS done;\n"
+    "  END IF;\n"
+    "END",
+};
+
 static void setup_database(MYSQL *c)
 {
     snprintf(dbname, sizeof dbname, "rsvbench_%d", (int)getpid());
@@ -1602,39 +2028,58 @@ static void setup_database(MYSQL *c)
     if (sqlscript_run(c, schema, err, sizeof err) != 0)
         die("loading %s: %s", cfg.schema_path, err);
     free(schema);
+    /* The hot rows' ledgers: stock is what the row started with, so
+     * stock = available + claimed + units held, at any time. */
     q_exec(c, "CREATE TABLE bench_hot_levels ("
               " shop_id BIGINT UNSIGNED NOT NULL,"
               " inventory_item_id BIGINT UNSIGNED NOT NULL,"
               " inventory_group_id BIGINT UNSIGNED NOT NULL,"
-              " on_hand BIGINT NOT NULL,"
+              " stock BIGINT NOT NULL,"
+              " available BIGINT NOT NULL,"
               " claimed BIGINT NOT NULL DEFAULT 0,"
               " PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id),"
-              " CONSTRAINT bench_hot_levels_bounds CHECK (on_hand >= 0)"
+              " CONSTRAINT bench_levels_bounds CHECK (available >= 0 AND"
+              " claimed >= 0)"
               ") ENGINE=InnoDB");
-    q_exec(c, "CREATE TABLE bench_hot_holds LIKE reserved_quantities");
-    q_exec(c, "CREATE TABLE bench_floor_holds LIKE reserved_quantities");
+    q_exec(c, "CREATE TABLE bench_hot1_levels LIKE bench_hot_levels");
+    for (int d = 0; d < D_N; d++)
+        if (d != D_LIB)
+            q_execf(c, "CREATE TABLE %s LIKE reserved_quantities",
+                    hold_table(d));
+    for (size_t i = 0; i < sizeof hot1_procs / sizeof hot1_procs[0]; i++)
+        q_exec(c, hot1_procs[i]);
 }
 
-static void setup_hot_ledger(MYSQL *c)
+static void setup_hot_ledger(MYSQL *c, const char *tbl)
 {
-    q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
-               "inventory_group_id, on_hand) VALUES (%d, %d, 1, %lld), "
-               "(%d, %d, 1, %lld), (%d, %d, 1, 0)", SHOP, FLASH_ITEM,
-            BIG_STOCK, SHOP, CLAIM_ITEM, BIG_STOCK, SHOP, SOLDOUT_ITEM);
-    q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
-               "inventory_group_id, on_hand) SELECT %d, %d + seq, 1, %ld "
-               "FROM seq_1_to_%d", SHOP, SPREAD_BASE, cfg.spread_stock,
-            SPREAD_N);
-    q_execf(c, "INSERT INTO bench_hot_levels (shop_id, inventory_item_id, "
-               "inventory_group_id, on_hand) SELECT %d, %d + a.seq, b.seq, "
-               "%lld FROM seq_1_to_%d a JOIN seq_1_to_%d b", SHOP, CART_BASE,
-            BIG_STOCK, CART_N, CART_LOCS);
-    q_exec(c, "COMMIT");
+    q_execf(c, "INSERT INTO %s (shop_id, inventory_item_id, "
+               "inventory_group_id, stock, available) VALUES "
+               "(%d, %d, 1, %lld, %lld), (%d, %d, 1, %lld, %lld), "
+               "(%d, %d, 1, 0, 0), (%d, %d, 1, %lld, %lld), "
+               "(%d, %d, 1, %lld, %lld)", tbl,
+            SHOP, FLASH_ITEM, BIG_STOCK, BIG_STOCK,
+            SHOP, CLAIM_ITEM, BIG_STOCK, BIG_STOCK,
+            SHOP, SOLDOUT_ITEM,
+            SHOP, FLASHQ2_ITEM, BIG_STOCK, BIG_STOCK,
+            SHOP, FLASHQ5_ITEM, BIG_STOCK, BIG_STOCK);
+    q_execf(c, "INSERT INTO %s (shop_id, inventory_item_id, "
+               "inventory_group_id, stock, available) SELECT %d, %d + seq, "
+               "1, %ld, %ld FROM seq_1_to_%d", tbl, SHOP, SPREAD_BASE,
+            cfg.spread_stock, cfg.spread_stock, SPREAD_N);
+    q_execf(c, "INSERT INTO %s (shop_id, inventory_item_id, "
+               "inventory_group_id, stock, available) SELECT %d, "
+               "%d + a.seq, b.seq, %lld, %lld FROM seq_1_to_%d a JOIN "
+               "seq_1_to_%d b", tbl, SHOP, CART_BASE, BIG_STOCK, BIG_STOCK,
+            CART_N, CART_LOCS);
 }
 
-/* Holds for the claim workload, per design and RTT. */
+/* Holds for the claim workload, per design and RTT: tokens c<rtt>.0 ..
+ * c<rtt>.<n-1>, one unit each. */
+static tally done[D_N];
+
 static void setup_claims(MYSQL *c, int design, int rtt_us, long n)
 {
+    done[design].claim_holds += n;
     if (design == D_LIB) {
         claimfill cf = {rtt_us};
         char what[64];
@@ -1643,16 +2088,18 @@ static void setup_claims(MYSQL *c, int design, int rtt_us, long n)
         return;
     }
     uint64_t t = now_us();
+    q_exec(c, "START TRANSACTION");
     q_execf(c, "INSERT INTO %s (shop_id, checkout_token, inventory_item_id, "
                "inventory_group_id, quantity, generation, expires_at, "
                "created_at) SELECT %d, CONCAT('c%d.', seq), %d, 1, 1, 1, "
                "NOW(6) + INTERVAL %lld SECOND, NOW(6) FROM seq_0_to_%ld",
             hold_table(design), SHOP, rtt_us, CLAIM_ITEM,
             HOLD_TTL_MS / 1000, n - 1);
-    if (design == D_HOT)
-        q_execf(c, "UPDATE bench_hot_levels SET on_hand = on_hand - %ld "
+    if (is_hot(design))
+        q_execf(c, "UPDATE %s SET available = available - %ld "
                    "WHERE shop_id = %d AND inventory_item_id = %d AND "
-                   "inventory_group_id = 1", n, SHOP, CLAIM_ITEM);
+                   "inventory_group_id = 1", level_table(design), n, SHOP,
+                CLAIM_ITEM);
     q_exec(c, "COMMIT");
     progress("setup: claim holds (%s, rtt %d): %ld in %.1f s",
              design_name[design], rtt_us, n, (double)(now_us() - t) / 1e6);
@@ -1704,11 +2151,11 @@ static void stmts_probe(void)
         status_read(c, 1, &b);
         /* The second SHOW STATUS counts itself once. */
         double qn = (double)(status_delta(&a, &b, "Questions") - 1) / reps;
-        printf("stmts design=libreserve cart_lines=%d statements_per_reserve=%.2f "
+        printf("stmts design=libreserve %s cart_lines=%d statements_per_reserve=%.2f "
                "stmt_execute=%.2f text_queries=%.2f prepares=%.3f commits=%.2f "
                "rollbacks=%.3f handler_write=%.1f handler_delete=%.1f "
                "mean_us=%.0f\n",
-               lines, qn, (double)status_delta(&a, &b, "Com_stmt_execute") / reps,
+               cfg_key(), lines, qn, (double)status_delta(&a, &b, "Com_stmt_execute") / reps,
                qn - (double)status_delta(&a, &b, "Com_stmt_execute") / reps,
                (double)status_delta(&a, &b, "Com_stmt_prepare") / reps,
                (double)status_delta(&a, &b, "Com_commit") / reps,
@@ -1753,10 +2200,10 @@ static void cold_probe(void)
     }
     qsort(cold, (size_t)n, sizeof cold[0], cmp_u32);
     qsort(warm, (size_t)nw, sizeof warm[0], cmp_u32);
-    printf("# first-touch: %d items with stock %lld and an empty pool, one "
-           "client, local socket: first reserve p50_us=%u max_us=%u; next "
-           "reserves p50_us=%u max_us=%u\n",
-           n, BIG_STOCK, pct(cold, (size_t)n, 0.5), cold[n - 1],
+    printf("# first-touch %s: %d items with stock %lld and an empty pool, "
+           "one client, local socket: first reserve p50_us=%u max_us=%u; "
+           "next reserves p50_us=%u max_us=%u\n",
+           cfg_key(), n, BIG_STOCK, pct(cold, (size_t)n, 0.5), cold[n - 1],
            pct(warm, (size_t)nw, 0.5), warm[nw - 1]);
     fflush(stdout);
     rsv_close(ctx);
@@ -1776,8 +2223,8 @@ static void ping_probe(int rtt_idx)
         v[i] = (uint32_t)(now_us() - t);
     }
     qsort(v, 200, sizeof v[0], cmp_u32);
-    printf("# network rtt_us=%d via=%s: SELECT 1 round trip p50_us=%u "
-           "p99_us=%u\n", cfg.rtts.v[rtt_idx],
+    printf("# network rtt_us=%d %s via=%s: SELECT 1 round trip p50_us=%u "
+           "p99_us=%u\n", cfg.rtts.v[rtt_idx], cfg_key(),
            proxy_port[rtt_idx] ? "proxy(127.0.0.1)" : "unix-socket",
            pct(v, 200, 0.5), pct(v, 200, 0.99));
     mysql_close(c);
@@ -1787,76 +2234,342 @@ static void ping_probe(int rtt_idx)
 /* reporting                                                          */
 /* ------------------------------------------------------------------ */
 
-#define MAXMEAS 512
+#define MAXMEAS 4096
 static meas *results[MAXMEAS];
 static int nresults;
 
-static meas *find(int design, int workload, int clients, int rtt_us)
+/* Every success of every design over the whole run (all measurements,
+ * profiled re-runs too) and the claim holds made at setup: what its
+ * tables must show at the end. */
+
+static void tally_add(const meas *m)
 {
-    for (int i = 0; i < nresults; i++) {
-        meas *m = results[i];
-        if (m->design == design && m->workload == workload &&
-            m->clients == clients && m->rtt_us == rtt_us && m->valid)
-            return m;
-    }
-    return NULL;
+    tally *t = &done[m->design];
+    t->reserves += m->done_ops;
+    t->rows += m->done_rows;
+    t->units += m->done_units;
+    t->claims += m->done_claims;
+    t->in_doubt += m->in_doubt;
 }
+
+/* One design's rounds of one (workload, clients, RTT), summarised. */
+typedef struct summary {
+    int n;                     /* valid rounds */
+    const meas *r[MAXROUNDS];  /* by round; NULL = no valid measurement */
+    double ops, ops_min, ops_max;
+    double p50, p99, p99_min, p99_max, p999;
+    long long no_tx;           /* semi-sync: commits not acknowledged */
+} summary;
+
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    if (n == 0)
+        return 0;
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int summarize(int design, int workload, int clients, int rtt_us,
+                     summary *s)
+{
+    memset(s, 0, sizeof *s);
+    double ops[MAXROUNDS], p50[MAXROUNDS], p99[MAXROUNDS], p999[MAXROUNDS];
+    for (int i = 0; i < nresults; i++) {
+        const meas *m = results[i];
+        if (m->design != design || m->workload != workload ||
+            m->clients != clients || m->rtt_us != rtt_us || m->round < 1 ||
+            m->round > MAXROUNDS)
+            continue;
+        if (m->semisync_no_tx > 0)
+            s->no_tx += m->semisync_no_tx;
+        if (!m->valid)
+            continue;
+        s->r[m->round - 1] = m;
+        ops[s->n] = m->ops_per_s;
+        p50[s->n] = m->p50;
+        p99[s->n] = m->p99;
+        p999[s->n] = m->p999;
+        if (s->n == 0 || m->ops_per_s < s->ops_min)
+            s->ops_min = m->ops_per_s;
+        if (s->n == 0 || m->ops_per_s > s->ops_max)
+            s->ops_max = m->ops_per_s;
+        if (s->n == 0 || m->p99 < s->p99_min)
+            s->p99_min = m->p99;
+        if (s->n == 0 || m->p99 > s->p99_max)
+            s->p99_max = m->p99;
+        s->n++;
+    }
+    s->ops = median(ops, s->n);
+    s->p50 = median(p50, s->n);
+    s->p99 = median(p99, s->n);
+    s->p999 = median(p999, s->n);
+    return s->n;
+}
+
+/* The medians of one (workload, clients, RTT), one line per design. */
+static void print_cell(int workload, int clients, int rtt_us)
+{
+    for (int d = 0; d < D_N; d++) {
+        summary s;
+        if (!cfg.designs[d] || (wl_is_soldout(workload) && is_floor(d)))
+            continue;
+        if (!summarize(d, workload, clients, rtt_us, &s)) {
+            printf("# ERROR design=%s workload=%s clients=%d rtt_us=%d %s: "
+                   "no round measured\n", design_name[d], wl_name[workload],
+                   clients, rtt_us, cfg_key());
+            continue;
+        }
+        printf("bench design=%s workload=%s clients=%d rtt_us=%d %s "
+               "ops_per_s=%.0f p50_us=%.0f p99_us=%.0f p999_us=%.0f "
+               "rounds=%d ops_per_s_range=%.0f-%.0f p99_us_range=%.0f-%.0f",
+               design_name[d], wl_name[workload], clients, rtt_us, cfg_key(),
+               s.ops, s.p50, s.p99, s.p999, s.n, s.ops_min, s.ops_max,
+               s.p99_min, s.p99_max);
+        if (cfg.semisync)
+            printf(" semisync_no_tx=%lld", s.no_tx);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+/* The baselines a ratio is taken against, in the order printed. */
+static const int ratio_base[] = {D_HOT1, D_FLOOR1, D_HOT, D_FLOOR};
+#define NRATIO (sizeof ratio_base / sizeof ratio_base[0])
 
 static void print_ratios(void)
 {
-    printf("# ratios: throughput libreserve/hotrow and libreserve/floor, and "
-           "p99 libreserve/floor (lower is better)\n");
+    printf("# ratios: throughput libreserve/<design> and p99 "
+           "libreserve/<design> (lower is better), medians over the rounds; "
+           "the '# ratio_rounds' line after each gives the range of the "
+           "per-round ratios (each round's libreserve over the same "
+           "round's baseline)\n");
+    int seen[W_N][MAXLIST][MAXLIST];
+    memset(seen, 0, sizeof seen);
     for (int i = 0; i < nresults; i++) {
-        meas *l = results[i];
-        if (l->design != D_LIB || !l->valid)
+        const meas *l = results[i];
+        if (l->design != D_LIB || l->round < 1)
             continue;
-        meas *h = find(D_HOT, l->workload, l->clients, l->rtt_us);
-        meas *f = find(D_FLOOR, l->workload, l->clients, l->rtt_us);
-        printf("ratio workload=%s clients=%d rtt_us=%d", wl_name[l->workload],
-               l->clients, l->rtt_us);
-        if (h && h->ops_per_s > 0)
-            printf(" libreserve/hotrow=%.2f", l->ops_per_s / h->ops_per_s);
-        if (f && f->ops_per_s > 0)
-            printf(" libreserve/floor=%.2f", l->ops_per_s / f->ops_per_s);
-        if (f && f->p99 > 0)
-            printf(" p99_libreserve/floor=%.2f", (double)l->p99 / f->p99);
-        printf("\n");
-    }
-    /* The speed targets. */
-    meas *l = find(D_LIB, W_FLASH, 64, 500), *h = find(D_HOT, W_FLASH, 64, 500),
-         *f = find(D_FLOOR, W_FLASH, 64, 500);
-    if (l && h)
-        printf("target flash1 clients=64 rtt_us=500 libreserve/hotrow>=6: "
-               "%.2f %s\n", l->ops_per_s / h->ops_per_s,
-               l->ops_per_s >= 6 * h->ops_per_s ? "met" : "MISSED");
-    if (l && f)
-        printf("target flash1 clients=64 rtt_us=500 libreserve/floor>=0.5: "
-               "%.2f %s\n", l->ops_per_s / f->ops_per_s,
-               l->ops_per_s >= 0.5 * f->ops_per_s ? "met" : "MISSED");
-    if (l && f)
-        printf("target flash1 clients=64 rtt_us=500 p99 libreserve<=2x floor: "
-               "%u us vs %u us (%.2fx) %s\n", l->p99, f->p99,
-               (double)l->p99 / (f->p99 ? f->p99 : 1),
-               l->p99 <= 2 * f->p99 ? "met" : "MISSED");
-    meas *lc = find(D_LIB, W_CLAIM, 64, 500), *hc = find(D_HOT, W_CLAIM, 64, 500);
-    if (lc && hc)
-        printf("target claim1 clients=64 rtt_us=500 libreserve/hotrow>=3: "
-               "%.2f %s\n", lc->ops_per_s / hc->ops_per_s,
-               lc->ops_per_s >= 3 * hc->ops_per_s ? "met" : "MISSED");
-    for (int w = 0; w < W_N; w++)
-        for (int i = 0; i < nresults; i++) {
-            meas *x = results[i];
-            if (x->design != D_LIB || x->workload != w || x->rtt_us != 0 ||
-                !x->valid)
+        int ci = -1, ri = l->rtt_idx;
+        for (int k = 0; k < cfg.clients[l->workload].n; k++)
+            if (cfg.clients[l->workload].v[k] == l->clients)
+                ci = k;
+        if (ci < 0 || seen[l->workload][ci][ri])
+            continue;
+        seen[l->workload][ci][ri] = 1;
+        summary ls;
+        if (!summarize(D_LIB, l->workload, l->clients, l->rtt_us, &ls))
+            continue;
+        char rounds[512];
+        size_t rn = 0;
+        rounds[0] = '\0';
+        printf("ratio workload=%s clients=%d rtt_us=%d %s",
+               wl_name[l->workload], l->clients, l->rtt_us, cfg_key());
+        for (size_t b = 0; b < NRATIO; b++) {
+            summary bs;
+            int d = ratio_base[b];
+            if (!cfg.designs[d] ||
+                !summarize(d, l->workload, l->clients, l->rtt_us, &bs) ||
+                bs.ops <= 0)
                 continue;
-            meas *y = find(D_HOT, w, x->clients, 0);
-            if (y)
-                printf("target %s clients=%d rtt_us=0 libreserve not slower "
-                       "than hotrow: %.2f %s\n", wl_name[w], x->clients,
-                       x->ops_per_s / y->ops_per_s,
-                       x->ops_per_s >= y->ops_per_s ? "met" : "MISSED");
+            printf(" libreserve/%s=%.2f", design_name[d], ls.ops / bs.ops);
+            double lo = 0, hi = 0;
+            int n = 0;
+            for (int r = 0; r < MAXROUNDS; r++)
+                if (ls.r[r] && bs.r[r] && bs.r[r]->ops_per_s > 0) {
+                    double x = ls.r[r]->ops_per_s / bs.r[r]->ops_per_s;
+                    lo = n == 0 || x < lo ? x : lo;
+                    hi = n == 0 || x > hi ? x : hi;
+                    n++;
+                }
+            if (n && rn < sizeof rounds)
+                rn += (size_t)snprintf(rounds + rn, sizeof rounds - rn,
+                                       " libreserve/%s=%.2f-%.2f",
+                                       design_name[d], lo, hi);
+        }
+        for (size_t b = 0; b < NRATIO; b++) {
+            summary bs;
+            int d = ratio_base[b];
+            if (cfg.designs[d] &&
+                summarize(d, l->workload, l->clients, l->rtt_us, &bs) &&
+                bs.p99 > 0)
+                printf(" p99_libreserve/%s=%.2f", design_name[d],
+                       ls.p99 / bs.p99);
+        }
+        printf("\n");
+        if (rounds[0])
+            printf("# ratio_rounds workload=%s clients=%d rtt_us=%d %s%s\n",
+                   wl_name[l->workload], l->clients, l->rtt_us, cfg_key(),
+                   rounds);
+    }
+    printf("# design=%s %s: n/a (the library has no batching API yet; "
+           "nothing is measured under this name)\n", BATCH_DESIGN, cfg_key());
+
+    /* The speed targets, as they were set: against the statement forms
+     * (hotrow, 3 round trips; floor, 2).  Printed, never enforced. */
+    summary l, h, f;
+    int hl = summarize(D_LIB, W_FLASH, 64, 500, &l);
+    int hh = cfg.designs[D_HOT] && summarize(D_HOT, W_FLASH, 64, 500, &h);
+    int hf = cfg.designs[D_FLOOR] && summarize(D_FLOOR, W_FLASH, 64, 500, &f);
+    if (hl && hh && h.ops > 0)
+        printf("target flash1 clients=64 rtt_us=500 %s libreserve/hotrow>=6: "
+               "%.2f %s\n", cfg_key(), l.ops / h.ops,
+               l.ops >= 6 * h.ops ? "met" : "MISSED");
+    if (hl && hf && f.ops > 0)
+        printf("target flash1 clients=64 rtt_us=500 %s libreserve/floor>=0.5: "
+               "%.2f %s\n", cfg_key(), l.ops / f.ops,
+               l.ops >= 0.5 * f.ops ? "met" : "MISSED");
+    if (hl && hf && f.p99 > 0)
+        printf("target flash1 clients=64 rtt_us=500 %s p99 libreserve<=2x "
+               "floor: %.0f us vs %.0f us (%.2fx) %s\n", cfg_key(), l.p99,
+               f.p99, l.p99 / f.p99, l.p99 <= 2 * f.p99 ? "met" : "MISSED");
+    summary lc, hc;
+    if (summarize(D_LIB, W_CLAIM, 64, 500, &lc) && cfg.designs[D_HOT] &&
+        summarize(D_HOT, W_CLAIM, 64, 500, &hc) && hc.ops > 0)
+        printf("target claim1 clients=64 rtt_us=500 %s libreserve/hotrow>=3: "
+               "%.2f %s\n", cfg_key(), lc.ops / hc.ops,
+               lc.ops >= 3 * hc.ops ? "met" : "MISSED");
+    for (int w = 0; w < W_N; w++)
+        for (int ci = 0; ci < cfg.clients[w].n; ci++) {
+            summary x, y;
+            int c = cfg.clients[w].v[ci];
+            if (summarize(D_LIB, w, c, 0, &x) && cfg.designs[D_HOT] &&
+                summarize(D_HOT, w, c, 0, &y) && y.ops > 0)
+                printf("target %s clients=%d rtt_us=0 %s libreserve not "
+                       "slower than hotrow: %.2f %s\n", wl_name[w], c,
+                       cfg_key(), x.ops / y.ops,
+                       x.ops >= y.ops ? "met" : "MISSED");
         }
     fflush(stdout);
+}
+
+/* ---- the check of every design's tables against its successes ---- */
+
+static long long q_i64f(MYSQL *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static long long q_i64f(MYSQL *c, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    long long v = q_i64(c, buf);
+    if (v < 0)
+        die("%.200s: %s", buf, mysql_error(c));
+    return v;
+}
+
+/* actual == expected, or within the operations whose outcome the client
+ * could not know (a connection lost before the answer). */
+static int agrees(long long actual, long long expected, uint64_t in_doubt)
+{
+    long long diff = actual > expected ? actual - expected : expected - actual;
+    return diff <= (long long)in_doubt;
+}
+
+/* Counts, for each design, the rows its reserves left, the units they
+ * hold, the claims done, and for the hot rows the ledger rows whose
+ * numbers do not add up (stock = available + claimed + units held, with
+ * available never below 0: nothing oversold), and holds on the sold-out
+ * item.  libreserve's ledger is checked by rsv_audit() (units issued =
+ * pool + held + settled; pool + held <= stock on hand).  Returns the
+ * number of designs whose tables disagree. */
+static int check_tables(MYSQL *c)
+{
+    int failed = 0;
+    printf("# check: every success the clients counted, against the tables "
+           "(hold rows and units of each design's reserves, claims, the "
+           "hot rows' ledgers, holds on the sold-out item)\n");
+    for (int d = 0; d < D_N; d++) {
+        if (!cfg.designs[d])
+            continue;
+        const tally *t = &done[d];
+        const char *holds = d == D_LIB ? "reserved_quantities" : hold_table(d);
+        long long rows = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = %d "
+                                   "AND checkout_token LIKE '%c%%'", holds,
+                                SHOP, design_tag[d]);
+        long long units = q_i64f(c, "SELECT COALESCE(SUM(quantity), 0) FROM "
+                                    "%s WHERE shop_id = %d AND checkout_token "
+                                    "LIKE '%c%%'", holds, SHOP,
+                                 design_tag[d]);
+        long long left = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = "
+                                   "%d AND checkout_token LIKE 'c%%'", holds,
+                                SHOP);
+        long long sold = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = "
+                                   "%d AND inventory_item_id = %d", holds,
+                                SHOP, SOLDOUT_ITEM);
+        long long claims = t->claim_holds - left, extra = 0, bad = 0;
+        int ok = agrees(rows, (long long)t->rows, t->in_doubt) &&
+                 agrees(units, (long long)t->units, t->in_doubt * 5) &&
+                 agrees(claims, (long long)t->claims, t->in_doubt) &&
+                 sold == 0;
+        char more[256] = "";
+        if (d == D_LIB) {
+            /* a reserve of a new checkout made one checkout row; a claim
+             * marked it claimed */
+            long long co = q_i64f(c, "SELECT COUNT(*) FROM "
+                                     "reservation_checkouts WHERE shop_id = "
+                                     "%d AND checkout_token LIKE 'l%%' AND "
+                                     "status = 1", SHOP);
+            long long cl = q_i64f(c, "SELECT COUNT(*) FROM "
+                                     "reservation_checkouts WHERE shop_id = "
+                                     "%d AND checkout_token LIKE 'c%%' AND "
+                                     "status = 2", SHOP);
+            rsv_ctx *ctx = NULL;
+            int64_t v = -1;
+            int rc = lib_open(&ctx, c);
+            if (rc == RSV_OK)
+                rc = rsv_audit(ctx, SHOP, 0, NULL, NULL, &v);
+            rsv_close(ctx);
+            ok = ok && agrees(co, (long long)t->reserves, t->in_doubt) &&
+                 agrees(cl, (long long)t->claims, t->in_doubt) &&
+                 rc == RSV_OK && v == 0;
+            snprintf(more, sizeof more, " checkouts_held=%lld/%llu "
+                     "checkouts_claimed=%lld/%llu audit=%s audit_violations=%lld",
+                     co, (unsigned long long)t->reserves, cl,
+                     (unsigned long long)t->claims,
+                     rsv_code_name(rc) ? rsv_code_name(rc) : "?",
+                     (long long)v);
+        } else if (is_hot(d)) {
+            const char *lv = level_table(d);
+            bad = q_i64f(c, "SELECT COUNT(*) FROM %s l LEFT JOIN (SELECT "
+                            "shop_id, inventory_item_id, inventory_group_id, "
+                            "SUM(quantity) AS q FROM %s GROUP BY shop_id, "
+                            "inventory_item_id, inventory_group_id) h USING "
+                            "(shop_id, inventory_item_id, inventory_group_id) "
+                            "WHERE l.stock <> l.available + l.claimed + "
+                            "COALESCE(h.q, 0) OR l.available < 0", lv, holds);
+            extra = q_i64f(c, "SELECT COUNT(*) FROM %s h LEFT JOIN %s l USING "
+                              "(shop_id, inventory_item_id, "
+                              "inventory_group_id) WHERE l.stock IS NULL",
+                           holds, lv);
+            long long claimed = q_i64f(c, "SELECT COALESCE(SUM(claimed), 0) "
+                                          "FROM %s", lv);
+            ok = ok && bad == 0 && extra == 0 &&
+                 agrees(claimed, (long long)t->claims, t->in_doubt);
+            snprintf(more, sizeof more, " ledger_claimed=%lld "
+                     "ledger_rows_not_adding_up=%lld holds_without_ledger=%lld",
+                     claimed, bad, extra);
+        } else {
+            snprintf(more, sizeof more, " (no stock guard: the floor "
+                     "cannot oversell or refuse)");
+        }
+        printf("check design=%s %s reserves=%llu hold_rows=%lld/%llu "
+               "units=%lld/%llu claims=%lld/%llu sold_out_item_holds=%lld "
+               "in_doubt=%llu%s: %s\n",
+               design_name[d], cfg_key(), (unsigned long long)t->reserves,
+               rows, (unsigned long long)t->rows, units,
+               (unsigned long long)t->units, claims,
+               (unsigned long long)t->claims, sold,
+               (unsigned long long)t->in_doubt, more, ok ? "ok" : "FAILED");
+        failed += !ok;
+    }
+    fflush(stdout);
+    return failed;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1867,15 +2580,17 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench [--quick] [--proxy PATH] [--schema FILE] [--outdir DIR]\n"
-            "             [--warmup-ms N] [--duration-ms N] [--rtt-us LIST]\n"
-            "             [--clients LIST] [--workloads LIST] [--designs LIST]\n"
-            "             [--no-stmts] [--no-cold] [--no-profile]\n"
+            "             [--warmup-ms N] [--duration-ms N] [--rounds N]\n"
+            "             [--rtt-us LIST] [--clients LIST] [--workloads LIST]\n"
+            "             [--designs LIST] [--no-stmts] [--no-cold] [--no-profile]\n"
             "             [--spread-stock N] [--warm-spread] [--claim-holds N]\n"
             "             [--statements-only]\n"
-            "LIST is comma-separated; workloads: flash1,spread10k,cart5x3,claim1,\n"
-            "soldout1,soldcart5,hotcart5; "
-            "designs: libreserve,hotrow,floor.  Needs RSV_TEST_SOCKET (run it\n"
-            "under tools/mariadb.sh run, or use make bench / make bench-quick).\n");
+            "LIST is comma-separated; workloads: flash1,flash1q2,flash1q5,\n"
+            "spread10k,cart5x3,claim1,soldout1,soldcart5,hotcart5; designs:\n"
+            "libreserve,hotrow-1rt,floor-1rt,hotrow,floor (" BATCH_DESIGN "\n"
+            "is reserved and never measured).  --quick: flash1, 64 clients,\n"
+            "0.5 ms, no probes.  Needs RSV_TEST_SOCKET (tests/bench/run-bench.sh\n"
+            "starts the servers: make bench / make bench-quick).\n");
     exit(2);
 }
 
@@ -1887,7 +2602,8 @@ static int name_index(const char *s, size_t len, const char *const *names, int n
     return -1;
 }
 
-static void parse_names(const char *s, const char *const *names, int n, int *sel)
+static void parse_names(const char *s, const char *const *names, int n, int *sel,
+                        int *batch)
 {
     for (int i = 0; i < n; i++)
         sel[i] = 0;
@@ -1895,11 +2611,108 @@ static void parse_names(const char *s, const char *const *names, int n, int *sel
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);
         int i = name_index(s, len, names, n);
-        if (i < 0)
+        if (i < 0 && batch && len == strlen(BATCH_DESIGN) &&
+            strncmp(s, BATCH_DESIGN, len) == 0)
+            *batch = 1;
+        else if (i < 0)
             usage();
-        sel[i] = 1;
+        else
+            sel[i] = 1;
         s += len + (e ? 1 : 0);
     }
+}
+
+/* The server's configuration, read once: it labels every line. */
+static void read_server_config(MYSQL *mon)
+{
+    char v[64];
+    q_str(mon, "SELECT @@log_bin", v, sizeof v);
+    cfg.binlog = strcmp(v, "1") == 0;
+    /* (a server without semi-sync has no such variable: the query fails
+     * and leaves v empty) */
+    q_str(mon, "SELECT @@rpl_semi_sync_master_enabled", v, sizeof v);
+    cfg.semisync = strcmp(v, "1") == 0;
+}
+
+static void print_header(MYSQL *mon)
+{
+    char ver[128], flush[16], sync[16], fmt[32], iso[32], bp[32], lfs[32],
+        dw[16], wp[32], to[32], cl[32];
+    q_str(mon, "SELECT VERSION()", ver, sizeof ver);
+    q_str(mon, "SELECT @@innodb_flush_log_at_trx_commit", flush, sizeof flush);
+    q_str(mon, "SELECT @@sync_binlog", sync, sizeof sync);
+    q_str(mon, "SELECT @@binlog_format", fmt, sizeof fmt);
+    q_str(mon, "SELECT @@global.tx_isolation", iso, sizeof iso);
+    q_str(mon, "SELECT @@innodb_buffer_pool_size", bp, sizeof bp);
+    q_str(mon, "SELECT @@innodb_log_file_size", lfs, sizeof lfs);
+    q_str(mon, "SELECT @@innodb_doublewrite", dw, sizeof dw);
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    printf("# libreserve bench: library %s, %s, %ld cpu(s) online, mode=%s, "
+           "%s\n", rsv_version(), date, sysconf(_SC_NPROCESSORS_ONLN),
+           cfg.quick ? "quick" : "full", cfg_key());
+    printf("# server %s: version=%s log_bin=%s binlog_format=%s "
+           "sync_binlog=%s innodb_flush_log_at_trx_commit=%s "
+           "innodb_doublewrite=%s innodb_buffer_pool_size=%s "
+           "innodb_log_file_size=%s isolation=READ-COMMITTED (set by every "
+           "design; server default %s)\n",
+           cfg_key(), ver, cfg.binlog ? "ON" : "OFF", fmt, sync, flush, dw, bp,
+           lfs, iso);
+    if (cfg.binlog && (strcmp(sync, "1") != 0 || strcmp(flush, "1") != 0))
+        printf("# warning %s: the binary log is on but not synced at every "
+               "commit (sync_binlog=%s, innodb_flush_log_at_trx_commit=%s): "
+               "not the production configuration\n", cfg_key(), sync, flush);
+    if (cfg.semisync) {
+        q_str(mon, "SELECT @@rpl_semi_sync_master_wait_point", wp, sizeof wp);
+        q_str(mon, "SELECT @@rpl_semi_sync_master_timeout", to, sizeof to);
+        q_str(mon, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                   "WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS'",
+              cl, sizeof cl);
+        printf("# semisync %s: every commit waits for a replica's "
+               "acknowledgement: rpl_semi_sync_master_wait_point=%s "
+               "rpl_semi_sync_master_timeout=%s ms, replicas connected=%s; "
+               "Rpl_semi_sync_master_no_tx (commits that did not wait) must "
+               "stay 0\n", cfg_key(), wp, to, cl);
+        if (strcmp(cl, "0") == 0 || !cl[0])
+            printf("# warning %s: no semi-synchronous replica is connected\n",
+                   cfg_key());
+    }
+    printf("# %s warmup_ms=%d duration_ms=%d per measurement, %d round(s): "
+           "every design once per round, the order rotated each round; each "
+           "client thread has its own connection; hold ttl %lld s; stock "
+           "%lld (flash, cart, claim items), %ld per spread item; pool_cap "
+           "default (1000); pools warmed with rsv_replenish before the run: "
+           "flash, cart and claim items%s\n",
+           cfg_key(), cfg.warmup_ms, cfg.duration_ms, cfg.rounds,
+           HOLD_TTL_MS / 1000, BIG_STOCK, cfg.spread_stock,
+           cfg.warm_spread ? ", spread items (--warm-spread)"
+                           : " (not the spread items: see --warm-spread)");
+    printf("# designs %s (round trips of one reserve):", cfg_key());
+    for (int d = 0; d < D_N; d++)
+        printf(" %s = %s;", design_name[d], design_trips[d]);
+    printf(" %s = n/a (no batching API yet)\n", BATCH_DESIGN);
+    if (cfg.batch_asked)
+        printf("# note %s: --designs named %s: nothing to measure, the "
+               "library has no batching API\n", cfg_key(), BATCH_DESIGN);
+    printf("# baselines %s: hotrow-1rt reserve = CALL of a procedure (INSERT "
+           "hold, UPDATE ledger SET available = available - q WHERE ... AND "
+           "available >= q, ROW_COUNT() checked, COMMIT), claim = CALL "
+           "(DELETE hold, UPDATE ledger claimed, COMMIT), carts = one CALL; "
+           "floor-1rt = one autocommit INSERT (claim: one DELETE); hotrow = "
+           "UPDATE ledger + INSERT hold + COMMIT (claim: UPDATE ledger + "
+           "DELETE hold + COMMIT); floor = INSERT hold + COMMIT (claim: "
+           "DELETE hold + COMMIT); statement forms: prepared statements, "
+           "autocommit off\n", cfg_key());
+    fflush(stdout);
+}
+
+static void add_result(meas *m)
+{
+    if (nresults == MAXMEAS)
+        die("too many measurements");
+    results[nresults++] = m;
+    tally_add(m);
 }
 
 int main(int argc, char **argv)
@@ -1912,8 +2725,11 @@ int main(int argc, char **argv)
     cfg.outdir = "build/bench";
     cfg.warmup_ms = 1000;
     cfg.duration_ms = 3000;
+    cfg.rounds = 3;
     parse_list("0,500", &cfg.rtts);
     parse_list("1,16,64,128", &cfg.clients[W_FLASH]);
+    parse_list("64", &cfg.clients[W_FLASHQ2]);
+    parse_list("64", &cfg.clients[W_FLASHQ5]);
     parse_list("1,16,64,128", &cfg.clients[W_SPREAD]);
     parse_list("16,64,128", &cfg.clients[W_CART]);
     parse_list("64", &cfg.clients[W_CLAIM]);
@@ -1926,10 +2742,24 @@ int main(int argc, char **argv)
         cfg.designs[i] = 1;
     cfg.stmts = cfg.cold = cfg.profile = 1;
     cfg.spread_stock = 100;
+    /* Claim holds per measurement: more than the fastest run of each
+     * design claims in its warm-up, window and tail. */
     cfg.claim_holds[D_LIB] = 50000;
+    cfg.claim_holds[D_HOT1] = 100000;
+    cfg.claim_holds[D_FLOOR1] = 200000;
     cfg.claim_holds[D_HOT] = 60000;
     cfg.claim_holds[D_FLOOR] = 200000;
     cfg.setup_threads = 8;
+    /* --quick sets defaults the other options may still change */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--quick") == 0) {
+            cfg.quick = 1;
+            for (int w = 0; w < W_N; w++)
+                cfg.workloads[w] = w == W_FLASH;
+            parse_list("64", &cfg.clients[W_FLASH]);
+            parse_list("500", &cfg.rtts);
+            cfg.stmts = cfg.cold = cfg.profile = 0;
+        }
     intlist only_clients = {{0}, 0};
     long claim_override = 0;
 
@@ -1938,7 +2768,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
         if (strcmp(a, "--quick") == 0) {
-            cfg.quick = 1;
+            /* (applied above) */
         } else if (ARG("--proxy")) {
             cfg.proxy_path = v;
         } else if (ARG("--schema")) {
@@ -1949,6 +2779,8 @@ int main(int argc, char **argv)
             cfg.warmup_ms = atoi(v);
         } else if (ARG("--duration-ms")) {
             cfg.duration_ms = atoi(v);
+        } else if (ARG("--rounds")) {
+            cfg.rounds = atoi(v);
         } else if (ARG("--rtt-us")) {
             if (parse_list(v, &cfg.rtts))
                 usage();
@@ -1956,9 +2788,9 @@ int main(int argc, char **argv)
             if (parse_list(v, &only_clients))
                 usage();
         } else if (ARG("--workloads")) {
-            parse_names(v, wl_name, W_N, cfg.workloads);
+            parse_names(v, wl_name, W_N, cfg.workloads, NULL);
         } else if (ARG("--designs")) {
-            parse_names(v, design_name, D_N, cfg.designs);
+            parse_names(v, design_name, D_N, cfg.designs, &cfg.batch_asked);
         } else if (strcmp(a, "--warm-spread") == 0) {
             cfg.warm_spread = 1;
         } else if (ARG("--spread-stock")) {
@@ -1978,12 +2810,6 @@ int main(int argc, char **argv)
         }
 #undef ARG
     }
-    if (cfg.quick) {
-        for (int i = 0; i < W_N; i++)
-            cfg.workloads[i] = i == W_FLASH;
-        parse_list("64", &cfg.clients[W_FLASH]);
-        cfg.stmts = cfg.cold = cfg.profile = 0;
-    }
     if (only_clients.n)
         for (int i = 0; i < W_N; i++)
             cfg.clients[i] = only_clients;
@@ -1992,13 +2818,15 @@ int main(int argc, char **argv)
             cfg.claim_holds[d] = claim_override;
     if (!cfg.sock)
         usage();
-    if (cfg.warmup_ms < 0 || cfg.duration_ms < 100 || cfg.spread_stock < 1)
+    if (cfg.warmup_ms < 0 || cfg.duration_ms < 100 || cfg.spread_stock < 1 ||
+        cfg.rounds < 1 || cfg.rounds > MAXROUNDS)
         usage();
     signal(SIGPIPE, SIG_IGN);
     if (mysql_library_init(0, NULL, NULL))
         die("mysql_library_init failed");
 
     MYSQL *mon = connect_local();
+    read_server_config(mon);
     setup_database(mon);
     {
         char pidfile[600], pidbuf[32];
@@ -2009,49 +2837,7 @@ int main(int argc, char **argv)
         if (f)
             fclose(f);
     }
-
-    /* ---- header ---- */
-    {
-        char ver[128], flush[16], sync[16], logbin[16], fmt[32], iso[32],
-            bp[32], lfs[32], cap[16];
-        q_str(mon, "SELECT VERSION()", ver, sizeof ver);
-        q_str(mon, "SELECT @@innodb_flush_log_at_trx_commit", flush, sizeof flush);
-        q_str(mon, "SELECT @@sync_binlog", sync, sizeof sync);
-        q_str(mon, "SELECT @@log_bin", logbin, sizeof logbin);
-        q_str(mon, "SELECT @@binlog_format", fmt, sizeof fmt);
-        q_str(mon, "SELECT @@global.tx_isolation", iso, sizeof iso);
-        q_str(mon, "SELECT @@innodb_buffer_pool_size", bp, sizeof bp);
-        q_str(mon, "SELECT @@innodb_log_file_size", lfs, sizeof lfs);
-        q_str(mon, "SELECT @@innodb_doublewrite", cap, sizeof cap);
-        time_t now = time(NULL);
-        char date[64];
-        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        printf("# libreserve bench: library %s, %s, %ld cpu(s) online, mode=%s\n",
-               rsv_version(), date, sysconf(_SC_NPROCESSORS_ONLN),
-               cfg.quick ? "quick" : "full");
-        printf("# server version=%s innodb_flush_log_at_trx_commit=%s "
-               "sync_binlog=%s log_bin=%s binlog_format=%s innodb_doublewrite=%s "
-               "innodb_buffer_pool_size=%s innodb_log_file_size=%s "
-               "isolation=READ-COMMITTED (set per transaction by every design; "
-               "server default %s)\n",
-               ver, flush, sync, strcmp(logbin, "1") == 0 ? "ON" : "OFF", fmt,
-               cap, bp, lfs, iso);
-        printf("# warmup_ms=%d duration_ms=%d per measurement; each client "
-               "thread has its own connection; hold ttl %lld s; stock %lld "
-               "(flash, cart, claim items), %ld per spread item; pool_cap "
-               "default (1000); pools warmed with rsv_replenish before the "
-               "run: flash, cart and claim items%s\n",
-               cfg.warmup_ms, cfg.duration_ms, HOLD_TTL_MS / 1000, BIG_STOCK,
-               cfg.spread_stock,
-               cfg.warm_spread ? ", spread items (--warm-spread)"
-                               : " (not the spread items: see --warm-spread)");
-        printf("# baselines: prepared statements, autocommit off (each "
-               "transaction opens with its first statement and ends with "
-               "COMMIT); hotrow reserve = UPDATE ledger + INSERT hold + COMMIT; "
-               "hotrow claim = UPDATE ledger + DELETE hold + COMMIT; floor = "
-               "INSERT hold + COMMIT (claim: DELETE hold + COMMIT)\n");
-        fflush(stdout);
-    }
+    print_header(mon);
 
     /* ---- proxies ---- */
     atexit(proxies_stop);
@@ -2067,8 +2853,13 @@ int main(int argc, char **argv)
 
     /* ---- data ---- */
     uint64_t tsetup = now_us();
-    setup_hot_ledger(mon);
+    setup_hot_ledger(mon, level_table(D_HOT));
+    setup_hot_ledger(mon, level_table(D_HOT1));
     lib_keys("flash item", 0, 1, 1, BIG_STOCK, 1);
+    if (cfg.workloads[W_FLASHQ2])
+        lib_keys("flash1q2 item", FLASHQ2_ITEM - 1, 1, 1, BIG_STOCK, 1);
+    if (cfg.workloads[W_FLASHQ5])
+        lib_keys("flash1q5 item", FLASHQ5_ITEM - 1, 1, 1, BIG_STOCK, 1);
     if (cfg.workloads[W_SPREAD])
         /* Not warmed unless asked: rsv_replenish(3) is for the items of a
          * sale, before it opens; a catalog's ordinary items sell from
@@ -2092,42 +2883,50 @@ int main(int argc, char **argv)
     if (cfg.stmts)
         stmts_probe();
 
-    /* ---- measurements ---- */
-    static const int order[W_N] = {W_FLASH, W_SPREAD, W_CART, W_CLAIM,
-                                   W_SOLDOUT, W_SOLDCART, W_HOTCART};
+    /* ---- measurements: per (workload, RTT, clients), the rounds ---- */
+    static const int order[W_N] = {W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD,
+                                   W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART,
+                                   W_HOTCART};
     for (int oi = 0; oi < W_N; oi++) {
         int wl = order[oi];
         if (!cfg.workloads[wl])
             continue;
+        int sel[D_N], nsel = 0;
+        for (int d = 0; d < D_N; d++)
+            if (cfg.designs[d] && !(wl_is_soldout(wl) && is_floor(d)))
+                sel[nsel++] = d;
         for (int r = 0; r < cfg.rtts.n; r++) {
             const intlist *cl = &cfg.clients[wl];
             /* every claim measurement gets its own range of holds */
             if (wl == W_CLAIM)
-                for (int d = 0; d < D_N; d++)
-                    if (cfg.designs[d])
-                        setup_claims(mon, d, cfg.rtts.v[r],
-                                     cfg.claim_holds[d] * (long)cl->n);
+                for (int k = 0; k < nsel; k++)
+                    setup_claims(mon, sel[k], cfg.rtts.v[r],
+                                 cfg.claim_holds[sel[k]] * (long)cl->n *
+                                     cfg.rounds);
             for (int ci = 0; ci < cl->n; ci++) {
-                for (int d = 0; d < D_N; d++) {
-                    if (!cfg.designs[d] || ((wl == W_SOLDOUT || wl == W_SOLDCART) &&
-                                          d == D_FLOOR))
-                        continue;
-                    if (nresults == MAXMEAS)
-                        die("too many measurements");
-                    meas *m = xcalloc(1, sizeof *m);
-                    m->design = d;
-                    m->workload = wl;
-                    m->clients = cl->v[ci];
-                    m->rtt_idx = r;
-                    m->rtt_us = cfg.rtts.v[r];
-                    m->claim_base = cfg.claim_holds[d] * (long)ci;
-                    m->claim_n = cfg.claim_holds[d];
-                    wait_purge(mon, 5000);
-                    progress("run %s %s clients=%d rtt_us=%d", design_name[d],
-                             wl_name[wl], m->clients, m->rtt_us);
-                    run_measurement(m, mon, 0);
-                    results[nresults++] = m;
-                }
+                binlog_trim(mon);
+                for (int round = 1; round <= cfg.rounds; round++)
+                    for (int k = 0; k < nsel; k++) {
+                        /* each round starts one design later */
+                        int d = sel[(k + round - 1) % nsel];
+                        meas *m = xcalloc(1, sizeof *m);
+                        m->design = d;
+                        m->workload = wl;
+                        m->clients = cl->v[ci];
+                        m->rtt_idx = r;
+                        m->rtt_us = cfg.rtts.v[r];
+                        m->round = round;
+                        m->claim_base = cfg.claim_holds[d] *
+                                        (long)(ci * cfg.rounds + round - 1);
+                        m->claim_n = cfg.claim_holds[d];
+                        wait_purge(mon, 5000);
+                        progress("run round %d/%d %s %s clients=%d rtt_us=%d",
+                                 round, cfg.rounds, design_name[d],
+                                 wl_name[wl], m->clients, m->rtt_us);
+                        run_measurement(m, mon, 0);
+                        add_result(m);
+                    }
+                print_cell(wl, cl->v[ci], cfg.rtts.v[r]);
             }
         }
     }
@@ -2142,8 +2941,9 @@ int main(int argc, char **argv)
             printf("# profile: flash1 at 64 clients and 0.5 ms RTT again, "
                    "sampling information_schema.PROCESSLIST and INNODB_TRX "
                    "every 20 ms (these runs are perturbed by the sampling "
-                   "and are not part of the results); share = fraction of "
-                   "connection samples in each COMMAND | STATE | statement\n");
+                   "and are not part of the results: round=0); share = "
+                   "fraction of connection samples in each COMMAND | STATE "
+                   "| statement\n");
             for (int d = 0; d < D_N; d++) {
                 if (!cfg.designs[d])
                     continue;
@@ -2155,26 +2955,14 @@ int main(int argc, char **argv)
                 m->rtt_us = 500;
                 wait_purge(mon, 5000);
                 progress("profile %s flash1 clients=64 rtt_us=500", design_name[d]);
-                printf("# profile-run ");
                 run_measurement(m, mon, 1);
-                free(m);
+                add_result(m);
             }
         }
     }
 
     print_ratios();
-
-    /* ---- the library's own audit: the run must leave no violation ---- */
-    {
-        rsv_ctx *ctx = NULL;
-        if (lib_open(&ctx, mon) == RSV_OK) {
-            int64_t v = -1;
-            int rc = rsv_audit(ctx, SHOP, 0, NULL, NULL, &v);
-            printf("# audit after the run: rc=%s violations=%lld\n",
-                   rsv_code_name(rc), (long long)v);
-            rsv_close(ctx);
-        }
-    }
+    int failed = check_tables(mon);
     if (!getenv("RSV_BENCH_KEEP_DB"))
         q_execf(mon, "DROP DATABASE %s", dbname);
     mysql_close(mon);
@@ -2182,5 +2970,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < nresults; i++)
         free(results[i]);
     mysql_library_end();
+    if (failed) {
+        fprintf(stderr, "bench: the tables of %d design(s) disagree with the "
+                        "successes their clients counted (see the check "
+                        "lines)\n", failed);
+        return 1;
+    }
     return 0;
 }

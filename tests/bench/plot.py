@@ -3,38 +3,57 @@
 
 Usage: plot.py RESULTS.txt OUTDIR
 
-Reads the 'bench design=... workload=... clients=... rtt_us=... ops_per_s=...
-p50_us=... p99_us=... p999_us=...' lines of a bench run and writes, for every
-workload measured at two or more client counts, OUTDIR/bench-WORKLOAD.svg:
-throughput and p99 latency against clients, one line per design, one row of
-panels per round-trip time.  OUTDIR/bench.svg is the flash-sale plot.  It
-also writes OUTDIR/results.md, the measurements and ratios as Markdown
-tables.
+Reads the 'bench design=... workload=... clients=... rtt_us=... binlog=...
+[semisync=1] ops_per_s=... p50_us=... p99_us=... p999_us=... rounds=...
+ops_per_s_range=MIN-MAX p99_us_range=MIN-MAX' lines of a bench run (the
+medians over the rounds) and writes, per server configuration and for
+every workload measured at two or more client counts (and the flash sale
+always), OUTDIR/bench-WORKLOAD[-CONFIG].svg: throughput and p99 latency
+against clients, one line per design, one row of panels per round-trip
+time, the range over the rounds as a bar.  The headline configuration
+(binlog=1, no replica) has no suffix and its flash sale is also
+OUTDIR/bench.svg; the others are suffixed -binlog0 or -semisync.  It also
+writes OUTDIR/results.md, the measurements and ratios as Markdown tables.
 """
 import math
 import os
 import re
 import sys
 
-DESIGNS = ["libreserve", "hotrow", "floor"]
-COLORS = {"libreserve": "#1f6fd1", "hotrow": "#d1361f", "floor": "#6b6b6b"}
-DASH = {"libreserve": "", "hotrow": "6,3", "floor": "2,3"}
+DESIGNS = ["libreserve", "hotrow-1rt", "floor-1rt", "hotrow", "floor"]
+COLORS = {"libreserve": "#1f6fd1", "hotrow-1rt": "#d1361f",
+          "floor-1rt": "#3a3a3a", "hotrow": "#e89a8c", "floor": "#a8a8a8"}
+DASH = {"libreserve": "", "hotrow-1rt": "", "floor-1rt": "",
+        "hotrow": "6,3", "floor": "2,3"}
 
 LINE = re.compile(
-    r"^bench design=(\S+) workload=(\S+) clients=(\d+) rtt_us=(\d+) "
-    r"ops_per_s=(\d+) p50_us=(\d+) p99_us=(\d+) p999_us=(\d+)\s*$")
+    r"^bench design=(\S+) workload=(\S+) clients=(\d+) rtt_us=(\d+)"
+    r"(?: binlog=(\d))?( semisync=1)? "
+    r"ops_per_s=(\d+) p50_us=(\d+) p99_us=(\d+) p999_us=(\d+)(.*)$")
+RANGE = re.compile(r"(ops_per_s|p99_us)_range=(\d+)-(\d+)")
+
+
+def config_of(binlog, semisync):
+    """Lines without binlog= come from runs before it was printed, which
+    all had the binary log off."""
+    if semisync:
+        return "semisync"
+    return "binlog1" if binlog == "1" else "binlog0"
 
 
 def parse(path):
     rows = []
     with open(path) as f:
         for line in f:
-            m = LINE.match(line)
+            m = LINE.match(line.rstrip("\n"))
             if m:
-                d, w, c, r, ops, p50, p99, p999 = m.groups()
-                rows.append(dict(design=d, workload=w, clients=int(c),
-                                 rtt=int(r), ops=int(ops), p50=int(p50),
-                                 p99=int(p99), p999=int(p999)))
+                d, w, c, r, bl, ss, ops, p50, p99, p999, rest = m.groups()
+                row = dict(design=d, workload=w, clients=int(c), rtt=int(r),
+                           config=config_of(bl, ss), ops=int(ops),
+                           p50=int(p50), p99=int(p99), p999=int(p999))
+                for k, lo, hi in RANGE.findall(rest):
+                    row[k + "_range"] = (int(lo), int(hi))
+                rows.append(row)
     return rows
 
 
@@ -93,7 +112,7 @@ class Svg:
 
 
 def panel(svg, x0, y0, w, h, title, clients, series, ylabel, log):
-    """series: {design: [(clients, value)]}"""
+    """series: {design: [(clients, median, (min, max) or None)]}"""
     svg.text(x0 + w / 2, y0 - 10, title, size=13, anchor="middle",
              weight="bold")
     svg.add('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" '
@@ -106,7 +125,9 @@ def panel(svg, x0, y0, w, h, title, clients, series, ylabel, log):
         span = (hi - lo) or 1
         xpos = {c: x0 + 30 + (w - 60) * (math.log2(max(c, 1)) - lo) / span
                 for c in xs}
-    vals = [v for pts in series.values() for _, v in pts if v > 0]
+    vals = [v for pts in series.values() for _, v, _ in pts if v > 0]
+    vals += [x for pts in series.values() for _, _, rg in pts if rg
+             for x in rg if x > 0]
     if not vals:
         return
     if log:
@@ -141,31 +162,44 @@ def panel(svg, x0, y0, w, h, title, clients, series, ylabel, log):
              size=11, anchor="middle")
     svg.text(x0 - 46, y0 + h / 2, ylabel, size=11, anchor="middle",
              rotate=-90)
-    for d in DESIGNS:
-        pts = sorted(series.get(d, []))
+    for i, d in enumerate(DESIGNS):
+        pts = sorted(series.get(d, []), key=lambda p: p[0])
         if not pts:
             continue
-        coords = [(xpos[c], ypos(v)) for c, v in pts if c in xpos]
+        # designs side by side at one client count, so the bars of the
+        # ranges do not cover each other
+        dx = (i - (len(DESIGNS) - 1) / 2.0) * 4
+        coords = [(xpos[c] + dx, ypos(v), rg) for c, v, rg in pts
+                  if c in xpos]
         if len(coords) > 1:
             svg.add('<polyline fill="none" stroke="%s" stroke-width="2"%s '
                     'points="%s"/>' % (
                         COLORS[d],
                         ' stroke-dasharray="%s"' % DASH[d] if DASH[d] else "",
-                        " ".join("%.1f,%.1f" % p for p in coords)))
-        for x, y in coords:
+                        " ".join("%.1f,%.1f" % (x, y) for x, y, _ in coords)))
+        for (x, y, rg), (_, _, raw) in zip(coords, pts):
+            if raw:
+                svg.line(x, ypos(raw[0]), x, ypos(raw[1]), color=COLORS[d],
+                         width=1.5)
             svg.add('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>'
                     % (x, y, COLORS[d]))
 
 
 def dedupe(rows):
-    """The last measurement of each (design, workload, clients, rtt)."""
+    """The last line of each (config, design, workload, clients, rtt)."""
     seen = {}
     for r in rows:
-        seen[(r["design"], r["workload"], r["clients"], r["rtt"])] = r
+        seen[(r["config"], r["design"], r["workload"], r["clients"],
+              r["rtt"])] = r
     return list(seen.values())
 
 
-def plot_workload(rows, workload, path):
+CONFIG_TITLE = {"binlog1": "binary log on, synced (sync_binlog=1)",
+                "binlog0": "binary log off",
+                "semisync": "binary log on + semi-sync replica"}
+
+
+def plot_workload(rows, workload, config, path):
     rows = dedupe(rows)
     rtts = sorted({r["rtt"] for r in rows})
     clients = sorted({r["clients"] for r in rows})
@@ -174,12 +208,14 @@ def plot_workload(rows, workload, path):
     width = left + 2 * pw + gapx + 40
     height = top + len(rtts) * (ph + gapy) + 10
     svg = Svg(width, height)
-    svg.text(width / 2, 26, "libreserve benchmark: %s" % workload, size=16,
-             anchor="middle", weight="bold")
+    svg.text(width / 2, 22, "libreserve benchmark: %s, %s (median of the "
+             "rounds, bar: min-max)" % (workload, CONFIG_TITLE.get(config,
+                                                                   config)),
+             size=14, anchor="middle", weight="bold")
     # legend
-    lx = width / 2 - 170
+    lx = width / 2 - 330
     for i, d in enumerate(DESIGNS):
-        x = lx + i * 120
+        x = lx + i * 135
         svg.line(x, 48, x + 28, 48, color=COLORS[d], width=2, dash=DASH[d])
         svg.add('<circle cx="%.1f" cy="48" r="3.5" fill="%s"/>'
                 % (x + 14, COLORS[d]))
@@ -188,10 +224,12 @@ def plot_workload(rows, workload, path):
         y0 = top + i * (ph + gapy)
         net = "local socket" if rtt == 0 else "%.1f ms RTT" % (rtt / 1000.0)
         sel = [r for r in rows if r["rtt"] == rtt]
-        thr = {d: [(r["clients"], r["ops"]) for r in sel if r["design"] == d]
-               for d in DESIGNS}
-        p99 = {d: [(r["clients"], r["p99"] / 1000.0) for r in sel
-                   if r["design"] == d] for d in DESIGNS}
+        thr = {d: [(r["clients"], r["ops"], r.get("ops_per_s_range"))
+                   for r in sel if r["design"] == d] for d in DESIGNS}
+        p99 = {d: [(r["clients"], r["p99"] / 1000.0,
+                    tuple(x / 1000.0 for x in r["p99_us_range"])
+                    if "p99_us_range" in r else None)
+                   for r in sel if r["design"] == d] for d in DESIGNS}
         panel(svg, left, y0, pw, ph, "throughput, %s" % net, clients, thr,
               "operations / s", log=False)
         panel(svg, left + pw + gapx, y0, pw, ph, "p99 latency, %s" % net,
@@ -200,31 +238,54 @@ def plot_workload(rows, workload, path):
         f.write(svg.render())
 
 
+def rng(r, key):
+    v = r.get(key)
+    return "%d-%d" % v if v else "-"
+
+
 def markdown(rows, text, path):
-    out = ["| workload | clients | RTT | design | ops/s | p50 µs | p99 µs | "
-           "p99.9 µs |", "|---|---:|---:|---|---:|---:|---:|---:|"]
-    for r in rows:
-        out.append("| %s | %d | %s | %s | %d | %d | %d | %d |" % (
-            r["workload"], r["clients"],
-            "local" if r["rtt"] == 0 else "%g ms" % (r["rtt"] / 1000.0),
-            r["design"], r["ops"], r["p50"], r["p99"], r["p999"]))
+    out = []
+    for config in ("binlog1", "binlog0", "semisync"):
+        sel = [r for r in rows if r["config"] == config]
+        if not sel:
+            continue
+        out += ["## %s" % CONFIG_TITLE[config], "",
+                "| workload | clients | RTT | design | ops/s (median) | "
+                "ops/s (min-max) | p50 µs | p99 µs (median) | p99 µs "
+                "(min-max) | p99.9 µs |",
+                "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for r in sel:
+            out.append("| %s | %d | %s | %s | %d | %s | %d | %d | %s | %d |"
+                       % (r["workload"], r["clients"],
+                          "local" if r["rtt"] == 0
+                          else "%g ms" % (r["rtt"] / 1000.0),
+                          r["design"], r["ops"], rng(r, "ops_per_s_range"),
+                          r["p50"], r["p99"], rng(r, "p99_us_range"),
+                          r["p999"]))
+        out.append("")
     ratios = [l for l in text.splitlines() if l.startswith("ratio ")]
     if ratios:
-        out += ["", "| workload | clients | RTT | libreserve/hotrow | "
-                "libreserve/floor | p99 libreserve/floor |",
-                "|---|---:|---:|---:|---:|---:|"]
+        bases = [d for d in DESIGNS if d != "libreserve"]
+        out += ["## Ratios (libreserve ÷ design, medians)", "",
+                "| config | workload | clients | RTT | " +
+                " | ".join("÷ %s" % d for d in bases) +
+                " | p99 ÷ hotrow-1rt | p99 ÷ floor-1rt |",
+                "|---|---|---:|---:|" + "---:|" * (len(bases) + 2)]
         for l in ratios:
             kv = dict(p.split("=", 1) for p in l.split()[1:] if "=" in p)
             rtt = int(kv.get("rtt_us", "0"))
-            out.append("| %s | %s | %s | %s | %s | %s |" % (
-                kv.get("workload"), kv.get("clients"),
+            config = config_of(kv.get("binlog", "1"), kv.get("semisync"))
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                config, kv.get("workload"), kv.get("clients"),
                 "local" if rtt == 0 else "%g ms" % (rtt / 1000.0),
-                kv.get("libreserve/hotrow", "-"),
-                kv.get("libreserve/floor", "-"),
-                kv.get("p99_libreserve/floor", "-")))
-    targets = [l for l in text.splitlines() if l.startswith("target ")]
-    if targets:
-        out += [""] + ["    " + t for t in targets]
+                " | ".join(kv.get("libreserve/%s" % d, "-") for d in bases),
+                kv.get("p99_libreserve/hotrow-1rt", "-"),
+                kv.get("p99_libreserve/floor-1rt", "-")))
+    extra = [l for l in text.splitlines()
+             if l.startswith(("target ", "check ", "# semisync ")) and
+             "window:" not in l]
+    if extra:
+        out += [""] + ["    " + t for t in extra]
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
 
@@ -242,17 +303,20 @@ def main():
         text = f.read()
     os.makedirs(outdir, exist_ok=True)
     written = []
-    for w in sorted({r["workload"] for r in rows}):
-        sel = [r for r in rows if r["workload"] == w]
-        if len({r["clients"] for r in sel}) < 2 and w != "flash1":
-            continue
-        path = os.path.join(outdir, "bench-%s.svg" % w)
-        plot_workload(sel, w, path)
-        written.append(path)
-        if w == "flash1":
-            main_path = os.path.join(outdir, "bench.svg")
-            plot_workload(sel, w, main_path)
-            written.append(main_path)
+    for config in sorted({r["config"] for r in rows}):
+        suffix = "" if config == "binlog1" else "-" + config
+        crows = [r for r in rows if r["config"] == config]
+        for w in sorted({r["workload"] for r in crows}):
+            sel = [r for r in crows if r["workload"] == w]
+            if len({r["clients"] for r in sel}) < 2 and w != "flash1":
+                continue
+            path = os.path.join(outdir, "bench-%s%s.svg" % (w, suffix))
+            plot_workload(sel, w, config, path)
+            written.append(path)
+            if w == "flash1" and config == "binlog1":
+                main_path = os.path.join(outdir, "bench.svg")
+                plot_workload(sel, w, config, main_path)
+                written.append(main_path)
     md = os.path.join(outdir, "results.md")
     markdown(rows, text, md)
     written.append(md)

@@ -1,44 +1,119 @@
 #!/usr/bin/env bash
-# Runs the benchmark against the server in RSV_TEST_SOCKET and draws the
-# plots.  Usage: tests/bench/run-bench.sh full|quick [bench options...]
-# Normally started by 'make bench' / 'make bench-quick' under
-# tools/mariadb.sh run; started by hand without RSV_TEST_SOCKET it starts
-# its own throwaway server the same way.
+# Runs the benchmark in each server configuration asked for, each on fresh
+# throwaway servers that it starts and stops, and draws the plots.
 #
-# Writes build/bench/results-MODE.txt (the bench output, also on stdout);
-# a full run also build/bench/results.txt, results.md and the plots
-# build/bench/*.svg, a quick run its plot and table under build/bench/quick/.
+# Usage: tests/bench/run-bench.sh full|quick [--binlog 1|0|both]
+#                                 [--semisync] [bench options...]
+#   --binlog 1     production durability, the headline (the default): the
+#                  binary log on (ROW), sync_binlog=1,
+#                  innodb_flush_log_at_trx_commit=1
+#   --binlog 0     the binary log off (the redo log still flushed at every
+#                  commit); both: 1, then 0
+#   --semisync     also the semi-synchronous replica: binary log on, and a
+#                  second server, 0.5 ms away through the delay proxy,
+#                  acknowledges every commit (AFTER_SYNC).  A full run
+#                  measures flash1, flash1q5 and claim1 at 64 clients there;
+#                  a quick run the flash sale.
+# Environment: B (build directory, default build; make bench-build first),
+# RSV_MARIADB_OPTS (extra options for every server, after the
+# configuration's own), RSV_TEST_SOCKET (use that server as it is, once,
+# labelled from its own settings; --binlog and --semisync do not apply).
+#
+# Writes $B/bench/results-MODE.txt (every configuration's output, also on
+# stdout); a full run also $B/bench/results.txt, results.md and the plots
+# $B/bench/*.svg, a quick run its plots and table under $B/bench/quick/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/bench/servers.sh
+. tests/bench/servers.sh
+B=${B:-build}
 mode=${1:-quick}
 shift || true
 case "$mode" in
   full) mode_args=() ;;
   quick) mode_args=(--quick) ;;
-  *) echo "usage: $0 full|quick [bench options...]" >&2; exit 2 ;;
+  *) sed -n '5,24p' "$0" >&2; exit 2 ;;
 esac
-if [ -z "${RSV_TEST_SOCKET:-}" ]; then
-  exec tools/mariadb.sh run "$0" "$mode" "$@"
-fi
-out=build/bench
+binlog=1 semisync=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --binlog) [ $# -ge 2 ] || { echo "run-bench.sh: --binlog needs 1, 0 or both" >&2; exit 2; }
+              binlog=$2; shift 2 ;;
+    --semisync) semisync=1; shift ;;
+    *) break ;;
+  esac
+done
+configs=()
+case "$binlog" in
+  1) configs+=(binlog1) ;;
+  0) configs+=(binlog0) ;;
+  both) configs+=(binlog1 binlog0) ;;
+  *) echo "run-bench.sh: --binlog takes 1, 0 or both" >&2; exit 2 ;;
+esac
+[ "$semisync" = 1 ] && configs+=(semisync)
+
+out=$B/bench
 mkdir -p "$out"
 for f in "$out/bench" "$out/proxy"; do
-  [ -x "$f" ] || { echo "run-bench.sh: $f missing: run 'make bench-build'" >&2; exit 2; }
+  [ -x "$f" ] || { echo "run-bench.sh: $f missing: run 'make B=$B bench-build'" >&2; exit 2; }
 done
 results="$out/results-$mode.txt"
 start=$SECONDS
 {
   echo "# machine: $(uname -srm), $(nproc) cpu(s), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM"
-  if [ -n "${RSV_TEST_SERVER_DIR:-}" ]; then
-    echo "# server data directory: filesystem $(df -P -T "$RSV_TEST_SERVER_DIR" | awk 'NR==2 {print $2 " on " $1}')"
-  fi
   echo "# load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$results"
 cat "$results"
-set +e
-"$out/bench" "${mode_args[@]}" --proxy "$out/proxy" --outdir "$out" "$@" | tee -a "$results"
-status=${PIPESTATUS[0]}
-set -e
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rsv-bench.XXXXXX")
+cleanup() { bench_stop_all; rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# run_one LABEL SERVER_DIR [extra bench options...]: one bench run on the
+# server in SERVER_DIR (empty: the caller's RSV_TEST_SOCKET).
+run_one() {
+  local label=$1 dir=$2 t0=$SECONDS status
+  shift 2
+  if [ -n "$dir" ]; then
+    echo "# server data directory: filesystem $(df -P -T "$dir" | awk 'NR==2 {print $2 " on " $1}')" | tee -a "$results"
+    export RSV_TEST_SOCKET=$dir/mysqld.sock RSV_TEST_SERVER_DIR=$dir
+  fi
+  mkdir -p "$out/$label"
+  set +e
+  "$out/bench" "${mode_args[@]}" --proxy "$out/proxy" --outdir "$out/$label" \
+      "$@" | tee -a "$results"
+  status=${PIPESTATUS[0]}
+  set -e
+  echo "# configuration $label: wall time $((SECONDS - t0)) s" | tee -a "$results"
+  return "$status"
+}
+
+status=0
+if [ -n "${RSV_TEST_SOCKET:-}" ]; then
+  echo "# configuration given: the server at $RSV_TEST_SOCKET, as it is" | tee -a "$results"
+  run_one given "" "$@" || status=$?
+else
+  for config in "${configs[@]}"; do
+    dir=$work/$config
+    echo "# configuration $config: starting its server(s)" | tee -a "$results"
+    bench_start "$config" "$dir/primary"
+    extra=()
+    if [ "$config" = semisync ]; then
+      bench_replica_up "$dir/primary" "$dir/replica" "$out/proxy" "$work"
+      echo "# configuration semisync: the replica is a second server replicating with GTIDs through the delay proxy on 127.0.0.1:$bench_repl_port ($BENCH_REPLICA_RTT_US us round trip); rpl_semi_sync_master_wait_point=AFTER_SYNC, timeout $BENCH_SEMISYNC_TIMEOUT_MS ms" | tee -a "$results"
+      semisync_workloads=flash1,flash1q5,claim1
+      [ "$mode" = full ] && extra=(--workloads "$semisync_workloads" --clients 64
+                                   --no-stmts --no-cold --no-profile)
+    fi
+    run_one "$config" "$dir/primary" "${extra[@]}" "$@" || status=$?
+    if [ "$config" = semisync ]; then
+      bench_replica_report "$dir/primary" "$dir/replica" "binlog=1 semisync=1" | tee -a "$results"
+    fi
+    bench_stop_all
+    [ "$status" -eq 0 ] || break
+  done
+fi
 echo "# wall time: $((SECONDS - start)) s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$results"
 [ "$status" -eq 0 ] || { echo "run-bench.sh: bench failed ($status)" >&2; exit "$status"; }
 if [ "$mode" = full ]; then
