@@ -1,20 +1,28 @@
-# Python binding (examples/python) and the install test.
+# Python binding (bindings/python, the pip package `libreserve`) and the
+# install test.
 #
 #   make python-test    the binding's unittest suite against a throwaway
 #                       MariaDB (in-tree build/libreserve.so)
+#   make python-install-test
+#                       pip install of the package (offline, into a venv
+#                       and with --target), then a reserve -> claim and the
+#                       README's example from the installed package
 #   make install-test   make install into a staging DESTDIR, build and run a
 #                       program with pkg-config (shared and static), run the
 #                       binding's tests against the installed library
 #
-# Both also run in `make check` (tests/run.sh runs CHECK_EXTRA after "--",
-# with RSV_TEST_SOCKET set).
+# All three also run in `make check` (tests/run.sh runs CHECK_EXTRA after
+# "--", with RSV_TEST_SOCKET set).
 
-CHECK_EXTRA += examples/python/run-tests.sh tests/install-test.sh
+CHECK_EXTRA += bindings/python/run-tests.sh bindings/python/pip-install-test.sh tests/install-test.sh
 
-.PHONY: python-test install-test
+.PHONY: python-test python-install-test install-test
 
 python-test: lib
-	tools/mariadb.sh run examples/python/run-tests.sh
+	tools/mariadb.sh run bindings/python/run-tests.sh
+
+python-install-test: lib
+	tools/mariadb.sh run bindings/python/pip-install-test.sh
 
 install-test: lib
 	tools/mariadb.sh run tests/install-test.sh

@@ -39,7 +39,7 @@ ASAN_RT = $(shell $(ASAN_CC) -print-file-name=libasan.so)
 # The install test checks packaging (make install, pkg-config, the
 # installed library); it rebuilds the default build dir and is not about
 # memory, so it runs in make check only.
-ASAN_EXTRA := tests/admin-test.sh examples/python/run-tests.sh
+ASAN_EXTRA := tests/admin-test.sh bindings/python/run-tests.sh
 
 .PHONY: check-asan check-valgrind asan-build valgrind-build
 

@@ -319,10 +319,10 @@ unset PKG_CONFIG_SYSROOT_DIR
 
 # ---- the Python binding against the installed library ----
 echo "== Python binding tests against $libdir/libreserve.so.$major"
-if [ -f examples/python/libreserve.py ] && command -v python3 >/dev/null; then
+if [ -f bindings/python/libreserve/__init__.py ] && command -v python3 >/dev/null; then
   py=$tmp/python
   mkdir -p "$py"
-  cp examples/python/libreserve.py examples/python/test_libreserve.py "$py/"
+  cp -r bindings/python/libreserve bindings/python/test_libreserve.py "$py/"
   got=$(cd "$py" && LIBRESERVE_PATH=$libdir/libreserve.so.$major PYTHONDONTWRITEBYTECODE=1 \
         python3 -c 'import libreserve as r; print(r.library_path()); print(r.find_schema()); print(r.version())' 2>&1)
   echo "$got" | sed 's/^/     /'
@@ -336,7 +336,7 @@ if [ -f examples/python/libreserve.py ] && command -v python3 >/dev/null; then
     fail "Python binding tests against the installed library"
   fi
 else
-  echo "skip Python binding (examples/python/libreserve.py or python3 missing)"
+  echo "skip Python binding (bindings/python/libreserve or python3 missing)"
 fi
 
 finish

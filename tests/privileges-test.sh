@@ -63,7 +63,7 @@ ok "installing account dropped"
 if python3 - "$RSV_TEST_SOCKET" "$RUN" "$PW" "$DB" "$build" <<'PY'
 import os, sys
 sock, user, pw, db, build = sys.argv[1:]
-sys.path.insert(0, "examples/python")
+sys.path.insert(0, "bindings/python")
 os.environ["LIBRESERVE_PATH"] = os.path.abspath(os.path.join(build, "libreserve.so"))
 import libreserve as rsv
 conn = rsv.Connection(unix_socket=sock, user=user, password=pw, db=db)

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 os.environ.setdefault("LIBRESERVE_PATH", os.path.join(REPO, "build",
                                                       "libreserve.so"))
-sys.path.insert(0, os.path.join(REPO, "examples", "python"))
+sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
 sys.dont_write_bytecode = True
 import libreserve as rsv  # noqa: E402
 

@@ -95,7 +95,7 @@ with rsv.Context(conn, pool_cap=20) as c:
 dump >"$tmp/before.txt"
 
 # Today's library refuses the unversioned database, naming the command.
-out=$(py "$new_lib" examples/python '
+out=$(py "$new_lib" bindings/python '
 try:
     rsv.Context(conn)
     print("opened")
@@ -120,7 +120,7 @@ v=$(sql -N "$DB" -e "SELECT CONCAT(version, '/', oldest_library) FROM rsv_schema
 if [ "$v" = "1/1" ]; then ok "schema version 1 recorded"; else bad "schema version: $v"; fi
 
 # Both libraries on the upgraded database.
-if py "$new_lib" examples/python '
+if py "$new_lib" bindings/python '
 with rsv.Context(conn) as c:
     assert not c.audit(9)
     c.claim(9, b"held-0")
@@ -145,7 +145,7 @@ with rsv.Context(conn) as c:
 # An older copy of the file loaded last lowers nothing.
 sql "$DB" <"$tmp/old/sql/schema.sql"
 v=$(sql -N "$DB" -e "SELECT CONCAT(version, '/', oldest_library) FROM rsv_schema")
-if [ "$v" = "1/1" ] && py "$new_lib" examples/python '
+if [ "$v" = "1/1" ] && py "$new_lib" bindings/python '
 with rsv.Context(conn) as c:
     assert not c.audit(9)
 '; then ok "the release file loaded again lowers nothing"; else bad "the release file loaded again: version $v"; fi

@@ -11,7 +11,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
 import libreserve as rsv  # noqa: E402
 
 SOCK = os.environ["RSV_TEST_SOCKET"]

@@ -42,7 +42,7 @@ def connect(db=DB, **kw):
 def setUpModule():
     if not SOCK:
         raise RuntimeError("RSV_TEST_SOCKET is not set: run the tests with "
-                           "examples/python/run-tests.sh under "
+                           "bindings/python/run-tests.sh under "
                            "tools/mariadb.sh run (or make check)")
     sys.stderr.write("libreserve %s from %s\nschema %s\n" % (
         rsv.version(), rsv.library_path(), rsv.find_schema()))
@@ -74,6 +74,23 @@ def null_fn():
 # ---------------------------------------------------------------------------
 
 class TestVersionAndCodes(unittest.TestCase):
+
+    def test_package_version(self):
+        # pyproject.toml, the module and reserve.h agree
+        self.assertEqual(rsv.__version__, rsv.HEADER_VERSION)
+        here = os.path.dirname(os.path.abspath(__file__))
+        pyproject = os.path.join(here, "pyproject.toml")
+        if not os.path.exists(pyproject):
+            self.skipTest("no pyproject.toml next to the tests")
+        with open(pyproject) as f:
+            m = re.search(r'^version = "([^"]+)"$', f.read(), re.M)
+        self.assertEqual(m.group(1), rsv.__version__)
+        header = os.path.join(here, "..", "..", "include", "reserve.h")
+        if os.path.exists(header):
+            with open(header) as f:
+                m = re.search(r'^#define RSV_VERSION "([^"]+)"$', f.read(),
+                              re.M)
+            self.assertEqual(m.group(1), rsv.__version__)
 
     def test_version(self):
         v = rsv.version()
@@ -396,6 +413,57 @@ class TestConnection(unittest.TestCase):
             self.assertEqual(c.stock_get(shop, 1, 1).on_hand, 1)
         with self.assertRaises(rsv.InvalidArgument):
             rsv.Context("mariadb://nobody@/db?no_such_key=1")
+
+    def test_connect(self):
+        # The primary way in: connect(dsn) -> a Context owning its
+        # connection; make_dsn escapes every part.
+        dsn = rsv.make_dsn(DB, user=USER, password=PASSWORD, socket=SOCK,
+                           connect_timeout=5, read_timeout=30)
+        self.assertTrue(dsn.startswith("mariadb://"))
+        self.assertIn("connect_timeout=5", dsn)
+        with rsv.connect(dsn, hold_ttl_ms=60000) as c:
+            self.assertTrue(c.owns_connection)
+            self.assertIsNone(c.connection)
+            self.assertTrue(c.connection_handle)
+            self.assertEqual(c.options.hold_ttl_ms, 60000)
+            shop = new_shop()
+            c.stock_set(shop, 1, 1, 5)
+            c.reserve_one(shop, "checkout-1", item_id=1, location_id=1,
+                          quantity=2)
+            st = c.checkout_status(shop, "checkout-1")
+            self.assertEqual((st.status, st.units), (rsv.STATUS_HELD, 2))
+            self.assertLessEqual(st.expires_in_ms, 60000)
+            c.claim(shop, "checkout-1")
+            with self.assertRaises(rsv.AlreadyClaimed):
+                c.claim(shop, "checkout-1")
+            self.assertEqual(c.stock_get(shop, 1, 1).on_hand, 3)
+            self.assertEqual(c.audit(shop), [])
+        self.assertTrue(c.closed)
+        with connect() as conn, rsv.Context(conn) as c:
+            self.assertFalse(c.owns_connection)
+        # bytes work too; a wrong password is a connection failure
+        bad = rsv.make_dsn(DB, user="no_such_user_x", password="x",
+                           socket=SOCK)
+        with self.assertRaises(rsv.ConnectionLost) as cm:
+            rsv.connect(bad.encode())
+        self.assertIn("1045", cm.exception.message)
+        self.assertEqual(cm.exception.function, "rsv_open_dsn")
+        with self.assertRaises(rsv.InvalidArgument) as cm:
+            rsv.connect(rsv.make_dsn("", user=USER, socket=SOCK))
+        self.assertIn("database", cm.exception.message)
+        with self.assertRaises(rsv.InvalidArgument):
+            rsv.connect(None)
+
+    def test_make_dsn(self):
+        self.assertEqual(rsv.make_dsn("shop"), "mariadb:///shop")
+        self.assertEqual(rsv.make_dsn("shop", host="db", port=3306,
+                                      user="app"),
+                         "mariadb://app@db:3306/shop")
+        self.assertEqual(
+            rsv.make_dsn("s/1", user="a@b", password="p:w/%",
+                         socket="/tmp/x y.sock", ssl=True, ssl_ca=None),
+            "mariadb://a%40b:p%3Aw%2F%25@/s%2F1?socket=%2Ftmp%2Fx%20y.sock"
+            "&ssl=1")
 
     def test_queries(self):
         with connect() as c:

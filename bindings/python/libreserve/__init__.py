@@ -1,23 +1,25 @@
-"""libreserve - a ctypes binding for the libreserve C library.
+"""libreserve - Python binding (ctypes) of the libreserve C library.
 
 Covers the whole public API of reserve.h.  Only the Python standard library
-is needed: the MariaDB connection the library works on is opened through
-MariaDB Connector/C (libmariadb) with ctypes as well.
+is needed.  The usual way in is a connection string: the library opens and
+owns the MariaDB connection (rsv_open_dsn):
 
     import libreserve as rsv
 
-    with rsv.Connection(unix_socket="/run/mysqld/mysqld.sock",
-                        user="shop", password="...", db="shop") as conn, \\
-         rsv.Context(conn) as ctx:
+    with rsv.connect("mariadb://shop:secret@localhost/shop"
+                     "?socket=/run/mysqld/mysqld.sock") as ctx:
         ctx.stock_set(shop_id=1, item_id=42, location_id=7, on_hand=10)
-        with rsv.Cart() as cart:
-            cart.add(42, [7], 2)
-            ctx.reserve(1, b"checkout-123", cart)
-            print(cart.allocations(0))            # [(7, 2)]
+        ctx.reserve_one(1, "checkout-123", item_id=42, location_id=7,
+                        quantity=2)
         try:
-            ctx.claim(1, b"checkout-123")
+            ctx.claim(1, "checkout-123")          # payment succeeded
         except rsv.AlreadyClaimed:
             pass                                  # a retried claim
+
+Connection (MariaDB Connector/C through ctypes) is there for SQL of one's
+own (loading the schema, a claim joined to the application's
+transaction) and for callers who already have a connection:
+Context(conn) then works on it (rsv_open).
 
 Every failing call raises a ReserveError subclass carrying the library's
 code (``.code``, ``.name``), its short text (``.strerror``) and the detailed
@@ -28,9 +30,12 @@ Failure.
 Which libreserve.so is loaded (first match wins):
   1. $LIBRESERVE_PATH: the library file itself, or a directory holding
      libreserve.so.0 / libreserve.so;
-  2. the system's: ctypes.util.find_library("reserve") (ldconfig cache), then
-     the usual install paths (/usr/local/lib, /usr/lib/<multiarch>, /usr/lib);
-  3. the in-tree build: <repo>/build/libreserve.so next to this file.
+  2. the installed one: ctypes.util.find_library("reserve") (ldconfig
+     cache), libreserve.so.0 as the dynamic loader finds it
+     (LD_LIBRARY_PATH, ldconfig cache), then the usual install paths
+     (/usr/local/lib, /usr/lib/<multiarch>, /usr/lib);
+  3. the in-tree build: build/libreserve.so of the source tree holding this
+     package (when it is used from a checkout).
 libmariadb is found with $LIBMARIADB_PATH, else find_library("mariadb"),
 else "libmariadb.so.3".
 """
@@ -52,14 +57,18 @@ __all__ = [
     "version", "version_number", "schema_version", "strerror", "code_name",
     "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
-    "StatsSnapshot",
+    "StatsSnapshot", "connect", "make_dsn",
 ]
+
+# The version of this package: the libreserve release whose reserve.h it
+# was written for (HEADER_VERSION below).
+__version__ = "0.1.0"
 
 # ---------------------------------------------------------------------------
 # Constants (mirroring reserve.h)
 # ---------------------------------------------------------------------------
 
-HEADER_VERSION = "0.1.0"          # the reserve.h this binding was written for
+HEADER_VERSION = __version__      # the reserve.h this binding was written for
 HEADER_VERSION_NUMBER = 100
 
 OK = 0
@@ -340,7 +349,21 @@ class MariaDBError(Exception):
 # ---------------------------------------------------------------------------
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.dirname(os.path.dirname(_HERE))
+
+
+def _source_tree():
+    """The libreserve source tree this package is used from (a checkout:
+    bindings/python/libreserve/ in it), or None once installed elsewhere."""
+    d = _HERE
+    for _ in range(4):
+        d = os.path.dirname(d)
+        if os.path.isfile(os.path.join(d, "include", "reserve.h")) and \
+                os.path.isfile(os.path.join(d, "sql", "schema.sql")):
+            return d
+    return None
+
+
+_REPO = _source_tree()
 
 
 def _candidates():
@@ -358,6 +381,7 @@ def _candidates():
     found = ctypes.util.find_library("reserve")
     if found:
         out.append(found)
+    out.append("libreserve.so.0")  # LD_LIBRARY_PATH, the ldconfig cache
     multiarch = getattr(sys.implementation, "_multiarch", None)
     dirs = ["/usr/local/lib"]
     if multiarch:
@@ -367,7 +391,8 @@ def _candidates():
         p = os.path.join(d, "libreserve.so.0")
         if os.path.exists(p):
             out.append(p)
-    out.append(os.path.join(_REPO, "build", "libreserve.so"))
+    if _REPO:
+        out.append(os.path.join(_REPO, "build", "libreserve.so"))
     return out
 
 
@@ -685,8 +710,9 @@ def find_schema():
         for _ in range(2):  # lib/ or lib/<multiarch>/
             d = os.path.dirname(d)
             cands.append(os.path.join(d, "share", "libreserve", "schema.sql"))
-    cands += [os.path.join(_REPO, "sql", "schema.sql"),
-              "/usr/local/share/libreserve/schema.sql",
+    if _REPO:
+        cands.append(os.path.join(_REPO, "sql", "schema.sql"))
+    cands += ["/usr/local/share/libreserve/schema.sql",
               "/usr/share/libreserve/schema.sql"]
     for c in cands:
         if os.path.exists(c):
@@ -1175,17 +1201,19 @@ class StatsSnapshot(_Closable):
 class Context(_Closable):
     """rsv_ctx bound to one connection.
 
-    Context(conn, options=None, **fields): conn is a Connection (kept alive
-    by the context) or a MYSQL* address; options an Options, or fields to set
-    on a default Options (Context(conn, pool_cap=50)).  Close it before the
-    connection (Connection.close() does so), or use it as a context manager.
+    Context(conn, options=None, **fields): conn is a connection string
+    ("mariadb://user:password@host:port/database?socket=...": the context
+    opens and owns its connection, rsv_open_dsn(); connect() does the
+    same), a Connection (kept alive by the context) or a MYSQL* address
+    (rsv_open()); options an Options, or fields to set on a default Options
+    (Context(conn, pool_cap=50)).  A context on a Connection must be closed
+    before it (Connection.close() does so).  Use it as a context manager or
+    call close().
     """
 
     def __init__(self, conn, options=None, **fields):
-        """conn: a Connection, a MYSQL* address, or a connection string
-        ("mariadb://user:password@host:port/database?socket=...": the
-        context then opens and owns its connection, rsv_open_dsn())."""
         self._p = None
+        self.owns_connection = isinstance(conn, (str, bytes))
         self._callback = None      # keeps the C trampoline alive
         self.callback_errors = []  # exceptions raised by the callback
         self.connection = conn if isinstance(conn, Connection) else None
@@ -1488,3 +1516,58 @@ class Context(_Closable):
         """For functions that do not set the context's message."""
         if rc != OK:
             _raise(rc, strerror(rc), function)
+
+
+# ---------------------------------------------------------------------------
+# Connection strings: the usual way to open a context
+# ---------------------------------------------------------------------------
+
+def make_dsn(database, user=None, password=None, host=None, port=None,
+             socket=None, **params):
+    """A connection string for connect() / rsv_open_dsn(), every part
+    %XX-escaped:
+
+        make_dsn("shop", user="app", password="p@ss",
+                 socket="/run/mysqld/mysqld.sock", connect_timeout=5)
+        -> "mariadb://app:p%40ss@/shop?socket=%2Frun%2Fmysqld%2F...&..."
+
+    params are the other keys the library knows (connect_timeout,
+    read_timeout, write_timeout, ssl, ssl_ca, ssl_capath, ssl_cert,
+    ssl_key, ssl_verify); None values are left out."""
+    from urllib.parse import quote
+
+    def q(v):
+        return quote(str(v), safe="")
+
+    auth = ""
+    if user is not None:
+        auth = q(user)
+        if password is not None:
+            auth += ":" + q(password)
+        auth += "@"
+    where = q(host) if host else ""
+    if port is not None:
+        where += ":%d" % int(port)
+    query = [("socket", socket)] + sorted(params.items())
+    query = "&".join("%s=%s" % (q(k), q(int(v) if isinstance(v, bool)
+                                       else v))
+                     for k, v in query if v is not None)
+    return "mariadb://%s%s/%s%s" % (auth, where, q(database),
+                                    "?" + query if query else "")
+
+
+def connect(dsn, options=None, **fields):
+    """Open a Context on a connection of its own (rsv_open_dsn()):
+
+        with libreserve.connect("mariadb://app:secret@db:3306/shop",
+                                hold_ttl_ms=300000) as ctx:
+            ctx.reserve_one(...)
+
+    dsn: mariadb://[USER[:PASSWORD]@][HOST][:PORT]/DATABASE[?KEY=VALUE&...]
+    (see make_dsn() and reserve.h); options / fields as for Context.  The
+    context owns the connection: close() closes it, reconnect() opens it
+    again after ConnectionLost or InDoubt."""
+    if not isinstance(dsn, (str, bytes)):
+        raise InvalidArgument(EINVAL, "dsn must be a str, not %s"
+                              % type(dsn).__name__)
+    return Context(dsn, options, **fields)

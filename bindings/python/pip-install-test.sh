@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The Python package installs the usual way and works from where it was
+# installed, against the server in RSV_TEST_SOCKET:
+#   - `pip install --no-build-isolation --no-index .` of a copy of this
+#     directory into a fresh virtual environment, and with --target into a
+#     plain directory (offline: the setuptools already on the machine);
+#   - the installed package imports from there (not from the source tree),
+#     finds libreserve through LIBRESERVE_PATH, or as the installed
+#     libreserve.so.0 the dynamic loader finds (LD_LIBRARY_PATH here), and
+#     runs stock_set -> reserve -> claim through a connection string;
+#   - the ten-line example of README.md runs as printed (its connection
+#     string replaced by the test server's);
+#   - pip uninstall removes it again.
+# Usage: tools/mariadb.sh run bindings/python/pip-install-test.sh (make check
+# runs it; make lib first).  PYTHON=... picks the interpreter; otherwise the
+# first of python3 on PATH and /usr/bin/python3 that can build a wheel
+# offline (setuptools with wheel, or setuptools >= 70.1).  As root it
+# installs Debian's python3-pip python3-setuptools python3-wheel when none
+# can; without any it says so and skips.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
+build=${RSV_BUILD:-build}
+lib=$repo/$build/libreserve.so.0
+[ -e "$lib" ] || { echo "python-install: $lib not built (make lib)" >&2; exit 2; }
+client=$(command -v mariadb || command -v mysql) || { echo "python-install: no mariadb client" >&2; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-pyinstall.XXXXXX")
+DB=rsvpip_$$
+sql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
+cleanup() { sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+finish() { echo "python-install: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+
+# ---- an interpreter that can build the package offline ----
+can_build() {
+  "$1" - <<'PY' >/dev/null 2>&1
+import setuptools  # before pip: it replaces distutils
+import pip, venv
+v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+if v < (70, 1):
+    import wheel  # older setuptools build wheels through it
+PY
+}
+pick_python() {
+  local p
+  for p in ${PYTHON:-} python3 /usr/bin/python3; do
+    command -v "$p" >/dev/null 2>&1 && can_build "$p" && { command -v "$p"; return 0; }
+  done
+  return 1
+}
+if ! PY=$(pick_python); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "python-install: installing python3-pip python3-setuptools python3-wheel"
+    apt_install() {
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        -o DPkg::Lock::Timeout=120 python3-pip python3-setuptools python3-wheel >>"$tmp/apt.log" 2>&1
+    }
+    apt_install || { apt-get update -qq >>"$tmp/apt.log" 2>&1; apt_install; } || tail -5 "$tmp/apt.log"
+  fi
+  if ! PY=$(pick_python); then
+    echo "skip python-install: no python3 with pip and setuptools (+ wheel) to build the package offline (apt-get install python3-pip python3-setuptools python3-wheel)"
+    echo "python-install: 0 passed, 0 failed"
+    exit 0
+  fi
+fi
+echo "python-install: $PY ($("$PY" -c 'import sys, setuptools; print("Python %d.%d.%d" % sys.version_info[:3], "setuptools", setuptools.__version__)'))"
+
+# A copy of the package directory, so the build leaves nothing in the tree.
+mkdir -p "$tmp/src" "$tmp/run"
+(cd "$here" && tar -c --exclude=build --exclude=dist --exclude='*.egg-info' \
+   --exclude=__pycache__ .) | tar -x -C "$tmp/src" || exit 1
+
+sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <"$repo/sql/schema.sql" || { bad "create the test database"; finish; }
+dsn=$("$PY" - "$DB" "${RSV_TEST_USER:-root}" "${RSV_TEST_PASSWORD:-}" "$RSV_TEST_SOCKET" <<'PY'
+import sys
+from urllib.parse import quote
+db, user, pw, sock = sys.argv[1:]
+q = lambda s: quote(s, safe="")
+print("mariadb://%s%s@/%s?socket=%s" % (q(user), ":" + q(pw) if pw else "", q(db), q(sock)))
+PY
+)
+
+# smoke INTERPRETER WHERE: import the installed package (from WHERE) and
+# run a reserve -> claim through the connection string.
+smoke() {
+  local python=$1 where=$2
+  (cd "$tmp/run" && PYTHONDONTWRITEBYTECODE=1 "$python" - "$where" "$dsn" <<'PY'
+import os, sys
+where, dsn = sys.argv[1:]
+import libreserve as rsv
+f = os.path.realpath(rsv.__file__)
+assert f.startswith(os.path.realpath(where) + os.sep), "imported from %s" % f
+assert rsv._REPO is None, rsv._REPO  # no source tree around an install
+print("     %s %s, %s" % (f, rsv.__version__, rsv.library_path()))
+assert rsv.version() == rsv.__version__, (rsv.version(), rsv.__version__)
+with rsv.connect(dsn, hold_ttl_ms=60000) as ctx:
+    shop = os.getpid()
+    ctx.stock_set(shop, 42, 7, 10)
+    ctx.reserve_one(shop, "checkout-1", 42, 7, 2)
+    assert ctx.checkout_status(shop, "checkout-1").name == "held"
+    ctx.claim(shop, "checkout-1")
+    try:
+        ctx.claim(shop, "checkout-1")
+        raise AssertionError("claimed twice")
+    except rsv.AlreadyClaimed:
+        pass
+    st = ctx.stock_get(shop, 42, 7)
+    assert (st.on_hand, st.held) == (8, 0), st
+    assert ctx.audit(shop) == []
+print("     reserve -> claim: on hand 10 -> 8")
+PY
+  )
+}
+
+# ---- a virtual environment ----
+venv=$tmp/venv
+if "$PY" -m venv --system-site-packages --without-pip "$venv" >"$tmp/venv.log" 2>&1 &&
+   "$venv/bin/python" -m pip install --no-build-isolation --no-index --no-deps \
+     --disable-pip-version-check "$tmp/src" >"$tmp/pip-venv.log" 2>&1; then
+  ok "pip install --no-build-isolation into a virtual environment"
+else
+  cat "$tmp/venv.log" "$tmp/pip-venv.log" 2>/dev/null | tail -30
+  bad "pip install into a virtual environment"
+fi
+shown=$("$venv/bin/python" -m pip show libreserve 2>/dev/null | sed -n 's/^Version: //p')
+want=$(sed -n 's/^#define RSV_VERSION "\(.*\)"/\1/p' "$repo/include/reserve.h")
+if [ "$shown" = "$want" ]; then ok "pip show libreserve: version $shown (reserve.h: $want)"; else bad "pip show libreserve: version '$shown', reserve.h $want"; fi
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if out=$(LIBRESERVE_PATH=$lib smoke "$venv/bin/python" "$site" 2>&1); then
+  echo "$out"; ok "venv: imports from site-packages, LIBRESERVE_PATH, reserve -> claim"
+else
+  echo "$out"; bad "venv: the installed package runs"
+fi
+
+# The README's example, as printed, from the installed package.
+awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
+lines=$(grep -c . "$tmp/readme.py")
+if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
+"$PY" - "$tmp/readme.py" "$dsn" <<'PY' || bad "put the test server into the README's example"
+import re, sys
+path, dsn = sys.argv[1:]
+text = open(path).read()
+new, n = re.subn(r'"mariadb://[^"]*"', lambda m: repr(dsn), text)
+assert n == 1, "one connection string expected, found %d" % n
+open(path, "w").write(new)
+PY
+if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
+  echo "$out" | sed 's/^/     /'; ok "README's example runs"
+else
+  echo "$out" | sed 's/^/     /'; bad "README's example runs"
+fi
+if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
+  echo "$out" | sed 's/^/     /'; ok "README's example runs again (the claim is not taken twice)"
+else
+  echo "$out" | sed 's/^/     /'; bad "README's example runs again"
+fi
+
+# ---- --target: a plain directory on PYTHONPATH ----
+target=$tmp/target
+if "$PY" -m pip install --no-build-isolation --no-index --no-deps \
+     --disable-pip-version-check --target "$target" "$tmp/src" >"$tmp/pip-target.log" 2>&1; then
+  ok "pip install --target DIR"
+else
+  tail -30 "$tmp/pip-target.log"; bad "pip install --target DIR"
+fi
+# No LIBRESERVE_PATH: the installed libreserve.so.0 as the loader finds it.
+if out=$(unset LIBRESERVE_PATH; LD_LIBRARY_PATH="$(dirname "$lib")" PYTHONPATH="$target" smoke "$PY" "$target" 2>&1); then
+  echo "$out"; ok "--target: imports from DIR, finds libreserve.so.0 on the loader's path, reserve -> claim"
+else
+  echo "$out"; bad "--target: the installed package runs"
+fi
+out=$(cd "$tmp/run" && env -u LIBRESERVE_PATH LD_LIBRARY_PATH=/nonexistent PYTHONPATH="$target" "$PY" -c 'import libreserve' 2>&1)
+if grep -q "cannot load libreserve (set LIBRESERVE_PATH)" <<<"$out"; then
+  ok "no library anywhere: says to set LIBRESERVE_PATH"
+elif [ -z "$out" ]; then
+  echo "skip no-library message (a libreserve.so.0 is installed on this machine)"
+else
+  echo "$out" | tail -3; bad "no library anywhere: unclear error"
+fi
+
+# ---- uninstall ----
+if "$venv/bin/python" -m pip uninstall -y libreserve >"$tmp/pip-uninstall.log" 2>&1 &&
+   ! (cd "$tmp/run" && "$venv/bin/python" -c 'import libreserve' >/dev/null 2>&1); then
+  ok "pip uninstall removes it"
+else
+  cat "$tmp/pip-uninstall.log"; bad "pip uninstall removes it"
+fi
+finish
