@@ -1,5 +1,5 @@
 /*
- * stress.c - fault-injection stress of libreserve (issue 5, make stress).
+ * stress.c - fault-injection stress of libreserve (make stress).
  *
  * One program, several roles, all forked from the orchestrator:
  *
@@ -32,12 +32,29 @@
  *    order, against re-reserves that take them in the library's order).
  *  - the orchestrator: starts the proxy, forks the rest, injects faults on
  *    a schedule (SIGKILL a client that is inside rsv_reserve / rsv_claim,
- *    arm a cut of the next COMMIT in the proxy, SIGKILL mariadbd and
- *    restart it on the same data directory), advances the flash rounds,
- *    watches progress, and at the end checks the database against the logs
- *    and prints the one-line verdict.
+ *    have the proxy cut commit points, every COMMIT and every CALL of a
+ *    procedure alike, with a probability that follows their rate, SIGKILL
+ *    mariadbd and restart it on the same data directory), advances the
+ *    flash rounds, watches progress, and at the end checks the database
+ *    against the logs and prints the one-line verdict.
  *
- * Run it through tests/stress/run-stress.sh (make stress / stress-quick).
+ * Two other modes reuse the same workload:
+ *  - --selftest: a short run without cuts or kills, then the checks five
+ *    times: as they are (must be clean); after each of three tamperings
+ *    behind the library's back, each undone before the next (a claim
+ *    written into a client's log that was never made; pool rows inserted
+ *    for a sold-out flash item; an acknowledged hold deleted), each of
+ *    which must make its own counters fire and leave the others at 0; and
+ *    once more when all is undone (clean again).  Shows that the checks
+ *    can fail at all.
+ *  - --fill PATH: fills the file system of the data directory with PATH
+ *    for a while during the run (keeps it full), then removes it; the run
+ *    must see the server refuse work for want of space, no client may
+ *    crash or sit in one call for 30 s, and the usual checks must come out
+ *    clean once the space is back.
+ *
+ * Run it through tests/stress/run-stress.sh (make stress / stress-quick /
+ * stress-diskfull).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -91,11 +108,20 @@ struct slot {
     atomic_int reported;    /* a stuck call was reported */
 };
 
+#define NCODES 32 /* return codes 0..-31, counted by -code */
+
 struct shm {
     atomic_int stop;
     atomic_int flash_round;
     atomic_long storms;
     atomic_long tm_deadlocks; /* the troublemaker was the victim */
+    atomic_ullong max_call_ms; /* longest single library call */
+    /* disk-full run */
+    atomic_int full;            /* the data directory is being kept full */
+    atomic_long full_rc[NCODES]; /* answers while it is */
+    atomic_long edb_full;       /* RSV_EDB saying the disk/table is full */
+    atomic_int full_msg_set;
+    char full_msg[300];         /* the first such message */
     struct slot s[MAXC];
 };
 
@@ -114,6 +140,9 @@ static struct cfg {
     int nflash;
     int storm_hold_ms;
     int no_proxy; /* clients straight to the socket: no cuts */
+    int selftest; /* --selftest: no cuts or kills; tamper, check, undo */
+    const char *fill; /* --fill PATH: the disk-full run's filler file */
+    double fill_at, fill_for; /* when (s from the start), how long */
 } C;
 
 static struct shm *shm;
@@ -162,7 +191,6 @@ struct cl {
     uint64_t rng;
     long seq;
     long edb_logged;
-    int lie;
 };
 
 static struct cl *me;
@@ -252,6 +280,32 @@ struct call {
     int64_t ttl_ms;
 };
 
+/* Does a message say the disk or a table is full (1114 "The table ... is
+ * full", 1021 "Disk full", errno 28 "No space left on device")? */
+static int says_full(const char *msg)
+{
+    return msg && (strcasestr(msg, "full") || strcasestr(msg, "space"));
+}
+
+/* Every answer: the longest call, what was answered while the disk was
+ * full, and the database errors that said so. */
+static void note_answer(struct cl *c, int rc, uint64_t since)
+{
+    uint64_t ms = now_ms() - since;
+    unsigned long long mx = atomic_load(&shm->max_call_ms);
+    while (ms > mx && !atomic_compare_exchange_weak(&shm->max_call_ms, &mx, ms))
+        ;
+    if (atomic_load(&shm->full) && rc <= 0 && rc > -NCODES)
+        atomic_fetch_add(&shm->full_rc[-rc], 1);
+    if (rc != RSV_EDB || !says_full(rsv_errmsg(c->ctx)))
+        return;
+    atomic_fetch_add(&shm->edb_full, 1);
+    int z = 0;
+    if (atomic_compare_exchange_strong(&shm->full_msg_set, &z, 1))
+        snprintf(shm->full_msg, sizeof shm->full_msg, "%s",
+                 rsv_errmsg(c->ctx));
+}
+
 static int do_call(struct cl *c, struct call *k)
 {
     size_t tl = strlen(k->tok);
@@ -272,10 +326,12 @@ static int run_call(struct cl *c, struct call *k, int *doubt)
     *doubt = 0;
     static const char *names[] = {"", "reserve", "claim", "release"};
     for (int attempt = 0;; attempt++) {
-        atomic_store(&shm->s[c->slot].op_since, now_ms());
+        uint64_t since = now_ms();
+        atomic_store(&shm->s[c->slot].op_since, since);
         atomic_store(&shm->s[c->slot].op, k->kind);
         int rc = do_call(c, k);
         atomic_store(&shm->s[c->slot].op, OP_IDLE);
+        note_answer(c, rc, since);
         if (rc == RSV_EINDOUBT) {
             *doubt = 1;
             lg("D %s %s", names[k->kind], k->tok);
@@ -303,10 +359,12 @@ static int run_call(struct cl *c, struct call *k, int *doubt)
         if (rc == RSV_EDB && attempt < 20) {
             /* e.g. the server refusing work during crash recovery; nothing
              * was applied (reserve.h), so repeating is safe */
-            if (c->edb_logged++ < 20)
+            if (c->edb_logged++ < 3)
                 fprintf(stderr, "stress: client %d %s: %s\n", c->slot,
                         names[k->kind], rsv_errmsg(c->ctx));
             lg("D edb %s", k->tok);
+            /* a moment for the server (recovery, or a full disk) */
+            sleep_ms(20 + (long)rnd(&c->rng, 100));
             cl_reconnect(c);
             continue;
         }
@@ -420,9 +478,10 @@ static int reserve(struct cl *c, uint64_t shop, const char *tok,
     return rc;
 }
 
+/* The answer of a call made in the argument list (no duration). */
 static void other(struct cl *c, const char *name, int rc)
 {
-    (void)c;
+    note_answer(c, rc, now_ms());
     lg("O %s %d", name, rc);
     if (rc == RSV_EINTXN) {
         lg("D eintxn -");
@@ -463,14 +522,6 @@ static void flow_mix(struct cl *c, rsv_cart *cart)
                                       20000));
     }
     r = rnd(&c->rng, 100);
-    if (c->lie && r < 60) {
-        /* checker self-test (STRESS_SELFTEST=1): log a claim that was
-         * never made; the run must then fail */
-        c->lie = 0;
-        lg("a c %s", tok);
-        lg("C %s 0 0", tok);
-        return;
-    }
     if (r < 60) {
         rc = settle(c, SHOP_MIX, tok, OP_CLAIM);
         if (rc == RSV_EBUSY)
@@ -535,9 +586,12 @@ static void flow_merchant(struct cl *c)
         if (delta) {
             lg("a s %llu %llu %lld", (unsigned long long)item,
                (unsigned long long)loc, (long long)delta);
+            uint64_t since = now_ms();
+            atomic_store(&shm->s[c->slot].op_since, since);
             atomic_store(&shm->s[c->slot].op, OP_OTHER);
             rc = rsv_stock_adjust(c->ctx, SHOP_MIX, item, loc, delta, NULL);
             atomic_store(&shm->s[c->slot].op, OP_IDLE);
+            note_answer(c, rc, since);
             /* not idempotent: an adjustment in doubt is not repeated, it
              * stays unknown to the checker */
             lg("S %llu %llu %lld %d", (unsigned long long)item,
@@ -597,7 +651,6 @@ static void client_main(int slot, int inc)
     c.inc = inc;
     c.role = role_of(slot);
     c.impatient = c.role == ROLE_MIX && slot % 4 == 1;
-    c.lie = slot == 2 && inc == 1 && getenv("STRESS_SELFTEST") != NULL;
     c.rng = (C.seed * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)slot << 32) ^
             ((uint64_t)inc << 16) ^ (uint64_t)getpid() ^ 0x1234567ULL;
     if (!c.rng)
@@ -759,15 +812,20 @@ static void troublemaker_main(void)
 
 static FILE *proxy_in, *proxy_out;
 static pid_t proxy_pid;
+static int fill_fd = -1; /* the disk-full run's filler, while it exists */
 
 /* In a child: only the orchestrator talks to the proxy, and the proxy
- * stops when the orchestrator's end of its input closes. */
-static void close_proxy_pipes(void)
+ * stops when the orchestrator's end of its input closes.  Nor may a
+ * child hold the filler open: its blocks would stay taken after the
+ * orchestrator removes it. */
+static void close_parent_fds(void)
 {
     if (proxy_in)
         close(fileno(proxy_in));
     if (proxy_out)
         close(fileno(proxy_out));
+    if (fill_fd >= 0)
+        close(fill_fd);
 }
 
 static pid_t spawn_client(int slot)
@@ -777,7 +835,7 @@ static pid_t spawn_client(int slot)
     atomic_store(&shm->s[slot].reported, 0);
     pid_t p = fork();
     if (p == 0) {
-        close_proxy_pipes();
+        close_parent_fds();
         client_main(slot, inc);
     }
     if (p < 0) {
@@ -825,6 +883,36 @@ static void proxy_cmd(const char *c)
     fflush(proxy_in);
 }
 
+/* The proxy's counters ("s"), by kind of commit point: COMMIT texts and
+ * the CALLs of rsv_fast_reserve*, rsv_fast_cart*, rsv_settle*, others. */
+enum { NKINDS = 5 };
+static const char *const kind_name[NKINDS] = {"commit", "reserve_call",
+                                              "cart_call", "settle_call",
+                                              "other_call"};
+enum { SETTLE_KIND = 3 }; /* settle_call: split into claims and releases */
+struct pstats {
+    long cuts, after, before, armed;
+    long cut[NKINDS], seen[NKINDS];
+    long cut_sub[3], seen_sub[3]; /* settle CALLs: unknown, claim, release */
+};
+
+static int proxy_stats(struct pstats *p)
+{
+    memset(p, 0, sizeof *p);
+    proxy_cmd("s\n");
+    if (fscanf(proxy_out, " cuts %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld "
+                          "%ld %ld %ld %ld %ld %ld %ld %ld %ld", &p->cuts,
+               &p->after, &p->before, &p->armed, &p->cut[0], &p->cut[1],
+               &p->cut[2], &p->cut[3], &p->cut[4], &p->seen[0], &p->seen[1],
+               &p->seen[2], &p->seen[3], &p->seen[4], &p->cut_sub[0],
+               &p->cut_sub[1], &p->cut_sub[2], &p->seen_sub[0],
+               &p->seen_sub[1], &p->seen_sub[2]) != 20) {
+        fprintf(stderr, "stress: no answer from the proxy\n");
+        return 0;
+    }
+    return 1;
+}
+
 static int server_pid(void)
 {
     char p[600];
@@ -869,6 +957,30 @@ static int64_t server_deadlocks(void)
     return v > 0 ? v : 0;
 }
 
+/* Start the server again on its data directory (crash recovery).  quiet:
+ * a failure is expected (it may abort again while the disk is full), its
+ * messages go to restart-failures.log in the server directory. */
+static int restart_server(const char *why, int quiet)
+{
+    char cmd[2800];
+    if (quiet)
+        snprintf(cmd, sizeof cmd, "'%s' resume '%s' >/dev/null "
+                 "2>>'%s/restart-failures.log'", C.mariadb_sh, C.srvdir,
+                 C.srvdir);
+    else
+        snprintf(cmd, sizeof cmd, "'%s' resume '%s' >/dev/null", C.mariadb_sh,
+                 C.srvdir);
+    uint64_t t0 = now_ms();
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "stress: restarting the server failed (%d)\n", rc);
+        return -1;
+    }
+    fprintf(stderr, "stress: server %s and restarted in %.1f s\n", why,
+            (now_ms() - t0) / 1000.0);
+    return 1;
+}
+
 static int kill_server(void)
 {
     int pid = server_pid();
@@ -878,18 +990,70 @@ static int kill_server(void)
     kill(pid, SIGKILL);
     for (int i = 0; i < 1000 && proc_alive(pid); i++)
         sleep_ms(10);
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "'%s' resume '%s' >/dev/null", C.mariadb_sh,
-             C.srvdir);
-    uint64_t t0 = now_ms();
-    int rc = system(cmd);
-    if (rc != 0) {
-        fprintf(stderr, "stress: restarting the server failed (%d)\n", rc);
-        return -1;
+    return restart_server("killed", 0);
+}
+
+/* ---- the disk-full run: a file that takes every free block ---- */
+
+static long long fill_bytes;
+
+/* Append until the file system says ENOSPC (1 MiB, then page-sized
+ * writes); called again while the phase lasts, since the server may free
+ * space (a temporary file removed) that would otherwise let it go on. */
+static void fill_top_up(void)
+{
+    static char zero[1 << 20];
+    for (size_t chunk = sizeof zero; chunk >= 4096; chunk /= 256) {
+        for (int i = 0; i < 1 << 16; i++) { /* bound: 64 GiB */
+            ssize_t w = write(fill_fd, zero, chunk);
+            if (w > 0) {
+                fill_bytes += w;
+                continue;
+            }
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && errno != ENOSPC && errno != EDQUOT)
+                fprintf(stderr, "stress: filling %s: %s\n", C.fill,
+                        strerror(errno));
+            break;
+        }
     }
-    fprintf(stderr, "stress: server killed and restarted in %.1f s\n",
-            (now_ms() - t0) / 1000.0);
-    return 1;
+}
+
+/* Once per loop: fill at fill_at, keep it full, free it after fill_for. */
+static void fill_step(double el)
+{
+    static uint64_t next_top_up;
+    static int done;
+    if (!C.fill || done || el < C.fill_at)
+        return;
+    if (fill_fd < 0) {
+        fill_fd = open(C.fill, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                       0600);
+        if (fill_fd < 0) {
+            fprintf(stderr, "stress: %s: %s\n", C.fill, strerror(errno));
+            exit(2);
+        }
+        fill_top_up();
+        atomic_store(&shm->full, 1);
+        fprintf(stderr, "stress: %.0f s: the data directory's file system is "
+                        "full (%lld MiB written to %s)\n", el,
+                fill_bytes >> 20, C.fill);
+    }
+    if (el >= C.fill_at + C.fill_for) {
+        close(fill_fd);
+        fill_fd = -1;
+        unlink(C.fill);
+        atomic_store(&shm->full, 0);
+        done = 1;
+        fprintf(stderr, "stress: %.0f s: space is back (%lld MiB freed)\n",
+                el, fill_bytes >> 20);
+        return;
+    }
+    if (now_ms() >= next_top_up) {
+        fill_top_up();
+        next_top_up = now_ms() + 500;
+    }
 }
 
 static MYSQL *admin_connect(void)
@@ -1035,7 +1199,11 @@ static struct dbco *co_find(int shop, const char *tok)
     return bsearch(&k, dbcos, ncos, sizeof k, co_cmp);
 }
 
-enum { EX_NONE, EX_HELD, EX_CLAIMED, EX_RELEASED, EX_NOTCLAIMED, EX_ABSENT };
+/* EX_NOTHING: a new token's reserves were all answered with an error that
+ * says nothing was applied (out of stock, busy, a database error): there
+ * must be no checkout. */
+enum { EX_NONE, EX_HELD, EX_CLAIMED, EX_RELEASED, EX_NOTCLAIMED, EX_ABSENT,
+       EX_NOTHING };
 
 struct tokst {
     char tok[64];
@@ -1079,7 +1247,7 @@ static void tok_finish(struct tokst *t)
         else if (t->claim_pending)
             k->claim_unknown += t->aq[y];
     }
-    if (!t->acked_hold && t->expect != EX_CLAIMED)
+    if (!t->acked_hold && t->expect != EX_CLAIMED && t->expect != EX_NOTHING)
         return;
     struct dbco *co = co_find(t->shop, t->tok);
     const char *bad = NULL;
@@ -1106,6 +1274,10 @@ static void tok_finish(struct tokst *t)
             break;
         case EX_ABSENT:
             bad = "release said not found, but the checkout exists";
+            break;
+        case EX_NOTHING:
+            bad = "every reserve answered an error (nothing applied), but "
+                  "the checkout exists";
             break;
         }
     }
@@ -1185,8 +1357,11 @@ static void parse_log(const char *path)
                 t.unknown = 0;
                 parse_alloc(&t, line + off, na);
             } else if (d || (rc != RSV_EOUTOFSTOCK && rc != RSV_EBUSY &&
-                             rc != RSV_ECLAIMED)) {
+                             rc != RSV_ECLAIMED && rc != RSV_EDB)) {
                 t.unknown = 1;
+            } else if (!t.acked_hold && t.expect == EX_NONE) {
+                /* (a re-reserve answered so leaves the holds it had) */
+                t.expect = EX_NOTHING;
             }
             break;
         case 'C':
@@ -1463,6 +1638,295 @@ static int run_checks(MYSQL *m)
 }
 
 /* ------------------------------------------------------------------ */
+/* The self-test of the checks                                        */
+/* ------------------------------------------------------------------ */
+
+/* Forget what one round of checks found, so that they can run again. */
+static void checks_reset(void)
+{
+    memset(&K, 0, sizeof K);
+    nkeys = 0;
+    free(dbcos);
+    dbcos = NULL;
+    ncos = 0;
+    memset(flash_soldout, 0, (size_t)C.nflash);
+}
+
+static int q_ok(MYSQL *m, const char *q)
+{
+    if (mysql_query(m, q)) {
+        fprintf(stderr, "stress: selftest: %s: %s\n", q, mysql_error(m));
+        return 0;
+    }
+    MYSQL_RES *r = mysql_store_result(m);
+    if (r)
+        mysql_free_result(r);
+    return 1;
+}
+
+/* The forged claim: a client's log, as it was and with the claim. */
+static char forged_path[1200], *forged_orig;
+static size_t forged_len;
+
+static int write_file(const char *path, const char *p, size_t n)
+{
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        perror(tmp);
+        return 0;
+    }
+    return rename(tmp, path) == 0;
+}
+
+/* Write into one client's log, right after the acknowledged reserve of a
+ * mixed checkout that was then abandoned (no claim, release or doubt
+ * after it), a claim of it that was never made: "a c TOK" and "C TOK 0
+ * 0".  The checkout is not claimed in the database, and the units of the
+ * claim never left the ledger. */
+static int forge_claim(char *what, size_t wn)
+{
+    DIR *d = opendir(C.logdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] != 'c')
+            continue;
+        snprintf(forged_path, sizeof forged_path, "%s/%s", C.logdir,
+                 e->d_name);
+        FILE *f = fopen(forged_path, "r");
+        if (!f)
+            continue;
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        rewind(f);
+        char *buf = n > 0 ? malloc((size_t)n + 1) : NULL;
+        if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            fclose(f);
+            continue;
+        }
+        fclose(f);
+        buf[n] = 0;
+        /* the last token's lines: its acknowledged reserve, and whether
+         * anything but a reserve followed */
+        char cur[64] = "";
+        long after = -1; /* end of the line of cur's acknowledged reserve */
+        int spoiled = 0;
+        for (char *l = buf; *l;) {
+            char *nl = strchr(l, '\n');
+            if (!nl)
+                break;
+            char tok[64] = "", op = 0;
+            int rc = -1, dbt = -1, na = 0, off = 0;
+            if (sscanf(l, "a %c %63s", &op, tok) == 2 && op != 's') {
+                if (strcmp(tok, cur) != 0) {
+                    if (after >= 0 && !spoiled && cur[0] == 'm')
+                        break; /* cur qualifies */
+                    snprintf(cur, sizeof cur, "%s", tok);
+                    after = -1;
+                    spoiled = 0;
+                }
+                if (op != 'r')
+                    spoiled = 1;
+            } else if (l[0] == 'R' && sscanf(l, "R %63s %d %d %d%n", tok, &rc,
+                                              &dbt, &na, &off) >= 4) {
+                /* only where the claim cannot also look like an oversell:
+                 * every key it claims at has stock to spare beyond its
+                 * quantity (the log-based count of claims + holds + pool
+                 * against the stock put in) */
+                int spare = rc == 0 && dbt == 0 && na > 0;
+                struct tokst a;
+                memset(&a, 0, sizeof a);
+                char rest[1200]; /* parse_alloc cuts its text up */
+                snprintf(rest, sizeof rest, "%.*s", (int)(nl - l - off),
+                         l + off);
+                parse_alloc(&a, rest, na);
+                for (int y = 0; y < a.na && spare; y++) {
+                    struct key *k = key_get(SHOP_MIX, a.ai[y], a.al[y]);
+                    spare = k->stock_max - k->claim_acked - k->held -
+                                k->pooled >= 2 * a.aq[y];
+                }
+                if (spare) {
+                    after = nl + 1 - buf;
+                    spoiled = 0;
+                } else {
+                    spoiled = 1;
+                }
+            } else if (l[0] == 'D' || l[0] == 'C' || l[0] == 'L') {
+                spoiled = 1;
+            }
+            l = nl + 1;
+        }
+        if (after >= 0 && !spoiled && cur[0] == 'm' && co_find(SHOP_MIX, cur) &&
+            co_find(SHOP_MIX, cur)->status != 2) {
+            char ins[200];
+            int k = snprintf(ins, sizeof ins, "a c %s\nC %s 0 0\n", cur, cur);
+            char *nb = malloc((size_t)n + (size_t)k);
+            if (!nb)
+                exit(2);
+            memcpy(nb, buf, (size_t)after);
+            memcpy(nb + after, ins, (size_t)k);
+            memcpy(nb + after + k, buf + after, (size_t)(n - after));
+            forged_orig = buf;
+            forged_len = (size_t)n;
+            int ok = write_file(forged_path, nb, (size_t)n + (size_t)k);
+            free(nb);
+            snprintf(what, wn, "%s (in %s) logged as claimed, never claimed",
+                     cur, e->d_name);
+            closedir(d);
+            return ok;
+        }
+        free(buf);
+    }
+    if (d)
+        closedir(d);
+    fprintf(stderr, "stress: selftest: no abandoned checkout to forge a "
+                    "claim of\n");
+    return 0;
+}
+
+static int unforge_claim(void)
+{
+    int ok = write_file(forged_path, forged_orig, forged_len);
+    free(forged_orig);
+    forged_orig = NULL;
+    return ok;
+}
+
+/* Two pool rows for a flash item every unit of which is held or claimed,
+ * behind the library's back (not counted in `issued`, ids beyond
+ * next_unit_id). */
+static int add_pool_rows(MYSQL *m, long item, int undo, char *what, size_t wn)
+{
+    char q[600];
+    if (undo)
+        snprintf(q, sizeof q,
+                 "DELETE FROM reservation_units WHERE shop_id = %d AND "
+                 "inventory_item_id = %ld AND inventory_group_id = 1 AND id "
+                 ">= (SELECT next_unit_id + 1000000 FROM inventory_levels "
+                 "WHERE shop_id = %d AND inventory_item_id = %ld AND "
+                 "inventory_group_id = 1)", SHOP_FLASH, item, SHOP_FLASH, item);
+    else
+        snprintf(q, sizeof q,
+                 "INSERT INTO reservation_units (shop_id, inventory_item_id, "
+                 "inventory_group_id, id) SELECT shop_id, inventory_item_id, "
+                 "inventory_group_id, next_unit_id + 1000000 + x.n FROM "
+                 "inventory_levels, (SELECT 0 AS n UNION ALL SELECT 1) x "
+                 "WHERE shop_id = %d AND inventory_item_id = %ld AND "
+                 "inventory_group_id = 1", SHOP_FLASH, item);
+    if (!q_ok(m, q) || mysql_affected_rows(m) != 2)
+        return 0;
+    snprintf(what, wn, "2 pool rows inserted for sold-out flash item %ld "
+                       "location 1", item);
+    return 1;
+}
+
+/* Delete one active hold of a checkout that is still held, for a flash
+ * item that its buyers were told is sold out: the client's log still
+ * says the hold was acknowledged.  Kept aside to be put back. */
+static int delete_hold(MYSQL *m, long item, int undo, char *what, size_t wn)
+{
+    char q[800];
+    if (undo)
+        return q_ok(m, "INSERT INTO reserved_quantities SELECT * FROM "
+                       "stress_selftest_hold") &&
+               mysql_affected_rows(m) == 1 &&
+               q_ok(m, "DROP TABLE stress_selftest_hold");
+    snprintf(q, sizeof q,
+             "CREATE TABLE stress_selftest_hold AS SELECT h.* FROM "
+             "reserved_quantities h JOIN reservation_checkouts c ON "
+             "c.shop_id = h.shop_id AND c.checkout_token = h.checkout_token "
+             "WHERE h.shop_id = %d AND h.inventory_item_id = %ld AND "
+             "c.status = 1 AND h.expires_at > NOW(6) LIMIT 1", SHOP_FLASH,
+             item);
+    if (!q_ok(m, q) ||
+        q_int(m, "SELECT COUNT(*) FROM stress_selftest_hold") != 1 ||
+        !q_ok(m, "DELETE h FROM reserved_quantities h JOIN "
+                 "stress_selftest_hold s USING (shop_id, checkout_token, "
+                 "inventory_item_id, inventory_group_id)") ||
+        mysql_affected_rows(m) != 1)
+        return 0;
+    MYSQL_RES *r = NULL;
+    MYSQL_ROW row;
+    char tok[64] = "?";
+    if (!mysql_query(m, "SELECT checkout_token FROM stress_selftest_hold") &&
+        (r = mysql_store_result(m)) && (row = mysql_fetch_row(r)) && row[0])
+        snprintf(tok, sizeof tok, "%s", row[0]);
+    if (r)
+        mysql_free_result(r);
+    snprintf(what, wn, "the acknowledged hold of %s on sold-out flash item "
+                       "%ld deleted", tok, item);
+    return 1;
+}
+
+/* The four counters a tampering may make fire (open_txns never). */
+enum { F_OVER = 1, F_UNDER = 2, F_LOST = 4, F_TWICE = 8 };
+
+/* Run the checks; they must find exactly the counters in `fire` above 0
+ * (and the audit violations only if `audit`).  1 if so. */
+static int selftest_check(MYSQL *m, const char *name, const char *what,
+                          int fire, int audit)
+{
+    checks_reset();
+    if (run_checks(m))
+        exit(2);
+    int got = (K.oversold ? F_OVER : 0) | (K.undersold ? F_UNDER : 0) |
+              (K.lost_holds ? F_LOST : 0) | (K.double_claims ? F_TWICE : 0);
+    int ok = got == fire && !K.open_txns && !K.eintxn &&
+             (audit ? K.audit_violations > 0 : K.audit_violations == 0);
+    printf("stress: selftest: %-13s oversold=%ld undersold=%ld lost_holds=%ld "
+           "double_claims=%ld open_txns=%ld audit_violations=%ld -> %s%s%s%s\n",
+           name, K.oversold, K.undersold, K.lost_holds, K.double_claims,
+           K.open_txns, K.audit_violations,
+           ok ? (fire ? "fired, as it must" : "clean, as it must")
+              : "WRONG", what[0] ? " (" : "", what, what[0] ? ")" : "");
+    fflush(stdout);
+    return ok;
+}
+
+/* The self-test: clean, then each tampering (and its undoing) in turn,
+ * then clean again.  0 when every check fired where it must, only there. */
+static int selftest_run(MYSQL *m)
+{
+    int round = atomic_load(&shm->flash_round);
+    if (round < 1) {
+        fprintf(stderr, "stress: selftest: no flash round was sold out\n");
+        return 2;
+    }
+    long item = FLASH_ITEM0 + round - 1; /* every buyer saw it sold out */
+    char what[300] = "";
+    int ok = selftest_check(m, "as run:", "", 0, 0);
+
+    if (!forge_claim(what, sizeof what))
+        return 2;
+    ok &= selftest_check(m, "forged claim:", what, F_LOST | F_TWICE, 0);
+    if (!unforge_claim())
+        return 2;
+
+    if (!add_pool_rows(m, item, 0, what, sizeof what))
+        return 2;
+    /* the audit sees it too: pool + holds above stock, units invented */
+    ok &= selftest_check(m, "pool rows:", what, F_OVER, 1);
+    if (!add_pool_rows(m, item, 1, what, sizeof what))
+        return 2;
+
+    if (!delete_hold(m, item, 0, what, sizeof what))
+        return 2;
+    /* the audit sees units lost; undersold counts the unit not held */
+    ok &= selftest_check(m, "deleted hold:", what, F_UNDER, 1);
+    if (!delete_hold(m, item, 1, what, sizeof what))
+        return 2;
+
+    what[0] = 0;
+    ok &= selftest_check(m, "undone:", what, 0, 0);
+    printf("stress: selftest: %s\n",
+           ok ? "passed: each check fired on its tampering, and only then"
+              : "FAILED: a check did not fire, or fired where it must not");
+    return ok ? 0 : 1;
+}
+
+/* ------------------------------------------------------------------ */
 /* Set-up and main                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -1505,7 +1969,9 @@ static void usage(void)
             "--proxy PATH --mariadb-sh PATH\n"
             "              [--quick] [--clients N] [--ops N] [--duration S] "
             "[--seed N]\n"
-            "              [--think-ms N] [--no-proxy (no COMMIT cuts)]\n");
+            "              [--think-ms N] [--no-proxy (no COMMIT cuts)]\n"
+            "              [--selftest] [--fill PATH [--fill-at S] "
+            "[--fill-for S]]\n");
     exit(2);
 }
 
@@ -1513,6 +1979,7 @@ int main(int argc, char **argv)
 {
     int quick = 0, think = -1;
     long clients = -1, ops = -1, duration = -1;
+    double fill_at = -1, fill_for = -1;
     C.seed = (unsigned)time(NULL);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1528,6 +1995,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--no-proxy")) {
             C.no_proxy = 1;
+            continue;
+        }
+        if (!strcmp(a, "--selftest")) {
+            C.selftest = 1;
             continue;
         }
         if (!v)
@@ -1551,6 +2022,12 @@ int main(int argc, char **argv)
             duration = atol(v);
         else if (!strcmp(a, "--seed"))
             C.seed = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--fill"))
+            C.fill = v;
+        else if (!strcmp(a, "--fill-at"))
+            fill_at = atof(v);
+        else if (!strcmp(a, "--fill-for"))
+            fill_for = atof(v);
         else
             usage();
     }
@@ -1583,6 +2060,20 @@ int main(int argc, char **argv)
         return 2;
     }
     C.max_duration = C.duration * 2 + 60;
+    /* the disk-full run: full from a quarter of the run for a third of it,
+     * so the last part runs with the space back */
+    C.fill_at = fill_at >= 0 ? fill_at : C.duration / 4.0;
+    C.fill_for = fill_for > 0 ? fill_for : C.duration / 3.0;
+    if (C.fill && C.fill_at + C.fill_for + 5 > C.duration) {
+        fprintf(stderr, "stress: --fill-at + --fill-for must end 5 s before "
+                        "--duration\n");
+        return 2;
+    }
+    /* the self-test checks the checker: no cuts or kills, so that no
+     * outcome is unknown and each tampering shows exactly */
+    int no_cuts = C.selftest || getenv("STRESS_NO_CUTS") != NULL;
+    int no_client_kill = C.selftest || getenv("STRESS_NO_CLIENT_KILL") != NULL;
+    int no_server_kill = C.selftest || getenv("STRESS_NO_SERVER_KILL") != NULL;
     flash_soldout = calloc((size_t)C.nflash, 1);
     mkdir(C.logdir, 0755);
     signal(SIGPIPE, SIG_IGN);
@@ -1602,7 +2093,7 @@ int main(int argc, char **argv)
 
     pid_t tm = fork();
     if (tm == 0) {
-        close_proxy_pipes();
+        close_parent_fds();
         troublemaker_main();
     }
     for (int s = 0; s < C.clients; s++)
@@ -1610,11 +2101,14 @@ int main(int argc, char **argv)
 
     uint64_t rng = C.seed ^ 0x5555;
     long kill_client = 0, kill_reserve = 0, kill_claim = 0, kill_server_n = 0;
-    long cuts_armed = 0, stalls = 0, stuck_calls = 0, client_exits = 0, flash_timeouts = 0;
+    long cuts_done = 0, last_sent = 0, stalls = 0, stuck_calls = 0, client_exits = 0, flash_timeouts = 0;
     uint64_t t0 = now_ms(), next_kc = t0 + (uint64_t)(C.kc_every * 1000);
-    uint64_t next_cc = t0 + (uint64_t)(C.cc_every * 1000);
+    uint64_t next_cc = t0 + 1000, last_cc = 0;
+    double cut_p = 0;
     uint64_t next_ks = t0 + (uint64_t)(C.ks_every * 1000);
     uint64_t flash_t = t0, last_progress = t0, last_report = t0;
+    uint64_t next_alive = t0 + 1000;
+    long server_deaths = 0, server_deaths_full = 0;
     long last_ops = 0;
     int kill_target = OP_RESERVE, stalled = 0, tm_done = 0;
     for (;;) {
@@ -1623,7 +2117,10 @@ int main(int argc, char **argv)
         for (int s = 0; s < C.clients; s++)
             total += atomic_load(&shm->s[s].ops);
         double el = (double)(t - t0) / 1000.0;
-        if ((total >= C.ops && el >= C.duration) || el >= C.max_duration)
+        /* the self-test needs a flash round sold out to tamper with */
+        int enough = !C.selftest || atomic_load(&shm->flash_round) >= 1;
+        if ((total >= C.ops && el >= C.duration && enough) ||
+            el >= C.max_duration)
             break;
         /* children that exited on their own (they should not) */
         int st;
@@ -1650,7 +2147,7 @@ int main(int argc, char **argv)
                     spawn_client(s);
                 }
         }
-        if (t >= next_kc && !getenv("STRESS_NO_CLIENT_KILL")) {
+        if (t >= next_kc && !no_client_kill) {
             /* SIGKILL a client while it is inside reserve or claim */
             int victim = -1;
             for (int tries = 0; tries < 400 && victim < 0; tries++) {
@@ -1679,16 +2176,32 @@ int main(int argc, char **argv)
             next_kc = now_ms() + (uint64_t)(C.kc_every * 500) +
                       rnd(&rng, (unsigned)(C.kc_every * 1000) + 1);
         }
-        if (t >= next_cc && !C.no_proxy && !getenv("STRESS_NO_CUTS")) {
-            /* every third cut waits for a reserve CALL (the procedure
-             * commits inside it); the others take the next commit point
-             * of any kind */
-            proxy_cmd(cuts_armed % 3 == 2 ? "k\n" : "c\n");
-            cuts_armed++;
-            next_cc = t + (uint64_t)(C.cc_every * 500) +
-                      rnd(&rng, (unsigned)(C.cc_every * 1000) + 1);
+        if (t >= next_cc && !C.no_proxy && !no_cuts) {
+            /* The proxy cuts every commit point with probability p, so
+             * that each kind is cut as often as it is sent (not by time:
+             * see cutproxy.c).  p follows the rate of commit points of
+             * the last period, for one cut per cc_every seconds. */
+            struct pstats ps;
+            if (proxy_stats(&ps)) {
+                long sent = 0;
+                for (int k = 0; k < NKINDS; k++)
+                    sent += ps.seen[k];
+                double period = (double)(t - last_cc) / 1000.0;
+                if (sent > last_sent && last_cc) {
+                    cut_p = period / C.cc_every / (double)(sent - last_sent);
+                    if (cut_p > 1)
+                        cut_p = 1;
+                }
+                last_sent = sent;
+                cuts_done = ps.cuts;
+                char cmd[48];
+                snprintf(cmd, sizeof cmd, "p %.9f\n", cut_p);
+                proxy_cmd(cmd);
+            }
+            last_cc = t;
+            next_cc = t + 2000;
         }
-        if (t >= next_ks && !getenv("STRESS_NO_SERVER_KILL")) {
+        if (t >= next_ks && !no_server_kill) {
             int r = kill_server();
             if (r < 0)
                 break;
@@ -1696,6 +2209,31 @@ int main(int argc, char **argv)
             next_ks = now_ms() + (uint64_t)(C.ks_every * 1000);
             last_progress = now_ms();
         }
+        if (t >= next_alive) {
+            /* a server that died without being killed: a failure, but
+             * start it again so that the run can still be checked.  While
+             * the disk is full (and for a while after: its crash recovery)
+             * MariaDB may abort, and abort again in recovery until the
+             * space is back: counted apart, restarted until it stays up */
+            int sp = server_pid();
+            if (sp <= 0 || !proc_alive(sp)) {
+                int full = C.fill && el >= C.fill_at &&
+                           el < C.fill_at + C.fill_for + 10;
+                if (full)
+                    server_deaths_full++;
+                else
+                    server_deaths++;
+                fprintf(stderr, "stress: %.0f s: the server died (not killed "
+                                "by the stress%s); see %s/error.log\n", el,
+                        full ? "; the disk is full" : "", C.srvdir);
+                if (restart_server(full ? "died while the disk was full"
+                                        : "died", full) < 0 && !full)
+                    break;
+                last_progress = now_ms();
+            }
+            next_alive = now_ms() + 1000;
+        }
+        fill_step(el);
         /* flash rounds: the next one starts when every flash buyer saw
          * the current one sold out */
         int round = atomic_load(&shm->flash_round);
@@ -1739,13 +2277,19 @@ int main(int argc, char **argv)
         if (t - last_report >= 30000) {
             last_report = t;
             fprintf(stderr, "stress: %.0f s: %ld ops, kills %ld, server "
-                            "kills %ld, cuts armed %ld, flash round %d\n",
-                    el, total, kill_client, kill_server_n, cuts_armed,
+                            "kills %ld, cuts %ld, flash round %d\n",
+                    el, total, kill_client, kill_server_n, cuts_done,
                     atomic_load(&shm->flash_round));
         }
         sleep_ms(5);
     }
     double elapsed = (double)(now_ms() - t0) / 1000.0;
+    {
+        /* the clients are to finish against a live server */
+        int sp = server_pid();
+        if ((sp <= 0 || !proc_alive(sp)) && restart_server("died", 0) > 0)
+            server_deaths++;
+    }
 
     /* stop: clients finish the checkout in hand */
     atomic_store(&shm->stop, 1);
@@ -1806,16 +2350,26 @@ int main(int argc, char **argv)
         }
         sleep_ms(20);
     }
-    long cuts = 0, cuts_after = 0, cuts_before = 0, cuts_left = 0;
-    long cuts_call = 0;
-    proxy_cmd("s\n");
-    if (fscanf(proxy_out, " cuts %ld %ld %ld %ld %ld", &cuts, &cuts_after,
-               &cuts_before, &cuts_left, &cuts_call) != 5)
-        fprintf(stderr, "stress: no answer from the proxy\n");
+    struct pstats ps;
+    (void)proxy_stats(&ps);
+    long cuts = ps.cuts, cuts_after = ps.after, cuts_before = ps.before;
+    const long *cut_kind = ps.cut, *seen_kind = ps.seen;
+    const long *cut_sub = ps.cut_sub, *seen_sub = ps.seen_sub;
     fclose(proxy_in);
     waitpid(proxy_pid, NULL, 0);
+    if (fill_fd >= 0 && atomic_load(&shm->full)) { /* the run ended early */
+        close(fill_fd);
+        fill_fd = -1;
+        unlink(C.fill);
+        atomic_store(&shm->full, 0);
+    }
 
     MYSQL *m = admin_connect();
+    if (C.selftest) {
+        int rc = selftest_run(m);
+        mysql_close(m);
+        return rc;
+    }
     int64_t deadlocks = deadlocks_before + server_deadlocks();
     if (run_checks(m))
         return 2;
@@ -1823,19 +2377,85 @@ int main(int argc, char **argv)
         K.open_txns = hang_open;
     mysql_close(m);
 
+    /* Every kind of commit point must have gone through the proxy: else
+     * the workload (or the library's choice of path) changed and the cuts
+     * no longer reach that kind. */
+    int uncovered = 0;
+    if (!C.no_proxy) {
+        for (int pass = 0; pass < 2; pass++) {
+            const long *n = pass ? seen_kind : cut_kind;
+            const long *sub = pass ? seen_sub : cut_sub;
+            printf(pass ? " (commit points sent: " : "stress: cuts: ");
+            for (int k = 0; k < NKINDS; k++) {
+                printf("%s%s=%ld", k ? " " : "", kind_name[k], n[k]);
+                if (k == SETTLE_KIND) {
+                    printf(" (claims=%ld releases=%ld", sub[1], sub[2]);
+                    if (sub[0]) /* the argument could not be read */
+                        printf(" unread=%ld", sub[0]);
+                    printf(")");
+                }
+            }
+        }
+        printf(")\n");
+        for (int k = 0; k < 4; k++)
+            if (!seen_kind[k]) {
+                uncovered++;
+                fprintf(stderr, "stress: no %s was sent through the proxy: "
+                                "the run does not cover that commit "
+                                "point\n", kind_name[k]);
+            } else if (cuts >= 20 && !cut_kind[k]) {
+                fprintf(stderr, "stress: (no %s was cut this time)\n",
+                        kind_name[k]);
+            }
+        for (int k = 1; k < 3; k++)
+            if (!seen_sub[k]) {
+                uncovered++;
+                fprintf(stderr, "stress: no %s went through %s\n",
+                        k == 1 ? "claim" : "release", kind_name[SETTLE_KIND]);
+            }
+    }
+    int full_refused = 0;
+    if (C.fill) {
+        printf("stress: diskfull: %lld MiB filler for %.0f s; answers while "
+               "full:", fill_bytes >> 20, C.fill_for);
+        for (int i = 0; i < NCODES; i++)
+            if (atomic_load(&shm->full_rc[i]))
+                printf(" %s=%ld", rsv_code_name(-i),
+                       (long)atomic_load(&shm->full_rc[i]));
+        printf("; refused for want of space: %ld; server aborts while "
+               "full: %ld; longest call %llu ms\n",
+               (long)atomic_load(&shm->edb_full), server_deaths_full,
+               (unsigned long long)atomic_load(&shm->max_call_ms));
+        if (atomic_load(&shm->full_msg_set))
+            printf("stress: diskfull: first refusal: %s\n", shm->full_msg);
+        full_refused = atomic_load(&shm->edb_full) > 0;
+        if (!full_refused)
+            fprintf(stderr, "stress: the server never refused work for want "
+                            "of space: the disk-full phase tested "
+                            "nothing\n");
+        if (stuck_calls)
+            fprintf(stderr, "stress: %ld calls sat in the library for 30 s "
+                            "(a hang while the disk was full?)\n",
+                    stuck_calls);
+    }
+
     long faults = kill_client + cuts + kill_server_n + K.lock_timeout;
     printf("stress: detail: elapsed=%.0fs kill_reserve=%ld kill_claim=%ld "
            "cuts_after_commit=%ld cuts_before_commit=%ld "
-           "cuts_at_reserve_call=%ld indoubt_resolved=%ld "
-           "econn_retries=%ld edb_retries=%ld eintxn=%ld storms=%ld deadlocks=%lld troublemaker_deadlock_victim=%ld "
-           "tokens=%ld unknown_tokens=%ld flash_rounds=%d "
-           "flash_rounds_timed_out=%ld audit_violations=%ld stalls=%ld "
-           "stuck_calls=%ld hung_clients=%d unexpected_client_exits=%ld\n",
+           "indoubt_resolved=%ld econn_retries=%ld edb_retries=%ld "
+           "eintxn=%ld storms=%ld deadlocks=%lld "
+           "troublemaker_deadlock_victim=%ld tokens=%ld unknown_tokens=%ld "
+           "flash_rounds=%d flash_rounds_timed_out=%ld audit_violations=%ld "
+           "stalls=%ld stuck_calls=%ld longest_call_ms=%llu hung_clients=%d "
+           "unexpected_client_exits=%ld server_deaths=%ld\n",
            elapsed, kill_reserve, kill_claim, cuts_after, cuts_before,
-           cuts_call, K.indoubt, K.econn, K.edb, K.eintxn, (long)atomic_load(&shm->storms),
-           (long long)deadlocks, (long)atomic_load(&shm->tm_deadlocks), K.tokens, K.unknown_tokens,
-           atomic_load(&shm->flash_round), flash_timeouts,
-           K.audit_violations, stalls, stuck_calls, hung, client_exits);
+           K.indoubt, K.econn, K.edb, K.eintxn,
+           (long)atomic_load(&shm->storms), (long long)deadlocks,
+           (long)atomic_load(&shm->tm_deadlocks), K.tokens, K.unknown_tokens,
+           atomic_load(&shm->flash_round), flash_timeouts, K.audit_violations,
+           stalls, stuck_calls,
+           (unsigned long long)atomic_load(&shm->max_call_ms), hung,
+           client_exits, server_deaths);
     printf("stress: clients=%d ops=%ld faults=%ld (kill_client=%ld "
            "cut_commit=%ld kill_server=%ld lock_timeout=%ld) oversold=%ld "
            "undersold=%ld lost_holds=%ld double_claims=%ld open_txns=%ld\n",
@@ -1852,5 +2472,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "stress: %ld calls were refused with RSV_EINTXN on a "
                         "connection with no transaction of the client's "
                         "(library bug: see docs/stress.md)\n", K.eintxn);
-    return bad || K.audit_violations || hung || K.eintxn ? 1 : 0;
+    if (client_exits)
+        fprintf(stderr, "stress: %ld client processes ended on their own "
+                        "(crash or exit)\n", client_exits);
+    if (server_deaths)
+        fprintf(stderr, "stress: the server died %ld times on its own\n",
+                server_deaths);
+    return bad || K.audit_violations || hung || K.eintxn || client_exits ||
+                   server_deaths || uncovered ||
+                   (C.fill && (!full_refused || stuck_calls))
+               ? 1
+               : 0;
 }
