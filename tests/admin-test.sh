@@ -3,11 +3,16 @@
 # against the server in RSV_TEST_SOCKET: output, --json documents,
 # Prometheus text (read back with the Prometheus project's Python parser,
 # python3-prometheus-client, installed here when missing and run as root),
-# exit codes, the short connection options, and the man page (it renders;
-# install-admin installs it and uninstall-admin removes it).
+# exit codes, the short connection options, the schema commands (status
+# of every state, install, upgrade, their refusals, a file that fails part
+# way), and the man page (it renders; install-admin installs it and
+# uninstall-admin removes it).
 #
-# Creates its own database with sql/schema.sql and drops it at the end
-# (and a user without DELETE, to see a sweep fail, dropped too).
+# Creates its own databases (one with sql/schema.sql, an empty one, one
+# the schema commands install into, upgrade and break, one for a failing
+# file) and drops them at the end, and users without DELETE (to see a
+# sweep fail) and without EXECUTE (procedures it cannot execute), dropped
+# too.
 # Holds are made through the library itself (a few lines of Python ctypes
 # calling $RSV_BUILD/libreserve.so, RSV_BUILD defaulting to build), so the
 # tool is tested on states the library really produces.  Run by `make
@@ -26,10 +31,13 @@ client=$(command -v mariadb || command -v mysql) || { echo "admin-test: no maria
 DB=rsv_admin_test_$$
 EMPTY_DB=rsv_admin_empty_$$
 NODEL_USER=rsv_admin_nodel_$$
+SCH_DB=rsv_admin_schema_$$
+BAD_DB=rsv_admin_bad_$$
+NOEXEC_USER=rsv_admin_noexec_$$
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-admin-test.XXXXXX")
 sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
 cleanup() {
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`; DROP DATABASE IF EXISTS \`$EMPTY_DB\`; DROP USER IF EXISTS '$NODEL_USER'@'localhost'" >/dev/null 2>&1 || true
+  sql -e "DROP DATABASE IF EXISTS \`$DB\`; DROP DATABASE IF EXISTS \`$EMPTY_DB\`; DROP DATABASE IF EXISTS \`$SCH_DB\`; DROP DATABASE IF EXISTS \`$BAD_DB\`; DROP USER IF EXISTS '$NODEL_USER'@'localhost'; DROP USER IF EXISTS '$NOEXEC_USER'@'localhost'" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -538,6 +546,212 @@ run --json stats 6
 expect "after the sweep: nothing expired, journal folded" 0 'all(k["expired"] == 0 and k["journal_backlog"] == 0 for k in d["keys"])'
 run audit --all
 expect "audit --all clean after the sweeps" 0
+
+# ---- schema status | install | upgrade ----
+# The library's side of it, read from the source: the schema version it
+# needs and the procedures it looks for.
+lib_sv=$(sed -n 's/^#define RSV_SCHEMA_VERSION \([0-9]*\).*/\1/p' include/reserve.h)
+procs=$(sed -n 's/^#define RSV_PROC_[A-Z_]* *"\([A-Za-z0-9_]*\)".*/\1/p' lib/internal.h | python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split()))')
+# on DATABASE ARGS...: rsv-admin connected to that database.
+on() { local d=$1; shift; run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$d" "$@"; }
+# dump_rows DATABASE: every row of every table, in key order.
+dump_rows() {
+  local t
+  for t in inventory_levels reservation_units reservation_checkouts reserved_quantities reservation_settlements; do
+    echo "== $t"
+    sql -N "$1" -e "SELECT * FROM $t ORDER BY 1, 2, 3, 4"
+  done
+}
+
+run schema
+expect_text "schema without a subcommand" 2 "schema takes one of status, install, upgrade"
+run schema frob
+expect_text "schema frob" 2 "schema takes one of"
+run schema status now
+expect_text "schema status with an argument" 2 "schema takes one of"
+run --schema sql/schema.sql schema status
+expect_text "--schema with schema status" 2 "--schema only applies to schema install and schema upgrade"
+run --schema sql/schema.sql stock 1 1 1
+expect_text "--schema outside schema" 2 "--schema only applies"
+run_raw --no-defaults --socket "$tmp/no-such.sock" --database "$DB" schema status
+expect_text "schema status, no server" 3 "cannot connect"
+run_raw --no-defaults --socket "$tmp/no-such.sock" --database "$DB" --json schema status
+expect "schema status, no server, --json" 3 'd["error"]["name"] == "RSV_ECONN"'
+run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" schema status
+expect_text "schema status without a database" 3 "no database selected"
+
+# An empty database: nothing installed.
+on "$EMPTY_DB" schema status
+expect_text "status, empty database: state" 1 "^state +not-installed$"
+expect_text "status, empty database: version" 1 "^schema version +not installed$"
+expect_text "status, empty database: next step" 1 "^next step +rsv-admin schema install$"
+on "$EMPTY_DB" --json schema status
+expect "status --json, empty database" 1 'd["state"] == "not-installed" and d["installed"] is False and d["schema_version"] is None and d["oldest_library"] is None and not any(d["tables"].values()) and [p["name"] for p in d["procedures"]] == r and not any(p["exists"] or p["executable"] for p in d["procedures"]) and d["library_schema_version"] == '"$lib_sv"' and d["next_step"] == "rsv-admin schema install"' "$procs"
+on "$EMPTY_DB" schema upgrade
+expect_text "upgrade with nothing installed: refused" 4 "holds no libreserve schema to upgrade: use rsv-admin schema install"
+on "$EMPTY_DB" --json schema upgrade
+expect "upgrade --json with nothing installed: refused" 4 '"schema install" in d["refused"] and d["ran"] == 0 and d["before"]["installed"] is False and "after" not in d'
+
+# The schema loaded with the mariadb client: ok, every procedure the
+# library looks for there and executable.
+run schema status
+expect_text "status, fresh install: state" 0 "^state +ok$"
+expect_text "status, fresh install: versions" 0 "^schema version +$lib_sv "
+expect_text "status, fresh install: procedures" 0 "^procedures +5 of 5 executable"
+run --json schema status
+expect "status --json, fresh install" 0 'd["state"] == "ok" and d["database"] == "'"$DB"'" and d["installed"] and d["versioned"] and d["schema_version"] == d["library_schema_version"] == '"$lib_sv"' and d["oldest_library"] <= d["library_schema_version"] and d["updated_at"] and all(d["tables"].values()) and len(d["tables"]) == 6 and [p["name"] for p in d["procedures"]] == r and all(p["exists"] and p["executable"] for p in d["procedures"]) and d["next_step"] is None and d["library_version"]' "$procs"
+
+# install into an empty database, then status; the tool built in the
+# tree loads the tree's file.
+sql -e "CREATE DATABASE \`$SCH_DB\`" || exit 1
+on "$SCH_DB" schema install
+expect_text "install: the tree's schema file" 0 "^schema file +$PWD/sql/schema.sql \(version $lib_sv, [0-9]+ statements\)$"
+expect_text "install: before" 0 "^before +not installed$"
+expect_text "install: after" 0 "^after +version $lib_sv, oldest library [0-9]+$"
+expect_text "install: state" 0 "^state +ok$"
+on "$SCH_DB" schema status
+expect_text "status after install" 0 "^state +ok$"
+on "$SCH_DB" schema install
+expect_text "install again: refused" 4 "already holds the libreserve schema \(version $lib_sv.*use rsv-admin schema upgrade"
+on "$SCH_DB" --json schema install
+expect "install --json again: refused" 4 '"schema upgrade" in d["refused"] and d["ran"] == 0 and d["before"]["schema_version"] == '"$lib_sv"
+sql -e "DROP DATABASE \`$SCH_DB\`; CREATE DATABASE \`$SCH_DB\`" || exit 1
+on "$SCH_DB" --json schema install
+expect "install --json into an empty database" 0 'd["command"] == "install" and d["file"].endswith("/sql/schema.sql") and d["file_version"] == '"$lib_sv"' and d["before"]["installed"] is False and d["after"]["schema_version"] == '"$lib_sv"' and d["after"]["versioned"] and d["ran"] == d["statements"] > 10 and d["state"] == "ok" and "failed" not in d'
+on "$SCH_DB" --json schema status
+expect "status --json after install" 0 'd["state"] == "ok" and d["schema_version"] == '"$lib_sv"
+
+# Rows, made by the library, for the upgrade to keep.
+on "$SCH_DB" set-stock 3 1 1 20
+expect "set-stock in the installed schema" 0
+on "$SCH_DB" set-stock 3 2 1 5
+expect "set-stock in the installed schema, second key" 0
+if DB=$SCH_DB lib reserve 3 u-held 1 1 2 600000 && DB=$SCH_DB lib reserve 3 u-claim 1 1 3 600000 &&
+   DB=$SCH_DB lib claim 3 u-claim && DB=$SCH_DB lib reserve 3 u-rel 2 1 1 600000 && DB=$SCH_DB lib release 3 u-rel; then
+  ok "helper: rows in the installed schema"
+else
+  out=; err=; bad "helper: rows in the installed schema"
+fi
+dump_rows "$SCH_DB" >"$tmp/rows-before"
+
+# A schema from before versions: no rsv_schema table.
+sql "$SCH_DB" -e "DROP TABLE rsv_schema"
+on "$SCH_DB" schema status
+expect_text "status, unversioned: state" 1 "^state +upgrade-needed$"
+expect_text "status, unversioned: version 0" 1 "^schema version +0 \(no rsv_schema table: a schema from before versions\)$"
+expect_text "status, unversioned: oldest library none" 1 "^oldest library +none$"
+expect_text "status, unversioned: next step" 1 "^next step +rsv-admin schema upgrade"
+on "$SCH_DB" --json schema status
+expect "status --json, unversioned" 1 'd["state"] == "upgrade-needed" and d["installed"] and not d["versioned"] and d["schema_version"] == 0 and d["oldest_library"] is None and d["tables"]["rsv_schema"] is False and all(v for k, v in d["tables"].items() if k != "rsv_schema") and "schema upgrade" in d["next_step"]'
+on "$SCH_DB" stock 3 1 1
+expect_text "the library refuses the unversioned schema too" 3 "RSV_ESCHEMAVER"
+on "$SCH_DB" schema install
+expect_text "install over an unversioned schema: refused" 4 "already holds the libreserve schema \(version 0 .*schema upgrade"
+on "$SCH_DB" schema upgrade
+expect_text "upgrade, unversioned: before" 0 "^before +version 0 \(no rsv_schema table"
+expect_text "upgrade, unversioned: after" 0 "^after +version $lib_sv, oldest library [0-9]+$"
+expect_text "upgrade, unversioned: state" 0 "^state +ok$"
+dump_rows "$SCH_DB" >"$tmp/rows-after"
+if cmp -s "$tmp/rows-before" "$tmp/rows-after" && [ "$(grep -vc '^==' "$tmp/rows-after")" -ge 5 ]; then
+  ok "upgrade keeps every row ($(grep -vc '^==' "$tmp/rows-after") rows)"
+else
+  out=$(diff "$tmp/rows-before" "$tmp/rows-after" | head -20); err=; bad "upgrade keeps every row"
+fi
+on "$SCH_DB" schema status
+expect_text "status after the upgrade" 0 "^state +ok$"
+on "$SCH_DB" --json stock 3 1 1
+expect "the library opens the upgraded schema" 0 'd["held"] == 2'
+sql "$SCH_DB" -e "DROP TABLE rsv_schema"
+on "$SCH_DB" --json schema upgrade
+expect "upgrade --json, unversioned" 0 'd["command"] == "upgrade" and d["before"]["installed"] and d["before"]["versioned"] is False and d["before"]["schema_version"] == 0 and d["after"]["schema_version"] == '"$lib_sv"' and d["state"] == "ok" and d["ran"] == d["statements"]'
+dump_rows "$SCH_DB" >"$tmp/rows-after"
+if cmp -s "$tmp/rows-before" "$tmp/rows-after"; then ok "upgrade --json keeps every row"; else out=; err=; bad "upgrade --json keeps every row"; fi
+
+# A database newer than the library (and than the file).
+sql "$SCH_DB" -e "UPDATE rsv_schema SET version = 99, oldest_library = 99"
+on "$SCH_DB" schema status
+expect_text "status, newer database: state" 1 "^state +library-too-old$"
+expect_text "status, newer database: versions" 1 "^oldest library +99$"
+expect_text "status, newer database: next step" 1 "^next step +upgrade the library.* 99 or later"
+on "$SCH_DB" --json schema status
+expect "status --json, newer database" 1 'd["state"] == "library-too-old" and d["schema_version"] == 99 and d["oldest_library"] == 99 and d["library_schema_version"] == '"$lib_sv"
+on "$SCH_DB" schema upgrade
+expect_text "upgrade of a newer database: refused" 4 "holds schema version 99, newer than .*never downgraded"
+on "$SCH_DB" --json schema upgrade
+expect "upgrade --json of a newer database: refused" 4 '"never downgraded" in d["refused"] and d["before"]["schema_version"] == 99 and d["ran"] == 0'
+sql -N "$SCH_DB" -e "SELECT version, oldest_library FROM rsv_schema" >"$tmp/v"
+if [ "$(cat "$tmp/v")" = $'99\t99' ]; then ok "the refused upgrade changed nothing"; else out=$(cat "$tmp/v"); err=; bad "the refused upgrade changed nothing"; fi
+# Newer, but still fine for this library.
+sql "$SCH_DB" -e "UPDATE rsv_schema SET oldest_library = $lib_sv"
+on "$SCH_DB" --json schema status
+expect "status, newer database that this library still works on" 0 'd["state"] == "ok" and d["schema_version"] == 99'
+sql "$SCH_DB" -e "UPDATE rsv_schema SET version = $lib_sv, oldest_library = $lib_sv"
+# A file older than the database: never loaded by upgrade.
+printf 'SELECT 1;\n' >"$tmp/unversioned.sql"
+on "$SCH_DB" --schema "$tmp/unversioned.sql" schema upgrade
+expect_text "upgrade from an older file: refused" 4 "version $lib_sv, newer than .*unversioned.sql \(version 0\)"
+
+# Procedures dropped.
+sql "$SCH_DB" -e "DROP PROCEDURE rsv_settle_v1; DROP PROCEDURE rsv_fast_cart_v3"
+on "$SCH_DB" schema status
+expect_text "status, procedures dropped: state" 1 "^state +no-procedures$"
+expect_text "status, procedures dropped: which" 1 "^  rsv_settle_v1 +missing$"
+on "$SCH_DB" --json schema status
+expect "status --json, procedures dropped" 1 'd["state"] == "no-procedures" and {p["name"] for p in d["procedures"] if not p["exists"]} == {"rsv_settle_v1", "rsv_fast_cart_v3"} and all(p["executable"] for p in d["procedures"] if p["exists"]) and "schema upgrade" in d["next_step"]'
+on "$SCH_DB" schema upgrade
+expect_text "upgrade restores the procedures" 0 "^state +ok$"
+# Procedures present, but not executable by the account: it sees them
+# (ALTER ROUTINE), without EXECUTE.  The probe runs nothing.
+if sql -e "CREATE USER '$NOEXEC_USER'@'localhost' IDENTIFIED BY 'noexec-pw'; GRANT SELECT, ALTER ROUTINE ON \`$SCH_DB\`.* TO '$NOEXEC_USER'@'localhost'" >"$tmp/grant" 2>&1; then
+  out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NOEXEC_USER" -pnoexec-pw -D "$SCH_DB" schema status 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+  expect_text "status without EXECUTE: state" 1 "^state +no-procedures$"
+  expect_text "status without EXECUTE: which" 1 "^  rsv_settle_v1 +not executable \(no EXECUTE\)$"
+  out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NOEXEC_USER" -pnoexec-pw -D "$SCH_DB" --json schema status 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+  expect "status --json without EXECUTE" 1 'd["state"] == "no-procedures" and all(p["exists"] and not p["executable"] for p in d["procedures"]) and d["next_step"] == "GRANT EXECUTE ON `'"$SCH_DB"'`.* TO '"'$NOEXEC_USER'@'localhost'"'"'
+  sql -e "GRANT EXECUTE ON \`$SCH_DB\`.* TO '$NOEXEC_USER'@'localhost'"
+  out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NOEXEC_USER" -pnoexec-pw -D "$SCH_DB" --json schema status 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+  expect "status --json once EXECUTE is granted" 0 'd["state"] == "ok"'
+else
+  echo "skip status without EXECUTE (cannot create a user: $(head -1 "$tmp/grant"))"
+fi
+dump_rows "$SCH_DB" >"$tmp/rows-after"
+if cmp -s "$tmp/rows-before" "$tmp/rows-after"; then ok "status probes changed no row"; else out=; err=; bad "status probes changed no row"; fi
+
+# A file that fails part way: statements one by one, split as the
+# mariadb client splits them (quotes, comments, DELIMITER).
+cat >"$tmp/failing.sql" <<'SQL'
+-- it's a comment; with a semicolon
+CREATE TABLE t1 (a INT, s VARCHAR(20));
+INSERT INTO t1 VALUES (1, 'a;b'), (2, "c'd;");  # a comment; it's here
+/* block; comment */ INSERT INTO t1 VALUES (3, 'x//y\';');
+DELIMITER //
+CREATE PROCEDURE p1(IN x INT)
+BEGIN
+  -- body comment; it's fine
+  INSERT INTO t1 VALUES (x, ';'); -- and //
+END //
+DELIMITER ;
+CALL p1(4);
+SELECT COUNT(*) FROM t1;
+SELEC oops
+  FROM nowhere;
+CREATE TABLE never_created (a INT);
+SQL
+sql -e "CREATE DATABASE \`$BAD_DB\`" || exit 1
+on "$BAD_DB" --schema "$tmp/failing.sql" schema install
+expect_text "a failing statement: number, line, first line" 3 "statement 7 of 8 \(line 14 of .*failing.sql\) failed: SELEC oops$"
+expect_text "a failing statement: the server's error" 3 "ERROR 1064 \(42000\): You have an error in your SQL syntax"
+expect_text "a failing statement: before and after" 3 "^after +not installed$"
+got=$(sql -N "$BAD_DB" -e "SELECT GROUP_CONCAT(s ORDER BY a SEPARATOR '|') FROM t1; SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '$BAD_DB'")
+if [ "$got" = $'a;b|c\'d;|x//y\';|;\n1' ]; then ok "statements split at delimiters only, those after the failure not run"; else out=$got; err=; bad "statements split at delimiters only"; fi
+sql -e "DROP DATABASE \`$BAD_DB\`; CREATE DATABASE \`$BAD_DB\`" || exit 1
+on "$BAD_DB" --json --schema="$tmp/failing.sql" schema install
+expect "a failing statement, --json" 3 'd["ran"] == 6 and d["statements"] == 8 and d["failed"]["statement"] == 7 and d["failed"]["line"] == 14 and d["failed"]["first_line"] == "SELEC oops" and d["failed"]["errno"] == 1064 and d["error"]["name"] == "RSV_EDB" and d["after"]["installed"] is False'
+on "$BAD_DB" --schema "$tmp/no-such.sql" schema install
+expect_text "a schema file that cannot be read" 3 "cannot open .*no-such.sql"
+printf 'INSERT INTO rsv_schema (id, version) VALUES (one, 2);\n' >"$tmp/badversion.sql"
+on "$BAD_DB" --schema "$tmp/badversion.sql" schema install
+expect_text "a version row that cannot be read" 3 "line 1: cannot read the version"
 
 # ---- the man page ----
 if command -v man >/dev/null 2>&1; then

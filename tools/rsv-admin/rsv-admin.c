@@ -6,30 +6,57 @@
  * checkouts running next to it), runs the audit, gives back expired holds
  * (the sweeper: one shop or every shop), tops pools up, settles a stuck
  * checkout by hand and prints the figures an operator graphs (text, JSON
- * or the Prometheus text format).  Human-readable output by default, one
- * JSON document on stdout with --json.  See `rsv-admin --help` and
+ * or the Prometheus text format).  It also reports, installs and upgrades
+ * the database schema (schema status | install | upgrade), without the
+ * library's context: rsv_open refuses exactly the databases those commands
+ * are for.  Human-readable output by default, one JSON document on stdout
+ * with --json.  See `rsv-admin --help` and
  * rsv-admin(1) for the commands and the exit codes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <reserve.h>
+
+/* The schema file install and upgrade load by default: mk/admin.mk names
+ * the in-tree sql/schema.sql for the tool built in the tree (it runs with
+ * the tree's library, which that file matches) and the installed copy
+ * for the tool make install puts in BINDIR. */
+#ifndef RSV_ADMIN_SCHEMA
+#define RSV_ADMIN_SCHEMA RSV_DATADIR "/libreserve/schema.sql"
+#endif
+
+/* The stored procedures the library looks for when it opens a context,
+ * space-separated: mk/admin.mk reads them from the RSV_PROC_* names of
+ * lib/internal.h, so schema status checks the very ones the library
+ * would use. */
+#ifndef RSV_ADMIN_PROCS
+#error "define RSV_ADMIN_PROCS (mk/admin.mk does)"
+#endif
+_Static_assert(sizeof RSV_ADMIN_PROCS > 1,
+               "RSV_ADMIN_PROCS is empty: no RSV_PROC_ name found");
 
 enum {
     EXIT_OKAY = 0,     /* done */
     EXIT_FOUND = 1,    /* audit violations, or no such item/checkout/shop */
+    EXIT_ACTION = 1,   /* schema status: the schema needs something done */
     EXIT_USAGE = 2,    /* bad command line or argument value */
     EXIT_ERROR = 3,    /* connection, server or library failure */
     EXIT_REFUSED = 4   /* the checkout's state does not allow the change
                           (release of a claimed checkout, claim of a
-                          claimed, released or expired one) */
+                          claimed, released or expired one), or the
+                          database's does not allow schema install or
+                          upgrade (already installed, nothing installed,
+                          newer than the file) */
 };
 
 typedef struct opts {
-    const char *socket, *host, *user, *password, *database;
+    const char *socket, *host, *user, *password, *database, *schema;
     unsigned int port;
     int json, prometheus, all, hex, no_defaults;
     int64_t max;
@@ -67,6 +94,13 @@ static void usage(FILE *f)
 "  claim SHOP TOKEN                  settle a paid checkout by hand\n"
 "                                    (checkout, release, claim: --hex for\n"
 "                                    a hexadecimal TOKEN)\n"
+"  schema status                     the database's schema version, the one\n"
+"                                    the library needs, its procedures, and\n"
+"                                    a state: ok, upgrade-needed,\n"
+"                                    library-too-old, not-installed,\n"
+"                                    no-procedures (exit 1 unless ok)\n"
+"  schema install | schema upgrade   load the schema file (--schema FILE;\n"
+"                                    default %s)\n"
 "\n"
 "Options:\n"
 "  -S, --socket PATH    Unix socket of the server\n"
@@ -83,22 +117,24 @@ static void usage(FILE *f)
 "  --json               print one JSON object on stdout\n"
 "  --prometheus         stats: the Prometheus text exposition format\n"
 "  --all, --max N, --hex  see the commands\n"
+"  --schema FILE        schema install and upgrade: the file to load\n"
 "  --help, --version\n"
 "  --                   end of options (for a TOKEN that starts with -)\n"
 "\n"
 "Exit status:\n"
-"  0  success (audit: no violation)\n"
+"  0  success (audit: no violation; schema status: ok)\n"
 "  1  the audit found violations, or the item, location, checkout or\n"
-"     shop does not exist\n"
+"     shop does not exist; schema status: anything but ok\n"
 "  2  usage error: unknown command or option, bad argument value\n"
 "  3  connection, server or library error (message on stderr), including\n"
 "     a refused stock change (RSV_ESTOCK) and a shop that sweep --all\n"
 "     could not sweep\n"
 "  4  release or claim refused by the checkout's state (claimed,\n"
-"     released, expired)\n"
+"     released, expired); schema install or upgrade refused by the\n"
+"     database's (installed already, nothing installed, newer)\n"
 "\n"
 "A sweeper is required: run 'rsv-admin sweep --all' every 10 to 60 s\n"
-"(cron, a systemd timer).  See rsv-admin(1).\n", prog);
+"(cron, a systemd timer).  See rsv-admin(1).\n", prog, RSV_ADMIN_SCHEMA);
 }
 
 /* ---------------- output helpers ---------------- */
@@ -252,7 +288,7 @@ static const struct value_opt {
 } value_opts[] = {
     {"--socket", 'S'}, {"--host", 'h'}, {"--port", 'P'},
     {"--user", 'u'}, {"--password", 'p'}, {"--database", 'D'},
-    {"--max", 0},
+    {"--max", 0}, {"--schema", 0},
 };
 
 #define N_VALUE_OPTS (sizeof value_opts / sizeof value_opts[0])
@@ -271,6 +307,8 @@ static int set_value(opts *o, const char *name, const char *v)
         o->password = v;
     else if (strcmp(name, "--database") == 0)
         o->database = v;
+    else if (strcmp(name, "--schema") == 0)
+        o->schema = v;
     else if (strcmp(name, "--port") == 0) {
         uint64_t p;
         if (parse_u64(v, &p) || p < 1 || p > 65535)
@@ -397,10 +435,13 @@ static int parse_args(opts *o, int argc, char **argv)
 
 /* ---------------- connection ---------------- */
 
+/* Connect, and open a library context on the connection unless out_ctx
+ * is NULL (the schema commands work on databases rsv_open refuses). */
 static int connect_db(const opts *o, MYSQL **out_conn, rsv_ctx **out_ctx)
 {
     *out_conn = NULL;
-    *out_ctx = NULL;
+    if (out_ctx)
+        *out_ctx = NULL;
     MYSQL *m = mysql_init(NULL);
     if (!m) {
         fprintf(stderr, "%s: out of memory\n", prog);
@@ -421,6 +462,10 @@ static int connect_db(const opts *o, MYSQL **out_conn, rsv_ctx **out_ctx)
         }
         mysql_close(m);
         return EXIT_ERROR;
+    }
+    if (!out_ctx) {
+        *out_conn = m;
+        return EXIT_OKAY;
     }
     rsv_ctx *ctx = NULL;
     int rc = rsv_open(&ctx, m, NULL);
@@ -1220,12 +1265,851 @@ static int cmd_stats(const cmd_env *e)
     return EXIT_OKAY;
 }
 
+/* Is `name` one of the space-separated words of `list`? */
+static int one_of(const char *name, const char *list)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += w;
+        p += strspn(p, " ");
+    }
+    return 0;
+}
+
+/* ---------------- schema: what the database holds ---------------- */
+
+/* The tables rsv_open requires (besides rsv_schema, which only a schema
+ * from before versions lacks). */
+static const char *const schema_tables[] = {
+    "inventory_levels", "reservation_units", "reservation_checkouts",
+    "reserved_quantities", "reservation_settlements",
+};
+#define N_TABLES (sizeof schema_tables / sizeof schema_tables[0])
+#define MAX_PROCS 16
+
+/* An EXECUTE probe calls a procedure with one argument more than it
+ * takes, so the server answers before running it (see probe_proc); for a
+ * procedure the account cannot see, whose count is unknown, with more
+ * than any procedure of the schema takes. */
+#define PROBE_ARGS_UNSEEN 64
+
+typedef struct proc_state {
+    char name[65];
+    int visible;    /* in information_schema.routines: what the library
+                       counts at rsv_open */
+    int nparams;    /* when visible */
+    int exists;     /* visible, or the probe found it */
+    int executable; /* the probe was not refused EXECUTE */
+} proc_state;
+
+typedef struct schema_info {
+    char db[256], account[300];
+    int table[N_TABLES];
+    size_t n_tables;   /* how many of schema_tables exist */
+    int versioned;     /* the table rsv_schema exists */
+    int installed;     /* any of the tables exists */
+    long version, oldest;
+    char updated_at[40];
+    proc_state proc[MAX_PROCS];
+    size_t n_procs, n_exec, n_missing;
+    const char *state;
+} schema_info;
+
+/* The result of a query of the tool's own; NULL with the error left
+ * on the connection.  The caller frees the result. */
+static MYSQL_RES *query_rows(MYSQL *c, const char *q)
+{
+    if (mysql_real_query(c, q, strlen(q)) != 0)
+        return NULL;
+    return mysql_store_result(c);
+}
+
+/* "'a', 'b', ..." of the names, for an IN list (they are identifiers of
+ * our own, nothing to escape). */
+static void in_list(char *buf, size_t len, const char *const *names,
+                    size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s'%s'",
+                                 i ? ", " : "", names[i]);
+}
+
+/* Does the account have EXECUTE on the procedure?  The server checks the
+ * privilege before it counts the arguments, and counts them before it
+ * runs anything: a CALL with one argument too many answers "incorrect
+ * number of arguments" (1318) when the account may execute it, "execute
+ * command denied" (1370) when not, "does not exist" (1305) when it is
+ * gone, and never runs the body.  Reading SHOW GRANTS instead would mean
+ * re-implementing the server's matching of users, roles, wildcards and
+ * routine-level grants.  Returns 0 (the answer in *p) or -1 (an error on
+ * the connection). */
+static int probe_proc(MYSQL *c, proc_state *p)
+{
+    size_t nargs = p->visible ? (size_t)p->nparams + 1 : PROBE_ARGS_UNSEEN;
+    size_t cap = 64 + sizeof p->name + 5 * nargs, len;
+    char *q = malloc(cap);
+    if (!q)
+        return -1;
+    len = (size_t)snprintf(q, cap, "/* conn_tag:admin */ CALL `%s`(",
+                           p->name);
+    for (size_t i = 0; i < nargs; i++)
+        len += (size_t)snprintf(q + len, cap - len, "%sNULL", i ? "," : "");
+    snprintf(q + len, cap - len, ")");
+    int sent = mysql_real_query(c, q, strlen(q));
+    free(q);
+    if (sent == 0) {
+        /* cannot happen with a wrong count; read what it answered */
+        int rc;
+        do {
+            MYSQL_RES *r = mysql_store_result(c);
+            if (r)
+                mysql_free_result(r);
+        } while ((rc = mysql_next_result(c)) == 0);
+        p->exists = p->executable = 1;
+        return rc > 0 ? -1 : 0;
+    }
+    switch (mysql_errno(c)) {
+    case 1318: /* ER_SP_WRONG_NO_OF_ARGS */
+        p->exists = p->executable = 1;
+        return 0;
+    case 1370: /* ER_PROCACCESS_DENIED_ERROR */
+        p->exists = 1;
+        p->executable = 0;
+        return 0;
+    case 1305: /* ER_SP_DOES_NOT_EXIST */
+        p->exists = p->executable = 0;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* What the database holds, and (probe) which procedures the account can
+ * execute.  Returns EXIT_OKAY, or reports (as o says: an error document
+ * with --json) and returns EXIT_ERROR. */
+static int read_schema(const opts *o, MYSQL *c, schema_info *s, int probe)
+{
+    memset(s, 0, sizeof *s);
+    MYSQL_RES *r = query_rows(c, "/* conn_tag:admin */ SELECT DATABASE(), "
+                                 "CURRENT_USER()");
+    if (!r)
+        return db_fail(o, c, "schema");
+    MYSQL_ROW row = mysql_fetch_row(r);
+    if (row && row[0])
+        snprintf(s->db, sizeof s->db, "%s", row[0]);
+    if (row && row[1])
+        snprintf(s->account, sizeof s->account, "%s", row[1]);
+    mysql_free_result(r);
+    if (!s->db[0]) {
+        const char *msg = "no database selected: name the one that holds "
+                          "(or is to hold) the libreserve schema with "
+                          "--database (-D) or RSV_ADMIN_DATABASE";
+        fprintf(stderr, "%s: %s\n", prog, msg);
+        if (o->json) {
+            printf("{\"error\":");
+            json_error_obj(RSV_ESCHEMA, msg);
+            printf("}\n");
+        }
+        return EXIT_ERROR;
+    }
+
+    char names[512], q[2048];
+    in_list(names, sizeof names, schema_tables, N_TABLES);
+    snprintf(q, sizeof q, "/* conn_tag:admin */ SELECT table_name FROM "
+             "information_schema.tables WHERE table_schema = DATABASE() AND "
+             "table_name IN (%s, 'rsv_schema')", names);
+    if (!(r = query_rows(c, q)))
+        return db_fail(o, c, "schema: reading the tables");
+    while ((row = mysql_fetch_row(r))) {
+        if (!row[0])
+            continue;
+        if (strcmp(row[0], "rsv_schema") == 0)
+            s->versioned = 1;
+        for (size_t i = 0; i < N_TABLES; i++)
+            if (strcmp(row[0], schema_tables[i]) == 0 && !s->table[i]) {
+                s->table[i] = 1;
+                s->n_tables++;
+            }
+    }
+    mysql_free_result(r);
+    s->installed = s->versioned || s->n_tables > 0;
+
+    /* As rsv_open reads it: no row (or no table) is version 0. */
+    if (s->versioned) {
+        if (!(r = query_rows(c, "/* conn_tag:admin */ SELECT version, "
+                                "oldest_library, updated_at FROM rsv_schema "
+                                "WHERE id = 1")))
+            return db_fail(o, c, "schema: reading rsv_schema");
+        if ((row = mysql_fetch_row(r))) {
+            s->version = row[0] ? strtol(row[0], NULL, 10) : 0;
+            s->oldest = row[1] ? strtol(row[1], NULL, 10) : 0;
+            snprintf(s->updated_at, sizeof s->updated_at, "%s",
+                     row[2] ? row[2] : "");
+        }
+        mysql_free_result(r);
+    }
+
+    /* The procedures, in the order the library names them. */
+    const char *procs = RSV_ADMIN_PROCS;
+    while (*procs && s->n_procs < MAX_PROCS) {
+        size_t w = strcspn(procs, " ");
+        if (w > 0 && w < sizeof s->proc[0].name) {
+            memcpy(s->proc[s->n_procs].name, procs, w);
+            s->proc[s->n_procs].name[w] = '\0';
+            s->n_procs++;
+        }
+        procs += w;
+        procs += strspn(procs, " ");
+    }
+    const char *pn[MAX_PROCS];
+    for (size_t i = 0; i < s->n_procs; i++)
+        pn[i] = s->proc[i].name;
+    in_list(names, sizeof names, pn, s->n_procs);
+    /* Both views show only the routines the account holds some privilege
+     * on (or defined), exactly what rsv_open counts. */
+    snprintf(q, sizeof q, "/* conn_tag:admin */ SELECT r.routine_name, "
+             "(SELECT COUNT(*) FROM information_schema.parameters p WHERE "
+             "p.specific_schema = r.routine_schema AND p.specific_name = "
+             "r.routine_name AND p.routine_type = 'PROCEDURE' AND "
+             "p.ordinal_position > 0) FROM information_schema.routines r "
+             "WHERE r.routine_schema = DATABASE() AND r.routine_type = "
+             "'PROCEDURE' AND r.routine_name IN (%s)", names);
+    if (!(r = query_rows(c, q)))
+        return db_fail(o, c, "schema: reading the procedures");
+    while ((row = mysql_fetch_row(r)))
+        for (size_t i = 0; i < s->n_procs; i++)
+            if (row[0] && strcmp(row[0], s->proc[i].name) == 0) {
+                s->proc[i].visible = s->proc[i].exists = 1;
+                s->proc[i].nparams = row[1] ? atoi(row[1]) : 0;
+            }
+    mysql_free_result(r);
+    for (size_t i = 0; i < s->n_procs; i++) {
+        proc_state *p = &s->proc[i];
+        if (probe && probe_proc(c, p) != 0)
+            return db_fail(o, c, "schema: probing EXECUTE on a procedure");
+        /* a routine the account cannot see is one the library will not
+         * call, whatever the probe says */
+        if (!p->visible)
+            p->executable = 0;
+        s->n_exec += (size_t)p->executable;
+        s->n_missing += (size_t)!p->exists;
+    }
+
+    /* The same order of checks as rsv_open: tables, version, then what
+     * the library needs of the database's version. */
+    long need = rsv_schema_version();
+    if (!s->installed)
+        s->state = "not-installed";
+    else if (s->n_tables < N_TABLES || s->version < need)
+        s->state = "upgrade-needed";
+    else if (s->oldest > need)
+        s->state = "library-too-old";
+    else if (probe && s->n_exec < s->n_procs)
+        s->state = "no-procedures";
+    else
+        s->state = "ok";
+    return EXIT_OKAY;
+}
+
+/* The schema's version in a line of text. */
+static void describe_version(const schema_info *s, char *buf, size_t len)
+{
+    if (!s->installed)
+        snprintf(buf, len, "not installed");
+    else if (!s->versioned)
+        snprintf(buf, len, "version 0 (no rsv_schema table: a schema from "
+                           "before versions)");
+    else
+        snprintf(buf, len, "version %ld, oldest library %ld", s->version,
+                 s->oldest);
+}
+
+/* The members that describe the schema's version (no braces). */
+static void json_version(const schema_info *s)
+{
+    printf("\"installed\":%s,\"versioned\":%s", s->installed ? "true"
+                                                             : "false",
+           s->versioned ? "true" : "false");
+    if (s->installed)
+        printf(",\"schema_version\":%ld", s->version);
+    else
+        printf(",\"schema_version\":null");
+    if (s->versioned)
+        printf(",\"oldest_library\":%ld", s->oldest);
+    else
+        printf(",\"oldest_library\":null");
+    printf(",\"updated_at\":");
+    if (s->versioned && s->updated_at[0])
+        json_cstr(s->updated_at);
+    else
+        printf("null");
+}
+
+/* What to do about a state that is not ok (NULL for ok). */
+static const char *next_step(const schema_info *s, char *buf, size_t len)
+{
+    if (strcmp(s->state, "not-installed") == 0)
+        return "rsv-admin schema install";
+    if (strcmp(s->state, "upgrade-needed") == 0)
+        return "rsv-admin schema upgrade, then deploy the library";
+    if (strcmp(s->state, "library-too-old") == 0) {
+        snprintf(buf, len, "upgrade the library: this database needs one "
+                           "of schema version %ld or later", s->oldest);
+        return buf;
+    }
+    if (strcmp(s->state, "no-procedures") == 0) {
+        if (s->n_missing)
+            return "rsv-admin schema upgrade (creates the missing "
+                   "procedures)";
+        /* CURRENT_USER() is user@host; a GRANT wants 'user'@'host' */
+        const char *at = strrchr(s->account, '@');
+        int ul = at ? (int)(at - s->account) : (int)strlen(s->account);
+        snprintf(buf, len, "GRANT EXECUTE ON `%s`.* TO '%.*s'@'%s'", s->db,
+                 ul, s->account, at ? at + 1 : "%");
+        return buf;
+    }
+    return NULL;
+}
+
+static int schema_status(const cmd_env *e)
+{
+    schema_info s;
+    int st = read_schema(e->o, e->conn, &s, 1);
+    if (st)
+        return st;
+    char step_buf[600];
+    const char *step = next_step(&s, step_buf, sizeof step_buf);
+    if (e->o->json) {
+        printf("{\"database\":");
+        json_cstr(s.db);
+        printf(",\"account\":");
+        json_cstr(s.account);
+        printf(",\"state\":\"%s\",", s.state);
+        json_version(&s);
+        printf(",\"library_schema_version\":%d,\"library_version\":",
+               rsv_schema_version());
+        json_cstr(rsv_version());
+        printf(",\"tables\":{");
+        for (size_t i = 0; i < N_TABLES; i++)
+            printf("\"%s\":%s,", schema_tables[i],
+                   s.table[i] ? "true" : "false");
+        printf("\"rsv_schema\":%s},\"procedures\":[",
+               s.versioned ? "true" : "false");
+        for (size_t i = 0; i < s.n_procs; i++)
+            printf("%s{\"name\":\"%s\",\"exists\":%s,\"executable\":%s}",
+                   i ? "," : "", s.proc[i].name,
+                   s.proc[i].exists ? "true" : "false",
+                   s.proc[i].executable ? "true" : "false");
+        printf("],\"next_step\":");
+        if (step)
+            json_cstr(step);
+        else
+            printf("null");
+        printf("}\n");
+    } else {
+        printf("database         %s (as %s)\n", s.db, s.account);
+        printf("state            %s\n", s.state);
+        if (!s.installed)
+            printf("schema version   not installed\n"
+                   "oldest library   not installed\n");
+        else if (!s.versioned)
+            printf("schema version   0 (no rsv_schema table: a schema from "
+                   "before versions)\noldest library   none\n");
+        else if (!s.updated_at[0])
+            printf("schema version   0 (rsv_schema has no row)\n"
+                   "oldest library   0\n");
+        else
+            printf("schema version   %ld (since %s)\noldest library   "
+                   "%ld\n", s.version, s.updated_at, s.oldest);
+        printf("library needs    %d (libreserve %s)\n", rsv_schema_version(),
+               rsv_version());
+        printf("tables           %zu of %zu", s.n_tables, N_TABLES);
+        for (size_t i = 0, k = 0; i < N_TABLES; i++)
+            if (!s.table[i])
+                printf("%s%s", k++ ? ", " : " (missing: ", schema_tables[i]);
+        printf("%s\n", s.n_tables < N_TABLES ? ")" : "");
+        printf("procedures       %zu of %zu executable by this account\n",
+               s.n_exec, s.n_procs);
+        for (size_t i = 0; i < s.n_procs; i++) {
+            const proc_state *p = &s.proc[i];
+            printf("  %-22s %s\n", p->name,
+                   p->executable ? "executable"
+                   : !p->exists  ? "missing"
+                   : p->visible  ? "not executable (no EXECUTE)"
+                                 : "not executable (no privilege on it)");
+        }
+        if (step)
+            printf("next step        %s\n", step);
+    }
+    return strcmp(s.state, "ok") == 0 ? EXIT_OKAY : EXIT_ACTION;
+}
+
+/* ---------------- schema: loading the file ---------------- */
+
+/* One statement of the file: text into the file's buffer (not
+ * terminated) and the line it starts on. */
+typedef struct sql_stmt {
+    const char *p;
+    size_t n;
+    int line;
+} sql_stmt;
+
+typedef struct sql_script {
+    char *text;
+    size_t len;
+    sql_stmt *v;
+    size_t n, cap;
+    long version, oldest; /* of its rsv_schema row; 0 when none */
+} sql_script;
+
+/* The length of the comment at p, or 0.  "--" is a comment only when a
+ * blank follows, as for the server. */
+static size_t comment_len(const char *p, const char *end)
+{
+    const char *q = p;
+    if (*p == '#' || (end - p >= 2 && p[0] == '-' && p[1] == '-' &&
+                      (end - p == 2 || isspace((unsigned char)p[2])))) {
+        while (q < end && *q != '\n')
+            q++;
+        return (size_t)(q - p);
+    }
+    if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
+        for (q = p + 2; end - q >= 2 && !(q[0] == '*' && q[1] == '/'); q++)
+            ;
+        return end - q >= 2 ? (size_t)(q + 2 - p) : (size_t)(end - p);
+    }
+    return 0;
+}
+
+/* Past blanks and comments between statements; not past an executable
+ * comment (/ *! ... * /), which is a statement of its own. */
+static const char *skip_blank(const char *p, const char *end)
+{
+    for (;;) {
+        while (p < end && isspace((unsigned char)*p))
+            p++;
+        if (end - p >= 3 && p[0] == '/' && p[1] == '*' &&
+            (p[2] == '!' || p[2] == 'M'))
+            return p;
+        size_t c = p < end ? comment_len(p, end) : 0;
+        if (!c)
+            return p;
+        p += c;
+    }
+}
+
+/* Where the statement that starts at p ends: at the first delimiter
+ * outside quotes and comments, or the end of the text.  *quote is set to
+ * the quote character of a string the text ends inside. */
+static const char *stmt_end(const char *p, const char *end,
+                            const char *delim, char *quote)
+{
+    size_t dl = strlen(delim);
+    while (p < end) {
+        char ch = *p;
+        if (ch == '\'' || ch == '"' || ch == '`') {
+            for (p++; p < end && *p != ch; p++)
+                if (*p == '\\' && ch != '`' && end - p > 1)
+                    p++;
+            if (p == end) {
+                *quote = ch;
+                return end;
+            }
+            p++; /* a doubled quote just opens the next string */
+            continue;
+        }
+        size_t c = comment_len(p, end);
+        if (c)
+            p += c;
+        else if ((size_t)(end - p) >= dl && memcmp(p, delim, dl) == 0)
+            return p;
+        else
+            p++;
+    }
+    return end;
+}
+
+/* Split the text into statements the way the mariadb client reads a
+ * file: a statement ends at the delimiter (";" until a "DELIMITER xx"
+ * line changes it; the file's procedures use "//") outside quotes and
+ * comments; leading blanks and comments are dropped.  0, or -1 with a
+ * message in err. */
+static int split_script(sql_script *s, char *err, size_t errlen)
+{
+    char delim[16] = ";";
+    const char *p = s->text, *end = s->text + s->len, *counted = p;
+    int line = 1;
+    for (;;) {
+        p = skip_blank(p, end);
+        if (p == end)
+            return 0;
+        while (counted < p)
+            if (*counted++ == '\n')
+                line++;
+        if (end - p > 9 && strncasecmp(p, "delimiter", 9) == 0 &&
+            (p[9] == ' ' || p[9] == '\t')) {
+            /* a command of the client, not SQL */
+            const char *d = p + 9;
+            while (d < end && (*d == ' ' || *d == '\t'))
+                d++;
+            size_t dl = 0;
+            while (d + dl < end && !isspace((unsigned char)d[dl]))
+                dl++;
+            if (dl == 0 || dl >= sizeof delim) {
+                snprintf(err, errlen, "line %d: a DELIMITER line without a "
+                         "usable delimiter", line);
+                return -1;
+            }
+            memcpy(delim, d, dl);
+            delim[dl] = '\0';
+            for (p = d + dl; p < end && *p != '\n'; p++)
+                ;
+            continue;
+        }
+        char quote = 0;
+        const char *e = stmt_end(p, end, delim, &quote);
+        if (quote) {
+            snprintf(err, errlen, "line %d: the statement that starts "
+                     "there ends inside a %c-quoted string", line, quote);
+            return -1;
+        }
+        size_t n = (size_t)(e - p);
+        while (n && isspace((unsigned char)p[n - 1]))
+            n--;
+        if (n) {
+            if (s->n == s->cap) {
+                size_t cap = s->cap ? s->cap * 2 : 64;
+                sql_stmt *v = realloc(s->v, cap * sizeof *v);
+                if (!v) {
+                    snprintf(err, errlen, "out of memory");
+                    return -1;
+                }
+                s->v = v;
+                s->cap = cap;
+            }
+            s->v[s->n++] = (sql_stmt){p, n, line};
+        }
+        p = e < end ? e + strlen(delim) : end;
+    }
+}
+
+/* Does the statement start with these words (lower case, single
+ * spaces), in any case and with any blanks between them?  The length of
+ * the match, or 0. */
+static size_t starts_with_words(const char *p, size_t n, const char *words)
+{
+    size_t i = 0;
+    for (const char *w = words; *w; w++) {
+        if (*w == ' ') {
+            if (i >= n || !isspace((unsigned char)p[i]))
+                return 0;
+            while (i < n && isspace((unsigned char)p[i]))
+                i++;
+        } else if (i >= n || tolower((unsigned char)p[i]) != *w) {
+            return 0;
+        } else {
+            i++;
+        }
+    }
+    return i;
+}
+
+/* The version the file installs: the numbers of its row of rsv_schema,
+ * "INSERT INTO rsv_schema (...) VALUES (1, version, oldest_library,
+ * ...)" (or INSERT IGNORE, or REPLACE), read before anything runs so that
+ * an upgrade can refuse to go down.  A file without that statement is
+ * from before versions (0); one whose row cannot be read is refused
+ * rather than guessed at.  0, or -1 with a message in err. */
+static int script_version(sql_script *s, char *err, size_t errlen)
+{
+    static const char *const forms[] = {
+        "insert into rsv_schema", "insert ignore into rsv_schema",
+        "replace into rsv_schema",
+    };
+    s->version = s->oldest = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const char *p = s->v[i].p;
+        size_t n = s->v[i].n, k = 0;
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0] && !k; f++)
+            k = starts_with_words(p, n, forms[f]);
+        if (!k || (k < n && (isalnum((unsigned char)p[k]) || p[k] == '_')))
+            continue;
+        /* the text is terminated after the last statement, so strtol and
+         * the scan below stop inside the buffer */
+        const char *v = NULL;
+        for (size_t j = k; j + 6 <= n && !v; j++)
+            if (strncasecmp(p + j, "values", 6) == 0)
+                v = p + j + 6;
+        long num[3] = {0, 0, 0};
+        int ok = v != NULL;
+        for (int f = 0; ok && f < 3; f++) {
+            while (isspace((unsigned char)*v))
+                v++;
+            if (*v != (f ? ',' : '(')) {
+                ok = 0;
+                break;
+            }
+            v++;
+            char *after;
+            num[f] = strtol(v, &after, 10);
+            ok = after != v;
+            v = after;
+        }
+        if (!ok || num[0] != 1 || num[1] < 1 || num[2] < 1) {
+            snprintf(err, errlen, "line %d: cannot read the version from "
+                     "its row of rsv_schema (expected VALUES (1, version, "
+                     "oldest_library, ...))", s->v[i].line);
+            return -1;
+        }
+        s->version = num[1];
+        s->oldest = num[2];
+        return 0;
+    }
+    return 0;
+}
+
+static void script_free(sql_script *s)
+{
+    free(s->text);
+    free(s->v);
+}
+
+/* Read and split the file.  0, or -1 with a message in err. */
+static int script_load(const char *path, sql_script *s, char *err,
+                       size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16;
+    s->text = malloc(cap);
+    size_t got;
+    while (s->text &&
+           (got = fread(s->text + s->len, 1, cap - 1 - s->len, f)) > 0) {
+        s->len += got;
+        if (s->len == cap - 1) {
+            /* a schema is tens of KiB; a file this big is something else */
+            if (cap >= (16u << 20)) {
+                fclose(f);
+                snprintf(err, errlen, "%s: larger than 16 MiB, not a schema "
+                         "file", path);
+                return -1;
+            }
+            char *t = realloc(s->text, cap *= 2);
+            if (!t)
+                free(s->text);
+            s->text = t;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!s->text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->text[s->len] = '\0';
+    if (bad) {
+        snprintf(err, errlen, "cannot read %s", path);
+        return -1;
+    }
+    if (memchr(s->text, '\0', s->len)) {
+        snprintf(err, errlen, "%s: a NUL byte: not an SQL file", path);
+        return -1;
+    }
+    return split_script(s, err, errlen) || script_version(s, err, errlen)
+               ? -1 : 0;
+}
+
+/* Send one statement and read every result it answers.  0 or -1. */
+static int run_stmt(MYSQL *c, const sql_stmt *st)
+{
+    if (mysql_real_query(c, st->p, (unsigned long)st->n) != 0)
+        return -1;
+    int rc;
+    do {
+        MYSQL_RES *r = mysql_store_result(c);
+        if (r)
+            mysql_free_result(r);
+        else if (mysql_field_count(c) != 0)
+            return -1;
+    } while ((rc = mysql_next_result(c)) == 0);
+    return rc > 0 ? -1 : 0;
+}
+
+/* The length of a statement's first line. */
+static int first_line_len(const sql_stmt *st)
+{
+    const char *nl = memchr(st->p, '\n', st->n);
+    size_t n = nl ? (size_t)(nl - st->p) : st->n;
+    return (int)(n > 200 ? 200 : n);
+}
+
+/* install (upgrade = 0) and upgrade. */
+static int schema_load(const cmd_env *e, int upgrade)
+{
+    const opts *o = e->o;
+    const char *cmd = upgrade ? "upgrade" : "install";
+    const char *path = o->schema ? o->schema : RSV_ADMIN_SCHEMA;
+    sql_script sc;
+    char err[600];
+    if (script_load(path, &sc, err, sizeof err) != 0) {
+        script_free(&sc);
+        fprintf(stderr, "%s: schema %s: %s%s\n", prog, cmd, err,
+                o->schema ? "" : " (name the schema file with --schema)");
+        if (o->json) {
+            printf("{\"error\":");
+            json_error_obj(RSV_EINVAL, err);
+            printf("}\n");
+        }
+        return EXIT_ERROR;
+    }
+    /* The file is written for the mariadb client's default: every
+     * statement commits on its own.  An option file's init-command that
+     * turned autocommit off would leave the version row uncommitted. */
+    schema_info before;
+    int st;
+    if (mysql_autocommit(e->conn, 1) != 0)
+        st = db_fail(o, e->conn, "schema: autocommit");
+    else
+        st = read_schema(o, e->conn, &before, 0);
+    if (st) {
+        script_free(&sc);
+        return st;
+    }
+
+    char refused[1200] = "", vbefore[120];
+    describe_version(&before, vbefore, sizeof vbefore);
+    if (!upgrade && before.installed)
+        snprintf(refused, sizeof refused, "database %s already holds the "
+                 "libreserve schema (%s): use rsv-admin schema upgrade",
+                 before.db, vbefore);
+    else if (upgrade && !before.installed)
+        snprintf(refused, sizeof refused, "database %s holds no libreserve "
+                 "schema to upgrade: use rsv-admin schema install",
+                 before.db);
+    else if (upgrade && before.version > sc.version)
+        snprintf(refused, sizeof refused, "database %s holds schema version "
+                 "%ld, newer than %.500s (version %ld): a schema is never "
+                 "downgraded; load the file of the newest library", before.db,
+                 before.version, path, sc.version);
+
+    if (o->json) {
+        printf("{\"command\":\"%s\",\"database\":", cmd);
+        json_cstr(before.db);
+        printf(",\"file\":");
+        json_cstr(path);
+        printf(",\"file_version\":%ld,\"statements\":%zu,\"before\":{",
+               sc.version, sc.n);
+        json_version(&before);
+        putchar('}');
+    } else {
+        printf("database         %s (as %s)\n", before.db, before.account);
+        printf("schema file      %s (version %ld, %zu statements)\n", path,
+               sc.version, sc.n);
+        printf("before           %s\n", vbefore);
+    }
+    if (refused[0]) {
+        fprintf(stderr, "%s: schema %s: %s\n", prog, cmd, refused);
+        if (o->json) {
+            printf(",\"ran\":0,\"refused\":");
+            json_cstr(refused);
+            printf("}\n");
+        }
+        script_free(&sc);
+        return EXIT_REFUSED;
+    }
+
+    /* One statement at a time, so a failure names its statement. */
+    size_t ran = 0;
+    const sql_stmt *failed = NULL;
+    unsigned int ferrno = 0;
+    char fmsg[512] = "", fstate[6] = "";
+    for (; ran < sc.n; ran++)
+        if (run_stmt(e->conn, &sc.v[ran]) != 0) {
+            failed = &sc.v[ran];
+            ferrno = mysql_errno(e->conn);
+            snprintf(fmsg, sizeof fmsg, "%s", mysql_error(e->conn));
+            snprintf(fstate, sizeof fstate, "%s", mysql_sqlstate(e->conn));
+            break;
+        }
+    if (failed)
+        fprintf(stderr, "%s: schema %s: statement %zu of %zu (line %d of "
+                "%s) failed: %.*s\n%s: ERROR %u (%s): %s\n", prog, cmd,
+                ran + 1, sc.n, failed->line, path, first_line_len(failed),
+                failed->p, prog, ferrno, fstate, fmsg);
+    /* The version after, also after a failure (unless the connection is
+     * gone: client errors are 2000 and up).  A failure to read it goes to
+     * stderr only: the JSON document is half written. */
+    schema_info after;
+    opts quiet = *o;
+    quiet.json = 0;
+    int have_after = !(failed && ferrno >= 2000) &&
+                     (st = read_schema(&quiet, e->conn, &after, 1)) ==
+                         EXIT_OKAY;
+    if (failed && have_after)
+        fprintf(stderr, "%s: the statements before it ran and stay; once "
+                "the cause is fixed, run rsv-admin schema %s\n", prog,
+                after.installed ? "upgrade" : "install");
+    char vafter[120] = "unknown";
+    if (have_after)
+        describe_version(&after, vafter, sizeof vafter);
+    if (o->json) {
+        printf(",\"ran\":%zu", ran);
+        if (failed) {
+            printf(",\"failed\":{\"statement\":%zu,\"line\":%d,"
+                   "\"first_line\":", ran + 1, failed->line);
+            json_str(failed->p, (size_t)first_line_len(failed));
+            printf(",\"errno\":%u,\"sqlstate\":", ferrno);
+            json_cstr(fstate);
+            printf(",\"message\":");
+            json_cstr(fmsg);
+            printf("},\"error\":");
+            json_error_obj(RSV_EDB, fmsg);
+        }
+        if (have_after) {
+            printf(",\"after\":{");
+            json_version(&after);
+            printf("},\"state\":\"%s\"", after.state);
+        }
+        printf("}\n");
+    } else {
+        printf("ran              %zu of %zu statements\n", ran, sc.n);
+        printf("after            %s\n", vafter);
+        if (have_after)
+            printf("state            %s%s\n", after.state,
+                   strcmp(after.state, "no-procedures") == 0
+                       ? " (as this account sees it: see rsv-admin schema "
+                         "status as the application's account)" : "");
+    }
+    script_free(&sc);
+    if (failed)
+        return EXIT_ERROR;
+    return have_after ? EXIT_OKAY : st;
+}
+
+/* (main checked the subcommand before connecting) */
+static int cmd_schema(const cmd_env *e)
+{
+    if (strcmp(e->args[0], "status") == 0)
+        return schema_status(e);
+    return schema_load(e, strcmp(e->args[0], "upgrade") == 0);
+}
+
 /* ---------------- main ---------------- */
 
 typedef struct command {
     const char *name;
     int nargs;        /* exact number of arguments; -1 = checked by cmd */
     int (*run)(const cmd_env *);
+    int no_ctx;       /* runs without a library context */
 } command;
 
 static const command commands[] = {
@@ -1241,21 +2125,8 @@ static const command commands[] = {
     {"checkout", 2, cmd_checkout},
     {"release", 2, cmd_release},
     {"claim", 2, cmd_claim},
+    {"schema", -1, cmd_schema, 1},
 };
-
-/* Is `name` one of the space-separated words of `list`? */
-static int one_of(const char *name, const char *list)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        size_t w = strcspn(p, " ");
-        if (w == n && strncmp(p, name, n) == 0)
-            return 1;
-        p += w;
-        p += strspn(p, " ");
-    }
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -1291,10 +2162,18 @@ int main(int argc, char **argv)
         return usage_fail("--prometheus only applies to stats", NULL);
     if (o.prometheus && o.json)
         return usage_fail("give --json or --prometheus, not both", NULL);
+    int schema_cmd = strcmp(cmd->name, "schema") == 0;
+    if (schema_cmd &&
+        (o.npos != 2 || !one_of(o.pos[1], "status install upgrade")))
+        return usage_fail("schema takes one of status, install, upgrade",
+                          NULL);
+    if (o.schema && !(schema_cmd && one_of(o.pos[1], "install upgrade")))
+        return usage_fail("--schema only applies to schema install and "
+                          "schema upgrade", NULL);
 
     MYSQL *conn;
-    rsv_ctx *ctx;
-    if ((st = connect_db(&o, &conn, &ctx)) != EXIT_OKAY)
+    rsv_ctx *ctx = NULL;
+    if ((st = connect_db(&o, &conn, cmd->no_ctx ? NULL : &ctx)) != EXIT_OKAY)
         return st;
     cmd_env e = {&o, conn, ctx, (const char *const *)&o.pos[1], o.npos - 1};
     st = cmd->run(&e);
