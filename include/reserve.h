@@ -143,11 +143,13 @@ enum rsv_code {
                               through every retry, or the call's time
                               budget (call_timeout_ms) was spent; nothing
                               was applied */
-    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT: the
-                              outcome is unknown.  Reconnect and repeat the
-                              same call; every call is idempotent for the
-                              same token (a repeated claim then returns
-                              RSV_OK or RSV_ECLAIMED, never takes twice) */
+    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT (or,
+                              on a Galera node, COMMIT failed with an error
+                              other than a conflict): the outcome is
+                              unknown.  Reconnect and repeat the same call;
+                              every call is idempotent for the same token
+                              (a repeated claim then returns RSV_OK or
+                              RSV_ECLAIMED, never takes twice) */
 
     /* Failures. */
     RSV_ECONN = -8,        /* no connection, or it was lost before COMMIT
@@ -319,9 +321,15 @@ typedef struct rsv_ctx rsv_ctx;
  * Open a context on an established connection.
  *
  * Checks the server (SKIP LOCKED support, binlog format), that the schema
- * is loaded in the connection's current database (and whether it has the
- * reserve procedure: without it reserves work, with more round trips),
- * and that the connection does not auto-reconnect.  On success *out owns a new context; the
+ * is loaded in the connection's current database at the version this
+ * library needs (RSV_ESCHEMAVER), whether it has the procedures (without
+ * them every call works, with more round trips), and that the connection
+ * does not auto-reconnect.  On a Galera node (wsrep_on) the procedures are
+ * not used: a CALL is an autocommit statement the cluster may run again
+ * after a conflict, and the library checks after each statement of its
+ * transactions that the server has not rolled the transaction back for a
+ * conflicting write set without saying so (it then runs it again).  On
+ * success *out owns a new context; the
  * connection stays owned by the caller and must outlive the context.
  * On failure *out is NULL unless the failure was detected after the
  * context was allocated, in which case *out is still set so rsv_errmsg()
@@ -729,8 +737,9 @@ enum rsv_stat {
                                  first location, up to 32 of them; see
                                  rsv_reserve); the others sent their
                                  statements one by one.  0 with a schema
-                                 loaded without the procedures, or with
-                                 RSV_OPT_STATEMENTS_ONLY */
+                                 loaded without the procedures, with
+                                 RSV_OPT_STATEMENTS_ONLY, or on a Galera
+                                 node (see rsv_open) */
     RSV_STAT_BACK_TO_FAST = 14, /* slow paths that found, once they had the
                                  ledger row, that another reserve had
                                  refilled the short pools since, and went

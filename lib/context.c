@@ -179,6 +179,33 @@ static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
     return open_code(ctx, FAULT_LEAVE(ctx, RSV_OK));
 }
 
+/* A Galera node (MariaDB Galera Cluster, Percona XtraDB Cluster) rolls a
+ * transaction back when a write set from another node conflicts with it
+ * (a brute-force abort), whatever statement the transaction is in.  When
+ * that lands during a prepared SELECT or a prepare, the server can answer
+ * the statement as if nothing happened: the transaction is gone, the
+ * connection is back in autocommit mode, and each later statement of the
+ * transaction would commit on its own (measured on MariaDB 10.11 with
+ * galera-4: tests/galera/repro_bf_abort.c).  Every answer says whether the
+ * connection is still in a transaction, so the library checks it after
+ * each statement of its transactions (sql.c) and runs the transaction
+ * again.  The procedures cannot be checked that way from outside the CALL,
+ * and a CALL is a statement in autocommit mode that the server itself may
+ * run again after a conflict (wsrep_retry_autocommit): on a Galera node
+ * the statements are sent one by one instead.  SHOW VARIABLES: a server
+ * without wsrep has no such variable and answers no row. */
+static int check_galera(rsv_ctx *ctx)
+{
+    char name[64], on[16];
+    int rc = query_row(ctx, "/* conn_tag:open */ SHOW GLOBAL VARIABLES LIKE "
+                            "'wsrep_on'",
+                       name, sizeof name, 2, on, sizeof on);
+    if (rc)
+        return rc;
+    ctx->galera = strcmp(on, "ON") == 0 || strcmp(on, "1") == 0;
+    return RSV_OK;
+}
+
 static int check_server(rsv_ctx *ctx)
 {
     const char *info = mysql_get_server_info(ctx->conn);
@@ -218,7 +245,7 @@ static int check_server(rsv_ctx *ctx)
                         "LOCKED and LIMIT are unsafe to replicate by "
                         "statement, and InnoDB refuses writes at READ "
                         "COMMITTED under it; use ROW or MIXED");
-    return RSV_OK;
+    return check_galera(ctx);
 }
 
 /* The schema's version against the library's (RSV_SCHEMA_VERSION); a
@@ -306,14 +333,16 @@ static int check_schema(rsv_ctx *ctx)
      * cannot create routines loaded the schema, or an older schema file)
      * every reserve sends its statements one by one, slower on a network
      * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
-     * The same holds for claims and releases and their procedure. */
-    int procs_ok = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
+     * The same holds for claims and releases and their procedure, and
+     * for a Galera node, where they are not used (check_galera). */
+    int use_procs = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
+                    !ctx->galera;
+    int procs_ok = use_procs &&
                    found[NTABLES + 2] == '1'; /* (both call the top-up) */
     ctx->has_proc = procs_ok && found[NTABLES] == '1' &&
                     found[NTABLES + 4] == '1'; /* (it calls the pool take) */
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
-    ctx->has_settle_proc = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
-                           found[NTABLES + 3] == '1';
+    ctx->has_settle_proc = use_procs && found[NTABLES + 3] == '1';
     return RSV_OK;
 }
 

@@ -292,6 +292,13 @@ struct rsv_ctx {
                                   gone or not allowed) */
     int has_cart_proc;         /* and the cart procedure, the same way */
     int has_settle_proc;       /* and the claim/release procedure */
+    int galera;                /* the server is a Galera cluster node
+                                  (wsrep_on at rsv_open): no procedures,
+                                  and every statement of a transaction is
+                                  checked to have run inside it (sql.c) */
+    int in_frame;              /* a transaction of ours (or the caller's
+                                  we joined) is open: each statement's
+                                  answer must say so (txn.c, sql.c) */
     int guard_dirty;           /* the read in flight runs at the session's
                                   isolation: it also answers whether that
                                   is READ UNCOMMITTED (txn.c, sql.c) */

@@ -363,6 +363,27 @@ static int cache_close_lru(rsv_ctx *ctx, const rsv_stmt_slot *keep)
     return 1;
 }
 
+/* Inside a transaction of ours every answer must still say "in a
+ * transaction".  A Galera node that rolls the transaction back for a
+ * conflicting write set (a brute-force abort) during a prepare or a
+ * prepared SELECT may answer it without an error: the transaction is
+ * gone, and the next statement would run, and commit, on its own.  The
+ * status comes with every answer (read locally, no round trip); a lost
+ * transaction is reported as the deadlock it is, so the frame rolls back
+ * (nothing left to roll back) and runs the transaction again. */
+static int frame_lost(rsv_ctx *ctx, const char *what)
+{
+    unsigned int status = 0;
+    if (!ctx->in_frame ||
+        mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS,
+                          &status) != 0 ||
+        (status & SERVER_STATUS_IN_TRANS))
+        return RSV_OK;
+    return ctx_db_fail(ctx, ER_LOCK_DEADLOCK,
+                       "the server ended the transaction without an error "
+                       "(a conflict with another Galera node)", what);
+}
+
 static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
                                 uint32_t shape, int *rc)
 {
@@ -426,6 +447,10 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
                            "prepared statements (every context holds up to "
                            "stmt_cache_max); raise it or lower that option",
                            ctx->msg);
+        mysql_stmt_close(st);
+        return NULL;
+    }
+    if ((*rc = frame_lost(ctx, "prepare")) != RSV_OK) {
         mysql_stmt_close(st);
         return NULL;
     }
@@ -620,6 +645,8 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
             mysql_stmt_free_result(st);
         if (rc == RSV_OK)
             rc = drain_more(ctx, st, spec);
+        if (rc == RSV_OK)
+            rc = frame_lost(ctx, "execute");
         /* A result abandoned half-way (a deadlock or lock-wait timeout
          * arriving after the column metadata, while rows are read) leaves
          * Connector/C's statement in a state where its next execute first

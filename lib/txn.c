@@ -168,7 +168,17 @@ void txn_rollback_quietly(rsv_ctx *ctx)
     unsigned int err = ctx->db_errno;
     char msg[sizeof ctx->msg];
     memcpy(msg, ctx->msg, sizeof msg);
-    (void)sql_text(ctx, SQL_ROLLBACK);
+    ctx->in_frame = 0;
+    /* A ROLLBACK answered with an error other than a lost connection was
+     * not run: on a Galera node that is the deadlock of a transaction
+     * the server already rolled back for a conflicting write set, told
+     * at the next statement.  The connection still holds the status of
+     * the answer before ("in a transaction"), and the caller's next call
+     * would say RSV_EINTXN; a second ROLLBACK runs and brings the status
+     * up to date. */
+    if (sql_text(ctx, SQL_ROLLBACK) != RSV_OK &&
+        !rsv_is_conn_errno(ctx->db_errno))
+        (void)sql_text(ctx, SQL_ROLLBACK);
     memcpy(ctx->msg, msg, sizeof msg);
     ctx->code = code;
     ctx->db_errno = err;
@@ -247,7 +257,9 @@ static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         }
         if (rc != RSV_OK)
             return rc;
+        ctx->in_frame = 1;
         rc = body(ctx, arg);
+        ctx->in_frame = 0;
         if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
                              rc != RSV_ECONN)) {
             int body_rc = rc;
@@ -266,6 +278,17 @@ static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
                                 "connection lost during COMMIT (%s): the "
                                 "outcome is unknown; reconnect and repeat "
                                 "the call", ctx->msg);
+            /* A Galera node answers a COMMIT that failed certification
+             * with a deadlock (rolled back everywhere: retried below).
+             * Any other error there may come after the write set left for
+             * the other nodes (the node lost the cluster while it
+             * committed), which may commit it: in doubt too. */
+            if (ctx->galera && crc == RSV_EDB)
+                return ctx_fail(ctx, RSV_EINDOUBT,
+                                "COMMIT failed on a Galera node (%s): the "
+                                "other nodes may have committed it; "
+                                "reconnect (to a node of the primary "
+                                "component) and repeat the call", ctx->msg);
             rc = crc;
         }
         if (rc == RSV_ECONN)
@@ -301,7 +324,9 @@ int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
         /* Joined: the caller owns COMMIT/ROLLBACK, and a retry would have
          * to replay the caller's own statements, so none is attempted. */
         ctx->commit_anyway = 0;
+        ctx->in_frame = 1;
         int rc = body(ctx, arg);
+        ctx->in_frame = 0;
         count_conflict(ctx, rc);
         if (rc == RSV__RETRY)
             rc = ctx_fail(ctx, RSV_EBUSY,

@@ -1,0 +1,40 @@
+# libreserve on a 3-node MariaDB Galera cluster on 127.0.0.1 (tests/galera/):
+# clients on every node doing reserve / claim / release / sweep on one hot
+# item while a node is SIGKILLed and rejoins, then every acknowledged
+# outcome checked and rsv_audit() run on every node.  Installs galera-4 and
+# rsync when run as root; starts and stops its own servers (ports
+# 14001-14033, or GALERA_PORT_BASE+1..+33).  Not part of make check.
+#
+#   make check-galera        3 runs of 30 s (a few minutes on two cores)
+#   make check-galera-long   6 runs of 90 s
+#   make galera-repro        the server behaviour the library guards
+#                            against, without libreserve
+#                            (tests/galera/repro_bf_abort.c)
+#
+# GALERA_LIB=DIR runs the test against the libreserve.so.0 in DIR instead
+# of this build's; see tests/galera/run-galera.sh for the other settings.
+
+.PHONY: check-galera check-galera-long galera-repro galera-build
+
+$(B)/galera:
+	mkdir -p $@
+
+$(B)/galera/galera_load: tests/galera/galera_load.c include/reserve.h $(B)/libreserve.so | $(B)/galera
+	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
+
+$(B)/galera/repro_bf_abort: tests/galera/repro_bf_abort.c | $(B)/galera
+	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) $(MARIADB_LIBS) -lpthread
+
+galera-build: lib $(B)/galera/galera_load $(B)/galera/repro_bf_abort
+
+check-galera: deps
+	@$(MAKE) --no-print-directory galera-build
+	GALERA_BUILD=$(B) tests/galera/run-galera.sh quick
+
+check-galera-long: deps
+	@$(MAKE) --no-print-directory galera-build
+	GALERA_BUILD=$(B) tests/galera/run-galera.sh long
+
+galera-repro: deps
+	@$(MAKE) --no-print-directory galera-build
+	GALERA_BUILD=$(B) tests/galera/run-galera.sh repro

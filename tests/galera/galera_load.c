@@ -1,0 +1,1028 @@
+/*
+ * galera_load.c - libreserve on a 3-node Galera cluster: many clients on
+ * every node doing reserve / claim / release / sweep on one hot item and a
+ * few others, one node SIGKILLed mid-run and brought back, and then every
+ * acknowledged outcome checked against the database of every node
+ * (tests/galera/run-galera.sh starts the cluster and runs this).
+ *
+ * Owns: the clients (threads, one connection and context each, spread
+ * over the nodes; a client whose node dies moves to another and repeats
+ * the call it was in: every call is idempotent per token), the record of
+ * every acknowledged outcome, the fault schedule (kill a node, restart it,
+ * through tests/galera/cluster.sh), and the checks:
+ *
+ *   - after every library call the connection is not inside a transaction
+ *     (SELECT @@in_transaction), and no call answered RSV_EINTXN (the
+ *     clients never open transactions of their own);
+ *   - every acknowledged reserve has its checkout (held or expired, or
+ *     claimed / released as acknowledged later); every acknowledged claim
+ *     is claimed, every refused claim is not; every acknowledged release
+ *     is released or expired;
+ *   - per item and location, the stock that left the ledger is exactly
+ *     the units of the acknowledged claims (RSV_EINDOUBT and lost
+ *     connections are settled by repeating the call until it answers);
+ *   - the holds of every held checkout are the units it was acknowledged;
+ *   - rsv_audit() on every node finds nothing, every node has the same
+ *     rows, and no transaction is left open on any node.
+ *
+ * The verdict is one line, "galera-load: ok ..." or "galera-load: FAILED
+ * ..." with the failed checks above it; the exit status is 0 only when
+ * every check passed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <reserve.h>
+
+#define NODES 3
+#define SHOP 1
+#define HOT_ITEM 1
+#define LOC 1
+#define NITEMS 4      /* item 1 is the hot one; 2..4 are bought in carts */
+#define MAX_LINES 3
+#define MAX_CLIENTS 64
+#define CALL_ATTEMPTS 200 /* repeats of one call before it counts as hung */
+#define CALL_MAX_MS 180000 /* and the time it may take, repeats included */
+
+enum { ST_NONE = 0, ST_HELD = 1, ST_CLAIMED = 2, ST_RELEASED = 3,
+       ST_EXPIRED = 4 };
+
+static struct cfg {
+    const char *dir, *cluster_sh, *db;
+    unsigned seed;
+    int clients, duration, kill_node;
+    long hot_stock, other_stock;
+    int pool_cap;
+    uint32_t flags;
+    int verbose;
+} C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
+       100000, 100000, 50, 0, 0};
+
+static char sockets[NODES][600];
+static atomic_int node_down[NODES];
+static atomic_int stop_flag;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static unsigned rnd(uint64_t *s, unsigned n)
+{
+    return n ? (unsigned)(rng_next(s) % n) : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Problems found                                                     */
+/* ------------------------------------------------------------------ */
+
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+static long problems;
+
+static void problem(const char *fmt, ...)
+{
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&report_lock);
+    if (problems++ < 40)
+        fprintf(stderr, "galera-load: %s\n", b);
+    pthread_mutex_unlock(&report_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* What was acknowledged                                              */
+/* ------------------------------------------------------------------ */
+
+struct line {
+    uint64_t item;
+    int64_t qty;
+};
+
+/* One checkout: its cart and the final acknowledged outcome of each call
+ * made on it (0 = not called). */
+struct rec {
+    char tok[48];
+    int nlines;
+    struct line lines[MAX_LINES];
+    int reserve_rc;  /* final answer of the reserve */
+    int settle_kind; /* 0, 'c' claim or 'r' release */
+    int settle_rc;   /* its final answer */
+    int hung;        /* a call never answered definitively */
+};
+
+struct client {
+    int id, home, node;
+    uint64_t rng;
+    MYSQL *db;
+    rsv_ctx *ctx;
+    rsv_options opts;
+    struct rec *recs;
+    size_t nrecs, caprecs;
+    long ops, in_txn, eintxn, repeats, edb, ebusy, moved;
+    long code_count[32];
+    uint64_t deadlocks, retries, one_trip; /* the library's counters, over
+                                              every context it opened */
+};
+
+static struct client clients[MAX_CLIENTS];
+
+static struct rec *rec_new(struct client *c)
+{
+    if (c->nrecs == c->caprecs) {
+        c->caprecs = c->caprecs ? c->caprecs * 2 : 256;
+        c->recs = realloc(c->recs, c->caprecs * sizeof *c->recs);
+        if (!c->recs) {
+            perror("galera-load");
+            exit(2);
+        }
+    }
+    struct rec *r = &c->recs[c->nrecs++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Connections                                                        */
+/* ------------------------------------------------------------------ */
+
+static MYSQL *node_connect(int node, unsigned timeout_s)
+{
+    MYSQL *m = mysql_init(NULL);
+    if (!m)
+        return NULL;
+    unsigned to = 5;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &to);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &timeout_s);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &timeout_s);
+    if (!mysql_real_connect(m, NULL, "root", NULL, C.db, 0, sockets[node],
+                            0)) {
+        mysql_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void cl_close(struct client *c)
+{
+    uint64_t v = 0;
+    if (c->ctx && rsv_stats_get(c->ctx, RSV_STAT_DEADLOCKS, RSV_OP_ALL, &v) ==
+                      RSV_OK)
+        c->deadlocks += v;
+    if (c->ctx && rsv_stats_get(c->ctx, RSV_STAT_RETRIES, RSV_OP_ALL, &v) ==
+                      RSV_OK)
+        c->retries += v;
+    if (c->ctx && rsv_stats_get(c->ctx, RSV_STAT_ONE_TRIP, RSV_OP_ALL, &v) ==
+                      RSV_OK)
+        c->one_trip += v;
+    rsv_close(c->ctx);
+    if (c->db)
+        mysql_close(c->db);
+    c->ctx = NULL;
+    c->db = NULL;
+}
+
+/* Connect to the home node, or the next one that answers and accepts
+ * rsv_open (a node still joining refuses queries). */
+static void cl_connect(struct client *c)
+{
+    uint64_t start = now_ms();
+    for (int tries = 0;; tries++) {
+        for (int k = 0; k < NODES; k++) {
+            int n = (c->home + k) % NODES;
+            if (atomic_load(&node_down[n]))
+                continue;
+            MYSQL *m = node_connect(n, 60);
+            if (!m)
+                continue;
+            rsv_ctx *x = NULL;
+            if (rsv_open(&x, m, &c->opts) == RSV_OK) {
+                c->db = m;
+                c->ctx = x;
+                if (n != c->node)
+                    c->moved++;
+                c->node = n;
+                return;
+            }
+            if (C.verbose)
+                fprintf(stderr, "galera-load: client %d: rsv_open on node "
+                                "%d: %s\n", c->id, n + 1, rsv_errmsg(x));
+            rsv_close(x);
+            mysql_close(m);
+        }
+        if (now_ms() - start > 240000) {
+            problem("client %d: no node accepted a connection for 240 s",
+                    c->id);
+            exit(2);
+        }
+        sleep_ms(50L << (tries < 5 ? tries : 5));
+    }
+}
+
+static void cl_reconnect(struct client *c)
+{
+    cl_close(c);
+    cl_connect(c);
+}
+
+/* The library must never leave the connection inside a transaction. */
+static void check_in_txn(struct client *c, const char *what, int rc)
+{
+    if (!c->db || mysql_query(c->db, "SELECT @@in_transaction"))
+        return; /* (connection gone: the next call finds out) */
+    MYSQL_RES *r = mysql_store_result(c->db);
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    int open = row && row[0] && atoi(row[0]) != 0;
+    if (r)
+        mysql_free_result(r);
+    if (open) {
+        c->in_txn++;
+        problem("client %d (node %d): inside a transaction after %s "
+                "returned %s", c->id, c->node + 1, what, rsv_code_name(rc));
+        (void)mysql_query(c->db, "ROLLBACK");
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls                                                              */
+/* ------------------------------------------------------------------ */
+
+enum { CALL_RESERVE, CALL_CLAIM, CALL_RELEASE };
+static const char *call_names[] = {"rsv_reserve", "rsv_claim",
+                                   "rsv_release"};
+
+static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
+{
+    size_t tl = strlen(r->tok);
+    if (kind == CALL_CLAIM)
+        return rsv_claim(c->ctx, SHOP, r->tok, tl);
+    if (kind == CALL_RELEASE)
+        return rsv_release(c->ctx, SHOP, r->tok, tl);
+    rsv_cart *cart = NULL;
+    if (rsv_cart_new(&cart) != RSV_OK)
+        return RSV_ENOMEM;
+    for (int l = 0; l < r->nlines; l++) {
+        uint64_t loc = LOC;
+        rsv_cart_add(cart, r->lines[l].item, &loc, 1, r->lines[l].qty, 0);
+    }
+    int rc = rsv_reserve(c->ctx, SHOP, r->tok, tl, cart, ttl);
+    rsv_cart_free(cart);
+    return rc;
+}
+
+/* Whether an answer settles what the call did.  Lost connections,
+ * RSV_EINDOUBT and database errors are repeated (every call is
+ * idempotent per token); RSV_EBUSY says nothing was applied, unless an
+ * earlier attempt of the same call may have been. */
+static int definitive(int rc, int doubt)
+{
+    switch (rc) {
+    case RSV_OK:
+    case RSV_EOUTOFSTOCK:
+    case RSV_ENOTFOUND:
+    case RSV_EEXPIRED:
+    case RSV_ECLAIMED:
+    case RSV_ERELEASED:
+        return 1;
+    case RSV_EBUSY:
+        return !doubt;
+    default:
+        return 0;
+    }
+}
+
+static void count_code(struct client *c, int rc)
+{
+    if (rc <= 0 && rc > -32)
+        c->code_count[-rc]++;
+}
+
+/* Run a call until its answer is definitive. */
+static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl)
+{
+    int doubt = 0, rc = RSV_EDB;
+    uint64_t start = now_ms();
+    for (int attempt = 0;
+         attempt < CALL_ATTEMPTS && now_ms() - start < CALL_MAX_MS;
+         attempt++) {
+        rc = do_call(c, kind, r, ttl);
+        c->ops++;
+        count_code(c, rc);
+        check_in_txn(c, call_names[kind], rc);
+        if (definitive(rc, doubt))
+            return rc;
+        c->repeats++;
+        switch (rc) {
+        case RSV_EINTXN:
+            /* Clients never open transactions: this one is the
+             * library's. */
+            c->eintxn++;
+            problem("client %d (node %d): %s %s answered RSV_EINTXN: %s",
+                    c->id, c->node + 1, call_names[kind], r->tok,
+                    rsv_errmsg(c->ctx));
+            if (mysql_query(c->db, "ROLLBACK"))
+                cl_reconnect(c);
+            break;
+        case RSV_EBUSY:
+            sleep_ms(5 + rnd(&c->rng, 20));
+            break;
+        case RSV_EDB:
+            c->edb++;
+            if (C.verbose)
+                fprintf(stderr, "galera-load: client %d (node %d): %s: %s\n",
+                        c->id, c->node + 1, call_names[kind],
+                        rsv_errmsg(c->ctx));
+            doubt = 1;
+            cl_reconnect(c);
+            break;
+        default: /* RSV_EINDOUBT, RSV_ECONN and anything unexpected */
+            doubt = 1;
+            cl_reconnect(c);
+            break;
+        }
+    }
+    r->hung = 1;
+    problem("client %d: %s %s never answered definitively (last %s: %s)",
+            c->id, call_names[kind], r->tok, rsv_code_name(rc),
+            c->ctx ? rsv_errmsg(c->ctx) : "");
+    return rc;
+}
+
+static void *client_main(void *p)
+{
+    struct client *c = p;
+    mysql_thread_init();
+    cl_connect(c);
+    for (long seq = 0; !atomic_load(&stop_flag); seq++) {
+        /* back home after the node came back */
+        if (c->node != c->home && seq % 50 == 0 &&
+            !atomic_load(&node_down[c->home]))
+            cl_reconnect(c);
+        if (seq % 40 == 39) {
+            int64_t released = 0;
+            int rc = rsv_sweep(c->ctx, SHOP, 200, &released);
+            c->ops++;
+            count_code(c, rc);
+            check_in_txn(c, "rsv_sweep", rc);
+            if (rc == RSV_EINTXN) {
+                c->eintxn++;
+                problem("client %d (node %d): rsv_sweep answered "
+                        "RSV_EINTXN", c->id, c->node + 1);
+                (void)mysql_query(c->db, "ROLLBACK");
+            }
+            if (rc != RSV_OK && rc != RSV_EBUSY && rc != RSV_EINTXN)
+                cl_reconnect(c);
+            continue;
+        }
+        struct rec *r = rec_new(c);
+        snprintf(r->tok, sizeof r->tok, "s%u.c%d.%ld", C.seed, c->id, seq);
+        /* mostly the hot item alone (the one-key procedure), else a cart
+         * with or without it (the cart procedure) */
+        unsigned shape = rnd(&c->rng, 10);
+        r->nlines = shape < 7 ? 1 : 2 + (int)rnd(&c->rng, MAX_LINES - 1);
+        uint64_t first = shape < 9 ? HOT_ITEM : 2;
+        for (int l = 0; l < r->nlines; l++) {
+            r->lines[l].item = first + (uint64_t)l;
+            r->lines[l].qty = 1 + (int64_t)rnd(&c->rng, 3);
+        }
+        /* a fifth abandoned with a short TTL: they expire, and the sweep
+         * or a refill gives them back */
+        unsigned fate = rnd(&c->rng, 20);
+        int64_t ttl = fate < 4 ? 200 + rnd(&c->rng, 800) : 600000;
+        r->reserve_rc = run_call(c, CALL_RESERVE, r, ttl);
+        if (r->reserve_rc != RSV_OK || r->hung)
+            continue;
+        if (fate < 4) {
+            /* abandoned; now and then claimed late (may find it
+             * expired) */
+            if (fate == 0) {
+                sleep_ms((long)ttl + 50);
+                r->settle_kind = 'c';
+                r->settle_rc = run_call(c, CALL_CLAIM, r, 0);
+            }
+            continue;
+        }
+        if (fate < 14) {
+            r->settle_kind = 'c';
+            r->settle_rc = run_call(c, CALL_CLAIM, r, 0);
+        } else if (fate < 18) {
+            r->settle_kind = 'r';
+            r->settle_rc = run_call(c, CALL_RELEASE, r, 0);
+        }
+        /* (the rest stay held) */
+    }
+    cl_close(c);
+    mysql_thread_end();
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The fault schedule                                                 */
+/* ------------------------------------------------------------------ */
+
+static int cluster_cmd(const char *what, int node)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%d", node);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execl("/bin/bash", "bash", C.cluster_sh, what, C.dir, n,
+              (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static long total_ops(void)
+{
+    long n = 0;
+    for (int i = 0; i < C.clients; i++)
+        n += clients[i].ops; /* (read racily: progress only) */
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Checks                                                             */
+/* ------------------------------------------------------------------ */
+
+static MYSQL *check_connect(int node)
+{
+    MYSQL *m = node_connect(node, 300);
+    if (!m) {
+        problem("node %d: cannot connect for the checks", node + 1);
+        return NULL;
+    }
+    /* reads wait until the node has applied everything the cluster
+     * committed before them */
+    if (mysql_query(m, "SET SESSION wsrep_sync_wait = 15")) {
+        problem("node %d: %s", node + 1, mysql_error(m));
+        mysql_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+static int64_t q_int(MYSQL *m, const char *q)
+{
+    if (mysql_query(m, q)) {
+        problem("%s: %s", q, mysql_error(m));
+        return -1;
+    }
+    MYSQL_RES *r = mysql_store_result(m);
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    int64_t v = row && row[0] ? strtoll(row[0], NULL, 10) : -1;
+    if (r)
+        mysql_free_result(r);
+    return v;
+}
+
+static void audit_cb(void *arg, uint64_t shop, uint64_t item, uint64_t loc,
+                     const char *what)
+{
+    problem("node %d: rsv_audit: shop %llu item %llu location %llu: %s",
+            *(int *)arg + 1, (unsigned long long)shop,
+            (unsigned long long)item, (unsigned long long)loc, what);
+}
+
+/* A fingerprint of every table's rows, to compare the nodes. */
+static const char *const fingerprint_q =
+    "SELECT CONCAT_WS(' ',"
+    " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
+    "   inventory_item_id, inventory_group_id, on_hand, issued,"
+    "   next_unit_id))), 0)) FROM inventory_levels),"
+    " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
+    "   inventory_item_id, inventory_group_id, id))), 0))"
+    "   FROM reservation_units),"
+    " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
+    "   checkout_token, status, generation, hold_count))), 0))"
+    "   FROM reservation_checkouts),"
+    " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
+    "   checkout_token, inventory_item_id, quantity, generation))), 0))"
+    "   FROM reserved_quantities),"
+    " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
+    "   checkout_token, inventory_item_id, kind, quantity))), 0))"
+    "   FROM reservation_settlements))";
+
+static void check_node(int node, char *fp, size_t fplen)
+{
+    fp[0] = 0;
+    MYSQL *m = check_connect(node);
+    if (!m)
+        return;
+    int64_t open = -1;
+    for (int i = 0; i < 100; i++) {
+        open = q_int(m, "SELECT COUNT(*) FROM information_schema.innodb_trx "
+                        "WHERE trx_mysql_thread_id <> CONNECTION_ID()");
+        if (open == 0)
+            break;
+        sleep_ms(100);
+    }
+    if (open != 0)
+        problem("node %d: %lld transactions still open after the run",
+                node + 1, (long long)open);
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = C.pool_cap;
+    rsv_ctx *ctx = NULL;
+    int64_t v = 0;
+    if (rsv_open(&ctx, m, &o) != RSV_OK)
+        problem("node %d: rsv_open: %s", node + 1, rsv_errmsg(ctx));
+    else if (rsv_audit(ctx, 0, 1, audit_cb, &node, &v) != RSV_OK)
+        problem("node %d: rsv_audit: %s", node + 1, rsv_errmsg(ctx));
+    rsv_close(ctx);
+    if (mysql_query(m, fingerprint_q) == 0) {
+        MYSQL_RES *r = mysql_store_result(m);
+        MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+        snprintf(fp, fplen, "%s", row && row[0] ? row[0] : "?");
+        if (r)
+            mysql_free_result(r);
+    } else {
+        problem("node %d: %s", node + 1, mysql_error(m));
+    }
+    mysql_close(m);
+}
+
+struct dbco {
+    char tok[48];
+    int status;      /* as stored */
+    int hold_count;  /* holds it had when reserved */
+    int past;        /* its deadline has passed */
+    int holds;       /* holds still there */
+};
+
+static int dbco_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct dbco *)a)->tok, ((const struct dbco *)b)->tok);
+}
+
+struct dbhold {
+    char tok[48];
+    uint64_t item;
+    int64_t qty;
+};
+
+static int dbhold_cmp(const void *a, const void *b)
+{
+    const struct dbhold *x = a, *y = b;
+    int c = strcmp(x->tok, y->tok);
+    return c ? c : (x->item > y->item) - (x->item < y->item);
+}
+
+static MYSQL_RES *query(MYSQL *m, const char *q)
+{
+    if (mysql_query(m, q)) {
+        problem("%s: %s", q, mysql_error(m));
+        return NULL;
+    }
+    return mysql_store_result(m);
+}
+
+static const char *status_name(int s)
+{
+    static const char *names[] = {"absent", "held", "claimed", "released",
+                                  "expired"};
+    return s >= 0 && s <= 4 ? names[s] : "?";
+}
+
+/* Every acknowledged outcome against node 1's rows (the nodes were
+ * checked to hold the same rows). */
+static void check_outcomes(int node)
+{
+    MYSQL *m = check_connect(node);
+    if (!m)
+        return;
+    char q[256];
+    snprintf(q, sizeof q, "SELECT checkout_token, status, hold_count, "
+                          "expires_at <= NOW(6) FROM reservation_checkouts "
+                          "WHERE shop_id = %d", SHOP);
+    MYSQL_RES *r = query(m, q);
+    size_t nco = r ? (size_t)mysql_num_rows(r) : 0, i = 0;
+    struct dbco *cos = calloc(nco + 1, sizeof *cos);
+    MYSQL_ROW row;
+    while (r && (row = mysql_fetch_row(r)) && i < nco) {
+        snprintf(cos[i].tok, sizeof cos[i].tok, "%s", row[0]);
+        cos[i].status = atoi(row[1]);
+        cos[i].hold_count = atoi(row[2]);
+        cos[i++].past = atoi(row[3]);
+    }
+    if (r)
+        mysql_free_result(r);
+    qsort(cos, nco, sizeof *cos, dbco_cmp);
+
+    snprintf(q, sizeof q, "SELECT checkout_token, inventory_item_id, "
+                          "quantity FROM reserved_quantities WHERE shop_id "
+                          "= %d", SHOP);
+    r = query(m, q);
+    size_t nh = r ? (size_t)mysql_num_rows(r) : 0;
+    struct dbhold *holds = calloc(nh + 1, sizeof *holds);
+    i = 0;
+    while (r && (row = mysql_fetch_row(r)) && i < nh) {
+        snprintf(holds[i].tok, sizeof holds[i].tok, "%s", row[0]);
+        holds[i].item = strtoull(row[1], NULL, 10);
+        holds[i++].qty = strtoll(row[2], NULL, 10);
+    }
+    if (r)
+        mysql_free_result(r);
+    qsort(holds, nh, sizeof *holds, dbhold_cmp);
+    for (i = 0; i < nh; i++) {
+        struct dbco key;
+        memset(&key, 0, sizeof key);
+        snprintf(key.tok, sizeof key.tok, "%s", holds[i].tok);
+        struct dbco *co = bsearch(&key, cos, nco, sizeof key, dbco_cmp);
+        if (co)
+            co->holds++;
+        else
+            problem("%s: holds without a checkout", holds[i].tok);
+    }
+
+    int64_t claimed[NITEMS + 1] = {0};
+    long checked = 0;
+    for (int ci = 0; ci < C.clients; ci++) {
+        struct client *c = &clients[ci];
+        for (size_t k = 0; k < c->nrecs; k++) {
+            struct rec *t = &c->recs[k];
+            if (t->hung)
+                continue; /* (already a problem) */
+            checked++;
+            struct dbco key;
+            memset(&key, 0, sizeof key);
+            snprintf(key.tok, sizeof key.tok, "%s", t->tok);
+            struct dbco *co = bsearch(&key, cos, nco, sizeof key, dbco_cmp);
+            /* held, as rsv_checkout_status() says it: a held checkout
+             * past its deadline, or with some of its holds given back,
+             * has expired */
+            int st = co ? co->status : ST_NONE;
+            if (st == ST_HELD && (co->past || co->holds < co->hold_count))
+                st = ST_EXPIRED;
+            const char *bad = NULL;
+            int claimed_ack = t->settle_kind == 'c' &&
+                              (t->settle_rc == RSV_OK ||
+                               t->settle_rc == RSV_ECLAIMED);
+            if (claimed_ack)
+                for (int l = 0; l < t->nlines; l++)
+                    claimed[t->lines[l].item] += t->lines[l].qty;
+            if (t->reserve_rc != RSV_OK) {
+                if (st != ST_NONE)
+                    bad = "a refused reserve left a checkout";
+            } else if (claimed_ack) {
+                if (st != ST_CLAIMED)
+                    bad = "an acknowledged claim is not claimed";
+            } else if (t->settle_kind == 'c') {
+                if (st == ST_CLAIMED || st == ST_NONE)
+                    bad = "a refused claim is claimed, or its checkout "
+                          "is gone";
+            } else if (t->settle_kind == 'r' && t->settle_rc == RSV_OK) {
+                if (st != ST_RELEASED && st != ST_EXPIRED)
+                    bad = "an acknowledged release is not released";
+            } else if (t->settle_kind == 'r' && t->settle_rc != RSV_EBUSY) {
+                bad = "a release was refused";
+            } else if (st != ST_HELD && st != ST_EXPIRED) {
+                bad = "an acknowledged hold is neither held nor expired";
+            }
+            if (!bad && st == ST_HELD) {
+                /* its holds are exactly what it was acknowledged */
+                for (int l = 0; l < t->nlines && !bad; l++) {
+                    struct dbhold hk;
+                    memset(&hk, 0, sizeof hk);
+                    snprintf(hk.tok, sizeof hk.tok, "%s", t->tok);
+                    hk.item = t->lines[l].item;
+                    struct dbhold *h =
+                        bsearch(&hk, holds, nh, sizeof hk, dbhold_cmp);
+                    if (!h || h->qty != t->lines[l].qty)
+                        bad = "a held checkout's holds are not the units "
+                              "it was acknowledged";
+                }
+            }
+            if (bad)
+                problem("%s: %s (reserve %s, %s %s; the database says %s)",
+                        t->tok, bad, rsv_code_name(t->reserve_rc),
+                        t->settle_kind == 'c'   ? "claim"
+                        : t->settle_kind == 'r' ? "release"
+                                                : "no settle",
+                        t->settle_kind ? rsv_code_name(t->settle_rc) : "-",
+                        status_name(st));
+        }
+    }
+    /* units: what left the ledger is exactly what was claimed */
+    for (uint64_t item = 1; item <= NITEMS; item++) {
+        snprintf(q, sizeof q, "SELECT on_hand FROM inventory_stock WHERE "
+                              "shop_id = %d AND inventory_item_id = %llu AND "
+                              "inventory_group_id = %d", SHOP,
+                 (unsigned long long)item, LOC);
+        int64_t on_hand = q_int(m, q);
+        int64_t stock = item == HOT_ITEM ? C.hot_stock : C.other_stock;
+        int64_t left = stock - on_hand;
+        if (left > claimed[item])
+            problem("item %llu: %lld units left stock on hand, acknowledged "
+                    "claims account for %lld (%lld units lost)",
+                    (unsigned long long)item, (long long)left,
+                    (long long)claimed[item],
+                    (long long)(left - claimed[item]));
+        else if (left < claimed[item])
+            problem("item %llu: %lld units of acknowledged claims never "
+                    "left stock on hand (%lld left, %lld claimed)",
+                    (unsigned long long)item,
+                    (long long)(claimed[item] - left), (long long)left,
+                    (long long)claimed[item]);
+        else if (C.verbose)
+            fprintf(stderr, "galera-load: item %llu: %lld claimed, on hand "
+                            "%lld\n", (unsigned long long)item,
+                    (long long)claimed[item], (long long)on_hand);
+    }
+    printf("galera-load: %ld checkouts checked, %zu in the database\n",
+           checked, nco);
+    free(cos);
+    free(holds);
+    mysql_close(m);
+}
+
+/* The conflict counters of every node (wsrep_local_cert_failures,
+ * _bf_aborts, _replays; since the node started): -1 if unknown. */
+#define WSREP_COUNTERS 3
+static void wsrep_counters(long long out[NODES][WSREP_COUNTERS])
+{
+    static const char *const names[WSREP_COUNTERS] = {
+        "WSREP_LOCAL_CERT_FAILURES", "WSREP_LOCAL_BF_ABORTS",
+        "WSREP_LOCAL_REPLAYS"};
+    for (int n = 0; n < NODES; n++) {
+        for (int k = 0; k < WSREP_COUNTERS; k++)
+            out[n][k] = -1;
+        MYSQL *m = node_connect(n, 30);
+        if (!m)
+            continue;
+        for (int k = 0; k < WSREP_COUNTERS; k++) {
+            char q[160];
+            snprintf(q, sizeof q, "SELECT VARIABLE_VALUE FROM "
+                                  "information_schema.GLOBAL_STATUS WHERE "
+                                  "VARIABLE_NAME = '%s'", names[k]);
+            out[n][k] = q_int(m, q);
+        }
+        mysql_close(m);
+    }
+}
+
+/* What the run added to them (a node restarted in the run counts from
+ * its restart). */
+static void print_wsrep_counters(long long before[NODES][WSREP_COUNTERS])
+{
+    long long after[NODES][WSREP_COUNTERS];
+    wsrep_counters(after);
+    printf("galera-load: conflicts in the run (certification failures / "
+           "brute-force aborts / replays):");
+    for (int n = 0; n < NODES; n++) {
+        printf(" node %d", n + 1);
+        for (int k = 0; k < WSREP_COUNTERS; k++) {
+            long long d = after[n][k] >= before[n][k]
+                              ? after[n][k] - before[n][k]
+                              : after[n][k];
+            printf("%c%lld", k ? '/' : ' ', d);
+        }
+    }
+    printf("\n");
+}
+
+/* ------------------------------------------------------------------ */
+/* Set-up and main                                                    */
+/* ------------------------------------------------------------------ */
+
+static void setup_stock(void)
+{
+    MYSQL *m = check_connect(0);
+    if (!m)
+        exit(2);
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.pool_cap = C.pool_cap;
+    rsv_ctx *ctx = NULL;
+    if (rsv_open(&ctx, m, &o) != RSV_OK) {
+        fprintf(stderr, "galera-load: rsv_open: %s\n", rsv_errmsg(ctx));
+        exit(2);
+    }
+    if (q_int(m, "SELECT COUNT(*) FROM inventory_levels") != 0) {
+        fprintf(stderr, "galera-load: the database %s is not empty\n", C.db);
+        exit(2);
+    }
+    for (uint64_t item = 1; item <= NITEMS; item++) {
+        int rc = rsv_stock_set(ctx, SHOP, item, LOC,
+                               item == HOT_ITEM ? C.hot_stock
+                                                : C.other_stock);
+        if (rc) {
+            fprintf(stderr, "galera-load: stock: %s\n", rsv_errmsg(ctx));
+            exit(2);
+        }
+    }
+    rsv_close(ctx);
+    mysql_close(m);
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: galera_load --dir DIR [--cluster-sh PATH] [--db NAME]\n"
+            "         [--seed N] [--clients N] [--duration S]\n"
+            "         [--kill-node N (0: none)] [--hot-stock N]\n"
+            "         [--pool-cap N] [--statements-only] [--verbose]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--statements-only")) {
+            C.flags |= RSV_OPT_STATEMENTS_ONLY;
+            continue;
+        }
+        if (!strcmp(a, "--verbose")) {
+            C.verbose = 1;
+            continue;
+        }
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(a, "--dir"))
+            C.dir = v;
+        else if (!strcmp(a, "--cluster-sh"))
+            C.cluster_sh = v;
+        else if (!strcmp(a, "--db"))
+            C.db = v;
+        else if (!strcmp(a, "--seed"))
+            C.seed = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--clients"))
+            C.clients = atoi(v);
+        else if (!strcmp(a, "--duration"))
+            C.duration = atoi(v);
+        else if (!strcmp(a, "--kill-node"))
+            C.kill_node = atoi(v);
+        else if (!strcmp(a, "--hot-stock"))
+            C.hot_stock = atol(v);
+        else if (!strcmp(a, "--pool-cap"))
+            C.pool_cap = atoi(v);
+        else
+            usage();
+    }
+    if (!C.dir || C.clients < 1 || C.clients > MAX_CLIENTS ||
+        C.duration < 1 || C.kill_node < 0 || C.kill_node > NODES ||
+        C.hot_stock < 1 || C.pool_cap < 1)
+        usage();
+    for (int n = 0; n < NODES; n++)
+        snprintf(sockets[n], sizeof sockets[n], "%s/n%d/mysqld.sock", C.dir,
+                 n + 1);
+    Dl_info dl;
+    if (dladdr((void *)rsv_version, &dl) && dl.dli_fname)
+        printf("galera-load: libreserve %s from %s\n", rsv_version(),
+               dl.dli_fname);
+    if (mysql_library_init(0, NULL, NULL)) {
+        fprintf(stderr, "galera-load: mysql_library_init failed\n");
+        return 2;
+    }
+    setup_stock();
+    long long counters[NODES][WSREP_COUNTERS];
+    wsrep_counters(counters);
+
+    for (int i = 0; i < C.clients; i++) {
+        struct client *c = &clients[i];
+        c->id = i;
+        c->home = c->node = i % NODES;
+        c->rng = ((uint64_t)C.seed << 32) ^ (uint64_t)(i + 1) * 0x9E3779B9u;
+        rsv_options_init(&c->opts, RSV_OPTIONS_VERSION);
+        c->opts.pool_cap = C.pool_cap;
+        c->opts.flags = C.flags;
+    }
+    pthread_t th[MAX_CLIENTS];
+    uint64_t start = now_ms();
+    for (int i = 0; i < C.clients; i++)
+        if (pthread_create(&th[i], NULL, client_main, &clients[i])) {
+            perror("galera-load: pthread_create");
+            return 2;
+        }
+    /* kill a node a third in, bring it back half-way */
+    uint64_t kill_at = start + (uint64_t)C.duration * 1000 / 3;
+    uint64_t back_at = start + (uint64_t)C.duration * 1000 / 2;
+    int killed = 0, back = 0;
+    while (now_ms() < start + (uint64_t)C.duration * 1000) {
+        sleep_ms(200);
+        if (C.kill_node && !killed && now_ms() >= kill_at) {
+            printf("galera-load: %.1f s, %ld calls: SIGKILL node %d\n",
+                   (now_ms() - start) / 1000.0, total_ops(), C.kill_node);
+            fflush(stdout);
+            atomic_store(&node_down[C.kill_node - 1], 1);
+            if (cluster_cmd("kill", C.kill_node) != 0)
+                problem("could not kill node %d", C.kill_node);
+            killed = 1;
+        }
+        if (killed && !back && now_ms() >= back_at) {
+            printf("galera-load: %.1f s, %ld calls: restarting node %d\n",
+                   (now_ms() - start) / 1000.0, total_ops(), C.kill_node);
+            fflush(stdout);
+            if (cluster_cmd("restart", C.kill_node) != 0)
+                problem("node %d did not rejoin", C.kill_node);
+            atomic_store(&node_down[C.kill_node - 1], 0);
+            printf("galera-load: %.1f s: node %d is synced again\n",
+                   (now_ms() - start) / 1000.0, C.kill_node);
+            fflush(stdout);
+            back = 1;
+        }
+    }
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < C.clients; i++)
+        pthread_join(th[i], NULL);
+    double secs = (now_ms() - start) / 1000.0;
+
+    long ops = 0, in_txn = 0, eintxn = 0, repeats = 0, edb = 0, moved = 0;
+    long codes[32] = {0};
+    uint64_t deadlocks = 0, retries = 0, one_trip = 0;
+    for (int i = 0; i < C.clients; i++) {
+        deadlocks += clients[i].deadlocks;
+        retries += clients[i].retries;
+        one_trip += clients[i].one_trip;
+        ops += clients[i].ops;
+        in_txn += clients[i].in_txn;
+        eintxn += clients[i].eintxn;
+        repeats += clients[i].repeats;
+        edb += clients[i].edb;
+        moved += clients[i].moved;
+        for (int k = 0; k < 32; k++)
+            codes[k] += clients[i].code_count[k];
+    }
+    printf("galera-load: %ld calls in %.1f s (%.0f/s), %d clients; "
+           "repeated %ld, moved to another node %ld\n", ops, secs,
+           ops / secs, C.clients, repeats, moved);
+    printf("galera-load: library: %llu deadlocks (conflicts) retried, %llu "
+           "retries, %llu reserves in one round trip (procedures)\n",
+           (unsigned long long)deadlocks, (unsigned long long)retries,
+           (unsigned long long)one_trip);
+    printf("galera-load: answers:");
+    for (int k = 0; k < 32; k++)
+        if (codes[k])
+            printf(" %s %ld", rsv_code_name(-k) ? rsv_code_name(-k) : "?",
+                   codes[k]);
+    printf("\n");
+    fflush(stdout);
+
+    /* every node synced before anything is read */
+    for (int n = 1; n <= NODES; n++)
+        if (cluster_cmd("wait-synced", n) != 0)
+            problem("node %d is not synced after the run", n);
+    print_wsrep_counters(counters);
+    char fps[NODES][512];
+    for (int n = 0; n < NODES; n++)
+        check_node(n, fps[n], sizeof fps[n]);
+    for (int n = 1; n < NODES; n++)
+        if (strcmp(fps[0], fps[n]) != 0)
+            problem("node %d's rows differ from node 1's (%s / %s)", n + 1,
+                    fps[n], fps[0]);
+    check_outcomes(0);
+    if (in_txn)
+        problem("%ld calls left the connection inside a transaction", in_txn);
+    if (eintxn)
+        problem("%ld calls answered RSV_EINTXN", eintxn);
+    fflush(stderr);
+    if (problems) {
+        printf("galera-load: FAILED, seed %u: %ld problems\n", C.seed,
+               problems);
+        return 1;
+    }
+    printf("galera-load: ok, seed %u\n", C.seed);
+    return 0;
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# libreserve on a real 3-node MariaDB Galera cluster on 127.0.0.1.
+#
+# Installs what it needs (as tools/deps.sh does: as root with apt-get, no
+# system service started), starts a throwaway cluster in a temporary
+# directory (tests/galera/cluster.sh), and then, per run (one seed each):
+# creates a database, loads sql/schema.sql on node 1, and runs
+# galera_load: clients on all three nodes doing reserve / claim / release /
+# sweep on a hot item and a few others while one node is SIGKILLed and
+# rejoins; every acknowledged outcome is then checked, and rsv_audit() run
+# on every node.  Every server it started is stopped when it ends, also on
+# failure or Ctrl-C.  The last line is "galera: N passed, M failed".
+#
+# Usage: tests/galera/run-galera.sh quick|long|repro
+#   quick   3 runs of 30 s, 9 clients (make check-galera)
+#   long    6 runs of 90 s, 12 clients (make check-galera-long)
+#   repro   the minimal reproduction (repro_bf_abort) in its three modes
+#           (make galera-repro); fails only if the checked mode, the one
+#           libreserve relies on, is not all or nothing
+# Environment:
+#   GALERA_BUILD     build directory with galera/galera_load (build)
+#   GALERA_LIB       a directory whose libreserve.so.0 is loaded instead
+#                    of the build's (e.g. another tree's build/)
+#   GALERA_SCHEMA    the schema file to load (sql/schema.sql)
+#   GALERA_RUNS, GALERA_DURATION, GALERA_CLIENTS, GALERA_SEED (first seed)
+#   GALERA_KEEP=1    keep the directory (logs, data) after a pass; it is
+#                    always kept after a failure
+#   GALERA_PORT_BASE ports BASE+1..BASE+33 on 127.0.0.1 (14000)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mode=${1:-quick}
+case "$mode" in
+  quick) runs=3 duration=30 clients=9 ;;
+  long) runs=6 duration=90 clients=12 ;;
+  repro) runs=0 duration=20 clients=3 ;;
+  *) echo "usage: $0 quick|long|repro" >&2; exit 2 ;;
+esac
+runs=${GALERA_RUNS:-$runs}
+duration=${GALERA_DURATION:-$duration}
+clients=${GALERA_CLIENTS:-$clients}
+seed=${GALERA_SEED:-$(( $(date +%s) % 100000 ))}
+build=${GALERA_BUILD:-build}
+schema=${GALERA_SCHEMA:-sql/schema.sql}
+
+# ---- what the cluster needs, on top of tools/deps.sh test ----
+tools/deps.sh test
+have() { command -v "$1" >/dev/null 2>&1; }
+missing=()
+provider_found=0
+for p in /usr/lib/galera/libgalera_smm.so /usr/lib/libgalera_smm.so \
+         /usr/lib64/galera-4/libgalera_smm.so; do
+  [ -e "$p" ] && provider_found=1
+done
+[ $provider_found = 1 ] || missing+=(galera-4)
+have rsync || missing+=(rsync)
+have ss || have lsof || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ]; then
+  cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$(id -u)" = 0 ] && have apt-get; then
+    echo "run-galera.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || true
+    # Keep the system MariaDB service from starting: the test runs its own.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; made_policy=1
+    fi
+    set +e
+    $cmd >/tmp/libreserve-galera-deps.log 2>&1
+    status=$?
+    set -e
+    [ $made_policy = 1 ] && rm -f "$policy"
+    if [ $status -ne 0 ]; then
+      tail -20 /tmp/libreserve-galera-deps.log >&2
+      echo "run-galera.sh: '$cmd' failed" >&2
+      exit 1
+    fi
+  else
+    echo "run-galera.sh: missing ${missing[*]}. Install them with:" >&2
+    echo "  sudo apt-get update && sudo $cmd" >&2
+    exit 1
+  fi
+fi
+
+load=$build/galera/galera_load
+repro=$build/galera/repro_bf_abort
+for f in "$load" "$repro"; do
+  [ -x "$f" ] || { echo "run-galera.sh: $f missing: run 'make galera-build'" >&2; exit 2; }
+done
+client=$(command -v mariadb || command -v mysql)
+if [ -n "${GALERA_LIB:-}" ]; then
+  [ -e "$GALERA_LIB/libreserve.so.0" ] || { echo "run-galera.sh: no libreserve.so.0 in $GALERA_LIB" >&2; exit 2; }
+  export LD_LIBRARY_PATH="$GALERA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/libreserve-galera.XXXXXX")
+failed=0
+cleanup() {
+  local status=$?
+  tests/galera/cluster.sh stop "$dir" || true
+  if [ "$status" = 0 ] && [ "$failed" = 0 ] && [ -z "${GALERA_KEEP:-}" ]; then
+    rm -rf "$dir"
+  else
+    rm -rf "$dir"/n*/data/ib* "$dir"/n*/data/galera.cache "$dir"/n*/tmp
+    echo "run-galera.sh: logs kept in $dir" >&2
+  fi
+}
+trap cleanup EXIT
+trap 'failed=1; exit 130' INT TERM
+
+start=$SECONDS
+echo "# $(uname -srm), $(nproc) cpu(s), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $("$client" --version)"
+tests/galera/cluster.sh start "$dir"
+echo "# cluster of 3 nodes up in $((SECONDS - start)) s ($dir)"
+
+sql() {
+  local n=$1
+  shift
+  "$client" --defaults-file="$dir/n$n/my.cnf" -N -B "$@"
+}
+
+if [ "$mode" = repro ]; then
+  status=0
+  for m in binary text checked; do
+    out=$("$repro" "$dir" "$m" "$duration" "$clients") || true
+    echo "$out"
+    if [ "$m" = checked ] && ! echo "$out" | tail -1 | grep -q "all or nothing$"; then
+      status=1
+    fi
+  done
+  [ $status = 0 ] || failed=1
+  echo "# wall time: $((SECONDS - start)) s"
+  exit $status
+fi
+
+passed=0
+fails=0
+for i in $(seq 1 "$runs"); do
+  s=$((seed + i - 1))
+  db="rsvgalera_$s"
+  node=$(( (i - 1) % 3 + 1 ))
+  echo "== run $i of $runs: seed $s, $clients clients, $duration s, node $node killed and brought back"
+  sql 1 -e "CREATE DATABASE $db"
+  sql 1 "$db" <"$schema"
+  # every node has the schema before a client starts
+  for n in 1 2 3; do
+    sql "$n" "$db" -e "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*) FROM inventory_levels" >/dev/null
+  done
+  set +e
+  "$load" --dir "$dir" --cluster-sh tests/galera/cluster.sh --db "$db" \
+    --seed "$s" --clients "$clients" --duration "$duration" --kill-node "$node"
+  rc=$?
+  set -e
+  if [ $rc = 0 ]; then
+    passed=$((passed + 1))
+    sql 1 -e "DROP DATABASE $db" || true
+  else
+    fails=$((fails + 1))
+    failed=1
+    echo "run-galera.sh: run $i (seed $s) failed; its database $db is kept" >&2
+  fi
+  # the next run starts on a whole cluster
+  for n in 1 2 3; do
+    if ! tests/galera/cluster.sh wait-synced "$dir" "$n" 240; then
+      echo "run-galera.sh: node $n did not come back; no further runs" >&2
+      fails=$((fails + runs - i))
+      failed=1
+      break 2
+    fi
+  done
+done
+echo "# wall time: $((SECONDS - start)) s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "galera: $passed passed, $fails failed"
+[ "$fails" = 0 ]
