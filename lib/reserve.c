@@ -401,8 +401,8 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
     return rc;
 }
 
-/* Units key k can still give: pool rows read and not yet allocated, plus,
- * on the slow path, what the locked ledger has not issued. */
+/* Key k has no ledger row: RSV_ENOITEM, naming the first line that asks
+ * for it (rsv_cart_failed_line). */
 static int unknown_key(rsv_ctx *ctx, rjob *j, const rkey *k)
 {
     for (size_t l = 0; l < j->cart->n; l++)
@@ -691,7 +691,6 @@ static int slow_body(rsv_ctx *ctx, void *p)
         if ((rows || key->direct) &&
             (rc = ledger_issue(ctx, j->shop, &key->lv, rows, key->direct)))
             return rc;
-        j->refill_added += rows;
     }
     return write_holds(ctx, j);
 }
@@ -728,7 +727,6 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         pool_refill_done(ctx, j->shop, key->item, key->loc, skipped);
 
         memcpy(ctx->msg, msg, sizeof msg);
-        j->refill_added += added;
     }
 }
 

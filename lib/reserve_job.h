@@ -63,7 +63,6 @@ typedef struct rjob {
     size_t *line_off;    /* per line: offset into line_keys */
     int prev_found, prev_status;
     uint32_t prev_gen;
-    int64_t refill_added;
     int rescan;          /* read every pool from its bottom */
     uint64_t *pairs;     /* the keys as (item, location) pairs */
     int back_to_fast;    /* times the slow path went back (NEED_FAST) */
