@@ -1,12 +1,15 @@
 /*
  * txn.c - the transaction frame every operation runs in.
  *
- * Owns: setting READ COMMITTED for one transaction only (never the
- * session's default), BEGIN/COMMIT/ROLLBACK, retrying deadlocks and
- * lock-wait timeouts with a bounded, jittered exponential backoff, joining
- * a transaction the caller already has open (for claim/release), and
- * telling a lost connection before COMMIT (nothing applied: RSV_ECONN) from
- * one during COMMIT (outcome unknown: RSV_EINDOUBT).  Also the frame of
+ * Owns: READ COMMITTED and READ WRITE for one transaction only (never the
+ * session's defaults), BEGIN/COMMIT/ROLLBACK (AND NO CHAIN NO RELEASE),
+ * retrying deadlocks and lock-wait timeouts with a bounded, jittered
+ * exponential backoff within the call's time budget, joining a transaction
+ * the caller already has open (for claim/release and the two reads),
+ * sending one read alone when the session allows it (and again in a frame
+ * when it read uncommitted rows), never leaving a transaction of ours
+ * open, and telling a lost connection before COMMIT (nothing applied:
+ * RSV_ECONN) from one during COMMIT (outcome unknown: RSV_EINDOUBT).  Also the frame of
  * every public operation around it: op_begin/op_end set the tag, time the
  * call, apply the kill switch, count the outcome and run the completion
  * callback (the counters themselves live in stats.c).
