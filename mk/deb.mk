@@ -25,22 +25,7 @@ LINTIAN_FLAGS ?= --display-info --pedantic --fail-on error,warning,info,pedantic
 .PHONY: deb deb-deps deb-test
 
 deb-deps: deps-build
-	@missing=; \
-	for p in $(DEB_TOOLS); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q ' installed$$' || missing="$$missing $$p"; \
-	done; \
-	[ -z "$$missing" ] && exit 0; \
-	cmd="apt-get install -y --no-install-recommends$$missing"; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "deb: installing$$missing" >&2; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq >/dev/null || true; \
-	  mkdir -p $(B); \
-	  $$cmd >$(B)/deb-deps.log 2>&1 || { tail -20 $(B)/deb-deps.log >&2; echo "deb: '$$cmd' failed" >&2; exit 1; }; \
-	else \
-	  echo "deb: missing$$missing. Install them with:" >&2; \
-	  echo "  sudo apt-get update && sudo $$cmd" >&2; exit 1; \
-	fi
+	@tools/deps.sh packages $(DEB_TOOLS)
 
 deb: deb-deps
 	@deb_version=$$(dpkg-parsechangelog -l debian/changelog -S Version); \

@@ -480,10 +480,8 @@ have_parser() {
   done
   return 1
 }
-if ! have_parser && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "admin-test: installing python3-prometheus-client"
-  apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=120 python3-prometheus-client >"$tmp/apt.log" 2>&1; }
-  apt_install || { apt-get update -qq >/dev/null 2>&1 && apt_install; } || tail -5 "$tmp/apt.log"
+if ! have_parser; then
+  tools/deps.sh packages python3-prometheus-client >"$tmp/apt.log" 2>&1 || tail -5 "$tmp/apt.log"
 fi
 # prom_check DESC JSON: stdout ($out) parses, and says what JSON says.
 prom_check() {

@@ -667,24 +667,11 @@ static const char *find_parser(void)
     const char *py = python_with_parser();
     if (*py)
         return py;
-    if (geteuid() != 0 || system("command -v apt-get >/dev/null") != 0) {
-        fprintf(stderr, "check_metrics: python3-prometheus-client is not "
-                "installed and this is not root with apt-get: the checks "
-                "with the Prometheus parser are skipped (install it with "
-                "'apt-get install python3-prometheus-client')\n");
-        return "";
-    }
-    fprintf(stderr, "check_metrics: installing python3-prometheus-client\n");
-    const char *install =
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-        "--no-install-recommends -o DPkg::Lock::Timeout=120 "
-        "python3-prometheus-client >/tmp/rsv-metrics-apt.log 2>&1";
-    /* once more after apt-get update: the package lists may be missing
-     * on a fresh machine */
-    if (system(install) != 0 &&
-        system("apt-get update -qq >/dev/null 2>&1") == 0 &&
-        system(install) != 0)
-        fprintf(stderr, "check_metrics: apt-get install failed\n");
+    /* (the suites run from the top of the tree) */
+    if (system("tools/deps.sh packages python3-prometheus-client "
+               ">/tmp/rsv-metrics-apt.log 2>&1") != 0)
+        fprintf(stderr, "check_metrics: tools/deps.sh packages "
+                "python3-prometheus-client failed\n");
     py = python_with_parser();
     if (!*py)
         fprintf(stderr, "check_metrics: python3-prometheus-client could "

@@ -9,17 +9,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 have() { command -v "$1" >/dev/null 2>&1; }
 if ! have node; then
-  if [ "$(id -u)" = 0 ] && have apt-get; then
-    echo "node deps: installing nodejs npm"
-    log=$(mktemp "${TMPDIR:-/tmp}/rsv-node-apt.XXXXXX")
-    export DEBIAN_FRONTEND=noninteractive
-    apt_install() { apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=120 nodejs npm >>"$log" 2>&1; }
-    apt_install || { apt-get update -qq >>"$log" 2>&1; apt_install; } ||
-      { tail -5 "$log"; echo "node deps: apt-get install nodejs npm failed: the Node.js tests will be skipped"; }
-    rm -f "$log"
-  else
-    echo "node deps: node is missing (as root: apt-get install nodejs npm): the Node.js tests will be skipped"
-  fi
+  "$here/../../tools/deps.sh" packages nodejs npm ||
+    echo "node deps: node is missing: the Node.js tests will be skipped"
 fi
 have node || exit 0
 if ! have npm; then

@@ -20,20 +20,11 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
 build=${RSV_BUILD:-build}
 lib=$repo/$build/libreserve.so.0
 [ -e "$lib" ] || { echo "python-install: $lib not built (make lib)" >&2; exit 2; }
-client=$(command -v mariadb || command -v mysql) || { echo "python-install: no mariadb client" >&2; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-pyinstall.XXXXXX")
-DB=rsvpip_$$
-sql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
-cleanup() { sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-finish() { echo "python-install: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+# shellcheck source=tests/testlib.sh
+. "$repo/tests/testlib.sh" python-install
 
 # ---- an interpreter that can build the package offline ----
 can_build() {
@@ -53,14 +44,8 @@ pick_python() {
   return 1
 }
 if ! PY=$(pick_python); then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "python-install: installing python3-pip python3-setuptools python3-wheel"
-    apt_install() {
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        -o DPkg::Lock::Timeout=120 python3-pip python3-setuptools python3-wheel >>"$tmp/apt.log" 2>&1
-    }
-    apt_install || { apt-get update -qq >>"$tmp/apt.log" 2>&1; apt_install; } || tail -5 "$tmp/apt.log"
-  fi
+  "$repo/tools/deps.sh" packages python3-pip python3-setuptools python3-wheel \
+    >"$tmp/apt.log" 2>&1 || tail -5 "$tmp/apt.log"
   if ! PY=$(pick_python); then
     echo "skip python-install: no python3 with pip and setuptools (+ wheel) to build the package offline (apt-get install python3-pip python3-setuptools python3-wheel)"
     echo "python-install: 0 passed, 0 failed"
@@ -74,7 +59,7 @@ mkdir -p "$tmp/src" "$tmp/run"
 (cd "$here" && tar -c --exclude=build --exclude=dist --exclude='*.egg-info' \
    --exclude=__pycache__ .) | tar -x -C "$tmp/src" || exit 1
 
-sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <"$repo/sql/schema.sql" || { bad "create the test database"; finish; }
+sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <"$repo/sql/schema.sql" || { bad "create the test database"; finish; exit; }
 dsn=$("$PY" - "$DB" "${RSV_TEST_USER:-root}" "${RSV_TEST_PASSWORD:-}" "$RSV_TEST_SOCKET" <<'PY'
 import sys
 from urllib.parse import quote

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # libreserve on a real 3-node MariaDB Galera cluster on 127.0.0.1.
 #
-# Installs what it needs (as tools/deps.sh does: as root with apt-get, no
-# system service started), starts a throwaway cluster in a temporary
+# Installs what it needs (tools/deps.sh: as root with apt-get, no system
+# service started), starts a throwaway cluster in a temporary
 # directory (tests/galera/cluster.sh), and then, per run (one seed each):
 # creates a database, loads sql/schema.sql on node 1, and runs
 # galera_load: clients on all three nodes doing reserve / claim / release /
@@ -44,44 +44,7 @@ schema=${GALERA_SCHEMA:-sql/schema.sql}
 
 # ---- what the cluster needs, on top of tools/deps.sh test ----
 tools/deps.sh test
-have() { command -v "$1" >/dev/null 2>&1; }
-missing=()
-provider_found=0
-for p in /usr/lib/galera/libgalera_smm.so /usr/lib/libgalera_smm.so \
-         /usr/lib64/galera-4/libgalera_smm.so; do
-  [ -e "$p" ] && provider_found=1
-done
-[ $provider_found = 1 ] || missing+=(galera-4)
-have rsync || missing+=(rsync)
-have ss || have lsof || missing+=(iproute2)
-if [ ${#missing[@]} -gt 0 ]; then
-  cmd="apt-get install -y --no-install-recommends ${missing[*]}"
-  if [ "$(id -u)" = 0 ] && have apt-get; then
-    echo "run-galera.sh: installing ${missing[*]}" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null || true
-    # Keep the system MariaDB service from starting: the test runs its own.
-    policy=/usr/sbin/policy-rc.d
-    made_policy=0
-    if [ ! -e "$policy" ]; then
-      printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; made_policy=1
-    fi
-    set +e
-    $cmd >/tmp/libreserve-galera-deps.log 2>&1
-    status=$?
-    set -e
-    [ $made_policy = 1 ] && rm -f "$policy"
-    if [ $status -ne 0 ]; then
-      tail -20 /tmp/libreserve-galera-deps.log >&2
-      echo "run-galera.sh: '$cmd' failed" >&2
-      exit 1
-    fi
-  else
-    echo "run-galera.sh: missing ${missing[*]}. Install them with:" >&2
-    echo "  sudo apt-get update && sudo $cmd" >&2
-    exit 1
-  fi
-fi
+tools/deps.sh packages galera-4 rsync iproute2
 
 load=$build/galera/galera_load
 repro=$build/galera/repro_bf_abort
