@@ -12,11 +12,10 @@
 # $RSV_BUILD/libreserve.so (default build), through the Python binding.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-client=$(command -v mariadb || command -v mysql) || { echo "privileges-test: no mariadb client" >&2; exit 1; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh privileges
 build=${RSV_BUILD:-build}
 
-DB=rsv_priv_test_$$
 INST=rsv_inst_$$
 RUN=rsv_run_$$
 PW=pw-$$
@@ -24,20 +23,14 @@ PW=pw-$$
 INSTALL_PRIVS=(SELECT INSERT UPDATE CREATE DROP "CREATE VIEW" "CREATE ROUTINE" "ALTER ROUTINE")
 RUNTIME_GRANT="SELECT, INSERT, UPDATE, DELETE, EXECUTE"
 
-root() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
 as() { local u=$1; shift; MYSQL_PWD=$PW "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$u" "$@"; }
-cleanup() {
-  root -e "DROP DATABASE IF EXISTS \`$DB\`; DROP USER IF EXISTS '$INST'@'localhost', '$RUN'@'localhost', '${INST}x'@'localhost'" >/dev/null 2>&1 || true
+cleanup_extra() {
+  sql -e "DROP DATABASE IF EXISTS \`${DB}x\`; DROP USER IF EXISTS '$INST'@'localhost', '$RUN'@'localhost', '${INST}x'@'localhost'" >/dev/null 2>&1 || true
 }
-trap cleanup EXIT
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
 join() { local IFS=,; echo "$*"; }
 
-root -e "CREATE DATABASE \`$DB\`; CREATE USER '$INST'@'localhost' IDENTIFIED BY '$PW'; CREATE USER '$RUN'@'localhost' IDENTIFIED BY '$PW'; GRANT $(join "${INSTALL_PRIVS[@]}") ON \`$DB\`.* TO '$INST'@'localhost'; GRANT $RUNTIME_GRANT ON \`$DB\`.* TO '$RUN'@'localhost'" || exit 1
+sql -e "CREATE DATABASE \`$DB\`; CREATE USER '$INST'@'localhost' IDENTIFIED BY '$PW'; CREATE USER '$RUN'@'localhost' IDENTIFIED BY '$PW'; GRANT $(join "${INSTALL_PRIVS[@]}") ON \`$DB\`.* TO '$INST'@'localhost'; GRANT $RUNTIME_GRANT ON \`$DB\`.* TO '$RUN'@'localhost'" || exit 1
 
 if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads the schema"; else bad "installing account loads the schema"; fi
 if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads it again (upgrade path)"; else bad "installing account loads it again"; fi
@@ -47,16 +40,16 @@ if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads it again 
 for drop in "${INSTALL_PRIVS[@]}"; do
   less=()
   for p in "${INSTALL_PRIVS[@]}"; do [ "$p" = "$drop" ] || less+=("$p"); done
-  root -e "DROP DATABASE IF EXISTS \`${DB}x\`; CREATE DATABASE \`${DB}x\`; DROP USER IF EXISTS '${INST}x'@'localhost'; CREATE USER '${INST}x'@'localhost' IDENTIFIED BY '$PW'; GRANT $(join "${less[@]}") ON \`${DB}x\`.* TO '${INST}x'@'localhost'" || exit 1
+  sql -e "DROP DATABASE IF EXISTS \`${DB}x\`; CREATE DATABASE \`${DB}x\`; DROP USER IF EXISTS '${INST}x'@'localhost'; CREATE USER '${INST}x'@'localhost' IDENTIFIED BY '$PW'; GRANT $(join "${less[@]}") ON \`${DB}x\`.* TO '${INST}x'@'localhost'" || exit 1
   if as "${INST}x" "${DB}x" <sql/schema.sql >/dev/null 2>&1; then
     bad "loading without $drop fails"
   else
     ok "loading without $drop fails"
   fi
-  root -e "DROP DATABASE \`${DB}x\`; DROP USER '${INST}x'@'localhost'"
+  sql -e "DROP DATABASE \`${DB}x\`; DROP USER '${INST}x'@'localhost'"
 done
 
-root -e "DROP USER '$INST'@'localhost'" || exit 1
+sql -e "DROP USER '$INST'@'localhost'" || exit 1
 ok "installing account dropped"
 
 # The runtime account: a checkout's whole life, and the view.
@@ -93,5 +86,4 @@ then ok "runtime account: reserve, claim, release, sweep, audit, the view"; else
 # The runtime account cannot change the schema.
 if as "$RUN" "$DB" -e "DROP TABLE reservation_units" 2>/dev/null; then bad "runtime account cannot drop tables"; else ok "runtime account cannot drop tables"; fi
 
-echo "privileges: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -5,17 +5,9 @@
 # time, and a clear message when it cannot connect.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
 build=${RSV_BUILD:-build}
-client=$(command -v mariadb || command -v mysql) || { echo "readme-test: no mariadb client" >&2; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-readme.XXXXXX")
-DB=rsv_readme_$$
-sql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
-cleanup() { sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh readme
 
 # The fenced C block under "## A complete minimal program".
 awk '/^## A complete minimal program/ { s = 1 } s && /^```c$/ { c = 1; next }
@@ -36,5 +28,4 @@ out=$(run "$DB"); rc=$?
 if [ $rc -ne 0 ] && grep -q "already claimed" <<<"$out"; then ok "second run: the reserve is refused ($out)"; else bad "second run: rc $rc: $out"; fi
 out=$(RSV_SOCKET=$tmp/no-such.sock "$tmp/minimal" 2>&1); rc=$?
 if [ $rc -ne 0 ] && grep -q "^connect: " <<<"$out"; then ok "no server: says so ($out)"; else bad "no server: rc $rc: $out"; fi
-echo "readme: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

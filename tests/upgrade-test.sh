@@ -14,23 +14,15 @@
 # test says so and passes nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
 FROM=${RSV_UPGRADE_FROM:-ad76e84}
 build=${RSV_BUILD:-build}
-client=$(command -v mariadb || command -v mysql) || { echo "upgrade-test: no mariadb client" >&2; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-upgrade.XXXXXX")
-DB=rsv_upgrade_$$
-sql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
-cleanup() { sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh upgrade
 
 if ! git rev-parse --verify -q "$FROM^{commit}" >/dev/null 2>&1; then
   echo "upgrade-test: commit $FROM is not in this checkout's history: nothing to upgrade from"
-  echo "upgrade: 0 passed, 0 failed"
-  exit 0
+  finish
+  exit
 fi
 mkdir -p "$tmp/old"
 git archive "$FROM" | tar -x -C "$tmp/old" || exit 1
@@ -150,5 +142,4 @@ with rsv.Context(conn) as c:
     assert not c.audit(9)
 '; then ok "the release file loaded again lowers nothing"; else bad "the release file loaded again: version $v"; fi
 
-echo "upgrade: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
