@@ -197,9 +197,19 @@ int fault_leave(rsv_ctx *ctx, int rc)
     if (n >= 1 && n <= TRACE_MAX && strcmp(F.trace[n - 1], "CALL") == 0 &&
         !committed)
         F.trace[n - 1] = "CALL (rolled back)";
-    if (!F.leave)
-        return rc;
+    return fault_leave_due(ctx) ? fault_lose(ctx, rc) : rc;
+}
+
+int fault_leave_due(rsv_ctx *ctx)
+{
+    if (!ctx || ctx != F.ctx || !F.leave)
+        return 0;
     F.leave = 0;
+    return 1;
+}
+
+int fault_lose(rsv_ctx *ctx, int rc)
+{
     kill_socket(ctx);
     if (rc != RSV_OK)
         return rc;

@@ -89,12 +89,20 @@ RSV_HIDDEN int fault_enter(rsv_ctx *ctx, rsv_sql_builder build,
                            uint32_t shape, const char *text, int *oom,
                            int *rc);
 RSV_HIDDEN int fault_leave(rsv_ctx *ctx, int rc);
+/* For statements sent back to back (sql_text_pair), whose answers are
+ * read after both went out: fault_leave_due says, right after the call's
+ * fault_enter, whether it is to be lost after it runs (and forgets it);
+ * fault_lose is that loss, applied once its answer was read. */
+RSV_HIDDEN int fault_leave_due(rsv_ctx *ctx);
+RSV_HIDDEN int fault_lose(rsv_ctx *ctx, int rc);
 RSV_HIDDEN void fault_server(unsigned long *version, const char **info);
 
 #define FAULT_OPENED(ctx) fault_opened(ctx)
 #define FAULT_ENTER(ctx, build, shape, text, oom, rcp) \
     fault_enter(ctx, build, shape, text, oom, rcp)
 #define FAULT_LEAVE(ctx, rc) fault_leave(ctx, rc)
+#define FAULT_LEAVE_DUE(ctx) fault_leave_due(ctx)
+#define FAULT_LOSE(ctx, rc) fault_lose(ctx, rc)
 #define FAULT_SERVER(version, info) fault_server(version, info)
 
 #else
@@ -102,6 +110,8 @@ RSV_HIDDEN void fault_server(unsigned long *version, const char **info);
 #define FAULT_OPENED(ctx) ((void)(ctx))
 #define FAULT_ENTER(ctx, build, shape, text, oom, rcp) ((void)(rcp), 0)
 #define FAULT_LEAVE(ctx, rc) (rc)
+#define FAULT_LEAVE_DUE(ctx) ((void)(ctx), 0)
+#define FAULT_LOSE(ctx, rc) (rc)
 #define FAULT_SERVER(version, info) ((void)(version), (void)(info))
 
 #endif /* RSV_FAULT_INJECTION */

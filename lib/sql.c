@@ -704,57 +704,63 @@ int sql_text(rsv_ctx *ctx, const char *text)
     return FAULT_LEAVE(ctx, RSV_OK);
 }
 
-int sql_begin(rsv_ctx *ctx, int read_only)
+int sql_text_pair(rsv_ctx *ctx, const char *first, const char *second)
 {
-    static const char set_rc[] = "SET TRANSACTION ISOLATION LEVEL READ "
-                                 "COMMITTED";
-    const char *start = read_only ? "START TRANSACTION READ ONLY"
-                                  : "START TRANSACTION READ WRITE";
-#ifdef RSV_FAULT_INJECTION
-    /* The fault walk counts and fails each statement on its own. */
-    int rc = sql_text(ctx, set_rc);
-    return rc ? rc : sql_text(ctx, start);
-#else
-    /* Both statements go out back to back and both answers are read
-     * after: one round trip instead of two on every transaction.  The
-     * server runs them in order; if the first fails the second still
-     * runs, and a transaction it opened (at the session's isolation) is
-     * rolled back here rather than used.  mysql_send_query() has written
-     * the text out when it returns, so one buffer serves both. */
-    rsv_buf *sql = tagged(ctx, set_rc);
-    if (sql->oom)
+    /* Both go out back to back and both answers are read after: one
+     * round trip instead of two.  The server runs them in order; if the
+     * first fails the second still runs.  The fault walk fails each on
+     * its own: both hooks run before anything is sent, as if each were
+     * sent alone.  mysql_send_query() has written the text out when it
+     * returns, so one buffer serves both. */
+    int frc = RSV_OK, oom1 = 0, oom2 = 0;
+    if (FAULT_ENTER(ctx, NULL, 0, first, &oom1, &frc))
+        return frc;
+    int lose1 = FAULT_LEAVE_DUE(ctx);
+    int skip2 = FAULT_ENTER(ctx, NULL, 0, second, &oom2, &frc);
+    int lose2 = FAULT_LEAVE_DUE(ctx);
+
+    rsv_buf *sql = tagged(ctx, first);
+    if (sql->oom || oom1)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    stats_add(ctx, RSV_STAT_STATEMENTS, 2);
+    stats_add(ctx, RSV_STAT_STATEMENTS, 1);
     if (mysql_send_query(ctx->conn, sql->p, (unsigned long)sql->len) != 0)
         return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
-                           set_rc);
-    sql = tagged(ctx, start);
-    if (sql->oom ||
-        mysql_send_query(ctx->conn, sql->p, (unsigned long)sql->len) != 0) {
-        /* the first went out: read its answer to stay in step */
-        int oom = sql->oom;
-        int rc = oom ? ctx_fail(ctx, RSV_ENOMEM, "out of memory")
-                     : ctx_db_fail(ctx, mysql_errno(ctx->conn),
-                                   mysql_error(ctx->conn), start);
-        if (oom || !rsv_is_conn_errno(ctx->db_errno))
-            (void)mysql_read_query_result(ctx->conn);
-        return rc;
+                           first);
+    /* rc2: why the second did not go out */
+    int rc2 = skip2 ? frc : RSV_OK;
+    if (!skip2) {
+        sql = tagged(ctx, second);
+        if (sql->oom || oom2) {
+            rc2 = ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+        } else {
+            stats_add(ctx, RSV_STAT_STATEMENTS, 1);
+            if (mysql_send_query(ctx->conn, sql->p,
+                                 (unsigned long)sql->len) != 0) {
+                rc2 = ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                  mysql_error(ctx->conn), second);
+                if (rsv_is_conn_errno(ctx->db_errno))
+                    return rc2;
+            }
+        }
     }
+    /* the first went out: read its answer to stay in step */
     int rc = RSV_OK;
     if (mysql_read_query_result(ctx->conn) != 0) {
         rc = ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
-                         set_rc);
+                         first);
         if (rsv_is_conn_errno(ctx->db_errno))
             return rc;
+    } else if (lose1) {
+        return FAULT_LOSE(ctx, rc);
     }
+    if (rc2 != RSV_OK)
+        return rc != RSV_OK ? rc : rc2;
     if (mysql_read_query_result(ctx->conn) != 0) {
         if (rc == RSV_OK)
             rc = ctx_db_fail(ctx, mysql_errno(ctx->conn),
-                             mysql_error(ctx->conn), start);
-        return rc;
+                             mysql_error(ctx->conn), second);
+    } else if (lose2) {
+        rc = FAULT_LOSE(ctx, rc);
     }
-    if (rc != RSV_OK && txn_caller_open(ctx))
-        txn_rollback_quietly(ctx);
     return rc;
-#endif
 }

@@ -233,6 +233,23 @@ static int read_alone(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
     return rc;
 }
 
+/* READ COMMITTED and READ WRITE (READ ONLY for a read) for this one
+ * transaction, in one round trip.  The access mode is explicit so that a
+ * session left READ ONLY by the application does not refuse our writes.
+ * If the SET failed, the START still ran: a transaction it opened (at the
+ * session's isolation) is rolled back rather than used. */
+static int txn_begin(rsv_ctx *ctx, int read_only)
+{
+    int rc = sql_text_pair(ctx, "SET TRANSACTION ISOLATION LEVEL READ "
+                                "COMMITTED",
+                           read_only ? "START TRANSACTION READ ONLY"
+                                     : "START TRANSACTION READ WRITE");
+    if (rc != RSV_OK && !rsv_is_conn_errno(ctx->db_errno) &&
+        txn_caller_open(ctx))
+        txn_rollback_quietly(ctx);
+    return rc;
+}
+
 /* Our own transaction around the body, retried on conflicts within the
  * retry count and the call's time budget. */
 static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
@@ -253,7 +270,7 @@ static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
                 return rc;
             continue;
         }
-        rc = sql_begin(ctx, (flags & TXN_ONE_READ) != 0);
+        rc = txn_begin(ctx, (flags & TXN_ONE_READ) != 0);
         if (rc == RSV__RETRY) {
             count_conflict(ctx, rc);
             continue; /* nothing began, nothing to roll back: retry */
