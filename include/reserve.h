@@ -208,43 +208,18 @@ RSV_EXTERN const char *rsv_code_name(int code);
 /* Options                                                            */
 /* ------------------------------------------------------------------ */
 
-#define RSV_OPTIONS_VERSION 3
+#define RSV_OPTIONS_VERSION 1
 
 /* Flags for rsv_options.flags. */
-#define RSV_OPT_ALLOW_STATEMENT_BINLOG 0x1u /* open even if the session's
-                                               binlog_format is STATEMENT.
-                                               Of no use: InnoDB itself then
-                                               refuses every write at READ
-                                               COMMITTED (error 1665, which
-                                               calls report as RSV_EDB).
-                                               Kept for compatibility. */
-#define RSV_OPT_NO_PROACTIVE_REFILL 0x2u    /* only refill a pool when a
-                                               reserve finds it short */
-#define RSV_OPT_READ_FROM_BOTTOM 0x4u       /* read every pool from its
-                                               lowest id instead of from a
-                                               per-context cursor: the same
-                                               statements every time (for
-                                               tests that count them);
-                                               slower under contention */
-#define RSV_OPT_STATEMENTS_ONLY 0x8u        /* never use the schema's
-                                               procedures (rsv_fast_reserve_v5,
-                                               rsv_fast_cart_v3,
-                                               rsv_settle_v1 in
-                                               sql/schema.sql): every
-                                               reserve, claim and release
-                                               sends its statements one by
-                                               one, one round trip each (for
-                                               comparison) */
+#define RSV_OPT_NO_PROACTIVE_REFILL 0x2u /* only refill a pool when a
+                                            reserve finds it short */
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then
  * change the fields you need: new fields are only ever appended, and the
- * version field tells the library which of them the caller knows about.
- * A program built with an older header passes its older version: the
- * library then reads and writes only that version's fields (its struct is
- * shorter) and uses the defaults for the rest.  Version 1 ends at
- * settled_retention_s; version 2 adds pool_idle_s; version 3 adds
- * call_timeout_ms.
+ * version field tells the library which of them the caller knows about,
+ * so a program built with an older header keeps working with a newer
+ * library (which then uses the defaults for the fields it lacks).
  */
 typedef struct rsv_options {
     unsigned int version;       /* RSV_OPTIONS_VERSION */
@@ -276,7 +251,6 @@ typedef struct rsv_options {
                                    kept for idempotent retries before
                                    rsv_sweep() purges them (>= 0, default
                                    604800) */
-    /* Fields below are read only when version >= 2. */
     int64_t pool_idle_s;        /* rsv_sweep() gives a pool's rows back to
                                    its ledger row once that row has not
                                    changed for this many seconds (no
@@ -285,7 +259,6 @@ typedef struct rsv_options {
                                    sale does not outlive it (0 = never,
                                    0..30 days, default 3600); see also
                                    rsv_pool_drain() */
-    /* Fields below are read only when version >= 3. */
     int64_t call_timeout_ms;    /* the time budget of one call (0 = none,
                                    0..3600000, default 5000): no attempt
                                    of a transaction starts after it, so a
@@ -468,17 +441,15 @@ RSV_EXTERN size_t rsv_cart_failed_line(const rsv_cart *cart);
  *
  * A new checkout is reserved in one round trip when the schema's
  * procedures are loaded (sql/schema.sql; RSV_STAT_ONE_TRIP counts these)
- * and every line can be held at the first location it names:
- * rsv_fast_reserve_v5 when that is one item at one location (the flash
- * sale case), rsv_fast_cart_v3 for up to 32 (item, location) pairs and 64
- * units.  The same
- * statements and transaction, run by the server; and there a key's units
- * come straight from its ledger row when no other transaction holds that
- * row and it covers the key (RSV_STAT_LEDGER_TAKES), else from the pool,
- * without waiting for the row.  Since that one statement
- * also commits, a connection lost after it was sent gives RSV_EINDOUBT
- * (repeat the call), never RSV_ECONN.  Everything else (re-reserves, a line
- * whose first location is short, bigger carts), or a schema without the
+ * and every line can be held at the first location it names, for up to
+ * 32 (item, location) pairs and 64 units: the same statements and
+ * transaction, run by the server.  There a key's units come straight
+ * from its ledger row when no other transaction holds that row and it
+ * covers the key (RSV_STAT_LEDGER_TAKES), else from the pool, without
+ * waiting for the row.  Since that one statement also commits, a
+ * connection lost after it was sent gives RSV_EINDOUBT (repeat the
+ * call), never RSV_ECONN.  Everything else (re-reserves, a line whose
+ * first location is short, bigger carts), or a schema without the
  * procedures, sends the statements one by one.
  *
  * Returns RSV_OK; expected: RSV_EOUTOFSTOCK, RSV_ECLAIMED (the token was
@@ -509,8 +480,8 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
  * order row and the claim commit or roll back together): the library then
  * neither commits nor rolls back, and does not retry; on RSV_EBUSY the
  * caller must roll back.  Otherwise it runs its own READ COMMITTED
- * transaction: in one round trip (a CALL of the schema's procedure
- * rsv_settle_v1, which commits on the server) when the schema has it, else
+ * transaction: in one round trip (a procedure of the schema, which
+ * commits on the server) when the schema has it, else
  * by statements.
  *
  * Returns RSV_OK; expected: RSV_ECLAIMED, RSV_EEXPIRED (the units were
@@ -694,7 +665,17 @@ enum rsv_op_kind {
  * its kind, whatever it returned (also RSV_EINVAL or RSV_EDISABLED); a
  * call with a NULL context is not counted anywhere.  rsv_open() and the
  * cart, option and code functions are not operations and are not
- * counted. */
+ * counted.
+ *
+ * Contract and diagnostics.  CALLS, OK, EXPECTED, FAILED, RETRIES,
+ * DEADLOCKS, LOCK_WAIT_TIMEOUTS, LATENCY_US, LATENCY_MAX_US,
+ * POOL_DRAINED and STMT_EVICTIONS mean exactly what they say in every
+ * release: alert and graph on them.  INLINE_REFILLS, SLOW_PATHS,
+ * SHORT_READS, STATEMENTS, ONE_TRIP, BACK_TO_FAST and LEDGER_TAKES
+ * describe how the engine served the calls; they are kept (the numbers
+ * never change meaning or get reused) but what they count follows the
+ * engine and may change between releases: read them to understand, not
+ * to alert. */
 enum rsv_stat {
     RSV_STAT_CALLS = 0,       /* calls returned (any code) */
     RSV_STAT_OK = 1,          /* calls that returned RSV_OK */
@@ -737,9 +718,8 @@ enum rsv_stat {
                                  first location, up to 32 of them; see
                                  rsv_reserve); the others sent their
                                  statements one by one.  0 with a schema
-                                 loaded without the procedures, with
-                                 RSV_OPT_STATEMENTS_ONLY, or on a Galera
-                                 node (see rsv_open) */
+                                 loaded without the procedures, or on a
+                                 Galera node (see rsv_open) */
     RSV_STAT_BACK_TO_FAST = 14, /* slow paths that found, once they had the
                                  ledger row, that another reserve had
                                  refilled the short pools since, and went

@@ -11,19 +11,6 @@
 #include "fault.h"
 #include "internal.h"
 
-/* How much of struct rsv_options a caller of each version has: fields
- * are only appended, so a program built with an older header has a
- * shorter struct, which must be neither read nor written past its end. */
-static size_t options_size(unsigned int version)
-{
-    if (version == 1)
-        return offsetof(rsv_options, settled_retention_s) +
-               sizeof(int64_t);
-    if (version == 2)
-        return offsetof(rsv_options, pool_idle_s) + sizeof(int64_t);
-    return sizeof(rsv_options);
-}
-
 static void options_defaults(rsv_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -49,7 +36,7 @@ RSV_EXTERN int rsv_options_init(rsv_options *opts, unsigned int version)
     rsv_options o;
     options_defaults(&o);
     o.version = version;
-    memcpy(opts, &o, options_size(version));
+    memcpy(opts, &o, sizeof o);
     return RSV_OK;
 }
 
@@ -82,11 +69,11 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
                             "options version %u unknown (this library knows "
                             "up to %u): use rsv_options_init()",
                             in->version, RSV_OPTIONS_VERSION);
-        memcpy(&o, in, options_size(in->version));
+        memcpy(&o, in, sizeof o);
         o.version = RSV_OPTIONS_VERSION;
     }
-    if (o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG | RSV_OPT_NO_PROACTIVE_REFILL |
-                    RSV_OPT_READ_FROM_BOTTOM | RSV_OPT_STATEMENTS_ONLY))
+    if (o.flags & ~(RSV_OPT_NO_PROACTIVE_REFILL | TEST_OPT_READ_FROM_BOTTOM |
+                    TEST_OPT_STATEMENTS_ONLY))
         return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
     if (o.pool_cap < 1 || o.pool_cap > POOL_CAP_MAX)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..%d, not %lld",
@@ -238,8 +225,7 @@ static int check_server(rsv_ctx *ctx)
                        log_bin, sizeof log_bin, 2, fmt, sizeof fmt);
     if (rc)
         return rc;
-    if (strcmp(log_bin, "1") == 0 && strcmp(fmt, "STATEMENT") == 0 &&
-        !(ctx->opts.flags & RSV_OPT_ALLOW_STATEMENT_BINLOG))
+    if (strcmp(log_bin, "1") == 0 && strcmp(fmt, "STATEMENT") == 0)
         return ctx_fail(ctx, RSV_ESERVER,
                         "binlog_format=STATEMENT: statements with SKIP "
                         "LOCKED and LIMIT are unsafe to replicate by "
@@ -335,7 +321,7 @@ static int check_schema(rsv_ctx *ctx)
      * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
      * The same holds for claims and releases and their procedure, and
      * for a Galera node, where they are not used (check_galera). */
-    int use_procs = !(ctx->opts.flags & RSV_OPT_STATEMENTS_ONLY) &&
+    int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY) &&
                     !ctx->galera;
     int procs_ok = use_procs &&
                    found[NTABLES + 2] == '1'; /* (both call the top-up) */

@@ -82,6 +82,7 @@
 #include <stdint.h>
 
 #include "reserve.h"
+#include "test_flags.h"
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
@@ -350,11 +351,11 @@ RSV_HIDDEN int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
                        const char *spec, uint64_t *affected);
 /* Run a fixed text statement (transaction control); same returns. */
 RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
-/* SET TRANSACTION ISOLATION LEVEL READ COMMITTED and START TRANSACTION
- * READ WRITE (READ ONLY if read_only) in one round trip; same returns.
- * The access mode is explicit so that a session left READ ONLY by the
- * application does not refuse our writes. */
-RSV_HIDDEN int sql_begin(rsv_ctx *ctx, int read_only);
+/* Two fixed text statements in one round trip, run in order (the second
+ * runs even if the first fails).  Returns the first failure in statement
+ * order, or RSV_OK if both ran. */
+RSV_HIDDEN int sql_text_pair(rsv_ctx *ctx, const char *first,
+                             const char *second);
 RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
 /* Append the /" "* conn_tag *" "/ comment for the current operation. */
 RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);

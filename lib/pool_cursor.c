@@ -70,7 +70,7 @@ static rsv_pool_seen *seen_find(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                            uint64_t loc)
 {
-    if (ctx->opts.flags & RSV_OPT_READ_FROM_BOTTOM)
+    if (ctx->opts.flags & TEST_OPT_READ_FROM_BOTTOM)
         return 0;
     rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
     return s ? s->cursor : 0;

@@ -191,45 +191,6 @@ START_TEST(tokens_byte_exact)
 }
 END_TEST
 
-/* A program built with the version-1 header has a shorter rsv_options
- * (it ends at settled_retention_s): the library must neither write nor
- * read past it.  The bytes after it here stand for whatever the caller
- * keeps there; read as pool_idle_s they would be refused. */
-START_TEST(options_of_an_older_version)
-{
-    size_t v1 = offsetof(rsv_options, settled_retention_s) + sizeof(int64_t);
-    ck_assert_uint_lt(v1, sizeof(rsv_options));
-    union {
-        rsv_options o;
-        unsigned char b[sizeof(rsv_options) + 16];
-    } u;
-    memset(u.b, 0xab, sizeof u.b);
-    TU_OK(NULL, rsv_options_init(&u.o, 1));
-    ck_assert_uint_eq(u.o.version, 1);
-    ck_assert_int_eq(u.o.pool_cap, 1000);
-    ck_assert_int_eq(u.o.settled_retention_s, 7 * 24 * 3600);
-    for (size_t i = v1; i < sizeof u.b; i++)
-        ck_assert_msg(u.b[i] == 0xab, "byte %zu past a version-1 struct "
-                      "was written", i);
-    MYSQL *c = tu_connect();
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &u.o));
-    rsv_close(ctx);
-    /* the same bytes as version 2 are a pool_idle_s out of range */
-    u.o.version = 2;
-    int rc = rsv_open(&ctx, c, &u.o);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    ck_assert(strstr(rsv_errmsg(ctx), "pool_idle_s") != NULL);
-    rsv_close(ctx);
-    /* and version 2 fills the new field with its default */
-    rsv_options o;
-    memset(&o, 0, sizeof o);
-    TU_OK(NULL, rsv_options_init(&o, 2));
-    ck_assert_int_eq(o.pool_idle_s, 3600);
-    mysql_close(c);
-}
-END_TEST
-
 START_TEST(unknown_item_or_location)
 {
     MYSQL *c;
@@ -494,7 +455,6 @@ int main(void)
     tu_add(s, "caller_in_transaction", caller_in_transaction);
     tu_add(s, "lost_connection", lost_connection);
     tu_add(s, "bad_options", bad_options);
-    tu_add(s, "options_of_an_older_version", options_of_an_older_version);
     tu_add(s, "codes_have_names_and_texts", codes_have_names_and_texts);
     int rc = tu_run(s);
     tu_db_drop();

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "../lib/test_flags.h"
 
 #define TOK(s) (s), strlen(s)
 
@@ -136,7 +137,7 @@ START_TEST(replenish_mints_exactly_the_gap)
         /* (statements: the procedure would take the unit straight from
          * the ledger row, which no one else holds, and leave no gap) */
         rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                            RSV_OPT_STATEMENTS_ONLY,
+                                            TEST_OPT_STATEMENTS_ONLY,
                                     caps[i]);
         uint64_t item = 700 + i;
         int64_t added = -1, pooled = -1;

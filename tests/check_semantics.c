@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "../lib/test_flags.h"
 
 #define TOK(s) (s), strlen(s)
 
@@ -54,7 +55,7 @@ static void count_statements(uint32_t flags, int64_t counts[3],
      * last row comes up short and reads again from the bottom (4 more
      * statements, about one run in 30 before this flag was set here). */
     rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                        RSV_OPT_READ_FROM_BOTTOM | flags, 0);
+                                        TEST_OPT_READ_FROM_BOTTOM | flags, 0);
     uint64_t shop = tu_shop();
     for (int i = 0; i < 50; i++) {
         TU_OK(ctx, rsv_stock_set(ctx, shop, (uint64_t)(100 + i), 1, 100));
@@ -79,7 +80,7 @@ START_TEST(statements_do_not_grow_with_lines)
     int64_t counts[3];
     uint64_t one_trip = 99;
     /* The statement path: the same statements whatever the cart size. */
-    count_statements(RSV_OPT_STATEMENTS_ONLY, counts, &one_trip);
+    count_statements(TEST_OPT_STATEMENTS_ONLY, counts, &one_trip);
     ck_assert_int_eq(counts[0], counts[1]);
     ck_assert_int_eq(counts[1], counts[2]);
     ck_assert_int_le(counts[0], 7);
@@ -1060,7 +1061,7 @@ START_TEST(cart_in_one_round_trip)
     /* (from the bottom: a read from a cursor may come up short and read
      * again, a second CALL) */
     rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                        RSV_OPT_READ_FROM_BOTTOM, 0);
+                                        TEST_OPT_READ_FROM_BOTTOM, 0);
     uint64_t shop = tu_shop();
     for (uint64_t item = 60; item <= 63; item++)
         for (uint64_t l = 1; l <= 2; l++) {
@@ -1295,7 +1296,7 @@ START_TEST(held_top_up_is_tried_again)
     MYSQL *c;
     /* from the bottom: each read tells by itself whether the pool is low
      * (no count, no timing) */
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_READ_FROM_BOTTOM, 100);
+    rsv_ctx *ctx = tu_open_with(&c, TEST_OPT_READ_FROM_BOTTOM, 100);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 90, 1, 500));
     TU_OK(ctx, rsv_replenish(ctx, shop, 90, 1, NULL));
@@ -1350,7 +1351,7 @@ END_TEST
 START_TEST(extreme_ids_on_every_path)
 {
     const uint64_t hi = UINT64_MAX, hi1 = UINT64_MAX - 1;
-    uint32_t flags[2] = {0, RSV_OPT_STATEMENTS_ONLY};
+    uint32_t flags[2] = {0, TEST_OPT_STATEMENTS_ONLY};
     for (int f = 0; f < 2; f++) {
         MYSQL *c;
         rsv_ctx *ctx = tu_open_with(&c, flags[f], 0);
@@ -1404,8 +1405,8 @@ START_TEST(cart_reads_first_locations_first)
 {
     MYSQL *c;
     rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                        RSV_OPT_READ_FROM_BOTTOM |
-                                        RSV_OPT_STATEMENTS_ONLY, 0);
+                                        TEST_OPT_READ_FROM_BOTTOM |
+                                        TEST_OPT_STATEMENTS_ONLY, 0);
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 1, 0)); /* nothing at 1 */
     TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 2, 5));

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "../lib/test_flags.h"
 
 #define TOK(s) (s), strlen(s)
 
@@ -343,7 +344,7 @@ START_TEST(call_time_is_bounded_by_its_budget)
     rsv_options o;
     rsv_options_init(&o, RSV_OPTIONS_VERSION);
     o.call_timeout_ms = 2000;
-    o.flags = statements ? RSV_OPT_STATEMENTS_ONLY : 0;
+    o.flags = statements ? TEST_OPT_STATEMENTS_ONLY : 0;
     rsv_ctx *ctx = NULL;
     TU_OK(ctx, rsv_open(&ctx, c, &o));
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));

@@ -32,6 +32,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+# A test-only option flag (lib/test_flags.h, not in the public API).
+TEST_OPT_STATEMENTS_ONLY = 0x8
 os.environ.setdefault("LIBRESERVE_PATH", os.path.join(REPO, "build",
                                                       "libreserve.so"))
 sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
@@ -425,7 +427,7 @@ def main():
                 with rsv.Context(conn) as ctx, \
                         rsv.Context(conn, conn_tag_prefix=ALL_SHOPS_PREFIX) \
                         as ctx_all, \
-                        rsv.Context(conn, flags=rsv.OPT_STATEMENTS_ONLY) \
+                        rsv.Context(conn, flags=TEST_OPT_STATEMENTS_ONLY) \
                         as ctx_stmts:
                     run_operations(ctx, ctx_all, ctx_stmts, shop)
         finally:

@@ -244,8 +244,7 @@ export const codes: Readonly<{
   ESCHEMAVER: -25;
 }>;
 export const OPT: Readonly<{
-  ALLOW_STATEMENT_BINLOG: 0x1; NO_PROACTIVE_REFILL: 0x2; READ_FROM_BOTTOM: 0x4;
-  STATEMENTS_ONLY: 0x8;
+  NO_PROACTIVE_REFILL: 0x2;
 }>;
 export const STATUS: Readonly<{ 1: 'held'; 2: 'claimed'; 3: 'released'; 4: 'expired' }>;
 export const OPS: readonly OpName[];

@@ -45,13 +45,10 @@ const QUANTITY_MAX = 1000000000;
 const CART_MAX_LINES = 1000;
 const LINE_MAX_LOCATIONS = 16;
 const LINE_SPLIT = 0x1;
-const OPTIONS_VERSION = 3;
+const OPTIONS_VERSION = 1;
 
 const OPT = Object.freeze({
-  ALLOW_STATEMENT_BINLOG: 0x1,
   NO_PROACTIVE_REFILL: 0x2,
-  READ_FROM_BOTTOM: 0x4,
-  STATEMENTS_ONLY: 0x8,
 });
 
 const STATUS = Object.freeze({ 1: 'held', 2: 'claimed', 3: 'released', 4: 'expired' });
@@ -226,9 +223,9 @@ const Options = koffi.struct('rsv_options', {
   lock_wait_timeout_s: 'int32_t',
   conn_tag_prefix: 'const char *',
   settled_retention_s: 'int64_t',
-  pool_idle_s: 'int64_t', // version 2
-  call_timeout_ms: 'int64_t', // version 3
-  stmt_cache_max: 'int32_t', // version 3
+  pool_idle_s: 'int64_t',
+  call_timeout_ms: 'int64_t',
+  stmt_cache_max: 'int32_t',
 });
 koffi.proto('void rsv_audit_fn(void *arg, uint64_t shop_id, uint64_t item_id, ' +
   'uint64_t location_id, const char *problem)');

@@ -24,6 +24,8 @@ EMPTY_DB = DB + "_empty"
 lib = rsv.lib
 SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
 NULL = None
+# A test-only option flag (lib/test_flags.h, not in the public API).
+TEST_OPT_STATEMENTS_ONLY = 0x8
 
 _shop_seq = [0]
 
@@ -568,8 +570,7 @@ class TestContext(unittest.TestCase):
                             hold_ttl_ms=1, max_retries=0, retry_base_us=1,
                             lock_wait_timeout_s=3600, settled_retention_s=0,
                             conn_tag_prefix="a" * 32,
-                            flags=rsv.OPT_ALLOW_STATEMENT_BINLOG |
-                            rsv.OPT_NO_PROACTIVE_REFILL)
+                            flags=rsv.OPT_NO_PROACTIVE_REFILL)
             rsv.Context(conn, o).close()
             rsv.Context(conn, rsv.Options(conn_tag_prefix="A-z_0.9:")).close()
 
@@ -1151,7 +1152,7 @@ class TestObservability(ServerTest):
         self.assertEqual(self.ctx.stats(rsv.STAT_ONE_TRIP, rsv.OP_RESERVE), 1)
         self.assertEqual(self.ctx.stats(rsv.STAT_STATEMENTS, rsv.OP_RESERVE),
                          1)
-        with rsv.Context(self.conn, flags=rsv.OPT_STATEMENTS_ONLY) as c:
+        with rsv.Context(self.conn, flags=TEST_OPT_STATEMENTS_ONLY) as c:
             c.reserve_one(s, b"statements", 1, 1, 2)
             self.assertEqual(c.stats(rsv.STAT_ONE_TRIP, rsv.OP_RESERVE), 0)
             self.assertGreater(c.stats(rsv.STAT_STATEMENTS, rsv.OP_RESERVE),

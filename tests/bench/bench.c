@@ -80,6 +80,7 @@
 
 #include "reserve.h"
 #include "../sqlscript.h"
+#include "../../lib/test_flags.h"
 
 extern char **environ;
 
@@ -2804,7 +2805,7 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--no-profile") == 0) {
             cfg.profile = 0;
         } else if (strcmp(a, "--statements-only") == 0) {
-            cfg.lib_flags |= RSV_OPT_STATEMENTS_ONLY;
+            cfg.lib_flags |= TEST_OPT_STATEMENTS_ONLY;
         } else {
             usage();
         }

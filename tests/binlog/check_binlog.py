@@ -46,18 +46,6 @@ class BinlogFormat(unittest.TestCase):
             self.assertEqual(e.exception.code, rsv.ESERVER)
             self.assertIn("binlog_format=STATEMENT", str(e.exception))
 
-    def test_flag_opens_but_the_server_refuses_writes(self):
-        # RSV_OPT_ALLOW_STATEMENT_BINLOG only skips the check: InnoDB then
-        # refuses the library's READ COMMITTED writes itself (1665), which
-        # is why the flag is documented as of no use.
-        with connect("STATEMENT") as c:
-            with rsv.Context(c, flags=rsv.OPT_ALLOW_STATEMENT_BINLOG) as ctx:
-                with self.assertRaises(rsv.DatabaseError) as e:
-                    ctx.stock_set(os.getpid(), 1, 1, 5)
-                self.assertEqual(e.exception.code, rsv.EDB)
-                self.assertIn("1665", str(e.exception))
-                self.assertEqual(c.scalar_int("SELECT @@in_transaction"), 0)
-
     def test_row_and_mixed_are_accepted(self):
         for fmt in ("ROW", "MIXED"):
             with connect(fmt) as c:

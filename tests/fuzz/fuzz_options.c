@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
+#include "../../lib/test_flags.h"
 
 static MYSQL *conn;
 
@@ -81,21 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                   o.lock_wait_timeout_s == 0 && o.conn_tag_prefix == NULL &&
                   o.settled_retention_s == 604800,
               "defaults");
-        /* version 1 ends at settled_retention_s: nothing written past it */
-        if (v == 1) {
-            const unsigned char *b = (const unsigned char *)&o;
-            for (size_t i = offsetof(rsv_options, settled_retention_s) +
-                            sizeof(int64_t);
-                 i < sizeof o; i++)
-                check(b[i] == 0xA5, "options_init(1) wrote byte %zu", i);
-        } else if (v == 2) {
-            const unsigned char *b = (const unsigned char *)&o;
-            check(o.pool_idle_s == 3600, "default pool_idle_s");
-            for (size_t i = offsetof(rsv_options, pool_idle_s) +
-                            sizeof(int64_t);
-                 i < sizeof o; i++)
-                check(b[i] == 0xA5, "options_init(2) wrote byte %zu", i);
-        } else {
+        {
             check(o.pool_idle_s == 3600 && o.call_timeout_ms == 5000 &&
                       o.stmt_cache_max == 48,
                   "default pool_idle_s, call_timeout_ms, stmt_cache_max");
@@ -155,10 +142,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                           : 0;
     int valid =
         o.version >= 1 && o.version <= RSV_OPTIONS_VERSION &&
-        !(o.flags & ~(RSV_OPT_ALLOW_STATEMENT_BINLOG |
-                      RSV_OPT_NO_PROACTIVE_REFILL |
-                      RSV_OPT_READ_FROM_BOTTOM |
-                      RSV_OPT_STATEMENTS_ONLY)) &&
+        !(o.flags & ~(RSV_OPT_NO_PROACTIVE_REFILL |
+                      TEST_OPT_READ_FROM_BOTTOM |
+                      TEST_OPT_STATEMENTS_ONLY)) &&
         o.pool_cap >= 1 && o.pool_cap <= 10000 &&
         lw >= 0 && lw <= o.pool_cap &&
         /* in the header since the fuzzer found them missing: */
@@ -166,13 +152,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.max_retries >= 0 && o.max_retries <= 100 &&
         o.retry_base_us >= 1 && o.retry_base_us <= 1000000 &&
         o.settled_retention_s >= 0 &&
-        /* read only from version 2 on (a version-1 caller has no such
-         * field: whatever lies there is not the library's business) */
-        (o.version < 2 ||
-         (o.pool_idle_s >= 0 && o.pool_idle_s <= 30LL * 24 * 3600)) &&
-        (o.version < 3 ||
-         (o.call_timeout_ms >= 0 && o.call_timeout_ms <= 3600 * 1000 &&
-          o.stmt_cache_max >= 1 && o.stmt_cache_max <= 48)) &&
+        o.pool_idle_s >= 0 && o.pool_idle_s <= 30LL * 24 * 3600 &&
+        o.call_timeout_ms >= 0 && o.call_timeout_ms <= 3600 * 1000 &&
+        o.stmt_cache_max >= 1 && o.stmt_cache_max <= 48 &&
         /* in the header: */
         o.lock_wait_timeout_s >= 0 && o.lock_wait_timeout_s <= 3600 &&
         (!o.conn_tag_prefix || tag_ok(o.conn_tag_prefix));

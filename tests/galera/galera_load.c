@@ -46,6 +46,7 @@
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <reserve.h>
+#include "../../lib/test_flags.h"
 
 #define NODES 3
 #define SHOP 1
@@ -870,7 +871,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--statements-only")) {
-            C.flags |= RSV_OPT_STATEMENTS_ONLY;
+            C.flags |= TEST_OPT_STATEMENTS_ONLY;
             continue;
         }
         if (!strcmp(a, "--verbose")) {

@@ -157,7 +157,7 @@ async function main(): Promise<void> {
   const version: string = rsv.version();
   console.log(name, stock.available, onHand, swept, v.length, s.calls, text, closed, code, version,
     rsv.versionNumber(), rsv.schemaVersion(), rsv.strerror(-1), rsv.codeName(-1), rsv.libraryPath(),
-    rsv.findSchema(), rsv.defaultOptions().poolCap, rsv.OPT.STATEMENTS_ONLY, rsv.STATUS[1],
+    rsv.findSchema(), rsv.defaultOptions().poolCap, rsv.OPT.NO_PROACTIVE_REFILL, rsv.STATUS[1],
     rsv.errorClass(-1) === rsv.OutOfStock, rsv.TOKEN_MAX);
 }
 main();

@@ -107,11 +107,8 @@ QUANTITY_MAX = 1000000000
 CART_MAX_LINES = 1000
 LINE_MAX_LOCATIONS = 16
 
-OPTIONS_VERSION = 3
-OPT_ALLOW_STATEMENT_BINLOG = 0x1
+OPTIONS_VERSION = 1
 OPT_NO_PROACTIVE_REFILL = 0x2
-OPT_READ_FROM_BOTTOM = 0x4
-OPT_STATEMENTS_ONLY = 0x8
 
 LINE_SPLIT = 0x1
 
@@ -520,9 +517,9 @@ class Options(ctypes.Structure):
         ("lock_wait_timeout_s", ctypes.c_int32),
         ("conn_tag_prefix", ctypes.c_char_p),
         ("settled_retention_s", ctypes.c_int64),
-        ("pool_idle_s", ctypes.c_int64),  # version 2
-        ("call_timeout_ms", ctypes.c_int64),  # version 3
-        ("stmt_cache_max", ctypes.c_int32),  # version 3
+        ("pool_idle_s", ctypes.c_int64),
+        ("call_timeout_ms", ctypes.c_int64),
+        ("stmt_cache_max", ctypes.c_int32),
     ]
 
     def __init__(self, version=OPTIONS_VERSION, **fields):

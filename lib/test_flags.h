@@ -1,0 +1,18 @@
+/*
+ * test_flags.h - option flags for the project's own tests and benchmark.
+ * Not part of the installed header: they make a context predictable or
+ * slower, never more correct, so users have no reason to set them.
+ * rsv_open() accepts them in rsv_options.flags beside the public RSV_OPT_*.
+ */
+#ifndef RSV_TEST_FLAGS_H
+#define RSV_TEST_FLAGS_H
+
+/* Read every pool from its lowest id instead of from the context's
+ * cursor: the same statements every time, for tests that count them. */
+#define TEST_OPT_READ_FROM_BOTTOM 0x4u
+/* Never use the schema's procedures: every reserve, claim and release
+ * sends its statements one by one (the path a Galera node takes), for
+ * tests of that path and for comparison. */
+#define TEST_OPT_STATEMENTS_ONLY 0x8u
+
+#endif
