@@ -50,7 +50,6 @@
 #include "reserve_job.h"
 
 #define DELETE_CHUNK 1024
-#define MAX_BACK_TO_FAST 2 /* times one reserve may go back */
 
 /* ---------------- statements ---------------- */
 
@@ -531,80 +530,16 @@ static int fast_body(rsv_ctx *ctx, void *p)
                   (int64_t)j->keys[k].nids < j->keys[k].want);
     for (size_t k = 0; k < j->nkeys; k++)
         if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
-            return NEED_RESCAN; /* rolled back by the frame */
+            return pass_end(j, END_CURSOR_SHORT); /* rolled back */
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
         if (!j->keys[k].have_hint)
             return unknown_key(ctx, j, &j->keys[k]);
-    rc = job_allocate(ctx, j, 0);
-    if (rc == NEED_SLOW || rc == NEED_WIDE)
-        return rc; /* rolled back by the frame: nothing held */
-    if (rc)
+    /* (a pass end is rolled back by the frame: nothing held) */
+    if ((rc = job_allocate(ctx, j, 0)))
         return rc;
     return write_holds(ctx, j);
-}
-
-/* Whether every pool the fast path found short has been refilled since
- * (the locked ledger row's next_unit_id moved past the one the fast read
- * saw).  When a hot pool runs dry, every buyer of that moment queues here
- * for the ledger row; the first refills the pool, and the others, instead
- * of each holding the ledger row through a whole slow path in turn (the
- * convoy that made the slow path's p50 over a second at 128 buyers), let
- * go of it at once and take the fast path again. */
-static int refilled_since(const rjob *j)
-{
-    if (j->back_to_fast >= MAX_BACK_TO_FAST)
-        return 0;
-    int any = 0;
-    for (size_t k = 0; k < j->nkeys; k++) {
-        const rkey *key = &j->keys[k];
-        if (!key->fast_next)
-            continue;
-        if (key->lv.next_id <= key->fast_next)
-            return 0;
-        any = 1;
-    }
-    return any;
-}
-
-/* Remember, for the slow path, what the fast path saw of the pools that
- * came up short. */
-static void note_short_reads(rjob *j)
-{
-    for (size_t k = 0; k < j->nkeys; k++) {
-        rkey *key = &j->keys[k];
-        key->fast_next = key->have_hint && (int64_t)key->nids < key->want
-                             ? key->hint_next : 0;
-        key->fast_avail = key->fast_next ? key->hint_avail : 0;
-    }
-}
-
-/* How the slow path locks the ledger rows.  When a hot pool runs dry, a
- * refill is usually already running, holding the ledger row, and every
- * buyer of that moment comes here.  Waiting FOR UPDATE, they were granted
- * the row one after the other, each only to find the pool refilled and let
- * go: a convoy of a hundred lock hand-offs (seconds at 128 buyers on two
- * cores).  Waiting in share mode, they are all granted the row together
- * when the refill commits.  Worth it only when a refill can come: every
- * pool the fast path found short had units left on its ledger row.  A
- * shared wait that finds nothing refilled costs a second start, locking
- * exclusively (NEED_EXCL); shared holders never upgrade (two would
- * deadlock). */
-static int ledger_mode(const rjob *j)
-{
-    if (j->ledger_excl || j->back_to_fast >= MAX_BACK_TO_FAST)
-        return LEDGER_WAIT;
-    int any = 0;
-    for (size_t k = 0; k < j->nkeys; k++) {
-        const rkey *key = &j->keys[k];
-        if (!key->fast_next)
-            continue;
-        if (key->fast_avail <= 0)
-            return LEDGER_WAIT;
-        any = 1;
-    }
-    return any ? LEDGER_SHARE : LEDGER_WAIT;
 }
 
 static int slow_body(rsv_ctx *ctx, void *p)
@@ -631,7 +566,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
     if (!lv)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     size_t found = 0;
-    int mode = ledger_mode(j);
+    int mode = reserve_ledger_mode(j);
     rc = ledger_lock(ctx, j->shop, j->pairs, j->nkeys, mode, lv, &found);
     if (rc) {
         free(lv);
@@ -647,12 +582,10 @@ static int slow_body(rsv_ctx *ctx, void *p)
         }
     }
     free(lv);
-    if (refilled_since(j))
-        return NEED_FAST;
-    if (mode == LEDGER_SHARE) {
-        j->ledger_excl = 1;
-        return NEED_EXCL;
-    }
+    if (reserve_refilled_since(j))
+        return pass_end(j, END_REFILLED);
+    if (mode == LEDGER_SHARE)
+        return pass_end(j, END_SHARED_IN_VAIN);
     /* 3. pool rows, waiting for rows in-flight checkouts hold: they may
      * roll back, and only then is a short pool really short.  This wait
      * comes before the fold below: the fold locks expired holds, and a
@@ -730,34 +663,53 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
     }
 }
 
-/* The fast path, read again from the bottom of the pool if a read from
- * the context's cursor came up short. */
-static int fast_run(rsv_ctx *ctx, rjob *j, int flags, rsv_txn_body body)
+static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
 {
-    int rc = txn_run(ctx, flags, body, j);
-    /* each at most once: read from the bottom, read every location */
-    for (int again = 0; again < 2; again++) {
-        if (rc == NEED_RESCAN && !j->rescan)
-            j->rescan = 1;
-        else if (rc == NEED_WIDE && !j->wide)
-            j->wide = 1;
-        else
-            break;
-        job_set_wants(j);
-        rc = txn_run(ctx, flags, body, j);
+    switch (pass) {
+    case PASS_SOLD_OUT:
+        return sold_out_read(ctx, j);
+    case PASS_CALL:
+        return txn_run(ctx, TXN_SELF_COMMIT, reserve_proc_body, j);
+    case PASS_STATEMENTS:
+        return txn_run(ctx, 0, fast_body, j);
+    case PASS_SLOW: {
+        int rc = txn_run(ctx, 0, slow_body, j);
+        int again = rc == PASS_ENDED && (j->end == END_REFILLED ||
+                                         j->end == END_SHARED_IN_VAIN);
+        stats_add(ctx, RSV_STAT_SLOW_PATHS, !again);
+        stats_add(ctx, RSV_STAT_BACK_TO_FAST,
+                  rc == PASS_ENDED && j->end == END_REFILLED);
+        return rc;
     }
-    return rc;
+    case PASS_REFILL:
+        refill_ahead(ctx, j);
+        return RSV_OK;
+    default:
+        return ctx_fail(ctx, RSV_EDB, "internal: reserve pass %d", pass);
+    }
 }
 
-/* The fast path: in one round trip when the procedure can do it, else by
- * statements. */
-static int fast_paths(rsv_ctx *ctx, rjob *j)
+/* Run passes until reserve_next() says done (reserve_next.c decides). */
+static int reserve_run(rsv_ctx *ctx, rjob *j)
 {
-    int rc = NEED_STATEMENTS;
-    if (reserve_proc_fits(ctx, j))
-        rc = fast_run(ctx, j, TXN_SELF_COMMIT, reserve_proc_body);
-    if (rc == NEED_STATEMENTS)
-        rc = fast_run(ctx, j, 0, fast_body);
+    rpass pass = PASS_START;
+    int rc = RSV_OK;
+    for (;;) {
+        rend end = rc == PASS_ENDED ? j->end : END_FINAL;
+        rfacts f;
+        reserve_facts(ctx, j, end, &f);
+        rstate before = j->st;
+        rpass next = reserve_next(&j->st, pass, rc, end, &f);
+        if (next == PASS_DONE)
+            break;
+        if (j->st.wide != before.wide)
+            job_set_wants(j);
+        pass = next;
+        rc = run_pass(ctx, j, pass);
+    }
+    if (rc == PASS_ENDED)
+        return ctx_fail(ctx, RSV_EDB, "internal: reserve pass %d ended "
+                        "with %d and nothing next", pass, j->end);
     return rc;
 }
 
@@ -794,32 +746,7 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
         job_free(&j);
         return rc;
     }
-    int fast_ok = 0;
-    if ((rc = sold_out_first(ctx, &j)) == RSV_OK) {
-        rc = fast_paths(ctx, &j);
-        fast_ok = rc == RSV_OK;
-    }
-    while (rc == NEED_SLOW) {
-        note_short_reads(&j);
-        if ((rc = sold_out_unlocked(ctx, &j)) != RSV_OK)
-            break;
-        j.wide = 1; /* the slow path considers every location */
-        job_set_wants(&j);
-        j.ledger_excl = 0;
-        do
-            rc = txn_run(ctx, 0, slow_body, &j);
-        while (rc == NEED_EXCL);
-        if (rc != NEED_FAST) {
-            stats_add(ctx, RSV_STAT_SLOW_PATHS, 1);
-            break;
-        }
-        j.back_to_fast++;
-        stats_add(ctx, RSV_STAT_BACK_TO_FAST, 1);
-        rc = fast_paths(ctx, &j);
-        fast_ok = rc == RSV_OK;
-    }
-    if (fast_ok)
-        refill_ahead(ctx, &j);
+    rc = reserve_run(ctx, &j);
     if (rc != RSV_OK)
         job_reset_pass(&j); /* no allocation on failure (failed_line kept) */
     job_free(&j);

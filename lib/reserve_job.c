@@ -52,14 +52,14 @@ void job_free(rjob *j)
 /* What each pool read asks for in this pass.  A line usually gets its
  * units at the first location it names, so the fast path first reads only
  * there (for a 5-line cart with 3 locations a line: 5 pool reads that lock
- * rows instead of 15) and reads every location (NEED_WIDE, then wide)
+ * rows instead of 15) and reads every location (END_NARROW, then wide)
  * only when a line's first location cannot cover it.  Either pass decides
  * the same allocation when the first succeeds: every line takes its first
  * location when that covers it. */
 void job_set_wants(rjob *j)
 {
     for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].want = j->wide ? j->keys[k].want_all
+        j->keys[k].want = j->st.wide ? j->keys[k].want_all
                                   : j->keys[k].want_first;
 }
 
@@ -130,7 +130,7 @@ int job_build(rsv_ctx *ctx, rjob *j)
         if (ln->n_locs > 1)
             wide = 0;
     }
-    j->wide = wide;
+    j->st.wide = wide;
     job_set_wants(j);
     return RSV_OK;
 }
@@ -195,8 +195,8 @@ int job_line_short(rsv_ctx *ctx, rsv_cart *c, size_t l)
                     (long long)ln->qty, ln->n_locs);
 }
 
-/* Decide where every line is held.  Returns RSV_OK, NEED_SLOW or NEED_WIDE
- * (fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
+/* Decide where every line is held.  Returns RSV_OK, a pass end
+ * (END_NARROW or END_SHORT, fast path only), or RSV_EOUTOFSTOCK with the cart's failed_line set. */
 int job_allocate(rsv_ctx *ctx, rjob *j, int slow)
 {
     rsv_cart *c = j->cart;
@@ -204,9 +204,9 @@ int job_allocate(rsv_ctx *ctx, rjob *j, int slow)
         rsv_line *ln = &c->lines[l];
         const size_t *lk = &j->line_keys[j->line_off[l]];
         int64_t remaining = ln->qty;
-        if (!slow && !j->wide && ln->n_locs > 1 &&
+        if (!slow && !j->st.wide && ln->n_locs > 1 &&
             key_cover(&j->keys[lk[0]], 0) < ln->qty)
-            return NEED_WIDE; /* (only the first locations were read) */
+            return pass_end(j, END_NARROW); /* (only first ones read) */
         if (!(ln->flags & RSV_LINE_SPLIT)) {
             size_t i;
             for (i = 0; i < ln->n_locs; i++) {
@@ -214,7 +214,7 @@ int job_allocate(rsv_ctx *ctx, rjob *j, int slow)
                 if (key_cover(k, slow) >= ln->qty)
                     break;
                 if (!slow && !fast_may_skip(k))
-                    return NEED_SLOW;
+                    return pass_end(j, END_SHORT);
             }
             if (i < ln->n_locs) {
                 key_take(&j->keys[lk[i]], ln->qty);
@@ -228,7 +228,7 @@ int job_allocate(rsv_ctx *ctx, rjob *j, int slow)
                 if (t > remaining)
                     t = remaining;
                 if (t < remaining && !slow && !fast_may_skip(k))
-                    return NEED_SLOW;
+                    return pass_end(j, END_SHORT);
                 if (t > 0) {
                     key_take(k, t);
                     ln->alloc[i] = t;
@@ -238,7 +238,7 @@ int job_allocate(rsv_ctx *ctx, rjob *j, int slow)
         }
         if (remaining > 0) {
             if (!slow)
-                return NEED_SLOW;
+                return pass_end(j, END_SHORT);
             return job_line_short(ctx, c, l);
         }
     }
@@ -251,7 +251,7 @@ void job_choose_starts(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *k = &j->keys[i];
-        k->start = j->rescan ? 0
+        k->start = j->st.rescan ? 0
                              : pool_cursor_start(ctx, j->shop, k->item, k->loc);
     }
 }

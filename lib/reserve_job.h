@@ -10,14 +10,61 @@
 
 #include "internal.h"
 
-/* A path's outcome besides RSV_OK and the RSV_E* codes: what next. */
-#define NEED_SLOW 1       /* job_allocate(): the fast path cannot decide */
-#define NEED_RESCAN 2     /* a read from a spread start came up short */
-#define NEED_STATEMENTS 3 /* the procedure did nothing: send statements */
-#define NEED_FAST 4       /* the slow path found the pools refilled since */
-#define NEED_WIDE 5       /* a line's first location cannot cover it */
-#define NEED_EXCL 6       /* the slow path waited in share mode for nothing:
-                             again, locking the ledger rows exclusively */
+/* The passes one reserve may run; reserve_next() (reserve_next.c) picks
+ * the next from what the last one read.  docs/internals.md has the table. */
+typedef enum rpass {
+    PASS_START,      /* (before the first pass) */
+    PASS_SOLD_OUT,   /* one plain read: can the suspect lines be served?
+                        (sold_out.c) */
+    PASS_CALL,       /* the fast path in one round trip (reserve_proc.c) */
+    PASS_STATEMENTS, /* the fast path by statements (reserve.c) */
+    PASS_SLOW,       /* the slow path: ledger rows locked (reserve.c) */
+    PASS_REFILL,     /* top-ups after a fast commit, own transactions */
+    PASS_DONE
+} rpass;
+
+/* How a pass ended when it did not end with a final code (RSV_OK or an
+ * RSV_E* code): what it read that decides the next pass.  A body that ends
+ * this way stores it in j->end and returns PASS_ENDED, which the frame
+ * rolls back like any code but RSV_OK; nothing is then held. */
+typedef enum rend {
+    END_FINAL = 0,     /* the pass returned a final code */
+    END_CURSOR_SHORT,  /* a pool read that began at the context's cursor
+                          came up short: read again from the bottom */
+    END_NARROW,        /* a line's first location cannot cover it: read
+                          every location */
+    END_NO_PROC,       /* the procedure cannot decide: send statements */
+    END_SHORT,         /* a line not covered while the ledger may have
+                          more: the slow path (after the sold-out read if
+                          the ledger looked short too) */
+    END_REFILLED,      /* slow path: every short pool was refilled since
+                          the fast read: the fast path again */
+    END_SHARED_IN_VAIN /* slow path: waited in share mode and nothing was
+                          refilled: again, locking exclusively */
+} rend;
+#define PASS_ENDED 1 /* a body's return: see j->end */
+
+/* What the decisions remember across the passes of one reserve. */
+typedef struct rstate {
+    int rescan;          /* read every pool from its bottom */
+    int wide;            /* pool reads at every candidate location, not
+                            only at each line's first (see job_set_wants) */
+    int ledger_excl;     /* the slow path locks the ledger rows FOR
+                            UPDATE at once (see reserve_ledger_mode) */
+    int back_to_fast;    /* times the slow path went back */
+    int then_slow;       /* the sold-out read is the one before the slow
+                            path (else before the fast path) */
+} rstate;
+
+/* What reserve_next() needs to know besides the pass's end, gathered by
+ * reserve_facts() before each decision. */
+typedef struct rfacts {
+    int proc_fits;       /* a procedure can do the fast pass (plan_for) */
+    int marked_sold_out; /* some line's every location was found sold out
+                            by this context before */
+    int short_unsure;    /* some line came up short at a location whose
+                            ledger could not cover it either */
+} rfacts;
 
 typedef struct rkey {
     uint64_t item, loc;
@@ -63,13 +110,9 @@ typedef struct rjob {
     size_t *line_off;    /* per line: offset into line_keys */
     int prev_found, prev_status;
     uint32_t prev_gen;
-    int rescan;          /* read every pool from its bottom */
     uint64_t *pairs;     /* the keys as (item, location) pairs */
-    int back_to_fast;    /* times the slow path went back (NEED_FAST) */
-    int ledger_excl;     /* this slow path locks the ledger rows FOR
-                            UPDATE at once (see ledger_mode) */
-    int wide;            /* pool reads at every candidate location, not
-                            only at each line's first (see job_set_wants) */
+    rstate st;           /* the decisions so far */
+    rend end;            /* how the last pass ended (PASS_ENDED) */
 } rjob;
 
 /* reserve_job.c: building the job, each pass's reads, the allocation */
@@ -90,7 +133,21 @@ RSV_HIDDEN int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j);
 RSV_HIDDEN int reserve_proc_body(rsv_ctx *ctx, void *p);
 
 /* sold_out.c: "out of stock" without the ledger row lock */
-RSV_HIDDEN int sold_out_unlocked(rsv_ctx *ctx, rjob *j);
-RSV_HIDDEN int sold_out_first(rsv_ctx *ctx, rjob *j);
+RSV_HIDDEN int sold_out_marked(rsv_ctx *ctx, const rjob *j, size_t l);
+RSV_HIDDEN int sold_out_unsure(const rjob *j, size_t l);
+RSV_HIDDEN int sold_out_read(rsv_ctx *ctx, rjob *j);
+
+/* reserve_next.c: which pass runs next */
+RSV_HIDDEN void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f);
+RSV_HIDDEN rpass reserve_next(rstate *st, rpass last, int rc, rend end,
+                              const rfacts *f);
+RSV_HIDDEN int reserve_ledger_mode(const rjob *j);
+RSV_HIDDEN int reserve_refilled_since(const rjob *j);
+
+static inline int pass_end(rjob *j, rend end)
+{
+    j->end = end;
+    return PASS_ENDED;
+}
 
 #endif

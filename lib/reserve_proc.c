@@ -69,7 +69,7 @@ static proc_plan plan_for(const rsv_ctx *ctx, const rjob *j)
     int64_t units = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (j->wide && key->want_all != key->want_first)
+        if (j->st.wide && key->want_all != key->want_first)
             return p;
         if (key->want > 0) {
             p.taken++;
@@ -250,7 +250,7 @@ static int proc_answer(rsv_ctx *ctx, rjob *j, const proc_plan *plan,
  * statement path decides after its read (fast_body), from what the
  * procedure read.  A read that did not start at the bottom looks again
  * from there, still in one round trip; otherwise job_allocate() says whether
- * a line's other locations (NEED_WIDE) or the slow path (NEED_SLOW) come
+ * a line's other locations (END_NARROW) or the slow path (END_SHORT) come
  * next.  The cart procedure reads every key even after a short one, so
  * this sees what the statements' one read would have: in particular every
  * line that may have sold out, for the answer without the ledger lock. */
@@ -260,10 +260,10 @@ static int proc_short(rsv_ctx *ctx, rjob *j)
         const rkey *key = &j->keys[k];
         if (key->start > 0 && key->ledger_took == 0 &&
             (int64_t)key->nids < key->want)
-            return NEED_RESCAN;
+            return pass_end(j, END_CURSOR_SHORT);
     }
     int rc = job_allocate(ctx, j, 0);
-    return rc == RSV_OK ? NEED_STATEMENTS : rc;
+    return rc == RSV_OK ? pass_end(j, END_NO_PROC) : rc;
 }
 
 int reserve_proc_body(rsv_ctx *ctx, void *p)
@@ -272,7 +272,7 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     job_reset_pass(j);
     proc_plan plan = plan_for(ctx, j);
     if (plan.which == PLAN_NONE)
-        return NEED_STATEMENTS; /* (the pass that reads every location) */
+        return pass_end(j, END_NO_PROC); /* (a pass reading every location) */
     job_choose_starts(ctx, j);
     int rc = proc_call(ctx, j, &plan);
     if (rc) {
@@ -281,7 +281,7 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
                 ctx->has_proc = 0;
             else
                 ctx->has_cart_proc = 0;
-            return NEED_STATEMENTS;
+            return pass_end(j, END_NO_PROC);
         }
         return rc;
     }
@@ -290,7 +290,7 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     if ((rc = proc_answer(ctx, j, &plan, &status, &answered)))
         return rc;
     if (status == PROC_EXISTS || status == PROC_NO_LEDGER)
-        return NEED_STATEMENTS; /* rolled back: the statements decide */
+        return pass_end(j, END_NO_PROC); /* rolled back: statements decide */
     if (status != PROC_DONE && status != PROC_SHORT)
         return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
                         "answered status %lld", (long long)status);

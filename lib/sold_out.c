@@ -139,29 +139,19 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
     return RSV_OK;
 }
 
-/* Ask the read about the lines for which suspect(j, l) says so; RSV_OK if
- * none was sold out (or none was asked about). */
-static int sold_out_ask(rsv_ctx *ctx, rjob *j,
-                        int (*suspect)(rsv_ctx *, const rjob *, size_t))
-{
-    int any = 0;
-    for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].so_ask = 0;
-    for (size_t l = 0; l < j->cart->n; l++) {
-        if (!suspect(ctx, j, l))
-            continue;
-        any = 1;
-        for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
-            job_line_key(j, l, i)->so_ask = 1;
-    }
-    return any ? txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY, sold_out_body, j) : RSV_OK;
-}
-
 /* A line some location of which came up short with its ledger unable to
- * cover the line. */
-static int came_up_short(rsv_ctx *ctx, const rjob *j, size_t l)
+ * cover the line.
+ *
+ * When an item has sold out, every buyer still asking for it came to the
+ * slow path, which locks the ledger rows of the whole cart to fold expired
+ * holds and releases and to wait for units in flight: the sold-out answers
+ * queued on the ledger row one after the other, each for a whole slow
+ * path, just when most buyers are asking, and a cart held the rows of its
+ * other items meanwhile.  So such a line is first asked about in one
+ * consistent read: if the slow path could find nothing for it, the answer
+ * is out of stock, as of that read, without a lock. */
+int sold_out_unsure(const rjob *j, size_t l)
 {
-    (void)ctx;
     const rsv_line *ln = &j->cart->lines[l];
     for (size_t i = 0; i < ln->n_locs; i++) {
         const rkey *k = job_line_key(j, l, i);
@@ -171,25 +161,11 @@ static int came_up_short(rsv_ctx *ctx, const rjob *j, size_t l)
     return 0;
 }
 
-/* When an item has sold out, every buyer still asking for it came to the
- * slow path, which locks the ledger rows of the whole cart to fold expired
- * holds and releases and to wait for units in flight: the sold-out answers
- * queued on the ledger row one after the other, each for a whole slow
- * path, just when most buyers are asking, and a cart held the rows of its
- * other items meanwhile.  A cart one of whose lines came up short at a
- * location whose ledger could not cover it first asks one consistent read
- * whether the slow path could find anything for that line; if not, the
- * answer is out of stock, as of that read, without a lock. */
-int sold_out_unlocked(rsv_ctx *ctx, rjob *j)
-{
-    return sold_out_ask(ctx, j, came_up_short);
-}
-
-/* And once this context has found a line's pools sold out, the next cart
- * naming them asks the same read first, before the fast path (whose CALL
- * or statements would insert the checkout row only to roll it back): the
- * read alone decides, so pools restocked since only cost that read. */
-static int found_sold_out(rsv_ctx *ctx, const rjob *j, size_t l)
+/* A line every location of which this context found sold out.  The next
+ * cart naming them asks the same read first, before the fast path (whose
+ * CALL or statements would insert the checkout row only to roll it back):
+ * the read alone decides, so pools restocked since only cost that read. */
+int sold_out_marked(rsv_ctx *ctx, const rjob *j, size_t l)
 {
     const rsv_line *ln = &j->cart->lines[l];
     for (size_t i = 0; i < ln->n_locs; i++) {
@@ -200,7 +176,22 @@ static int found_sold_out(rsv_ctx *ctx, const rjob *j, size_t l)
     return 1;
 }
 
-int sold_out_first(rsv_ctx *ctx, rjob *j)
+/* Ask the read about the suspect lines (j->st.then_slow: those that came
+ * up short, else those marked sold out); RSV_OK if none was sold out (or
+ * none was asked about). */
+int sold_out_read(rsv_ctx *ctx, rjob *j)
 {
-    return sold_out_ask(ctx, j, found_sold_out);
+    int any = 0;
+    for (size_t k = 0; k < j->nkeys; k++)
+        j->keys[k].so_ask = 0;
+    for (size_t l = 0; l < j->cart->n; l++) {
+        if (j->st.then_slow ? !sold_out_unsure(j, l)
+                            : !sold_out_marked(ctx, j, l))
+            continue;
+        any = 1;
+        for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
+            job_line_key(j, l, i)->so_ask = 1;
+    }
+    return any ? txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY, sold_out_body, j)
+               : RSV_OK;
 }

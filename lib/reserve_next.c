@@ -1,0 +1,165 @@
+/*
+ * reserve_next.c - which pass a reserve runs next: the one place that
+ * decides it.  The driver (reserve_run in reserve.c) runs a pass, gathers
+ * the facts (reserve_facts), asks reserve_next() and runs what it says,
+ * until it says PASS_DONE.  reserve_next() is pure: the state it changes
+ * is the rstate it is given.  Also here, the two decisions the slow path
+ * makes once it holds the ledger rows (lock mode, back to the fast path).
+ * docs/internals.md §2 has the same rules as a table.
+ */
+#include "reserve_job.h"
+
+/* Times one reserve may go back from the slow path to the fast path: a
+ * bound, so a pool refilled and emptied again and again by other buyers
+ * cannot keep one buyer going round. */
+#define MAX_BACK_TO_FAST 2
+
+/* The fast path: in one round trip when a procedure can do it. */
+static rpass fast(const rfacts *f)
+{
+    return f->proc_fits ? PASS_CALL : PASS_STATEMENTS;
+}
+
+/* The slow path considers every location of every line, and starts in
+ * the lock mode reserve_ledger_mode() picks. */
+static rpass slow(rstate *st)
+{
+    st->wide = 1;
+    st->ledger_excl = 0;
+    return PASS_SLOW;
+}
+
+rpass reserve_next(rstate *st, rpass last, int rc, rend end,
+                   const rfacts *f)
+{
+    if (last == PASS_START) {
+        /* A line this context found sold out: ask the read first, so
+         * pools restocked since cost one read and sold-out ones no
+         * checkout row inserted and rolled back. */
+        if (f->marked_sold_out) {
+            st->then_slow = 0;
+            return PASS_SOLD_OUT;
+        }
+        return fast(f);
+    }
+    if (end == END_FINAL) {
+        if (rc != RSV_OK)
+            return PASS_DONE; /* out of stock, claimed, errors: as is */
+        switch (last) {
+        case PASS_SOLD_OUT:
+            return st->then_slow ? slow(st) : fast(f);
+        case PASS_CALL:
+        case PASS_STATEMENTS:
+            return PASS_REFILL; /* committed: top up pools running low */
+        default:
+            return PASS_DONE;
+        }
+    }
+    switch (end) {
+    case END_CURSOR_SHORT:
+        /* Rows below the cursor may be free: the same pass from the
+         * bottom, once (a read from the bottom never ends this way). */
+        if (st->rescan)
+            return PASS_DONE;
+        st->rescan = 1;
+        return last;
+    case END_NARROW:
+        /* The same pass reading every location, once. */
+        if (st->wide)
+            return PASS_DONE;
+        st->wide = 1;
+        return last;
+    case END_NO_PROC:
+        return last == PASS_CALL ? PASS_STATEMENTS : PASS_DONE;
+    case END_SHORT:
+        /* Short where the ledger could not cover the line either: one
+         * read without the ledger lock may answer out of stock before
+         * the whole cart's ledger rows are locked for nothing. */
+        if (f->short_unsure) {
+            st->then_slow = 1;
+            return PASS_SOLD_OUT;
+        }
+        return slow(st);
+    case END_SHARED_IN_VAIN:
+        st->ledger_excl = 1;
+        return PASS_SLOW;
+    case END_REFILLED:
+        st->back_to_fast++;
+        return fast(f);
+    default:
+        return PASS_DONE;
+    }
+}
+
+/* Remember, for the slow path, what the last fast read saw of the pools
+ * that came up short (kept across passes: the slow path compares). */
+static void note_short_reads(rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++) {
+        rkey *key = &j->keys[k];
+        key->fast_next = key->have_hint && (int64_t)key->nids < key->want
+                             ? key->hint_next : 0;
+        key->fast_avail = key->fast_next ? key->hint_avail : 0;
+    }
+}
+
+void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f)
+{
+    if (end == END_SHORT)
+        note_short_reads(j);
+    f->proc_fits = reserve_proc_fits(ctx, j);
+    f->marked_sold_out = 0;
+    f->short_unsure = 0;
+    for (size_t l = 0; l < j->cart->n; l++) {
+        f->marked_sold_out |= end == END_FINAL && sold_out_marked(ctx, j, l);
+        f->short_unsure |= end == END_SHORT && sold_out_unsure(j, l);
+    }
+}
+
+/* Whether every pool the fast path found short has been refilled since
+ * (the locked ledger row's next_unit_id moved past the one the fast read
+ * saw).  When a hot pool runs dry, every buyer of that moment queues for
+ * the ledger row; the first refills the pool, and the others, instead of
+ * each holding the row through a whole slow path in turn, let go of it at
+ * once and take the fast path again. */
+int reserve_refilled_since(const rjob *j)
+{
+    if (j->st.back_to_fast >= MAX_BACK_TO_FAST)
+        return 0;
+    int any = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (!key->fast_next)
+            continue;
+        if (key->lv.next_id <= key->fast_next)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* How the slow path locks the ledger rows.  When a hot pool runs dry a
+ * refill is usually already running, holding the ledger row, and every
+ * buyer of that moment comes here.  Waiting FOR UPDATE they were granted
+ * the row one after the other, each only to find the pool refilled (a
+ * convoy of lock hand-offs); waiting in share mode they are all granted
+ * it together when the refill commits.  Worth it only when a refill can
+ * come: every pool the fast path found short had units left on its
+ * ledger row.  A shared wait that finds nothing refilled costs a second
+ * start, locking exclusively; shared holders never upgrade (two would
+ * deadlock). */
+int reserve_ledger_mode(const rjob *j)
+{
+    if (j->st.ledger_excl || j->st.back_to_fast >= MAX_BACK_TO_FAST)
+        return LEDGER_WAIT;
+    int any = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        if (!key->fast_next)
+            continue;
+        if (key->fast_avail <= 0)
+            return LEDGER_WAIT;
+        any = 1;
+    }
+    return any ? LEDGER_SHARE : LEDGER_WAIT;
+}
