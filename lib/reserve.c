@@ -135,15 +135,15 @@ static int b_checkout_write(rsv_buf *s, uint32_t update)
 
 static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
 {
-    if (k->nids == k->cap_ids) {
-        size_t cap = k->cap_ids ? k->cap_ids * 2 : 8;
-        uint64_t *ids = realloc(k->ids, cap * sizeof *ids);
+    if (k->read.nids == k->read.cap_ids) {
+        size_t cap = k->read.cap_ids ? k->read.cap_ids * 2 : 8;
+        uint64_t *ids = realloc(k->read.ids, cap * sizeof *ids);
         if (!ids)
             return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-        k->ids = ids;
-        k->cap_ids = cap;
+        k->read.ids = ids;
+        k->read.cap_ids = cap;
     }
-    k->ids[k->nids++] = id;
+    k->read.ids[k->read.nids++] = id;
     return RSV_OK;
 }
 
@@ -165,8 +165,8 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
         arg_u64(&ctx->args, j->shop);
         arg_u64(&ctx->args, j->keys[k].item);
         arg_u64(&ctx->args, j->keys[k].loc);
-        arg_u64(&ctx->args, slow ? 0 : j->keys[k].start);
-        arg_i64(&ctx->args, j->keys[k].want);
+        arg_u64(&ctx->args, slow ? 0 : j->keys[k].plan.start);
+        arg_i64(&ctx->args, j->keys[k].plan.want);
     }
     int rc = sql_run(ctx, b_take, n | (slow ? SLOW_BIT : 0), "iiiii", NULL);
     if (rc)
@@ -188,9 +188,9 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
                 hk++;
             if (hk < j->nkeys) {
                 ledger_seen_note(ctx, j->shop, item, loc);
-                j->keys[hk].have_hint = 1;
-                j->keys[hk].hint_next = (uint64_t)RES_I(r, i, 3);
-                j->keys[hk].hint_avail = RES_I(r, i, 4);
+                j->keys[hk].read.have_hint = 1;
+                j->keys[hk].read.hint_next = (uint64_t)RES_I(r, i, 3);
+                j->keys[hk].read.hint_avail = RES_I(r, i, 4);
             }
             break;
         }
@@ -204,9 +204,9 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
         }
     }
     for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].nids) {
-            j->keys[k].first_id = j->keys[k].ids[0];
-            j->keys[k].last_id = j->keys[k].ids[j->keys[k].nids - 1];
+        if (j->keys[k].read.nids) {
+            j->keys[k].read.first_id = j->keys[k].read.ids[0];
+            j->keys[k].read.last_id = j->keys[k].read.ids[j->keys[k].read.nids - 1];
         }
     return RSV_OK;
 }
@@ -243,7 +243,7 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
     size_t n = 0, last_k = 0;
     while (w->k < j->nkeys && n < DELETE_CHUNK && walk_before(w, stop)) {
         const rkey *key = &j->keys[w->k];
-        if (w->i >= (read_all ? key->nids : key->used)) {
+        if (w->i >= (read_all ? key->read.nids : key->alloc.used)) {
             w->k++;
             w->i = 0;
             continue;
@@ -252,7 +252,7 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
             arg_u64(&ctx->args, w->k);
         arg_u64(&ctx->args, key->item);
         arg_u64(&ctx->args, key->loc);
-        arg_u64(&ctx->args, key->ids[w->i++]);
+        arg_u64(&ctx->args, key->read.ids[w->i++]);
         last_k = w->k;
         n++;
     }
@@ -303,8 +303,8 @@ static int lock_pairs(rsv_ctx *ctx, rjob *j, int skip, id_walk *w,
             return rc;
         for (size_t r = 0; r < ctx->res.rows; r++) {
             size_t key = (size_t)RES_I(&ctx->res, r, 0);
-            if (key < j->nkeys && got[key] < j->keys[key].nids) {
-                j->keys[key].ids[got[key]++] =
+            if (key < j->nkeys && got[key] < j->keys[key].read.nids) {
+                j->keys[key].read.ids[got[key]++] =
                     (uint64_t)RES_I(&ctx->res, r, 1);
                 (*locked)++;
             }
@@ -345,19 +345,19 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
     int rc = RSV_OK;
     for (int round = 0;; round++) {
         for (size_t k = 0; k < j->nkeys; k++)
-            j->keys[k].nids = 0; /* each round reads afresh */
+            j->keys[k].read.nids = 0; /* each round reads afresh */
         if ((rc = take(ctx, j, 1)))
             break;
         size_t nread = 0;
         for (size_t k = 0; k < j->nkeys; k++)
-            nread += j->keys[k].nids;
+            nread += j->keys[k].read.nids;
         if (nread == 0)
             break;
         /* Where the rows read pass the highest held: the walk's split. */
         id_walk split = {top_k, 0};
         if (top_id) {
             const rkey *key = &j->keys[top_k];
-            while (split.i < key->nids && key->ids[split.i] <= top_id)
+            while (split.i < key->read.nids && key->read.ids[split.i] <= top_id)
                 split.i++;
         }
         memset(got, 0, j->nkeys * sizeof *got);
@@ -365,7 +365,7 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
         id_walk w = {0, 0};
         if (top_id) {
             for (size_t k = 0; k < split.k; k++)
-                below += j->keys[k].nids;
+                below += j->keys[k].read.nids;
             below += split.i;
             if ((rc = lock_pairs(ctx, j, 1, &w, &split, got, &locked)))
                 break;
@@ -375,16 +375,16 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
             break;
         for (size_t q = 0; q < j->nkeys; q++) {
             rkey *key = &j->keys[q];
-            key->nids = got[q];
-            if (key->nids > 1) /* (ids may be NULL when empty) */
-                qsort(key->ids, key->nids, sizeof *key->ids, cmp_id);
-            key->first_id = key->nids ? key->ids[0] : 0;
-            key->last_id = key->nids ? key->ids[key->nids - 1] : 0;
+            key->read.nids = got[q];
+            if (key->read.nids > 1) /* (ids may be NULL when empty) */
+                qsort(key->read.ids, key->read.nids, sizeof *key->read.ids, cmp_id);
+            key->read.first_id = key->read.nids ? key->read.ids[0] : 0;
+            key->read.last_id = key->read.nids ? key->read.ids[key->read.nids - 1] : 0;
             /* (never lowered: a row held stays held until the end) */
-            if (key->nids &&
-                (q > top_k || (q == top_k && key->last_id > top_id))) {
+            if (key->read.nids &&
+                (q > top_k || (q == top_k && key->read.last_id > top_id))) {
                 top_k = q;
-                top_id = key->last_id;
+                top_id = key->read.last_id;
             }
         }
         if (locked == nread)
@@ -444,7 +444,7 @@ static void hold_args(rsv_ctx *ctx, const rjob *j, const rkey *k, int64_t gen,
     arg_bin(&ctx->args, j->token, j->len);
     arg_u64(&ctx->args, k->item);
     arg_u64(&ctx->args, k->loc);
-    arg_i64(&ctx->args, k->take);
+    arg_i64(&ctx->args, k->alloc.take);
     arg_i64(&ctx->args, gen);
     arg_i64(&ctx->args, ttl_us);
 }
@@ -453,7 +453,7 @@ static int write_holds(rsv_ctx *ctx, rjob *j)
 {
     size_t nholds = 0;
     for (size_t k = 0; k < j->nkeys; k++)
-        nholds += j->keys[k].take > 0;
+        nholds += j->keys[k].alloc.take > 0;
     uint32_t gen = j->prev_found ? j->prev_gen + 1 : 1;
     int64_t ttl_us = j->ttl_ms * 1000;
 
@@ -486,7 +486,7 @@ static int write_holds(rsv_ctx *ctx, rjob *j)
     args_reset(&ctx->args);
     const rkey *last = NULL;
     for (size_t k = 0; k < j->nkeys; k++) {
-        if (j->keys[k].take > 0) {
+        if (j->keys[k].alloc.take > 0) {
             last = &j->keys[k];
             hold_args(ctx, j, last, gen, ttl_us);
         }
@@ -507,9 +507,9 @@ static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
 
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
-    return pool_refill_due(ctx, j->shop, k->item, k->loc, k->start,
-                           k->hint_next, k->first_id,
-                           (int64_t)k->nids < k->want);
+    return pool_refill_due(ctx, j->shop, k->item, k->loc, k->plan.start,
+                           k->read.hint_next, k->read.first_id,
+                           (int64_t)k->read.nids < k->plan.want);
 }
 
 /* ---------------- the two paths ---------------- */
@@ -527,14 +527,14 @@ static int fast_body(rsv_ctx *ctx, void *p)
      * rows other checkouts hold (see RSV_STAT_SHORT_READS). */
     for (size_t k = 0; k < j->nkeys; k++)
         stats_add(ctx, RSV_STAT_SHORT_READS,
-                  (int64_t)j->keys[k].nids < j->keys[k].want);
+                  (int64_t)j->keys[k].read.nids < j->keys[k].plan.want);
     for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].start > 0 && (int64_t)j->keys[k].nids < j->keys[k].want)
+        if (j->keys[k].plan.start > 0 && (int64_t)j->keys[k].read.nids < j->keys[k].plan.want)
             return pass_end(j, END_CURSOR_SHORT); /* rolled back */
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
-        if (!j->keys[k].have_hint)
+        if (!j->keys[k].read.have_hint)
             return unknown_key(ctx, j, &j->keys[k]);
     /* (a pass end is rolled back by the frame: nothing held) */
     if ((rc = job_allocate(ctx, j, 0)))
@@ -575,7 +575,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
     for (size_t k = 0, f = 0; k < j->nkeys; k++) {
         if (f < found && lv[f].item == j->keys[k].item &&
             lv[f].loc == j->keys[k].loc)
-            j->keys[k].lv = lv[f++];
+            j->keys[k].slow.lv = lv[f++];
         else {
             free(lv);
             return unknown_key(ctx, j, &j->keys[k]);
@@ -601,7 +601,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
                            ST_RELEASED)))
         return rc;
     for (size_t k = 0; k < j->nkeys; k++)
-        if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].lv, INT64_MAX, NULL)))
+        if ((rc = ledger_fold(ctx, j->shop, &j->keys[k].slow.lv, INT64_MAX, NULL)))
             return rc;
     if ((rc = job_allocate(ctx, j, 1)))
         return rc;
@@ -610,19 +610,19 @@ static int slow_body(rsv_ctx *ctx, void *p)
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
         int64_t rows = 0;
-        int64_t left = key->lv.on_hand - key->lv.issued - key->direct;
-        if (left > 0 && (int64_t)key->nids < key->want) {
+        int64_t left = key->slow.lv.on_hand - key->slow.lv.issued - key->alloc.direct;
+        if (left > 0 && (int64_t)key->read.nids < key->plan.want) {
             int64_t count = 0;
-            if ((rc = ledger_pool_count(ctx, j->shop, &key->lv, &count)))
+            if ((rc = ledger_pool_count(ctx, j->shop, &key->slow.lv, &count)))
                 return rc;
-            rows = level_cap(ctx, &key->lv) - (count - (int64_t)key->used);
+            rows = level_cap(ctx, &key->slow.lv) - (count - (int64_t)key->alloc.used);
             if (rows > left)
                 rows = left;
             if (rows < 0)
                 rows = 0;
         }
-        if ((rows || key->direct) &&
-            (rc = ledger_issue(ctx, j->shop, &key->lv, rows, key->direct)))
+        if ((rows || key->alloc.direct) &&
+            (rc = ledger_issue(ctx, j->shop, &key->slow.lv, rows, key->alloc.direct)))
             return rc;
     }
     return write_holds(ctx, j);
@@ -639,9 +639,9 @@ static void refill_ahead(rsv_ctx *ctx, rjob *j)
         /* only pools this reserve read (not a line's other locations);
          * without a hint, the cursor's slot knows whether the ledger had
          * units left when it was last read */
-        if (key->want <= 0 || key->ledger_took > 0)
+        if (key->plan.want <= 0 || key->read.ledger_took > 0)
             continue; /* (a key served by its ledger row took no pool row) */
-        if (key->have_hint ? key->hint_avail <= 0
+        if (key->read.have_hint ? key->read.hint_avail <= 0
                            : !pool_cursor_may_refill(ctx, j->shop, key->item,
                                                      key->loc))
             continue;

@@ -42,7 +42,7 @@ void job_free(rjob *j)
 {
     if (j->keys)
         for (size_t k = 0; k < j->nkeys; k++)
-            free(j->keys[k].ids);
+            free(j->keys[k].read.ids);
     free(j->keys);
     free(j->pairs);
     free(j->line_keys);
@@ -59,8 +59,8 @@ void job_free(rjob *j)
 void job_set_wants(rjob *j)
 {
     for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].want = j->st.wide ? j->keys[k].want_all
-                                  : j->keys[k].want_first;
+        j->keys[k].plan.want = j->st.wide ? j->keys[k].plan.want_all
+                                  : j->keys[k].plan.want_first;
 }
 
 /* Distinct (item, location) keys in ascending order: the order pool rows
@@ -122,10 +122,10 @@ int job_build(rsv_ctx *ctx, rjob *j)
             /* Enough rows at every candidate location for every line
              * that may use it (the surplus is unlocked at commit); and,
              * for the first pass, at first locations only. */
-            if (j->keys[k].want_all <= RSV_QUANTITY_MAX)
-                j->keys[k].want_all += ln->qty;
-            if (i == 0 && j->keys[k].want_first <= RSV_QUANTITY_MAX)
-                j->keys[k].want_first += ln->qty;
+            if (j->keys[k].plan.want_all <= RSV_QUANTITY_MAX)
+                j->keys[k].plan.want_all += ln->qty;
+            if (i == 0 && j->keys[k].plan.want_first <= RSV_QUANTITY_MAX)
+                j->keys[k].plan.want_first += ln->qty;
         }
         if (ln->n_locs > 1)
             wide = 0;
@@ -146,10 +146,10 @@ void job_reset_pass(rjob *j)
     j->prev_found = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        key->nids = key->used = 0;
-        key->first_id = key->last_id = 0;
-        key->direct = key->take = key->ledger_took = key->minted = 0;
-        key->have_hint = 0;
+        key->read.nids = key->alloc.used = 0;
+        key->read.first_id = key->read.last_id = 0;
+        key->alloc.direct = key->alloc.take = key->read.ledger_took = key->read.minted = 0;
+        key->read.have_hint = 0;
     }
     for (size_t l = 0; l < j->cart->n; l++)
         memset(j->cart->lines[l].alloc, 0,
@@ -161,27 +161,27 @@ void job_reset_pass(rjob *j)
  * took from it) less what was allocated from the ledger so far. */
 static int64_t key_cover(const rkey *k, int slow)
 {
-    int64_t c = (int64_t)(k->nids - k->used) + k->ledger_took - k->direct;
+    int64_t c = (int64_t)(k->read.nids - k->alloc.used) + k->read.ledger_took - k->alloc.direct;
     if (slow)
-        c += k->lv.on_hand - k->lv.issued;
+        c += k->slow.lv.on_hand - k->slow.lv.issued;
     return c;
 }
 
 static void key_take(rkey *k, int64_t n)
 {
-    int64_t from_pool = (int64_t)(k->nids - k->used);
+    int64_t from_pool = (int64_t)(k->read.nids - k->alloc.used);
     if (from_pool > n)
         from_pool = n;
-    k->used += (size_t)from_pool;
-    k->direct += n - from_pool;
-    k->take += n;
+    k->alloc.used += (size_t)from_pool;
+    k->alloc.direct += n - from_pool;
+    k->alloc.take += n;
 }
 
 /* The fast path may pass over a short location only when its ledger had
  * nothing left to refill it with (as last committed). */
 static int fast_may_skip(const rkey *k)
 {
-    return k->have_hint && k->hint_avail <= 0;
+    return k->read.have_hint && k->read.hint_avail <= 0;
 }
 
 /* The out-of-stock answer for line l. */
@@ -251,7 +251,7 @@ void job_choose_starts(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *k = &j->keys[i];
-        k->start = j->st.rescan ? 0
+        k->plan.start = j->st.rescan ? 0
                              : pool_cursor_start(ctx, j->shop, k->item, k->loc);
     }
 }
@@ -259,10 +259,10 @@ void job_choose_starts(rsv_ctx *ctx, rjob *j)
 /* After a fast-path read of key k: move its cursor. */
 void job_note_read(rsv_ctx *ctx, const rjob *j, const rkey *k)
 {
-    if (k->want > 0 && (k->have_hint || k->start > 0))
+    if (k->plan.want > 0 && (k->read.have_hint || k->plan.start > 0))
         pool_cursor_note(ctx, j->shop, k->item, k->loc,
-                         k->have_hint ? k->hint_next : 0, k->hint_avail,
-                         k->start, k->first_id, k->last_id);
+                         k->read.have_hint ? k->read.hint_next : 0, k->read.hint_avail,
+                         k->plan.start, k->read.first_id, k->read.last_id);
 }
 
 void job_note_reads(rsv_ctx *ctx, rjob *j)

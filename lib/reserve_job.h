@@ -66,36 +66,51 @@ typedef struct rfacts {
                             ledger could not cover it either */
 } rfacts;
 
+/* One distinct (item, location) of the cart: what the plan wants there,
+ * what the last pass read, what the allocation took, and what only one
+ * path keeps.  job_reset_pass() forgets the read and the allocation. */
 typedef struct rkey {
     uint64_t item, loc;
-    int64_t want;        /* LIMIT of the pool read (this pass) */
-    int64_t want_all;    /* units of every line that may use the key */
-    int64_t want_first;  /* units of the lines that name it first */
-    uint64_t start;      /* the pool read begins at this id */
-    uint64_t *ids;       /* pool rows read, ascending (statement path) */
-    size_t nids, cap_ids;
-    uint64_t first_id, last_id; /* lowest and highest pool id read */
-    size_t used;         /* ids allocated to lines */
-    int64_t direct;      /* units issued straight from the ledger */
-    int64_t ledger_took; /* units a procedure took straight from the
-                            ledger row (it was free and covered the key);
-                            when it rolled back, what it could have held */
-    int64_t minted;      /* pool rows a procedure's pending top-up minted
-                            (-1: the ledger row was held elsewhere) */
-    int64_t take;        /* units held at this key in total */
-    int have_hint;
-    uint64_t hint_next;  /* next_unit_id as last committed */
-    uint64_t fast_next;  /* hint_next of the last fast-path read that came
-                            up short, else 0 (kept across passes) */
-    int64_t fast_avail;  /* and hint_avail of that read */
-    int64_t hint_avail;  /* on_hand - issued as last committed */
-    int so_ask;          /* the sold-out read asks about this key: */
-    int so_found;        /* its ledger row exists, */
-    int so_live;         /* units may come back (pool rows, expired
-                            holds, releases not folded, a re-reserve's
-                            own holds), */
-    int64_t so_avail;    /* and on_hand - issued */
-    rsv_level lv;        /* slow path: the locked ledger row */
+    struct {
+        int64_t want;        /* LIMIT of the pool read (this pass) */
+        int64_t want_all;    /* units of every line that may use the key */
+        int64_t want_first;  /* units of the lines that name it first */
+        uint64_t start;      /* the pool read begins at this id */
+    } plan;
+    struct {
+        uint64_t *ids;       /* pool rows read, ascending (statements) */
+        size_t nids, cap_ids;
+        uint64_t first_id, last_id; /* lowest and highest pool id read */
+        int64_t ledger_took; /* units a procedure took straight from the
+                                ledger row (it was free and covered the
+                                key); when it rolled back, what it could
+                                have held */
+        int64_t minted;      /* pool rows a procedure's pending top-up
+                                minted (-1: the ledger row was held
+                                elsewhere) */
+        int have_hint;
+        uint64_t hint_next;  /* next_unit_id as last committed */
+        int64_t hint_avail;  /* on_hand - issued as last committed */
+    } read;
+    struct {
+        size_t used;         /* ids allocated to lines */
+        int64_t direct;      /* units issued straight from the ledger */
+        int64_t take;        /* units held at this key in total */
+    } alloc;
+    struct {                 /* the slow path's: */
+        uint64_t fast_next;  /* hint_next of the last fast read that came
+                                up short, else 0 (kept across passes) */
+        int64_t fast_avail;  /* and hint_avail of that read */
+        rsv_level lv;        /* the locked ledger row */
+    } slow;
+    struct {                 /* the sold-out read's (sold_out.c): */
+        int ask;             /* it asks about this key: */
+        int found;           /* its ledger row exists, */
+        int live;            /* units may come back (pool rows, expired
+                                holds, releases not folded, a re-reserve's
+                                own holds), */
+        int64_t avail;       /* and on_hand - issued */
+    } so;
 } rkey;
 
 typedef struct rjob {

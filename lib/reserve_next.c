@@ -97,9 +97,9 @@ static void note_short_reads(rjob *j)
 {
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        key->fast_next = key->have_hint && (int64_t)key->nids < key->want
-                             ? key->hint_next : 0;
-        key->fast_avail = key->fast_next ? key->hint_avail : 0;
+        key->slow.fast_next = key->read.have_hint && (int64_t)key->read.nids < key->plan.want
+                             ? key->read.hint_next : 0;
+        key->slow.fast_avail = key->slow.fast_next ? key->read.hint_avail : 0;
     }
 }
 
@@ -129,9 +129,9 @@ int reserve_refilled_since(const rjob *j)
     int any = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (!key->fast_next)
+        if (!key->slow.fast_next)
             continue;
-        if (key->lv.next_id <= key->fast_next)
+        if (key->slow.lv.next_id <= key->slow.fast_next)
             return 0;
         any = 1;
     }
@@ -155,9 +155,9 @@ int reserve_ledger_mode(const rjob *j)
     int any = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (!key->fast_next)
+        if (!key->slow.fast_next)
             continue;
-        if (key->fast_avail <= 0)
+        if (key->slow.fast_avail <= 0)
             return LEDGER_WAIT;
         any = 1;
     }

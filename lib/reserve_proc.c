@@ -69,11 +69,11 @@ static proc_plan plan_for(const rsv_ctx *ctx, const rjob *j)
     int64_t units = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (j->st.wide && key->want_all != key->want_first)
+        if (j->st.wide && key->plan.want_all != key->plan.want_first)
             return p;
-        if (key->want > 0) {
+        if (key->plan.want > 0) {
             p.taken++;
-            units += key->want;
+            units += key->plan.want;
         } else if (!ledger_seen(ctx, j->shop, key->item, key->loc)) {
             p.checked++;
         }
@@ -97,7 +97,7 @@ int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j)
 static rkey *proc_only_key(rjob *j)
 {
     for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].want > 0)
+        if (j->keys[k].plan.want > 0)
             return &j->keys[k];
     return NULL;
 }
@@ -117,7 +117,7 @@ static size_t proc_key_text(char *out, size_t cap, size_t k, const rkey *key,
     return (size_t)snprintf(out, cap, "%zu,%llu,%llu,%lld,%llu,%lld;", k,
                             (unsigned long long)key->item,
                             (unsigned long long)key->loc, (long long)want,
-                            (unsigned long long)key->start, (long long)fill);
+                            (unsigned long long)key->plan.start, (long long)fill);
 }
 
 /* The cart procedure's key list: first the keys to check (0 units; they
@@ -129,14 +129,14 @@ static size_t proc_key_list(rsv_ctx *ctx, const rjob *j, char *out,
     size_t len = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (key->want <= 0 &&
+        if (key->plan.want <= 0 &&
             !ledger_seen(ctx, j->shop, key->item, key->loc))
             len += proc_key_text(out + len, cap - len, k, key, 0, 0);
     }
     for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].want > 0)
+        if (j->keys[k].plan.want > 0)
             len += proc_key_text(out + len, cap - len, k, &j->keys[k],
-                                 j->keys[k].want,
+                                 j->keys[k].plan.want,
                                  proc_fill(ctx, j, &j->keys[k]));
     return len;
 }
@@ -153,8 +153,8 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
         const rkey *k = proc_only_key(j);
         arg_u64(&ctx->args, k->item);
         arg_u64(&ctx->args, k->loc);
-        arg_i64(&ctx->args, k->want);
-        arg_u64(&ctx->args, k->start);
+        arg_i64(&ctx->args, k->plan.want);
+        arg_u64(&ctx->args, k->plan.start);
         arg_i64(&ctx->args, j->ttl_ms * 1000);
         arg_i64(&ctx->args, proc_fill(ctx, j, k));
         return sql_run(ctx, b_call_reserve, 0, "iiiiiiii", NULL);
@@ -172,20 +172,20 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
  * rows minted), as the statement path's read would have left it. */
 static void proc_key_answer(rsv_ctx *ctx, rjob *j, rkey *k, const int64_t *v)
 {
-    k->nids = (size_t)v[0];
-    k->first_id = (uint64_t)v[1];
-    k->last_id = (uint64_t)v[2];
+    k->read.nids = (size_t)v[0];
+    k->read.first_id = (uint64_t)v[1];
+    k->read.last_id = (uint64_t)v[2];
     /* next_unit_id 0: the ledger row was held elsewhere and a read from
      * the cursor succeeded without reading it */
-    k->hint_next = (uint64_t)v[3];
-    k->have_hint = k->hint_next != 0;
-    k->hint_avail = v[4];
-    k->ledger_took = v[5];
-    k->minted = v[6];
-    if (k->have_hint)
+    k->read.hint_next = (uint64_t)v[3];
+    k->read.have_hint = k->read.hint_next != 0;
+    k->read.hint_avail = v[4];
+    k->read.ledger_took = v[5];
+    k->read.minted = v[6];
+    if (k->read.have_hint)
         ledger_seen_note(ctx, j->shop, k->item, k->loc);
     /* a key served by its ledger row read no pool: its cursor stays */
-    if (k->ledger_took == 0)
+    if (k->read.ledger_took == 0)
         job_note_read(ctx, j, k);
 }
 
@@ -209,7 +209,7 @@ static long proc_cart_text(rsv_ctx *ctx, rjob *j)
                 return -1;
             p = end + 1;
         }
-        if (v[0] < 0 || (size_t)v[0] >= j->nkeys || j->keys[v[0]].want <= 0)
+        if (v[0] < 0 || (size_t)v[0] >= j->nkeys || j->keys[v[0]].plan.want <= 0)
             return -1;
         proc_key_answer(ctx, j, &j->keys[v[0]], v + 1);
         n++;
@@ -258,8 +258,8 @@ static int proc_short(rsv_ctx *ctx, rjob *j)
 {
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
-        if (key->start > 0 && key->ledger_took == 0 &&
-            (int64_t)key->nids < key->want)
+        if (key->plan.start > 0 && key->read.ledger_took == 0 &&
+            (int64_t)key->read.nids < key->plan.want)
             return pass_end(j, END_CURSOR_SHORT);
     }
     int rc = job_allocate(ctx, j, 0);
@@ -302,16 +302,16 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
                         "%zu", RSV_PROC_CART, answered, plan.taken);
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *key = &j->keys[i];
-        key->used = key->nids;
-        key->direct = key->ledger_took;
-        key->take = key->want;
-        stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->ledger_took > 0);
+        key->alloc.used = key->read.nids;
+        key->alloc.direct = key->read.ledger_took;
+        key->alloc.take = key->plan.want;
+        stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->read.ledger_took > 0);
         /* a pending top-up done in the CALL (minted >= 0: it had the
          * ledger row; -1: still held elsewhere) */
-        if (key->want > 0 && key->minted >= 0 &&
+        if (key->plan.want > 0 && key->read.minted >= 0 &&
             pool_refill_pending(ctx, j->shop, key->item, key->loc)) {
             pool_refill_done(ctx, j->shop, key->item, key->loc, 0);
-            stats_add(ctx, RSV_STAT_INLINE_REFILLS, key->minted > 0);
+            stats_add(ctx, RSV_STAT_INLINE_REFILLS, key->read.minted > 0);
         }
         /* every key has a ledger row: the checked ones were checked, the
          * others had pool rows or were read */

@@ -53,7 +53,7 @@ static int b_sold_out(rsv_buf *s, uint32_t shape)
 /* The read asked about line l (about all its locations). */
 static int line_asked(const rjob *j, size_t l)
 {
-    return job_line_key(j, l, 0)->so_ask;
+    return job_line_key(j, l, 0)->so.ask;
 }
 
 /* Line l cannot be covered as of the read: every location has its ledger
@@ -66,9 +66,9 @@ static int line_sold_out(const rjob *j, size_t l)
     int64_t sum = 0;
     for (size_t i = 0; i < ln->n_locs; i++) {
         const rkey *k = job_line_key(j, l, i);
-        if (!k->so_found || k->so_live || k->so_avail >= ln->qty)
+        if (!k->so.found || k->so.live || k->so.avail >= ln->qty)
             return 0;
-        sum += k->so_avail > 0 ? k->so_avail : 0; /* each < qty: no overflow */
+        sum += k->so.avail > 0 ? k->so.avail : 0; /* each < qty: no overflow */
     }
     return !(ln->flags & RSV_LINE_SPLIT) || sum < ln->qty;
 }
@@ -94,8 +94,8 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
         arg_bin(&ctx->args, j->token, j->len);
     arg_u64(&ctx->args, j->shop);
     for (size_t k = 0; k < j->nkeys; k++) {
-        j->keys[k].so_found = 0;
-        if (!j->keys[k].so_ask)
+        j->keys[k].so.found = 0;
+        if (!j->keys[k].so.ask)
             continue;
         arg_u64(&ctx->args, j->keys[k].item);
         arg_u64(&ctx->args, j->keys[k].loc);
@@ -112,14 +112,14 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
         uint64_t item = (uint64_t)RES_I(r, i, 0);
         uint64_t loc = (uint64_t)RES_I(r, i, 1);
         while (hk < j->nkeys &&
-               (!j->keys[hk].so_ask || j->keys[hk].item != item ||
+               (!j->keys[hk].so.ask || j->keys[hk].item != item ||
                 j->keys[hk].loc != loc))
             hk++;
         if (hk == j->nkeys)
             break; /* (not in key order: no row found is the safe side) */
-        j->keys[hk].so_found = 1;
-        j->keys[hk].so_avail = RES_I(r, i, 2);
-        j->keys[hk].so_live = RES_I(r, i, 3) != 0;
+        j->keys[hk].so.found = 1;
+        j->keys[hk].so.avail = RES_I(r, i, 2);
+        j->keys[hk].so.live = RES_I(r, i, 3) != 0;
         /* A re-reserve before the fast path said so (j->prev_found 0),
          * or a claimed checkout (its answer is RSV_ECLAIMED): the paths
          * with locks decide. */
@@ -155,7 +155,7 @@ int sold_out_unsure(const rjob *j, size_t l)
     const rsv_line *ln = &j->cart->lines[l];
     for (size_t i = 0; i < ln->n_locs; i++) {
         const rkey *k = job_line_key(j, l, i);
-        if (k->fast_next && k->fast_avail < ln->qty)
+        if (k->slow.fast_next && k->slow.fast_avail < ln->qty)
             return 1;
     }
     return 0;
@@ -183,14 +183,14 @@ int sold_out_read(rsv_ctx *ctx, rjob *j)
 {
     int any = 0;
     for (size_t k = 0; k < j->nkeys; k++)
-        j->keys[k].so_ask = 0;
+        j->keys[k].so.ask = 0;
     for (size_t l = 0; l < j->cart->n; l++) {
         if (j->st.then_slow ? !sold_out_unsure(j, l)
                             : !sold_out_marked(ctx, j, l))
             continue;
         any = 1;
         for (size_t i = 0; i < j->cart->lines[l].n_locs; i++)
-            job_line_key(j, l, i)->so_ask = 1;
+            job_line_key(j, l, i)->so.ask = 1;
     }
     return any ? txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY, sold_out_body, j)
                : RSV_OK;
