@@ -531,7 +531,10 @@ RSV_HIDDEN void pool_cursor_sold_out(rsv_ctx *ctx, uint64_t shop,
                                      uint64_t item, uint64_t loc, int yes);
 RSV_HIDDEN int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop,
                                         uint64_t item, uint64_t loc);
-/* After a committed reserve: whether to top this pool up now. */
+/* After a committed reserve: whether to top this pool up now (REFILL_YES),
+ * not (REFILL_NO), or if a count of its rows finds fewer than
+ * refill_low_water (REFILL_COUNT: the caller counts). */
+enum { REFILL_NO, REFILL_YES, REFILL_COUNT };
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,
                                uint64_t first_id, int was_short);

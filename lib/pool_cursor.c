@@ -12,26 +12,16 @@
  * far apart and find a free row within a few entries.  A read from a
  * cursor that comes up short says nothing about the pool (the cursor may
  * just have reached the top): the reserve reads again from the bottom
- * (NEED_RESCAN) before it may take the slow path, and that read places the
+ * (END_CURSOR_SHORT) before it may take the slow path, and that read places the
  * cursor afresh.
  *
  * When to top the pool up is decided apart from reading it: at most every
- * PROBE_GAP_US per pool and context, a reserve counts the pool's rows (one
- * plain read of at most pool_cap index entries, alone or in a short
- * transaction of its own) and refills only if it is below the low-water
- * mark.  Refill attempts by
- * every buyer at once used to find the ledger row locked by one refiller
- * and do nothing but cost.  The top-up does not wait for the ledger row
- * (SKIP LOCKED); but the reserve procedures hold a hot item's row often
- * (whenever they take units straight from it), and a top-up that found it
- * held then left the pool to run dry before the next count, sending its
- * buyers down the slow path together (slow paths of 1-2 s in hot-item
- * carts).  So a top-up that found the row held is left pending, and this
- * context's next reserve procedure for the pool does it if it gets the row
- * (sql/schema.sql, rsv_pool_top_up_v1): on the server, in the buyer's
- * transaction, with no round trip.  (Trying again in transactions of
- * their own cost the flash sale 10-30 % at 64-128 buyers: most tries found
- * the row held again, and those that got it held it across round trips.)
+ * PROBE_GAP_US per pool and context, a reserve counts the pool's rows and
+ * refills only below the low-water mark (refill attempts by every buyer at
+ * once found the ledger row locked by one refiller and only cost).  A
+ * top-up that found the ledger row held is left pending, for this
+ * context's next reserve procedure to do on the server if it gets the row
+ * (docs/internals.md, "Refills", says why and what the alternatives cost).
  *
  * The cursors live in the context (RSV_POOL_SEEN pools, direct-mapped): a
  * pool that falls out of the cache is read from the bottom again.
@@ -125,27 +115,12 @@ int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
     return !s || s->avail > 0;
 }
 
-struct pool_probe {
-    uint64_t shop, item, loc;
-    int64_t count;
-};
-
-static int probe_body(rsv_ctx *ctx, void *p)
-{
-    struct pool_probe *pp = p;
-    rsv_level lv;
-    memset(&lv, 0, sizeof lv);
-    lv.item = pp->item;
-    lv.loc = pp->loc;
-    return ledger_pool_count(ctx, pp->shop, &lv, &pp->count);
-}
-
 int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
                     uint64_t start, uint64_t next_id, uint64_t first_id,
                     int was_short)
 {
     if (was_short)
-        return 1;
+        return REFILL_YES;
     /* A read from the bottom tells by itself: the ids above the lowest
      * free row (an overestimate of the rows left).  Only reads from a
      * cursor need the count, and only pools this context reads often
@@ -153,16 +128,17 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     int64_t span = (int64_t)(next_id - first_id);
     rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
     if (!s) /* (evicted by another key of this cart since the read) */
-        return start == 0 && span < ctx->opts.refill_low_water;
+        return start == 0 && span < ctx->opts.refill_low_water ? REFILL_YES
+                                                               : REFILL_NO;
     uint64_t now = now_us();
     if (start == 0) {
         /* at most one attempt per pool and PROBE_GAP_US from here too: a
          * pool the ledger can only trickle into looks low on every read */
         if (span >= ctx->opts.refill_low_water || now < s->refill_after_us)
-            return 0;
+            return REFILL_NO;
         s->refill_after_us = now + PROBE_GAP_US / 2 +
                              ctx_rand(ctx) % PROBE_GAP_US;
-        return 1;
+        return REFILL_YES;
     }
     /* Jittered: contexts started together must not probe in step (the
      * pool would drain between their waves); spread out, all contexts
@@ -170,17 +146,9 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     if (!s->refill_after_us)
         s->refill_after_us = now + ctx_rand(ctx) % PROBE_GAP_US;
     if (now < s->refill_after_us)
-        return 0;
+        return REFILL_NO;
     s->refill_after_us = now + PROBE_GAP_US / 2 + ctx_rand(ctx) % PROBE_GAP_US;
-    /* One plain read: alone with autocommit on, else in a transaction of
-     * its own (a plain read would leave one open on the application's
-     * connection). */
-    struct pool_probe pp = {shop, item, loc, 0};
-    char msg[sizeof ctx->msg];
-    memcpy(msg, ctx->msg, sizeof msg);
-    int rc = txn_run(ctx, TXN_ONE_READ, probe_body, &pp);
-    memcpy(ctx->msg, msg, sizeof msg);
-    return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
+    return REFILL_COUNT;
 }
 
 int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,

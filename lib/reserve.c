@@ -505,11 +505,39 @@ static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
     return RSV_OK;
 }
 
+struct pool_probe {
+    uint64_t shop;
+    rsv_level lv;
+    int64_t count;
+};
+
+static int probe_body(rsv_ctx *ctx, void *p)
+{
+    struct pool_probe *pp = p;
+    return ledger_pool_count(ctx, pp->shop, &pp->lv, &pp->count);
+}
+
+/* Whether to top key k's pool up after this reserve's commit.  A count
+ * the cursor cache asks for is one plain read: alone with autocommit on,
+ * else in a transaction of its own (a plain read would leave one open on
+ * the application's connection). */
 static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
-    return pool_refill_due(ctx, j->shop, k->item, k->loc, k->plan.start,
-                           k->read.hint_next, k->read.first_id,
-                           (int64_t)k->read.nids < k->plan.want);
+    int due = pool_refill_due(ctx, j->shop, k->item, k->loc, k->plan.start,
+                              k->read.hint_next, k->read.first_id,
+                              (int64_t)k->read.nids < k->plan.want);
+    if (due != REFILL_COUNT)
+        return due == REFILL_YES;
+    struct pool_probe pp;
+    memset(&pp, 0, sizeof pp);
+    pp.shop = j->shop;
+    pp.lv.item = k->item;
+    pp.lv.loc = k->loc;
+    char msg[sizeof ctx->msg];
+    memcpy(msg, ctx->msg, sizeof msg);
+    int rc = txn_run(ctx, TXN_ONE_READ, probe_body, &pp);
+    memcpy(ctx->msg, msg, sizeof msg);
+    return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
 }
 
 /* ---------------- the two paths ---------------- */
