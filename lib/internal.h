@@ -4,76 +4,17 @@
  * Owns the layout of the context, the cart, the statement cache and the
  * parameter/result buffers.  Nothing here is visible to applications.
  *
- * LOCK ORDER (every path that takes row locks follows it; a path that must
- * break it uses SKIP LOCKED for the out-of-order part, so it never waits):
+ * LOCK ORDER.  Every path takes row locks in this order:
  *
- *   1. reservation_checkouts row of the checkout  (reserve, claim, release,
- *                                                  extend)
- *   2. inventory_levels rows, ascending key        (replenish, stock
- *                                                  changes, sweep, the
- *                                                  reserve slow path)
- *   3. reservation_units rows                      (reserve; refills insert
- *                                                  fresh ids, shrinks use
- *                                                  SKIP LOCKED)
- *   4. reserved_quantities rows                    (reserve inserts; claim /
- *                                                  release move them; the
- *                                                  reaper uses SKIP LOCKED)
- *   5. reservation_settlements rows                (claim / release insert;
- *                                                  folds use SKIP LOCKED)
+ *   1 checkout row -> 2 ledger rows (ascending key) -> 3 pool rows
+ *   (primary-key order) -> 4 holds -> 5 journal
  *
- * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
- * touches 2.  The reserve procedures (sql/schema.sql) take 1, insert 4,
- * then 2 of every key in key order with SKIP LOCKED (a free ledger row
- * that covers the key gives its units; one held elsewhere is passed over),
- * then 3 with SKIP LOCKED for the keys 2 did not cover, inside one CALL.
- * Their holds come before 2 and 3 so that a hot ledger row is held for
- * less of the CALL (more buyers find it free); that is safe because a new
- * checkout's holds are reachable only through its checkout row (1), which
- * the CALL holds: nobody else can hold or wait for them.  A cart asks for
- * all its ledger rows before any pool row (two passes over its keys): a
- * SKIP LOCKED request for a ledger row while holding pool rows never
- * waits, yet InnoDB's deadlock detector counted it as a wait and rolled
- * back a slow path that held that ledger row and waited for those pool
- * rows (check_soak, under ASan).  A reserve that
- * finds a pool short rolls back everything it holds before it waits for 2,
- * so no transaction ever waits for a ledger row while holding pool rows.
- *
- * The slow path may take 2 in share mode first (to wait for a refill in
- * flight together with every other buyer; see ledger_mode in reserve.c).
- * A shared holder never asks for the exclusive lock of the same row (two
- * would deadlock): it rolls back and starts again, locking exclusively.
- *
- * Waiting for 3 is allowed only before taking any lock of 4 or 5 another
- * transaction could want: the reserve slow path does its blocking pool read
- * right after locking 2, before settling its old cart and folding; stock
- * shrinks use SKIP LOCKED (and retry).  A fast-path reserve that holds pool
- * rows may wait for its own old holds (4) that a fold has locked, and that
- * fold must not in turn wait for those pool rows.
- *
- * Within 3, every path takes pool rows in primary-key order (key order,
- * then id), SKIP LOCKED or not, and waits only for a row above every pool
- * row it holds.  SKIP LOCKED never waits, but InnoDB's deadlock detector
- * can still see a reader that is looking at a row we hold as waiting for
- * it: a slow path that waited for a row below one it held was "in a
- * deadlock" with such a reader, and the reader was rolled back (about one
- * soak run in six; see take_waiting).
- *
- * A blocking locking read must never be a range that can run short: InnoDB
- * then reads on to the next index record, which belongs to another key,
- * and waits for it too (cross-key deadlocks).  Blocking reads are by whole
- * primary key; pool rows the slow path waits for are found by a plain read
- * and then locked by primary key.
- *
- * Locks are taken by primary key only.  Key lists are joined, in the order
- * given, through sql_key_rows() with FORCE INDEX (PRIMARY): a WHERE list of
- * keys may be read by a full scan (locking rows of other keys and shops),
- * and a locking read through a secondary index keeps its locks on the index
- * entries of rows SKIP LOCKED passes over.  Expired holds are found with a
- * plain read of the expiry index, then locked by primary key.
- *
- * All transactions run at READ COMMITTED, set per transaction: under
- * REPEATABLE READ a locking read of an empty range takes gap/supremum locks
- * that block the refill INSERT and deadlock with it.
+ * A path that must take a level out of order takes that part with SKIP
+ * LOCKED, so it never waits for it.  Locks are taken by primary key only;
+ * a blocking locking read is never a range that can run short; every
+ * transaction that locks runs at READ COMMITTED, set per transaction.
+ * docs/internals.md section 3 has which path takes which locks and why each
+ * part of the rule exists: change the code and that table together.
  */
 #ifndef RSV_INTERNAL_H
 #define RSV_INTERNAL_H
