@@ -32,8 +32,8 @@ CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
-REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g $(WARN) -Iinclude -Ilib -DRSV_DATADIR='"$(DATADIR)"' $(MARIADB_CFLAGS) $(SAN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
-REAL_LDFLAGS = $(SAN_LDFLAGS) $(LDFLAGS)
+REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -O2 -g $(WARN) -Iinclude -Ilib -DRSV_DATADIR='"$(DATADIR)"' $(MARIADB_CFLAGS) $(SAN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+REAL_LDFLAGS = -pthread $(SAN_LDFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard lib/*.c)
 LIB_HDR := $(wildcard lib/*.h)
@@ -87,17 +87,25 @@ TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 TEST_LINK = -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
 
-$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h include/reserve.h | $(B)/tests
+$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/nonblock_shim.h include/reserve.h | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
 $(B)/tests/check_%: tests/check_%.c $(B)/tests/testutil.o $(B)/libreserve.so | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< $(B)/tests/testutil.o -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
 
+# The same suites through the non-blocking interface: tests/nonblock_shim.h
+# turns each of its six calls into _start, a wait on rsv_async_fd and
+# rsv_cont.
+NB_SUITES := lifecycle badinput concurrency
+NB_TEST_BIN := $(NB_SUITES:%=$(B)/tests/check_%_nb)
+$(B)/tests/check_%_nb: tests/check_%.c tests/nonblock_shim.h $(B)/tests/testutil.o $(B)/libreserve.so | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_TEST_NONBLOCKING $< $(B)/tests/testutil.o -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+
 # A C++ caller: the header must compile as C++ and link.
 $(B)/tests/cxx_caller: tests/cxx_caller.cpp include/reserve.h $(B)/libreserve.so | $(B)/tests
 	$(CXX) -std=c++11 -Wall -Wextra -Werror -Iinclude $(MARIADB_CFLAGS) $< -o $@ -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
-TEST_PROGS := $(TEST_BIN) $(B)/tests/cxx_caller
+TEST_PROGS := $(TEST_BIN) $(NB_TEST_BIN) $(B)/tests/cxx_caller
 CHECK_EXTRA ?=
 
 check: deps
@@ -113,13 +121,14 @@ $(B)/examples/minimal: examples/minimal.c include/reserve.h $(B)/libreserve.so |
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
 demo: deps
-	@$(MAKE) --no-print-directory lib $(B)/examples/checkout_demo $(B)/examples/minimal
+	@$(MAKE) --no-print-directory lib $(B)/examples/checkout_demo $(B)/examples/minimal $(B)/examples/http_checkout
 	tools/mariadb.sh run examples/run-demo.sh $(B)/examples/checkout_demo $(DEMO_ARGS)
 
 # ---- install ----
 install: lib
-	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3
 	$(INSTALL) -m 644 include/reserve.h $(DESTDIR)$(INCLUDEDIR)/reserve.h
+	$(INSTALL) -m 644 include/reserve/libuv.h include/reserve/libevent.h $(DESTDIR)$(INCLUDEDIR)/reserve/
 	$(INSTALL) -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libreserve.so.$(VERSION)
 	ln -sf libreserve.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libreserve.so
@@ -133,6 +142,7 @@ install: lib
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/reserve.h $(DESTDIR)$(LIBDIR)/libreserve.* $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/reserve
 	rm -rf $(DESTDIR)$(DATADIR)/libreserve
 	cd man 2>/dev/null && for f in *.3; do rm -f $(DESTDIR)$(MANDIR)/man3/$$f; done || true
 

@@ -2,9 +2,10 @@
 # Runs the checkout demo against the server in RSV_TEST_SOCKET (started by
 # `tools/mariadb.sh run`, as `make demo` does): creates a fresh database,
 # loads sql/schema.sql into it, runs the README's minimal program
-# (examples/minimal.c, built beside the demo) and then the demo binary with
-# the given arguments, and drops the database afterwards (set RSV_DEMO_KEEP=1 to keep
-# it for a look).  Usage:
+# (examples/minimal.c, built beside the demo), the demo binary with the
+# given arguments and then the HTTP flash sale (examples/http_checkout.c,
+# when built beside the demo), and drops the database afterwards (set
+# RSV_DEMO_KEEP=1 to keep it for a look).  Usage:
 #   examples/run-demo.sh build/examples/checkout_demo [demo options...]
 # Connects as $RSV_TEST_USER (default root) with $RSV_TEST_PASSWORD.
 set -euo pipefail
@@ -51,4 +52,20 @@ set +e
 RSV_DEMO_DATABASE=$db "$demo" --socket "$RSV_TEST_SOCKET" --user "$user" "$@"
 status=$?
 set -e
+
+# The same sale over HTTP, on an event loop that never waits on the
+# database (built beside the demo by make demo; it stops its server at the
+# end).
+http=$(dirname "$demo")/http_checkout
+if [ -x "$http" ]; then
+  echo
+  echo "== examples/http_checkout.c"
+  pw=()
+  [ -n "$MYSQL_PWD" ] && pw=(--password "$MYSQL_PWD")
+  set +e
+  RSV_DEMO_DATABASE=$db "$http" --socket "$RSV_TEST_SOCKET" --user "$user" "${pw[@]}"
+  hstatus=$?
+  set -e
+  [ $status = 0 ] && status=$hstatus
+fi
 exit $status

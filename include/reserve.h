@@ -29,7 +29,10 @@
  *    context is bound to one MYSQL connection; use one context per
  *    connection, and never use a context (or its connection) from two
  *    threads at the same time.  Different contexts may be used concurrently
- *    from different threads.  A cart belongs to one thread at a time.
+ *    from different threads.  A cart belongs to one thread at a time.  A
+ *    context that has used the non-blocking interface (rsv_*_start) keeps
+ *    one worker thread of its own, asleep between calls, until
+ *    rsv_close().
  *
  *  - The connection.  The library never closes the connection and never
  *    changes its session variables: the isolation level and access mode
@@ -128,6 +131,9 @@ RSV_EXTERN int rsv_schema_version(void);
 
 enum rsv_code {
     RSV_OK = 0,
+    RSV_PENDING = 1,       /* not an error: a non-blocking call is in
+                              progress (rsv_*_start, rsv_cont; see "The
+                              non-blocking interface") */
 
     /* Expected outcomes. */
     RSV_EOUTOFSTOCK = -1,  /* a cart line cannot be covered: the committed
@@ -184,11 +190,14 @@ enum rsv_code {
     RSV_EDISABLED = -24,   /* the context is switched off with
                               rsv_set_enabled(ctx, 0): the call did nothing
                               and sent nothing to the server */
-    RSV_ESCHEMAVER = -25   /* rsv_open: the database's schema version is
+    RSV_ESCHEMAVER = -25,  /* rsv_open: the database's schema version is
                               older than this library needs (upgrade the
                               schema first) or newer than it knows
                               (upgrade the library); the message names the
                               command */
+    RSV_ECANCELED = -26    /* a non-blocking call was stopped by
+                              rsv_cancel() before or between its attempts:
+                              nothing was applied */
 };
 
 /* Limits of a single call. */
@@ -352,7 +361,9 @@ RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
 RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx);
 
 /* Free a context and its prepared statements.  Closes the connection only
- * if the context opened it (rsv_open_dsn).  NULL is a no-op. */
+ * if the context opened it (rsv_open_dsn).  A non-blocking call still
+ * pending is canceled first (see rsv_cancel) and its worker thread
+ * joined.  NULL is a no-op. */
 RSV_EXTERN void rsv_close(rsv_ctx *ctx);
 
 /* The message of the last failing call on ctx ("" after a success).  The
@@ -530,6 +541,143 @@ RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
                                    const void *token, size_t token_len,
                                    int32_t *status_out, int64_t *units_out,
                                    int64_t *expires_in_ms_out);
+
+/* ------------------------------------------------------------------ */
+/* The non-blocking interface                                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * For event-loop servers, which must never wait on the database.  Each
+ * rsv_*_start function takes the arguments of its blocking counterpart
+ * and returns at once: RSV_PENDING when the call was handed to the
+ * context's worker thread, or the call's final code when the blocking
+ * function answers without a statement (a NULL or bad token, an empty
+ * cart, a bad quantity or ttl_ms, NULL status_out, the kill switch: the
+ * blocking function itself then ran, on the calling thread).  Wait until
+ * rsv_async_fd(ctx) is readable (poll, epoll, a uv_poll_t, a struct
+ * event: include/reserve/libuv.h and reserve/libevent.h do it), then call
+ * rsv_cont(ctx): it returns the call's final code, or RSV_PENDING if it
+ * has not finished.  No callback and no thread of the caller's is needed.
+ *
+ *   int rc = rsv_claim_start(ctx, shop, token, len);
+ *   while (rc == RSV_PENDING) {
+ *       struct pollfd p = {rsv_async_fd(ctx), POLLIN, 0};
+ *       poll(&p, 1, -1);          (in a loop: register the fd once)
+ *       rc = rsv_cont(ctx);
+ *   }
+ *
+ * The worker runs exactly the blocking function on the context, so the
+ * codes, retries, the time budget (call_timeout_ms), the in-doubt rules,
+ * the statistics and the completion callback are the blocking call's;
+ * the callback then runs on the worker thread.  When rsv_cont has
+ * returned the final code, rsv_errmsg() and rsv_errcode() say what the
+ * blocking call would have said, and the out-pointers given to the start
+ * function (rsv_checkout_status_start) are written.
+ *
+ * Ownership.  The token is copied.  The cart of rsv_reserve_start, and
+ * the out-pointers of rsv_checkout_status_start, are used in place: do
+ * not touch or free them until rsv_cont has returned the final code.
+ *
+ * While a call is pending (from the start that returned RSV_PENDING until
+ * rsv_cont returns something else), only the worker uses the context and
+ * its connection: do not use the connection either.  Every other
+ * function on the context then refuses with RSV_EINVAL without touching
+ * it (not counted, no callback), except rsv_cont, rsv_async_fd,
+ * rsv_pending, rsv_cancel, rsv_close and rsv_connection;
+ * rsv_errcode() answers RSV_PENDING and rsv_errmsg() "a non-blocking
+ * call is in progress on this context ...".  One call at a time per
+ * context: use several contexts (connections) for concurrency.
+ *
+ * Cost: the first start makes one worker thread for the context, which
+ * sleeps between calls and ends in rsv_close(); and one pipe (two
+ * descriptors) made by the first start or rsv_async_fd().
+ */
+
+/* Non-blocking rsv_reserve(): same arguments; the cart is used in place
+ * until the call completes (its allocation functions then answer).
+ * Returns RSV_PENDING, or a final code as rsv_reserve() (RSV_EINVAL also
+ * while another call is pending on ctx). */
+RSV_EXTERN int rsv_reserve_start(rsv_ctx *ctx, uint64_t shop_id,
+                                 const void *token, size_t token_len,
+                                 rsv_cart *cart, int64_t ttl_ms);
+
+/* Non-blocking rsv_reserve_one().  Returns as rsv_reserve_start(). */
+RSV_EXTERN int rsv_reserve_one_start(rsv_ctx *ctx, uint64_t shop_id,
+                                     const void *token, size_t token_len,
+                                     uint64_t item_id, uint64_t location_id,
+                                     int64_t quantity, int64_t ttl_ms);
+
+/* Non-blocking rsv_claim().  Returns RSV_PENDING, or a final code as
+ * rsv_claim(). */
+RSV_EXTERN int rsv_claim_start(rsv_ctx *ctx, uint64_t shop_id,
+                               const void *token, size_t token_len);
+
+/* Non-blocking rsv_release().  Returns as rsv_claim_start(). */
+RSV_EXTERN int rsv_release_start(rsv_ctx *ctx, uint64_t shop_id,
+                                 const void *token, size_t token_len);
+
+/* Non-blocking rsv_extend().  Returns as rsv_claim_start(). */
+RSV_EXTERN int rsv_extend_start(rsv_ctx *ctx, uint64_t shop_id,
+                                const void *token, size_t token_len,
+                                int64_t ttl_ms);
+
+/* Non-blocking rsv_checkout_status(): the out-pointers are written by the
+ * worker, before completion is signalled, and must stay valid until then.
+ * Returns as rsv_claim_start(). */
+RSV_EXTERN int rsv_checkout_status_start(rsv_ctx *ctx, uint64_t shop_id,
+                                         const void *token, size_t token_len,
+                                         int32_t *status_out,
+                                         int64_t *units_out,
+                                         int64_t *expires_in_ms_out);
+
+/*
+ * Continue the pending call: never blocks.  Returns RSV_PENDING while it
+ * runs; once it has finished, its final code (the first time only:
+ * the context is then free for the next call), and consumes the
+ * readiness of rsv_async_fd().  RSV_EINVAL for NULL ctx, or when no call
+ * was started (or its result was already returned; the message says so).
+ */
+RSV_EXTERN int rsv_cont(rsv_ctx *ctx);
+
+/*
+ * The descriptor to wait on: readable once the pending call has finished
+ * (then call rsv_cont), not readable otherwise.  Made on the first call
+ * of this function or of a start function, so a loop may register it once
+ * up front; the same descriptor until rsv_close(), which closes it.  Only
+ * wait on it for readability; never read, write or close it.
+ * Returns the descriptor (>= 0), RSV_EINVAL for NULL ctx, or RSV_ENOMEM
+ * when no descriptor could be made (the message says why).
+ */
+RSV_EXTERN int rsv_async_fd(rsv_ctx *ctx);
+
+/* 1 while a non-blocking call is pending on ctx (started, its final code
+ * not yet returned by rsv_cont), else 0 (also for NULL). */
+RSV_EXTERN int rsv_pending(const rsv_ctx *ctx);
+
+/*
+ * Ask the pending call to stop; never waits for it.  What the call then
+ * completes with (rsv_cont):
+ *
+ *  - it had not begun: RSV_ECANCELED; nothing was sent, the connection
+ *    is untouched.
+ *  - it was running: the worker stops before its next attempt or during
+ *    a backoff pause (RSV_ECANCELED, nothing applied), and a statement in
+ *    flight is cut at once by shutting the connection's socket down:
+ *    RSV_ECONN (nothing applied) or, if its COMMIT (or the one-statement
+ *    procedure) had been sent, RSV_EINDOUBT (repeat the call with the
+ *    same token to settle it: every call is idempotent by token).  After
+ *    any of these the connection is cut: call rsv_reconnect() before the
+ *    next call (the message of RSV_ECANCELED says whether it was cut).
+ *  - it had already finished: its own result.  If it finished just as
+ *    the cancel came, the connection may have been cut all the same: the
+ *    next call then answers RSV_ECONN having sent nothing; reconnect.
+ *
+ * Returns RSV_OK (the call will complete soon; keep waiting for the
+ * descriptor), or RSV_EINVAL for NULL ctx or no call pending.
+ * rsv_close() with a call pending cancels it the same way, waits for the
+ * worker and frees everything.
+ */
+RSV_EXTERN int rsv_cancel(rsv_ctx *ctx);
 
 /* ------------------------------------------------------------------ */
 /* Pools, expiry and stock                                            */
@@ -762,7 +910,7 @@ RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
  * How many calls of kind op (RSV_OP_*, or RSV_OP_ALL) returned `code`:
  * RSV_OK or any RSV_E* code (an unused number in that range gives 0).
  * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown op, a code
- * outside RSV_ESCHEMAVER..RSV_OK).
+ * outside RSV_ECANCELED..RSV_OK).
  */
 RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
                                  uint64_t *out);
@@ -912,7 +1060,7 @@ typedef void (*rsv_op_fn)(void *user, uint32_t op, int code,
  * Register fn (NULL to remove it) to be called after every completed
  * operation on ctx, with `user` passed through; e.g. to shadow-write each
  * checkout to another system during a migration.  It runs on the calling
- * thread, after the operation's transaction has ended and its counters
+ * thread (for a non-blocking call, on the context's worker thread), after the operation's transaction has ended and its counters
  * were updated, and before the function returns to its caller.  Inside
  * it, rsv_errmsg(ctx) and rsv_errcode(ctx) describe the call, and other
  * contexts may be used freely.  A call on the same ctx made from inside

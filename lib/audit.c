@@ -186,7 +186,9 @@ static int audit_run(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
         *violations_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_AUDIT, 0, shop_id, NULL, 0);
+    int began = op_begin(ctx, OP_AUDIT, 0, shop_id, NULL, 0);
+    if (began)
+        return began;
     if (txn_caller_open(ctx))
         return ctx_fail(ctx, RSV_EINTXN,
                         "rsv_audit runs its own snapshot transaction; the "

@@ -348,8 +348,9 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
 {
     if (!ctx)
         return RSV_EINVAL;
-    if (op_begin(ctx, op, 1, shop, token, len))
-        return ctx->code;
+    int began = op_begin(ctx, op, 1, shop, token, len);
+    if (began)
+        return began;
     int rc = check_token(ctx, token, len);
     if (rc)
         return rc;
@@ -440,7 +441,9 @@ static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STATUS, 0, shop_id, token, token_len);
+    int began = op_begin(ctx, OP_STATUS, 0, shop_id, token, token_len);
+    if (began)
+        return began;
     if (!status_out)
         return ctx_fail(ctx, RSV_EINVAL, "status_out is NULL");
     int rc = check_token(ctx, token, token_len);

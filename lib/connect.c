@@ -257,7 +257,7 @@ RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
 
 RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx)
 {
-    if (!ctx)
+    if (!ctx || nb_busy(ctx))
         return RSV_EINVAL;
     /* Every statement handle belongs to the session that is gone. */
     sql_cache_clear(ctx);

@@ -386,6 +386,7 @@ RSV_EXTERN void rsv_close(rsv_ctx *ctx)
 {
     if (!ctx)
         return;
+    nb_free(ctx); /* first: a call in flight owns the connection */
     sql_cache_clear(ctx);
     conn_release(ctx);
     args_free(&ctx->args);
@@ -396,12 +397,16 @@ RSV_EXTERN void rsv_close(rsv_ctx *ctx)
 
 RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx)
 {
-    return ctx ? ctx->msg : "no context (NULL)";
+    if (!ctx)
+        return "no context (NULL)";
+    return nb_busy(ctx) ? nb_busy_msg() : ctx->msg;
 }
 
 RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx)
 {
-    return ctx ? ctx->code : RSV_EINVAL;
+    if (!ctx)
+        return RSV_EINVAL;
+    return nb_busy(ctx) ? RSV_PENDING : ctx->code;
 }
 
 RSV_EXTERN MYSQL *rsv_connection(const rsv_ctx *ctx)

@@ -19,6 +19,7 @@ struct code_info {
 
 static const struct code_info codes[] = {
     {RSV_OK, "RSV_OK", "success"},
+    {RSV_PENDING, "RSV_PENDING", "the non-blocking call is in progress"},
     {RSV_EOUTOFSTOCK, "RSV_EOUTOFSTOCK", "out of stock"},
     {RSV_ENOTFOUND, "RSV_ENOTFOUND", "no such checkout"},
     {RSV_EEXPIRED, "RSV_EEXPIRED", "the hold expired and its units were given back"},
@@ -43,6 +44,7 @@ static const struct code_info codes[] = {
     {RSV_ERANGE, "RSV_ERANGE", "index out of range"},
     {RSV_EDISABLED, "RSV_EDISABLED", "libreserve is switched off on this context (rsv_set_enabled)"},
     {RSV_ESCHEMAVER, "RSV_ESCHEMAVER", "the database schema version does not match the library (upgrade one of them)"},
+    {RSV_ECANCELED, "RSV_ECANCELED", "the call was canceled (rsv_cancel); nothing was applied"},
 };
 
 static const struct code_info *find_code(int code)

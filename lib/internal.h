@@ -48,6 +48,11 @@
  * rolled back and may be retried. */
 #define RSV__RETRY (-1000)
 
+/* Internal code: op_begin refused the call because a non-blocking call is
+ * in progress on the context (nb_busy); op_end answers RSV_EINVAL for it
+ * and touches nothing. */
+#define RSV__REFUSED (-1002)
+
 /* Transaction control.  The explicit AND NO CHAIN NO RELEASE keep a
  * session's completion_type out of it: CHAIN would open a new transaction
  * after ours (the application's next claim would silently join it and be
@@ -166,7 +171,7 @@ struct rsv_cart {
 
 /* ---- statistics (stats.c) ---- */
 /* The last (most negative) return code. */
-#define RSV__LAST_CODE RSV_ESCHEMAVER
+#define RSV__LAST_CODE RSV_ECANCELED
 /* One outcome slot per code RSV_OK (0) .. RSV__LAST_CODE, indexed by
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV__LAST_CODE + 2)
@@ -195,6 +200,7 @@ typedef struct rsv_pool_seen {
 
 /* ---- context ---- */
 struct rsv_dsn;
+struct rsv_nb;
 struct rsv_ctx {
     MYSQL *conn;
     struct rsv_dsn *dsn;       /* how to connect again, when the context
@@ -255,6 +261,8 @@ struct rsv_ctx {
     rsv_op_fn callback;
     void *callback_user;
     int in_callback;
+    struct rsv_nb *nb;         /* the non-blocking interface's worker and
+                                  descriptor, once used (nonblock.c) */
     rsv_stats stats;
 };
 
@@ -267,6 +275,20 @@ RSV_HIDDEN int ctx_open_on(rsv_ctx *ctx, MYSQL *conn,
                            const rsv_options *opts);
 /* Close the connection if the context opened it, and forget how. */
 RSV_HIDDEN void conn_release(rsv_ctx *ctx);
+
+/* ---- the non-blocking interface (nonblock.c) ---- */
+/* A non-blocking call is in progress on ctx and this thread is not its
+ * worker: the function must refuse (RSV_EINVAL) without writing to ctx. */
+RSV_HIDDEN int nb_busy(const rsv_ctx *ctx);
+/* What rsv_errmsg says while a call is in progress. */
+RSV_HIDDEN const char *nb_busy_msg(void);
+/* On the worker, when rsv_cancel asked the call to stop: RSV_ECANCELED
+ * with its message; else 0.  txn_run asks before each attempt. */
+RSV_HIDDEN int nb_canceled(rsv_ctx *ctx);
+/* The backoff pause between attempts; on the worker a cancel ends it. */
+RSV_HIDDEN void nb_sleep(rsv_ctx *ctx, uint64_t us);
+/* rsv_close: cancel the call in flight, join the worker, free. */
+RSV_HIDDEN void nb_free(rsv_ctx *ctx);
 
 /* ---- errors (errors.c) ---- */
 RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)

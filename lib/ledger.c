@@ -509,8 +509,9 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
         *added_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    if (op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0))
-        return op_end(ctx, ctx->code);
+    int began = op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0);
+    if (began)
+        return op_end(ctx, began);
     int rc = ledger_refill(ctx, shop_id, item_id, location_id, 0, added_out,
                            NULL);
     return op_end(ctx, rc ? rc : ctx_ok(ctx));

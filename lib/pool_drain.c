@@ -54,8 +54,9 @@ static int drain_body(rsv_ctx *ctx, void *p)
 static int drain_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
                      uint64_t location_id, int64_t *units_out)
 {
-    if (op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0))
-        return ctx->code;
+    int began = op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0);
+    if (began)
+        return began;
     struct drain_arg a = {shop_id, {item_id, location_id}, 0, 0};
     int rc = txn_run(ctx, 0, drain_body, &a);
     if (rc)

@@ -746,8 +746,9 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
 {
     if (!ctx)
         return RSV_EINVAL;
-    if (op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len))
-        return ctx->code;
+    int began = op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len);
+    if (began)
+        return began;
     if (!cart)
         return ctx_fail(ctx, RSV_EINVAL, "cart is NULL");
     cart->failed_line = (size_t)-1;
@@ -802,8 +803,9 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
     memset(&cart, 0, sizeof cart);
     memset(&line, 0, sizeof line);
     if (quantity < 1 || quantity > RSV_QUANTITY_MAX) {
-        if (op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len))
-            return op_end(ctx, ctx->code);
+        int began = op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len);
+        if (began)
+            return op_end(ctx, began);
         return op_end(ctx, ctx_fail(ctx, RSV_EQUANTITY,
                                     "quantity must be 1..%d, not %lld",
                                     RSV_QUANTITY_MAX, (long long)quantity));

@@ -117,7 +117,8 @@ uint64_t stats_value(const rsv_stats *s, uint32_t stat, uint32_t op)
 RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
                              uint64_t *out)
 {
-    if (!ctx || !out || !valid_op(op) || stat >= STATS_COUNTERS)
+    if (!ctx || nb_busy(ctx) || !out || !valid_op(op) ||
+        stat >= STATS_COUNTERS)
         return RSV_EINVAL;
     *out = stats_value(&ctx->stats, stat, op);
     return RSV_OK;
@@ -126,7 +127,8 @@ RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
 RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
                                  uint64_t *out)
 {
-    if (!ctx || !out || !valid_op(op) || code > 0 || code < RSV__LAST_CODE)
+    if (!ctx || nb_busy(ctx) || !out || !valid_op(op) || code > 0 ||
+        code < RSV__LAST_CODE)
         return RSV_EINVAL;
     int from, to;
     op_range(op, &from, &to);
@@ -151,7 +153,7 @@ static void histogram(const rsv_ctx *ctx, uint32_t op,
 RSV_EXTERN int rsv_stats_histogram(const rsv_ctx *ctx, uint32_t op,
                                    uint64_t *buckets, size_t n)
 {
-    if (!ctx || (!buckets && n > 0) || !valid_op(op))
+    if (!ctx || nb_busy(ctx) || (!buckets && n > 0) || !valid_op(op))
         return RSV_EINVAL;
     uint64_t h[RSV_STATS_BUCKETS];
     histogram(ctx, op, h);
@@ -163,7 +165,8 @@ RSV_EXTERN int rsv_stats_histogram(const rsv_ctx *ctx, uint32_t op,
 RSV_EXTERN int rsv_stats_percentile(const rsv_ctx *ctx, uint32_t op,
                                     double p, uint64_t *us_out)
 {
-    if (!ctx || !us_out || !valid_op(op) || !(p >= 0 && p <= 100))
+    if (!ctx || nb_busy(ctx) || !us_out || !valid_op(op) ||
+        !(p >= 0 && p <= 100))
         return RSV_EINVAL;
     uint64_t h[RSV_STATS_BUCKETS], total = 0, max = 0;
     histogram(ctx, op, h);
@@ -203,7 +206,7 @@ RSV_EXTERN int rsv_stats_percentile(const rsv_ctx *ctx, uint32_t op,
 
 RSV_EXTERN int rsv_stats_reset(rsv_ctx *ctx)
 {
-    if (!ctx)
+    if (!ctx || nb_busy(ctx))
         return RSV_EINVAL;
     memset(&ctx->stats, 0, sizeof ctx->stats);
     return RSV_OK;
@@ -211,7 +214,7 @@ RSV_EXTERN int rsv_stats_reset(rsv_ctx *ctx)
 
 RSV_EXTERN int rsv_set_callback(rsv_ctx *ctx, rsv_op_fn fn, void *user)
 {
-    if (!ctx)
+    if (!ctx || nb_busy(ctx))
         return RSV_EINVAL;
     ctx->callback = fn;
     ctx->callback_user = fn ? user : NULL;
@@ -220,7 +223,7 @@ RSV_EXTERN int rsv_set_callback(rsv_ctx *ctx, rsv_op_fn fn, void *user)
 
 RSV_EXTERN int rsv_set_enabled(rsv_ctx *ctx, int enabled)
 {
-    if (!ctx)
+    if (!ctx || nb_busy(ctx))
         return RSV_EINVAL;
     ctx->disabled = !enabled;
     return RSV_OK;

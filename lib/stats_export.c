@@ -63,7 +63,7 @@ RSV_EXTERN void rsv_stats_snapshot_clear(rsv_stats_snapshot *snap)
 RSV_EXTERN int rsv_stats_snapshot_add(rsv_stats_snapshot *snap,
                                       const rsv_ctx *ctx)
 {
-    if (!snap || !ctx)
+    if (!snap || !ctx || nb_busy(ctx))
         return RSV_EINVAL;
     stats_merge(&snap->s, &ctx->stats);
     snap->contexts++;

@@ -132,8 +132,9 @@ static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
         *out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    if (op_begin(ctx, OP_STOCK, 1, shop, NULL, 0))
-        return ctx->code;
+    int began = op_begin(ctx, OP_STOCK, 1, shop, NULL, 0);
+    if (began)
+        return began;
     if (is_set && (value < 0 || value > STOCK_MAX))
         return ctx_fail(ctx, RSV_EQUANTITY,
                         "stock on hand must be 0..2^62, not %lld",
@@ -215,7 +216,9 @@ static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 {
     if (!ctx)
         return RSV_EINVAL;
-    op_begin(ctx, OP_STOCK, 0, shop_id, NULL, 0);
+    int began = op_begin(ctx, OP_STOCK, 0, shop_id, NULL, 0);
+    if (began)
+        return began;
     struct stock_read a = {shop_id, item_id, location_id, 0, 0, 0};
     int rc = txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY | TXN_MAY_JOIN,
                      stock_get_body, &a);

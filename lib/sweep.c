@@ -160,8 +160,9 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         *released_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    if (op_begin(ctx, OP_SWEEP, 1, shop_id, NULL, 0))
-        return ctx->code;
+    int began = op_begin(ctx, OP_SWEEP, 1, shop_id, NULL, 0);
+    if (began)
+        return began;
     if (max_holds < 0)
         return ctx_fail(ctx, RSV_EINVAL, "max_holds must be >= 0");
     if (max_holds == 0)

@@ -31,6 +31,8 @@ static uint64_t now_us(void)
 int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
              const void *token, size_t token_len)
 {
+    if (nb_busy(ctx))
+        return RSV__REFUSED; /* the worker owns ctx: write nothing */
     ctx->op = op;
     ctx->commit_anyway = 0;
     ctx->db_errno = 0;
@@ -53,6 +55,8 @@ int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
 
 int op_end(rsv_ctx *ctx, int rc)
 {
+    if (rc == RSV__REFUSED)
+        return RSV_EINVAL;
     if (!ctx || !ctx->op_open)
         return rc;
     ctx->op_open = 0;
@@ -122,12 +126,6 @@ static uint64_t backoff_us(rsv_ctx *ctx, int attempt)
     int64_t base = ctx->opts.retry_base_us;
     int64_t cap = base << (attempt < 10 ? attempt : 10);
     return (uint64_t)(cap / 2) + ctx_rand(ctx) % (uint64_t)(cap / 2 + 1);
-}
-
-static void sleep_us(uint64_t us)
-{
-    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
 }
 
 /* Whether the call's time budget (rsv_options.call_timeout_ms) leaves room
@@ -261,7 +259,9 @@ static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
             return budget_spent(ctx, attempt);
         if (attempt > 0) {
             stats_add(ctx, RSV_STAT_RETRIES, 1);
-            sleep_us(pause);
+            nb_sleep(ctx, pause);
+            if (nb_canceled(ctx))
+                return ctx->code; /* rsv_cancel: stop before the attempt */
         }
         ctx->commit_anyway = 0;
         if (flags & TXN_SELF_COMMIT) {
@@ -324,6 +324,8 @@ static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 
 int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
 {
+    if (nb_canceled(ctx))
+        return ctx->code; /* rsv_cancel: nothing sent since */
     /* rsv_open refuses auto-reconnect; it may have been switched on since.
      * With it, a connection lost during COMMIT is silently re-opened and
      * the transaction's loss reported as success.  A local read: no round

@@ -2,7 +2,8 @@
 # tests/readme-test.sh - the README's minimal program is examples/minimal.c
 # word for word, and it runs as the README says against the server in
 # RSV_TEST_SOCKET: "sold 2 hoodies", then a refused reserve the second
-# time, and a clear message when it cannot connect.
+# time, and a clear message when it cannot connect.  Its libuv fragment
+# (non-blocking calls) compiles.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 build=${RSV_BUILD:-build}
@@ -19,6 +20,20 @@ if cc -Wall -Wextra -Werror -Iinclude $(pkg-config --cflags libmariadb) examples
   ok "it compiles with -Wall -Wextra -Werror"
 else
   cat "$tmp/cc.log"; bad "it compiles"
+fi
+# The libuv fragment under "### Non-blocking calls" compiles with the
+# installed-layout headers.
+awk '/^### Non-blocking calls/ { s = 1 } s && /^```c$/ { c = 1; next }
+     c && /^```$/ { exit } c { print }' README.md >"$tmp/readme_uv.c"
+# shellcheck disable=SC2046
+if [ ! -s "$tmp/readme_uv.c" ]; then
+  bad "the README has its libuv fragment"
+elif ! pkg-config --exists libuv 2>/dev/null; then
+  echo "skip: the libuv fragment (libuv1-dev is missing)"
+elif cc -Wall -Wextra -Werror -c -Iinclude $(pkg-config --cflags libmariadb libuv) "$tmp/readme_uv.c" -o "$tmp/readme_uv.o" 2>"$tmp/cc.log"; then
+  ok "the libuv fragment compiles with -Wall -Wextra -Werror"
+else
+  cat "$tmp/cc.log"; bad "the libuv fragment compiles"
 fi
 sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql
 run() { RSV_SOCKET=$RSV_TEST_SOCKET RSV_USER=${RSV_TEST_USER:-root} RSV_PASSWORD=${RSV_TEST_PASSWORD:-} RSV_DATABASE=$1 "$tmp/minimal" 2>&1; }

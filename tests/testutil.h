@@ -12,6 +12,7 @@
 #include <mysql.h>
 
 #include "reserve.h"
+#include "nonblock_shim.h"
 
 /* Create the suite's database (fresh, with the schema) before running;
  * drop it afterwards.  Called from main(). */

@@ -37,7 +37,7 @@ const codes = Object.freeze({
   EBUSY: -6, EINDOUBT: -7, ECONN: -8, EINVAL: -10, EQUANTITY: -11,
   EEMPTY: -12, ETOKEN: -13, ENOITEM: -14, ESCHEMA: -15, ESERVER: -16,
   EINTXN: -17, ENOMEM: -18, EDB: -19, ETOOBIG: -20, ESTOCK: -21,
-  ECONFIG: -22, ERANGE: -23, EDISABLED: -24, ESCHEMAVER: -25,
+  ECONFIG: -22, ERANGE: -23, EDISABLED: -24, ESCHEMAVER: -25, ECANCELED: -26,
 });
 
 const TOKEN_MAX = 128;
@@ -122,6 +122,7 @@ class ConfigError extends Failure {}
 class OutOfRange extends Failure {}
 class Disabled extends Failure {}
 class SchemaVersionError extends Failure {}
+class Canceled extends Failure {}
 
 const ERROR_CLASSES = new Map([
   [codes.EOUTOFSTOCK, OutOfStock], [codes.ENOTFOUND, NotFound], [codes.EEXPIRED, Expired],
@@ -132,6 +133,7 @@ const ERROR_CLASSES = new Map([
   [codes.EINTXN, InTransaction], [codes.ENOMEM, OutOfMemory], [codes.EDB, DatabaseError],
   [codes.ETOOBIG, CartTooBig], [codes.ESTOCK, StockError], [codes.ECONFIG, ConfigError],
   [codes.ERANGE, OutOfRange], [codes.EDISABLED, Disabled], [codes.ESCHEMAVER, SchemaVersionError],
+  [codes.ECANCELED, Canceled],
 ]);
 
 function errorClass(code) {
@@ -839,6 +841,7 @@ module.exports = {
   OutOfRange,
   Disabled,
   SchemaVersionError,
+  Canceled,
   codes,
   OPT,
   STATUS,

@@ -53,7 +53,8 @@ __all__ = [
     "Busy", "InDoubt", "ConnectionLost", "InvalidArgument", "InvalidQuantity",
     "EmptyCart", "InvalidToken", "NoItem", "SchemaError", "UnsupportedServer",
     "InTransaction", "OutOfMemory", "DatabaseError", "CartTooBig",
-    "StockError", "ConfigError", "RangeError", "Disabled", "MariaDBError",
+    "StockError", "ConfigError", "RangeError", "Disabled", "Canceled",
+    "MariaDBError",
     "version", "version_number", "schema_version", "strerror", "code_name",
     "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
@@ -96,11 +97,15 @@ ECONFIG = -22
 ERANGE = -23
 EDISABLED = -24
 ESCHEMAVER = -25
+ECANCELED = -26
+# Not an error: a call of the C library's non-blocking interface is in
+# progress.  This binding's calls block, so it never returns it.
+PENDING = 1
 
 ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
              EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
              ESCHEMA, ESERVER, EINTXN, ENOMEM, EDB, ETOOBIG, ESTOCK, ECONFIG,
-             ERANGE, EDISABLED, ESCHEMAVER)
+             ERANGE, EDISABLED, ESCHEMAVER, ECANCELED)
 
 TOKEN_MAX = 128
 QUANTITY_MAX = 1000000000
@@ -307,6 +312,11 @@ class Disabled(Failure):
     nothing was sent to the server."""
 
 
+class Canceled(Failure):
+    """RSV_ECANCELED: a non-blocking call of the C library was canceled
+    (rsv_cancel) before or between its attempts; nothing was applied."""
+
+
 _EXC_BY_CODE = {
     EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
     ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
@@ -316,6 +326,7 @@ _EXC_BY_CODE = {
     EINTXN: InTransaction, ENOMEM: OutOfMemory, EDB: DatabaseError,
     ETOOBIG: CartTooBig, ESTOCK: StockError, ECONFIG: ConfigError,
     ERANGE: RangeError, EDISABLED: Disabled, ESCHEMAVER: SchemaVersionError,
+    ECANCELED: Canceled,
 }
 
 
@@ -640,6 +651,30 @@ _PROTOS = {
                                             ctypes.POINTER(ctypes.c_size_t)]),
     "rsv_set_callback": (ctypes.c_int, [_c_p, _OP_FN, ctypes.c_void_p]),
     "rsv_set_enabled": (ctypes.c_int, [_c_p, ctypes.c_int]),
+    # The non-blocking interface: declared so that its prototypes are
+    # checked; the binding itself blocks (asyncio users run its calls in
+    # an executor).
+    "rsv_reserve_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                         ctypes.c_size_t, _c_p,
+                                         ctypes.c_int64]),
+    "rsv_reserve_one_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                             ctypes.c_size_t, ctypes.c_uint64,
+                                             ctypes.c_uint64, ctypes.c_int64,
+                                             ctypes.c_int64]),
+    "rsv_claim_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                       ctypes.c_size_t]),
+    "rsv_release_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                         ctypes.c_size_t]),
+    "rsv_extend_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                        ctypes.c_size_t, ctypes.c_int64]),
+    "rsv_checkout_status_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                                 ctypes.c_size_t,
+                                                 ctypes.POINTER(ctypes.c_int32),
+                                                 _i64p, _i64p]),
+    "rsv_cont": (ctypes.c_int, [_c_p]),
+    "rsv_async_fd": (ctypes.c_int, [_c_p]),
+    "rsv_pending": (ctypes.c_int, [_c_p]),
+    "rsv_cancel": (ctypes.c_int, [_c_p]),
 }
 
 for _name, (_res, _args) in _PROTOS.items():
