@@ -7,18 +7,18 @@
  * LOCK ORDER (every path that takes row locks follows it; a path that must
  * break it uses SKIP LOCKED for the out-of-order part, so it never waits):
  *
- *   1. reservation_checkouts row of the checkout  (reserve, claim, release,
+ *   1. rsv_checkouts row of the checkout  (reserve, claim, release,
  *                                                  extend)
- *   2. inventory_levels rows, ascending key        (replenish, stock
+ *   2. rsv_ledger rows, ascending key        (replenish, stock
  *                                                  changes, sweep, the
  *                                                  reserve slow path)
- *   3. reservation_units rows                      (reserve; refills insert
+ *   3. rsv_pool rows                      (reserve; refills insert
  *                                                  fresh ids, shrinks use
  *                                                  SKIP LOCKED)
- *   4. reserved_quantities rows                    (reserve inserts; claim /
+ *   4. rsv_holds rows                    (reserve inserts; claim /
  *                                                  release move them; the
  *                                                  reaper uses SKIP LOCKED)
- *   5. reservation_settlements rows                (claim / release insert;
+ *   5. rsv_journal rows                (claim / release insert;
  *                                                  folds use SKIP LOCKED)
  *
  * The reserve fast path takes 1, 3 (SKIP LOCKED: never waits), 4; it never
@@ -113,8 +113,8 @@
 #define SQL_COMMIT "COMMIT AND NO CHAIN NO RELEASE"
 #define SQL_ROLLBACK "ROLLBACK AND NO CHAIN NO RELEASE"
 
-/* Checkout states, as stored in reservation_checkouts.status and
- * reservation_settlements.kind.  A new state must also join the status
+/* Checkout states, as stored in rsv_checkouts.status and
+ * rsv_journal.kind.  A new state must also join the status
  * list of rsv_sweep's purge (sweep.c). */
 enum { ST_HELD = 1, ST_CLAIMED = 2, ST_RELEASED = 3, ST_EXPIRED = 4 };
 
@@ -142,7 +142,7 @@ RSV_HIDDEN void buf_free(rsv_buf *b);
  * made the optimizer read holds through the primary key on shop_id alone
  * and settlements by a full scan, once per ledger row. */
 #define BY_KEY " FORCE INDEX (PRIMARY)"
-#define HOLDS_BY_KEY " FORCE INDEX (reserved_quantities_expiry)"
+#define HOLDS_BY_KEY " FORCE INDEX (rsv_holds_expiry)"
 
 /* ---- statement parameters ---- */
 enum { V_I64, V_U64, V_BIN };

@@ -294,7 +294,7 @@ START_TEST(sweep_gives_back_at_most_max_holds)
     TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
     ck_assert_int_eq(released, 8);
     char q[128];
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reserved_quantities WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_holds WHERE "
              "shop_id = %llu", (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 0);
     TU_OK(ctx, rsv_sweep(ctx, shop, 1, &released));
@@ -410,7 +410,7 @@ START_TEST(lock_wait_timeout_reports_busy)
     MYSQL *other = tu_connect();
     char q[256];
     tu_exec(other, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT * FROM reservation_checkouts WHERE shop_id=%llu "
+    snprintf(q, sizeof q, "SELECT * FROM rsv_checkouts WHERE shop_id=%llu "
              "FOR UPDATE", (unsigned long long)shop);
     tu_exec(other, q);
     int rc = rsv_claim(ctx, shop, TOK("locked"));
@@ -447,8 +447,8 @@ START_TEST(statement_failed_mid_result_is_reusable)
     MYSQL *other = tu_connect();
     char q[256];
     tu_exec(other, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
-             "AND inventory_item_id = 2 ORDER BY id LIMIT 1 FOR UPDATE",
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
+             "AND item_id = 2 ORDER BY id LIMIT 1 FOR UPDATE",
              (unsigned long long)shop);
     tu_exec(other, q);
     /* The slow path's blocking read (one UNION ALL, item 1's part first)
@@ -486,8 +486,8 @@ static void pooled_stock(rsv_ctx *ctx, MYSQL *c, uint64_t shop, uint64_t item,
 {
     TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, stock));
     char q[256];
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = %d WHERE "
-             "shop_id = %llu AND inventory_item_id = %llu", cap,
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET pool_cap = %d WHERE "
+             "shop_id = %llu AND item_id = %llu", cap,
              (unsigned long long)shop, (unsigned long long)item);
     tu_exec(c, q);
     TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
@@ -506,8 +506,8 @@ START_TEST(slow_path_never_waits_for_other_items)
     TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
     /* as a library transaction would: READ COMMITTED, no gap locks */
     MYSQL *other = tu_connect_in_txn();
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
-             "AND inventory_item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
+             "AND item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
              (unsigned long long)shop);
     tu_exec(other, q);
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other-item"), 10, 1, 3, 0));
@@ -528,8 +528,8 @@ static size_t pool_ids(MYSQL *c, uint64_t shop, uint64_t item, uint64_t *ids,
                        size_t max)
 {
     char q[256];
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
-             "%llu AND inventory_item_id = %llu AND inventory_group_id = 1 "
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = "
+             "%llu AND item_id = %llu AND location_id = 1 "
              "ORDER BY id", (unsigned long long)shop, (unsigned long long)item);
     ck_assert_int_eq(mysql_query(c, q), 0);
     MYSQL_RES *r = mysql_store_result(c);
@@ -565,7 +565,7 @@ static int64_t await_wait(MYSQL *mon, unsigned long who, int64_t after,
 }
 
 /* The slow path's blocking lock of pool rows by primary key. */
-#define POOL_WAIT "%reservation_units u FORCE INDEX (PRIMARY)%FOR UPDATE"
+#define POOL_WAIT "%rsv_pool u FORCE INDEX (PRIMARY)%FOR UPDATE"
 
 /* What happens around the reserve in slow_path_waits_in_key_order. */
 struct key_order_scene {
@@ -633,30 +633,30 @@ START_TEST(slow_path_waits_in_key_order)
     sc.reserver = mysql_thread_id(c);
     char q[512];
     /* The taker does what a fast-path reserve does, and waits to commit. */
-    snprintf(q, sizeof q, "INSERT INTO reservation_checkouts (shop_id, "
+    snprintf(q, sizeof q, "INSERT INTO rsv_checkouts (shop_id, "
              "checkout_token, status, generation, hold_count, expires_at, "
              "created_at, updated_at) VALUES (%llu, 'taker', 1, 1, 1, "
              "NOW(6) + INTERVAL 1 HOUR, NOW(6), NOW(6))",
              (unsigned long long)shop);
     tu_exec(sc.taker, q);
-    snprintf(q, sizeof q, "DELETE FROM reservation_units WHERE shop_id = %llu "
-             "AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
+    snprintf(q, sizeof q, "DELETE FROM rsv_pool WHERE shop_id = %llu "
+             "AND item_id = 20 AND location_id = 1 AND "
              "id = %llu", (unsigned long long)shop, (unsigned long long)a[0]);
     tu_exec(sc.taker, q);
-    snprintf(q, sizeof q, "INSERT INTO reserved_quantities (shop_id, "
-             "checkout_token, inventory_item_id, inventory_group_id, "
+    snprintf(q, sizeof q, "INSERT INTO rsv_holds (shop_id, "
+             "checkout_token, item_id, location_id, "
              "quantity, generation, expires_at, created_at) VALUES (%llu, "
              "'taker', 20, 1, 1, 1, NOW(6) + INTERVAL 1 HOUR, NOW(6))",
              (unsigned long long)shop);
     tu_exec(sc.taker, q);
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
-             "%llu AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = "
+             "%llu AND item_id = 20 AND location_id = 1 AND "
              "id = %llu FOR UPDATE", (unsigned long long)shop,
              (unsigned long long)a[3]);
     tu_exec(sc.holder, q);
     snprintf(sc.probe_sql, sizeof sc.probe_sql, "SELECT id FROM "
-             "reservation_units WHERE shop_id = %llu AND inventory_item_id = "
-             "21 AND inventory_group_id = 1 AND id = %llu FOR UPDATE NOWAIT",
+             "rsv_pool WHERE shop_id = %llu AND item_id = "
+             "21 AND location_id = 1 AND id = %llu FOR UPDATE NOWAIT",
              (unsigned long long)shop, (unsigned long long)b[0]);
 
     int64_t deadlocks = tu_i64(c, "SELECT VARIABLE_VALUE FROM "
@@ -723,7 +723,7 @@ static void *refill_timeline(void *p)
     /* the reserve's slow path waits for the ledger row, in share mode (a
      * refill can come: the ledger has units): finish the refill */
     sc->waited = await_wait(sc->mon, sc->reserver, 0,
-                            "%inventory_levels%LOCK IN SHARE MODE");
+                            "%rsv_ledger%LOCK IN SHARE MODE");
     tu_exec(sc->refiller, "COMMIT");
     return NULL;
 }
@@ -740,18 +740,18 @@ static void refill_scene_run(struct refill_scene *sc, rsv_ctx *ctx,
     sc->mon = tu_connect();
     sc->reserver = mysql_thread_id(c);
     char q[512];
-    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM inventory_levels "
-             "WHERE shop_id = %llu AND inventory_item_id = 30 AND "
-             "inventory_group_id = 1 FOR UPDATE", (unsigned long long)shop);
+    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM rsv_ledger "
+             "WHERE shop_id = %llu AND item_id = 30 AND "
+             "location_id = 1 FOR UPDATE", (unsigned long long)shop);
     tu_exec(sc->refiller, q);
     if (sc->mint) {
-        snprintf(q, sizeof q, "INSERT INTO reservation_units (shop_id, "
-                 "inventory_item_id, inventory_group_id, id) SELECT %llu, 30, "
+        snprintf(q, sizeof q, "INSERT INTO rsv_pool (shop_id, "
+                 "item_id, location_id, id) SELECT %llu, 30, "
                  "1, @n + seq FROM seq_0_to_9", (unsigned long long)shop);
         tu_exec(sc->refiller, q);
-        snprintf(q, sizeof q, "UPDATE inventory_levels SET issued = issued + "
+        snprintf(q, sizeof q, "UPDATE rsv_ledger SET issued = issued + "
                  "10, next_unit_id = next_unit_id + 10 WHERE shop_id = %llu "
-                 "AND inventory_item_id = 30 AND inventory_group_id = 1",
+                 "AND item_id = 30 AND location_id = 1",
                  (unsigned long long)shop);
         tu_exec(sc->refiller, q);
     }
@@ -830,8 +830,8 @@ static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
 {
     MYSQL *locker = tu_connect_in_txn();
     char q[256];
-    snprintf(q, sizeof q, "SELECT * FROM inventory_levels WHERE shop_id = "
-             "%llu AND inventory_item_id IN (%llu, %llu) FOR UPDATE",
+    snprintf(q, sizeof q, "SELECT * FROM rsv_ledger WHERE shop_id = "
+             "%llu AND item_id IN (%llu, %llu) FOR UPDATE",
              (unsigned long long)shop, (unsigned long long)a,
              (unsigned long long)b);
     tu_exec(locker, q);
@@ -1100,7 +1100,7 @@ START_TEST(cart_in_one_round_trip)
     ck_assert_int_eq(tu_held(ctx, shop, 60, 2) + tu_held(ctx, shop, 61, 1) +
                          tu_held(ctx, shop, 63, 1), 0);
     char q[160];
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
              "shop_id = %llu", (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 8 * 10 - 2 * 8);
     int32_t st = 0;
@@ -1109,7 +1109,7 @@ START_TEST(cart_in_one_round_trip)
                                    NULL));
     ck_assert_int_eq(st, RSV_STATUS_HELD);
     ck_assert_int_eq(units, 8);
-    snprintf(q, sizeof q, "SELECT hold_count FROM reservation_checkouts "
+    snprintf(q, sizeof q, "SELECT hold_count FROM rsv_checkouts "
              "WHERE shop_id = %llu AND checkout_token = 'one-trip'",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 4);
@@ -1174,14 +1174,14 @@ static int64_t key_count(MYSQL *c, const char *what, uint64_t shop,
 {
     char q[256];
     if (strcmp(what, "pool") == 0)
-        snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
-                 "shop_id = %llu AND inventory_item_id = %llu AND "
-                 "inventory_group_id = 1", (unsigned long long)shop,
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
+                 "shop_id = %llu AND item_id = %llu AND "
+                 "location_id = 1", (unsigned long long)shop,
                  (unsigned long long)item);
     else
-        snprintf(q, sizeof q, "SELECT issued FROM inventory_levels WHERE "
-                 "shop_id = %llu AND inventory_item_id = %llu AND "
-                 "inventory_group_id = 1", (unsigned long long)shop,
+        snprintf(q, sizeof q, "SELECT issued FROM rsv_ledger WHERE "
+                 "shop_id = %llu AND item_id = %llu AND "
+                 "location_id = 1", (unsigned long long)shop,
                  (unsigned long long)item);
     return tu_i64(c, q);
 }
@@ -1601,7 +1601,7 @@ START_TEST(reserve_without_the_pool_take_procedure)
     ck_assert_int_eq(tu_held(a, shop, 8, 1), 2);
     char q[128];
     snprintf(q, sizeof q,
-             "SELECT COUNT(*) FROM reservation_checkouts WHERE shop_id = %llu",
+             "SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id = %llu",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(adm, q), 4);
 
