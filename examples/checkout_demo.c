@@ -1118,7 +1118,7 @@ static int flash_sale(const config *c)
     char q[256];
     snprintf(q, sizeof q,
              "SELECT CAST(COALESCE(SUM(next_unit_id - 1), 0) AS SIGNED) FROM "
-             "inventory_levels WHERE shop_id = %" PRIu64, c->sale_shop);
+             "rsv_ledger WHERE shop_id = %" PRIu64, c->sale_shop);
     int64_t minted = query_i64(m, q);
 
     int64_t violations = -1;

@@ -111,7 +111,7 @@ extern "C" {
 #define RSV_VERSION_NUMBER 100
 /* The version of the database schema (sql/schema.sql, table rsv_schema)
  * this library works on; see rsv_open() and RSV_ESCHEMAVER. */
-#define RSV_SCHEMA_VERSION 1
+#define RSV_SCHEMA_VERSION 2
 
 /* The version of the library actually loaded, e.g. "0.1.0".  Static
  * string, never freed.  Compare with RSV_VERSION to detect a header/library
@@ -321,7 +321,7 @@ typedef struct rsv_ctx rsv_ctx;
  *
  * Returns RSV_OK, RSV_EINVAL (NULL out/conn, bad option), RSV_ENOMEM,
  * RSV_ECONN (not connected), RSV_EBUSY (a lock conflict in the checks; no
- * retry), RSV_ESERVER, RSV_ESCHEMA, RSV_ECONFIG, RSV_EDB.
+ * retry), RSV_ESERVER, RSV_ESCHEMA, RSV_ESCHEMAVER, RSV_ECONFIG, RSV_EDB.
  */
 RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
 

@@ -20,26 +20,26 @@
  * of 10,000 items took 90 s instead of well under one. */
 static int b_levels(rsv_buf *s, uint32_t all)
 {
-#define KEYMATCH(t) \
-    " WHERE " t ".shop_id = l.shop_id AND " t ".inventory_item_id = " \
-    "l.inventory_item_id AND " t ".inventory_group_id = l.inventory_group_id"
+#define KEYMATCH(t)                                         \
+    " WHERE " t ".shop_id = l.shop_id AND " t ".item_id = " \
+    "l.item_id AND " t ".location_id = l.location_id"
     buf_puts(s,
-        "SELECT CAST(l.shop_id AS SIGNED), CAST(l.inventory_item_id AS "
-        "SIGNED), CAST(l.inventory_group_id AS SIGNED), l.on_hand, l.issued, "
+        "SELECT CAST(l.shop_id AS SIGNED), CAST(l.item_id AS "
+        "SIGNED), CAST(l.location_id AS SIGNED), l.on_hand, l.issued, "
         "COALESCE(l.pool_cap, 0), CAST(l.next_unit_id AS SIGNED), "
-        "(SELECT COUNT(*) FROM reservation_units u" BY_KEY KEYMATCH("u")
+        "(SELECT COUNT(*) FROM rsv_pool u" BY_KEY KEYMATCH("u")
         "), (SELECT CAST(COALESCE(MAX(u.id), 0) AS SIGNED) FROM "
-        "reservation_units u" BY_KEY KEYMATCH("u") "), "
+        "rsv_pool u" BY_KEY KEYMATCH("u") "), "
         "(SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM "
-        "reserved_quantities h" HOLDS_BY_KEY KEYMATCH("h") "), "
+        "rsv_holds h" HOLDS_BY_KEY KEYMATCH("h") "), "
         "(SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM "
-        "reserved_quantities h" HOLDS_BY_KEY KEYMATCH("h")
+        "rsv_holds h" HOLDS_BY_KEY KEYMATCH("h")
         " AND h.expires_at > NOW(6)), "
         "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM "
-        "reservation_settlements x" BY_KEY KEYMATCH("x") "), "
+        "rsv_journal x" BY_KEY KEYMATCH("x") "), "
         "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM "
-        "reservation_settlements x" BY_KEY KEYMATCH("x") " AND x.kind = 2) "
-        "FROM inventory_levels l");
+        "rsv_journal x" BY_KEY KEYMATCH("x") " AND x.kind = 2) "
+        "FROM rsv_ledger l");
 #undef KEYMATCH
     buf_puts(s, all ? "" : " WHERE l.shop_id = ?");
     return 0;
@@ -48,45 +48,45 @@ static int b_levels(rsv_buf *s, uint32_t all)
 static int b_orphans(rsv_buf *s, uint32_t all)
 {
     static const char *tables[][2] = {
-        {"reservation_units", "1"},
-        {"reserved_quantities", "2"},
-        {"reservation_settlements", "3"},
+        {"rsv_pool", "1"},
+        {"rsv_holds", "2"},
+        {"rsv_journal", "3"},
     };
     for (int i = 0; i < 3; i++) {
         if (i)
             buf_puts(s, " UNION ALL ");
         buf_puts(s, "(SELECT CAST(t.shop_id AS SIGNED), "
-                    "CAST(t.inventory_item_id AS SIGNED), "
-                    "CAST(t.inventory_group_id AS SIGNED), ");
+                    "CAST(t.item_id AS SIGNED), "
+                    "CAST(t.location_id AS SIGNED), ");
         buf_puts(s, tables[i][1]);
         buf_puts(s, ", COUNT(*) FROM ");
         buf_puts(s, tables[i][0]);
         buf_puts(s, " t WHERE ");
         buf_puts(s, all ? "1" : "t.shop_id = ?");
-        buf_puts(s, " AND NOT EXISTS (SELECT 1 FROM inventory_levels l WHERE "
-                    "l.shop_id = t.shop_id AND l.inventory_item_id = "
-                    "t.inventory_item_id AND l.inventory_group_id = "
-                    "t.inventory_group_id) GROUP BY t.shop_id, "
-                    "t.inventory_item_id, t.inventory_group_id)");
+        buf_puts(s, " AND NOT EXISTS (SELECT 1 FROM rsv_ledger l WHERE "
+                    "l.shop_id = t.shop_id AND l.item_id = "
+                    "t.item_id AND l.location_id = "
+                    "t.location_id) GROUP BY t.shop_id, "
+                    "t.item_id, t.location_id)");
     }
     /* 4: held checkouts with more hold rows than they recorded; 5: hold
      * rows whose checkout is missing or not held. */
     buf_puts(s, " UNION ALL (SELECT CAST(c.shop_id AS SIGNED), 0, 0, 4, "
-                "COUNT(*) FROM reservation_checkouts c JOIN "
-                "reserved_quantities h ON h.shop_id = c.shop_id AND "
+                "COUNT(*) FROM rsv_checkouts c JOIN "
+                "rsv_holds h ON h.shop_id = c.shop_id AND "
                 "h.checkout_token = c.checkout_token WHERE ");
     buf_puts(s, all ? "1" : "c.shop_id = ?");
     buf_puts(s, " GROUP BY c.shop_id, c.checkout_token, c.hold_count, "
                 "c.status HAVING COUNT(*) > c.hold_count OR c.status <> 1)"
                 " UNION ALL (SELECT CAST(h.shop_id AS SIGNED), "
-                "CAST(h.inventory_item_id AS SIGNED), "
-                "CAST(h.inventory_group_id AS SIGNED), 5, COUNT(*) FROM "
-                "reserved_quantities h WHERE ");
+                "CAST(h.item_id AS SIGNED), "
+                "CAST(h.location_id AS SIGNED), 5, COUNT(*) FROM "
+                "rsv_holds h WHERE ");
     buf_puts(s, all ? "1" : "h.shop_id = ?");
-    buf_puts(s, " AND NOT EXISTS (SELECT 1 FROM reservation_checkouts c "
+    buf_puts(s, " AND NOT EXISTS (SELECT 1 FROM rsv_checkouts c "
                 "WHERE c.shop_id = h.shop_id AND c.checkout_token = "
-                "h.checkout_token) GROUP BY h.shop_id, h.inventory_item_id, "
-                "h.inventory_group_id)");
+                "h.checkout_token) GROUP BY h.shop_id, h.item_id, "
+                "h.location_id)");
     return 0;
 }
 

@@ -2,7 +2,7 @@
  * checkout.c - the life of a checkout after its reserve: claim, release,
  * extend and status.
  *
- * A checkout's row in reservation_checkouts is the first lock every
+ * A checkout's row in rsv_checkouts is the first lock every
  * operation on that checkout takes (lock order in internal.h), so two
  * operations on one checkout serialize, and its status makes claims
  * idempotent: a claimed checkout stays claimed, and a repeated claim is
@@ -12,7 +12,7 @@
  * one hot row every checkout of an item would otherwise queue on.
  *
  * A claim or release in a transaction of the library's own is one CALL of
- * the schema's rsv_settle_v1 when it is there, which runs the same
+ * the schema's rsv_settle_v2 when it is there, which runs the same
  * statements on the server and commits; in the caller's transaction, or
  * without it, the statements below.
  */
@@ -52,11 +52,11 @@ int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
 static int b_settle_insert(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "INSERT INTO reservation_settlements (shop_id, "
-                "inventory_item_id, inventory_group_id, checkout_token, "
+    buf_puts(s, "INSERT INTO rsv_journal (shop_id, "
+                "item_id, location_id, checkout_token, "
                 "generation, kind, quantity, settled_at) SELECT shop_id, "
-                "inventory_item_id, inventory_group_id, checkout_token, ?, ?, "
-                "quantity, NOW(6) FROM reserved_quantities WHERE shop_id = ? "
+                "item_id, location_id, checkout_token, ?, ?, "
+                "quantity, NOW(6) FROM rsv_holds WHERE shop_id = ? "
                 "AND checkout_token = ? FOR UPDATE");
     return 0;
 }
@@ -64,7 +64,7 @@ static int b_settle_insert(rsv_buf *s, uint32_t shape)
 static int b_holds_delete(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "DELETE FROM reserved_quantities WHERE shop_id = ? AND "
+    buf_puts(s, "DELETE FROM rsv_holds WHERE shop_id = ? AND "
                 "checkout_token = ?");
     return 0;
 }
@@ -92,8 +92,8 @@ static int b_lock_checkout(rsv_buf *s, uint32_t shape)
     (void)shape;
     /* Reads the checkout row first, then its holds: lock order 1 then 4. */
     buf_puts(s, "SELECT c.status, CAST(c.generation AS SIGNED), c.hold_count, "
-                "h.quantity FROM reservation_checkouts c LEFT JOIN "
-                "reserved_quantities h ON h.shop_id = c.shop_id AND "
+                "h.quantity FROM rsv_checkouts c LEFT JOIN "
+                "rsv_holds h ON h.shop_id = c.shop_id AND "
                 "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
                 "c.checkout_token = ? FOR UPDATE");
     return 0;
@@ -102,15 +102,15 @@ static int b_lock_checkout(rsv_buf *s, uint32_t shape)
 static int b_set_status(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "UPDATE reservation_checkouts SET status = ?, "
+    buf_puts(s, "UPDATE rsv_checkouts SET status = ?, "
                 "updated_at = NOW(6) WHERE shop_id = ? AND checkout_token = ?");
     return 0;
 }
 
 static int b_extend_holds(rsv_buf *s, uint32_t shape)
 {
-    buf_puts(s, shape ? "UPDATE reservation_checkouts SET "
-                      : "UPDATE reserved_quantities SET ");
+    buf_puts(s, shape ? "UPDATE rsv_checkouts SET "
+                      : "UPDATE rsv_holds SET ");
     buf_puts(s, "expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE "
                 "shop_id = ? AND checkout_token = ?");
     return 0;
@@ -282,7 +282,7 @@ static int extend_body(rsv_ctx *ctx, void *p)
     return RSV_OK;
 }
 
-/* ---- claim and release in one round trip (rsv_settle_v1) ---- */
+/* ---- claim and release in one round trip (rsv_settle_v2) ---- */
 
 #define SETTLE_BY_STATEMENTS 1 /* the procedure cannot be called: nothing
                                   ran, send the statements */
@@ -399,8 +399,8 @@ static int b_status(rsv_buf *s, uint32_t shape)
     buf_puts(s, "SELECT c.status, c.hold_count, "
                 "TIMESTAMPDIFF(MICROSECOND, NOW(6), c.expires_at), "
                 "COUNT(h.quantity), CAST(COALESCE(SUM(h.quantity), 0) AS "
-                "SIGNED) FROM reservation_checkouts c LEFT JOIN "
-                "reserved_quantities h ON h.shop_id = c.shop_id AND "
+                "SIGNED) FROM rsv_checkouts c LEFT JOIN "
+                "rsv_holds h ON h.shop_id = c.shop_id AND "
                 "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
                 "c.checkout_token = ? GROUP BY c.status, c.hold_count, "
                 "c.expires_at");

@@ -255,8 +255,9 @@ static int check_version(rsv_ctx *ctx, const char *db, int has_table)
     if (version < RSV_SCHEMA_VERSION)
         return ctx_fail(ctx, RSV_ESCHEMAVER,
                         "database %s holds libreserve schema version %ld; "
-                        "this library needs version %d: upgrade the schema "
-                        "first (every row is kept): mariadb %s < "
+                        "this library needs version %d: stop the processes "
+                        "of older libraries, then upgrade the schema (every "
+                        "row is kept): mariadb %s < "
                         RSV_DATADIR "/libreserve/schema.sql", db, version,
                         RSV_SCHEMA_VERSION, db);
     if (need > RSV_SCHEMA_VERSION)
@@ -272,13 +273,13 @@ static int check_version(rsv_ctx *ctx, const char *db, int has_table)
 static int check_schema(rsv_ctx *ctx)
 {
     static const char *tables[] = {
-        "inventory_levels", "reservation_units", "reservation_checkouts",
-        "reserved_quantities", "reservation_settlements", "rsv_schema",
+        "rsv_ledger", "rsv_pool", "rsv_checkouts",
+        "rsv_holds", "rsv_journal", "rsv_schema",
     };
     enum { NTABLES = sizeof tables / sizeof tables[0] };
     /* One round trip: the database, then one digit per table (is it
      * there?) and one for each procedure. */
-    char q[2048];
+    char q[4096];
     size_t len = (size_t)snprintf(q, sizeof q,
                                   "/* conn_tag:open */ SELECT DATABASE(), "
                                   "CONCAT(");
@@ -298,6 +299,14 @@ static int check_schema(rsv_ctx *ctx)
                                 "AND routine_type = 'PROCEDURE' AND "
                                 "routine_name = '%s')", i ? ", " : "",
                                 procs[i]);
+    /* A schema from before versions named its tables differently (see
+     * the top of sql/schema.sql): two of its ledger's columns tell it from
+     * an application's table of that name. */
+    len += (size_t)snprintf(q + len, sizeof q - len,
+                            ", (SELECT COUNT(*) FROM information_schema."
+                            "columns WHERE table_schema = DATABASE() AND "
+                            "table_name = 'inventory_levels' AND column_name "
+                            "IN ('issued', 'next_unit_id'))");
     snprintf(q + len, sizeof q - len, ")");
     char db[256], found[32];
     int rc = query_row(ctx, q, db, sizeof db, 2, found, sizeof found);
@@ -307,18 +316,25 @@ static int check_schema(rsv_ctx *ctx)
         return ctx_fail(ctx, RSV_ESCHEMA,
                         "no database selected on the connection: select the "
                         "database that holds the libreserve schema");
+    /* The version first: an older schema lacks tables of today's names
+     * and is upgraded, not installed. */
+    int versioned = found[NTABLES - 1] == '1';
+    int unversioned_old = found[NTABLES + NPROCS] == '2';
+    if ((versioned || unversioned_old) &&
+        (rc = check_version(ctx, db, versioned)))
+        return rc;
     for (size_t i = 0; i < NTABLES - 1; i++)
         if (found[i] != '1')
             return ctx_fail(ctx, RSV_ESCHEMA,
                             "table %s.%s is missing: load sql/schema.sql "
                             "(share/libreserve/schema.sql) into this database",
                             db, tables[i]);
-    if ((rc = check_version(ctx, db, found[NTABLES - 1] == '1')))
+    if (!versioned && (rc = check_version(ctx, db, 0)))
         return rc;
-    /* The reserve procedures are optional: without them (an account that
-     * cannot create routines loaded the schema, or an older schema file)
-     * every reserve sends its statements one by one, slower on a network
-     * but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
+    /* The reserve procedures are optional: without them (an account
+     * without EXECUTE, which does not see them, or a loader that skipped
+     * them) every reserve sends its statements one by one, slower on a
+     * network but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
      * The same holds for claims and releases and their procedure, and
      * for a Galera node, where they are not used (check_galera). */
     int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY) &&

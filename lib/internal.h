@@ -30,11 +30,11 @@
 /* The reserve fast path as stored procedures (sql/schema.sql), for one
  * key and for a cart; the version in a name changes whenever its body or
  * arguments do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v5"
-#define RSV_PROC_CART "rsv_fast_cart_v3"
-#define RSV_PROC_TOP_UP "rsv_pool_top_up_v1" /* called by both */
-#define RSV_PROC_POOL_TAKE "rsv_pool_take_v1" /* called by ..._RESERVE */
-#define RSV_PROC_SETTLE "rsv_settle_v1"     /* claim and release */
+#define RSV_PROC_RESERVE "rsv_fast_reserve_v6"
+#define RSV_PROC_CART "rsv_fast_cart_v4"
+#define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
+#define RSV_PROC_POOL_TAKE "rsv_pool_take_v2" /* called by ..._RESERVE */
+#define RSV_PROC_SETTLE "rsv_settle_v2"     /* claim and release */
 
 /* Where make install puts the schema (for messages). */
 #ifndef RSV_DATADIR
@@ -60,8 +60,8 @@
 #define SQL_COMMIT "COMMIT AND NO CHAIN NO RELEASE"
 #define SQL_ROLLBACK "ROLLBACK AND NO CHAIN NO RELEASE"
 
-/* Checkout states, as stored in reservation_checkouts.status and
- * reservation_settlements.kind.  A new state must also join the status
+/* Checkout states, as stored in rsv_checkouts.status and
+ * rsv_journal.kind.  A new state must also join the status
  * list of rsv_sweep's purge (sweep.c). */
 enum { ST_HELD = 1, ST_CLAIMED = 2, ST_RELEASED = 3, ST_EXPIRED = 4 };
 
@@ -89,7 +89,7 @@ RSV_HIDDEN void buf_free(rsv_buf *b);
  * made the optimizer read holds through the primary key on shop_id alone
  * and settlements by a full scan, once per ledger row. */
 #define BY_KEY " FORCE INDEX (PRIMARY)"
-#define HOLDS_BY_KEY " FORCE INDEX (reserved_quantities_expiry)"
+#define HOLDS_BY_KEY " FORCE INDEX (rsv_holds_expiry)"
 
 /* ---- statement parameters ---- */
 enum { V_I64, V_U64, V_BIN };

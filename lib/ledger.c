@@ -3,7 +3,7 @@
  * rows, folding settled and expired holds back into the ledger, minting
  * and deleting pool rows, and refilling a pool in its own transaction.
  *
- * The ledger row (inventory_levels) is the replenishment lock: whoever
+ * The ledger row (rsv_ledger) is the replenishment lock: whoever
  * holds it is the only one minting pool rows or folding for that key, so
  * concurrent refillers never issue more than on_hand allows.  Holders of
  * the ledger lock never wait for pool, hold or settlement rows: they use
@@ -40,14 +40,14 @@ static int b_lock(rsv_buf *s, uint32_t shape)
     uint32_t n = shape & ~(LOCK_SKIP | LOCK_SHARE);
     /* Joined in the (ascending) order of the keys given: that is the
      * order the rows are locked in. */
-    buf_puts(s, "SELECT CAST(l.inventory_item_id AS SIGNED), "
-                "CAST(l.inventory_group_id AS SIGNED), l.on_hand, l.issued, "
+    buf_puts(s, "SELECT CAST(l.item_id AS SIGNED), "
+                "CAST(l.location_id AS SIGNED), l.on_hand, l.issued, "
                 "CAST(l.next_unit_id AS SIGNED), COALESCE(l.pool_cap, 0) "
                 "FROM ");
     sql_key_rows(s, 2, n);
-    buf_puts(s, "inventory_levels l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
-                "l.inventory_item_id = k.k0 AND l.inventory_group_id = k.k1 "
-                "ORDER BY l.inventory_item_id, l.inventory_group_id ");
+    buf_puts(s, "rsv_ledger l FORCE INDEX (PRIMARY) ON l.shop_id = ? AND "
+                "l.item_id = k.k0 AND l.location_id = k.k1 "
+                "ORDER BY l.item_id, l.location_id ");
     buf_puts(s, shape & LOCK_SKIP    ? "FOR UPDATE SKIP LOCKED"
                 : shape & LOCK_SHARE ? "LOCK IN SHARE MODE"
                                      : "FOR UPDATE");
@@ -102,18 +102,18 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
 static int b_reap_candidates(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "SELECT checkout_token FROM reserved_quantities "
-                "WHERE shop_id = ? AND inventory_item_id = ? AND "
-                "inventory_group_id = ? AND expires_at <= NOW(6) "
+    buf_puts(s, "SELECT checkout_token FROM rsv_holds "
+                "WHERE shop_id = ? AND item_id = ? AND "
+                "location_id = ? AND expires_at <= NOW(6) "
                 "ORDER BY expires_at LIMIT ?");
     return 0;
 }
 
 static void hold_keys_on(rsv_buf *s)
 {
-    buf_puts(s, "reserved_quantities h FORCE INDEX (PRIMARY) ON h.shop_id = ? AND "
-                "h.checkout_token = k.k0 AND h.inventory_item_id = ? AND "
-                "h.inventory_group_id = ?");
+    buf_puts(s, "rsv_holds h FORCE INDEX (PRIMARY) ON h.shop_id = ? AND "
+                "h.checkout_token = k.k0 AND h.item_id = ? AND "
+                "h.location_id = ?");
 }
 
 /* Still expired (the checkout may have extended or settled it since the
@@ -139,8 +139,8 @@ static int b_settle_select(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
     buf_puts(s, "SELECT checkout_token, CAST(generation AS SIGNED), kind, "
-                "quantity FROM reservation_settlements WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ? "
+                "quantity FROM rsv_journal WHERE shop_id = ? AND "
+                "item_id = ? AND location_id = ? "
                 "LIMIT ? FOR UPDATE SKIP LOCKED");
     return 0;
 }
@@ -149,8 +149,8 @@ static int b_settle_delete(rsv_buf *s, uint32_t n)
 {
     buf_puts(s, "DELETE x FROM ");
     sql_key_rows(s, 2, n);
-    buf_puts(s, "reservation_settlements x FORCE INDEX (PRIMARY) ON x.shop_id = ? AND "
-                "x.inventory_item_id = ? AND x.inventory_group_id = ? AND "
+    buf_puts(s, "rsv_journal x FORCE INDEX (PRIMARY) ON x.shop_id = ? AND "
+                "x.item_id = ? AND x.location_id = ? AND "
                 "x.checkout_token = k.k0 AND x.generation = k.k1");
     return 0;
 }
@@ -158,10 +158,10 @@ static int b_settle_delete(rsv_buf *s, uint32_t n)
 static int b_level_update(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "UPDATE inventory_levels SET on_hand = on_hand - ?, "
+    buf_puts(s, "UPDATE rsv_ledger SET on_hand = on_hand - ?, "
                 "issued = issued - ? + ?, next_unit_id = next_unit_id + ?, "
                 "updated_at = NOW(6) WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ?");
+                "item_id = ? AND location_id = ?");
     return 0;
 }
 
@@ -295,8 +295,8 @@ int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
 static int b_pool_count(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "SELECT COUNT(*) FROM reservation_units WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ?");
+    buf_puts(s, "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = ? AND "
+                "item_id = ? AND location_id = ?");
     return 0;
 }
 
@@ -320,14 +320,14 @@ int b_pool_delete(rsv_buf *s, uint32_t n)
     /* One row: an equality on the whole primary key is a single-row
      * lookup (no scan is possible), and much cheaper than the join. */
     if (n == 1) {
-        buf_puts(s, "DELETE FROM reservation_units WHERE inventory_item_id = ? "
-                    "AND inventory_group_id = ? AND id = ? AND shop_id = ?");
+        buf_puts(s, "DELETE FROM rsv_pool WHERE item_id = ? "
+                    "AND location_id = ? AND id = ? AND shop_id = ?");
         return 0;
     }
     buf_puts(s, "DELETE u FROM ");
     sql_key_rows(s, 3, n);
-    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
-                "u.inventory_item_id = k.k0 AND u.inventory_group_id = k.k1 "
+    buf_puts(s, "rsv_pool u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
+                "u.item_id = k.k0 AND u.location_id = k.k1 "
                 "AND u.id = k.k2");
     return 0;
 }
@@ -338,9 +338,9 @@ int b_pool_delete(rsv_buf *s, uint32_t n)
 static int b_pool_pick(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "SELECT CAST(id AS SIGNED) FROM reservation_units WHERE "
-                "shop_id = ? AND inventory_item_id = ? AND "
-                "inventory_group_id = ? ORDER BY id DESC LIMIT ? "
+    buf_puts(s, "SELECT CAST(id AS SIGNED) FROM rsv_pool WHERE "
+                "shop_id = ? AND item_id = ? AND "
+                "location_id = ? ORDER BY id DESC LIMIT ? "
                 "FOR UPDATE SKIP LOCKED");
     return 0;
 }
@@ -395,8 +395,8 @@ static int b_mint(rsv_buf *s, uint32_t digits)
         "UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
     static const char *const name[4] = {"a", "b", "c", "e"};
     static const char *const weight[4] = {"", "10 * ", "100 * ", "1000 * "};
-    buf_puts(s, "INSERT INTO reservation_units (shop_id, inventory_item_id, "
-                "inventory_group_id, id) SELECT ?, ?, ?, ? + n FROM (SELECT ");
+    buf_puts(s, "INSERT INTO rsv_pool (shop_id, item_id, "
+                "location_id, id) SELECT ?, ?, ?, ? + n FROM (SELECT ");
     for (uint32_t i = 0; i < digits; i++) {
         buf_puts(s, i ? " + " : "");
         buf_puts(s, weight[i]);

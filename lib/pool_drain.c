@@ -92,17 +92,17 @@ RSV_EXTERN int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 static int b_idle_pools(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "SELECT CAST(l.inventory_item_id AS SIGNED), "
-                "CAST(l.inventory_group_id AS SIGNED) FROM (SELECT DISTINCT "
-                "shop_id, inventory_item_id, inventory_group_id FROM "
-                "reservation_units WHERE shop_id = ? AND inventory_item_id "
-                ">= ?) u JOIN inventory_levels l FORCE INDEX (PRIMARY) ON "
-                "l.shop_id = ? AND l.inventory_item_id = "
-                "u.inventory_item_id AND l.inventory_group_id = "
-                "u.inventory_group_id WHERE (l.inventory_item_id, "
-                "l.inventory_group_id) >= (?, ?) AND l.updated_at < NOW(6) - "
-                "INTERVAL ? SECOND ORDER BY l.inventory_item_id, "
-                "l.inventory_group_id LIMIT ?");
+    buf_puts(s, "SELECT CAST(l.item_id AS SIGNED), "
+                "CAST(l.location_id AS SIGNED) FROM (SELECT DISTINCT "
+                "shop_id, item_id, location_id FROM "
+                "rsv_pool WHERE shop_id = ? AND item_id "
+                ">= ?) u JOIN rsv_ledger l FORCE INDEX (PRIMARY) ON "
+                "l.shop_id = ? AND l.item_id = "
+                "u.item_id AND l.location_id = "
+                "u.location_id WHERE (l.item_id, "
+                "l.location_id) >= (?, ?) AND l.updated_at < NOW(6) - "
+                "INTERVAL ? SECOND ORDER BY l.item_id, "
+                "l.location_id LIMIT ?");
     return 0;
 }
 

@@ -23,8 +23,8 @@
  * ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
- * instead, rsv_fast_reserve_v5 when it takes units at one (item,
- * location), rsv_fast_cart_v3 at up to 32, which run the statements of
+ * instead, rsv_fast_reserve_v6 when it takes units at one (item,
+ * location), rsv_fast_cart_v4 at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the
  * statements below take over.  Being on the server, they may also take a
@@ -58,9 +58,9 @@
 static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
 {
     buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
-                 ", CAST(id AS SIGNED), 0, 0 FROM reservation_units WHERE "
-                 "shop_id = ? AND inventory_item_id = ? AND "
-                 "inventory_group_id = ? AND id >= ? ORDER BY id LIMIT ?");
+                 ", CAST(id AS SIGNED), 0, 0 FROM rsv_pool WHERE "
+                 "shop_id = ? AND item_id = ? AND "
+                 "location_id = ? AND id >= ? ORDER BY id LIMIT ?");
     buf_puts(s, slow ? ")" : " FOR UPDATE SKIP LOCKED)");
 }
 
@@ -76,14 +76,14 @@ static int b_take(rsv_buf *s, uint32_t shape)
     int slow = (shape & SLOW_BIT) != 0;
     if (!slow) {
         buf_puts(s, "(SELECT 0, status, CAST(generation AS SIGNED), "
-                    "hold_count, 0 FROM reservation_checkouts WHERE "
+                    "hold_count, 0 FROM rsv_checkouts WHERE "
                     "shop_id = ? AND checkout_token = ? FOR UPDATE)");
-        buf_puts(s, " UNION ALL (SELECT 1, CAST(l.inventory_item_id AS "
-                    "SIGNED), CAST(l.inventory_group_id AS SIGNED), "
+        buf_puts(s, " UNION ALL (SELECT 1, CAST(l.item_id AS "
+                    "SIGNED), CAST(l.location_id AS SIGNED), "
                     "CAST(l.next_unit_id AS SIGNED), l.on_hand - l.issued "
                     "FROM ");
         /* (this part takes no lock: see job_ledger_keys) */
-        buf_puts(s, "inventory_levels l WHERE ");
+        buf_puts(s, "rsv_ledger l WHERE ");
         job_ledger_keys(s, n);
         buf_puts(s, " AND l.shop_id = ?)");
     }
@@ -98,7 +98,7 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
     buf_puts(s, "SELECT status, CAST(generation AS SIGNED), hold_count FROM "
-                "reservation_checkouts WHERE shop_id = ? AND "
+                "rsv_checkouts WHERE shop_id = ? AND "
                 "checkout_token = ? FOR UPDATE");
     return 0;
 }
@@ -108,8 +108,8 @@ static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
  * quantity rather than VALUES(), which MySQL deprecates). */
 static int b_holds_insert(rsv_buf *s, uint32_t n)
 {
-    buf_puts(s, "INSERT INTO reserved_quantities (shop_id, checkout_token, "
-                "inventory_item_id, inventory_group_id, quantity, generation, "
+    buf_puts(s, "INSERT INTO rsv_holds (shop_id, checkout_token, "
+                "item_id, location_id, quantity, generation, "
                 "expires_at, created_at) VALUES ");
     for (uint32_t i = 0; i < n; i++)
         buf_puts(s, i ? ",(?,?,?,?,?,?,NOW(6) + INTERVAL ? MICROSECOND,NOW(6))"
@@ -121,12 +121,12 @@ static int b_holds_insert(rsv_buf *s, uint32_t n)
 static int b_checkout_write(rsv_buf *s, uint32_t update)
 {
     if (update)
-        buf_puts(s, "UPDATE reservation_checkouts SET status = 1, "
+        buf_puts(s, "UPDATE rsv_checkouts SET status = 1, "
                     "generation = ?, hold_count = ?, expires_at = NOW(6) + "
                     "INTERVAL ? MICROSECOND, updated_at = NOW(6) WHERE "
                     "shop_id = ? AND checkout_token = ?");
     else
-        buf_puts(s, "INSERT INTO reservation_checkouts (generation, "
+        buf_puts(s, "INSERT INTO rsv_checkouts (generation, "
                     "hold_count, expires_at, shop_id, checkout_token, status, "
                     "created_at, updated_at) VALUES (?, ?, NOW(6) + INTERVAL ? "
                     "MICROSECOND, ?, ?, 1, NOW(6), NOW(6))");
@@ -278,8 +278,8 @@ static int b_pool_lock(rsv_buf *s, uint32_t shape)
 {
     buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED) FROM ");
     sql_key_rows(s, 4, shape & ~SKIP_BIT);
-    buf_puts(s, "reservation_units u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
-                "AND u.inventory_item_id = k.k1 AND u.inventory_group_id = "
+    buf_puts(s, "rsv_pool u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
+                "AND u.item_id = k.k1 AND u.location_id = "
                 "k.k2 AND u.id = k.k3 FOR UPDATE");
     if (shape & SKIP_BIT)
         buf_puts(s, " SKIP LOCKED");

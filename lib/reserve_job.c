@@ -11,7 +11,7 @@
 
 #define RSV_MAX_KEYS 1000 /* distinct (item, location) pairs per cart */
 
-/* "((l.inventory_item_id = ? AND l.inventory_group_id = ?) OR ...)" for n
+/* "((l.item_id = ? AND l.location_id = ?) OR ...)" for n
  * keys: for statements that read ledger rows without locking them, where
  * a plain list of keys is safe (a scan would cost time, never lock order)
  * and much cheaper than the join the locking statements need. */
@@ -19,10 +19,10 @@ void job_ledger_keys(rsv_buf *s, uint32_t n)
 {
     buf_puts(s, "(");
     for (uint32_t i = 0; i < n; i++)
-        buf_puts(s, i ? " OR (l.inventory_item_id = ? AND "
-                        "l.inventory_group_id = ?)"
-                      : "(l.inventory_item_id = ? AND "
-                        "l.inventory_group_id = ?)");
+        buf_puts(s, i ? " OR (l.item_id = ? AND "
+                        "l.location_id = ?)"
+                      : "(l.item_id = ? AND "
+                        "l.location_id = ?)");
     buf_puts(s, ")");
 }
 

@@ -1,6 +1,6 @@
 /*
  * reserve_proc.c - the reserve fast path in one round trip: calling the
- * schema's procedures (rsv_fast_reserve_v5 for one key, rsv_fast_cart_v3
+ * schema's procedures (rsv_fast_reserve_v6 for one key, rsv_fast_cart_v4
  * for a cart; sql/schema.sql) and reading their answer into the job as the
  * statement path's read would have left it.  Unlike the statements, the
  * procedures take a key's units straight from its ledger row when no other
@@ -56,8 +56,8 @@ int b_call_cart(rsv_buf *s, uint32_t shape)
  * location, big holds, many keys) sends the statements, which handle
  * every case. */
 typedef struct proc_plan {
-    int which;      /* PLAN_NONE, PLAN_ONE (rsv_fast_reserve_v5) or
-                       PLAN_CART (rsv_fast_cart_v3) */
+    int which;      /* PLAN_NONE, PLAN_ONE (rsv_fast_reserve_v6) or
+                       PLAN_CART (rsv_fast_cart_v4) */
     size_t taken;   /* keys units are taken at */
     size_t checked; /* other keys the procedure checks exist */
 } proc_plan;

@@ -22,30 +22,30 @@ static int b_sold_out(rsv_buf *s, uint32_t shape)
      * exists: one subquery more, planned on every execution, so new
      * checkouts do without. */
     buf_puts(s,
-        "SELECT CAST(l.inventory_item_id AS SIGNED), "
-        "CAST(l.inventory_group_id AS SIGNED), l.on_hand - l.issued, "
-        "EXISTS (SELECT 1 FROM reservation_units u" BY_KEY " WHERE "
-        "u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id "
-        "AND u.inventory_group_id = l.inventory_group_id) OR EXISTS (SELECT "
-        "1 FROM reserved_quantities h" HOLDS_BY_KEY " WHERE h.shop_id = "
-        "l.shop_id AND h.inventory_item_id = l.inventory_item_id AND "
-        "h.inventory_group_id = l.inventory_group_id AND h.expires_at <= "
-        "NOW(6)) OR EXISTS (SELECT 1 FROM reservation_settlements x" BY_KEY
-        " WHERE x.shop_id = l.shop_id AND x.inventory_item_id = "
-        "l.inventory_item_id AND x.inventory_group_id = l.inventory_group_id "
+        "SELECT CAST(l.item_id AS SIGNED), "
+        "CAST(l.location_id AS SIGNED), l.on_hand - l.issued, "
+        "EXISTS (SELECT 1 FROM rsv_pool u" BY_KEY " WHERE "
+        "u.shop_id = l.shop_id AND u.item_id = l.item_id "
+        "AND u.location_id = l.location_id) OR EXISTS (SELECT "
+        "1 FROM rsv_holds h" HOLDS_BY_KEY " WHERE h.shop_id = "
+        "l.shop_id AND h.item_id = l.item_id AND "
+        "h.location_id = l.location_id AND h.expires_at <= "
+        "NOW(6)) OR EXISTS (SELECT 1 FROM rsv_journal x" BY_KEY
+        " WHERE x.shop_id = l.shop_id AND x.item_id = "
+        "l.item_id AND x.location_id = l.location_id "
         "AND x.kind = 3)");
     if (shape & OWN_BIT)
-        buf_puts(s, " OR EXISTS (SELECT 1 FROM reserved_quantities o FORCE "
+        buf_puts(s, " OR EXISTS (SELECT 1 FROM rsv_holds o FORCE "
                     "INDEX (PRIMARY) WHERE o.shop_id = l.shop_id AND "
-                    "o.checkout_token = ? AND o.inventory_item_id = "
-                    "l.inventory_item_id AND o.inventory_group_id = "
-                    "l.inventory_group_id), COALESCE((SELECT c.status FROM "
-                    "reservation_checkouts c WHERE c.shop_id = l.shop_id AND "
+                    "o.checkout_token = ? AND o.item_id = "
+                    "l.item_id AND o.location_id = "
+                    "l.location_id), COALESCE((SELECT c.status FROM "
+                    "rsv_checkouts c WHERE c.shop_id = l.shop_id AND "
                     "c.checkout_token = ?), 0)");
     else
-        buf_puts(s, ", EXISTS (SELECT 1 FROM reservation_checkouts c WHERE "
+        buf_puts(s, ", EXISTS (SELECT 1 FROM rsv_checkouts c WHERE "
                     "c.shop_id = l.shop_id AND c.checkout_token = ?)");
-    buf_puts(s, " FROM inventory_levels l WHERE l.shop_id = ? AND ");
+    buf_puts(s, " FROM rsv_ledger l WHERE l.shop_id = ? AND ");
     job_ledger_keys(s, n); /* (as in the take statement: nothing locked) */
     return 0;
 }

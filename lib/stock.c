@@ -26,8 +26,8 @@
 static int b_level_insert(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "INSERT INTO inventory_levels (shop_id, inventory_item_id, "
-                "inventory_group_id, on_hand, issued, next_unit_id, "
+    buf_puts(s, "INSERT INTO rsv_ledger (shop_id, item_id, "
+                "location_id, on_hand, issued, next_unit_id, "
                 "updated_at) VALUES (?, ?, ?, 0, 0, 1, NOW(6))");
     return 0;
 }
@@ -35,9 +35,9 @@ static int b_level_insert(rsv_buf *s, uint32_t shape)
 static int b_set_on_hand(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "UPDATE inventory_levels SET on_hand = ?, issued = issued - ?, "
+    buf_puts(s, "UPDATE rsv_ledger SET on_hand = ?, issued = issued - ?, "
                 "updated_at = NOW(6) WHERE shop_id = ? AND "
-                "inventory_item_id = ? AND inventory_group_id = ?");
+                "item_id = ? AND location_id = ?");
     return 0;
 }
 
@@ -170,18 +170,18 @@ static int b_stock_get(rsv_buf *s, uint32_t shape)
     (void)shape;
     buf_puts(s,
         "SELECT l.on_hand - COALESCE((SELECT SUM(x.quantity) FROM "
-        "reservation_settlements x" BY_KEY " WHERE x.shop_id = l.shop_id AND "
-        "x.inventory_item_id = l.inventory_item_id AND x.inventory_group_id = "
-        "l.inventory_group_id AND x.kind = 2), 0), COALESCE((SELECT "
-        "SUM(h.quantity) FROM reserved_quantities h" HOLDS_BY_KEY " WHERE "
-        "h.shop_id = l.shop_id AND h.inventory_item_id = l.inventory_item_id "
-        "AND h.inventory_group_id = l.inventory_group_id AND h.expires_at > "
-        "NOW(6)), 0), (SELECT COUNT(*) FROM reservation_units u" BY_KEY
-        " WHERE u.shop_id = l.shop_id AND u.inventory_item_id = "
-        "l.inventory_item_id AND u.inventory_group_id = l.inventory_group_id) "
+        "rsv_journal x" BY_KEY " WHERE x.shop_id = l.shop_id AND "
+        "x.item_id = l.item_id AND x.location_id = "
+        "l.location_id AND x.kind = 2), 0), COALESCE((SELECT "
+        "SUM(h.quantity) FROM rsv_holds h" HOLDS_BY_KEY " WHERE "
+        "h.shop_id = l.shop_id AND h.item_id = l.item_id "
+        "AND h.location_id = l.location_id AND h.expires_at > "
+        "NOW(6)), 0), (SELECT COUNT(*) FROM rsv_pool u" BY_KEY
+        " WHERE u.shop_id = l.shop_id AND u.item_id = "
+        "l.item_id AND u.location_id = l.location_id) "
         "FROM "
-        "inventory_levels l WHERE l.shop_id = ? AND l.inventory_item_id = ? "
-        "AND l.inventory_group_id = ?");
+        "rsv_ledger l WHERE l.shop_id = ? AND l.item_id = ? "
+        "AND l.location_id = ?");
     return 0;
 }
 

@@ -33,15 +33,15 @@
 static int b_due_keys(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "(SELECT CAST(inventory_item_id AS SIGNED), "
-                "CAST(inventory_group_id AS SIGNED) FROM reserved_quantities "
-                "FORCE INDEX (reserved_quantities_expiry) "
-                "WHERE shop_id = ? GROUP BY shop_id, inventory_item_id, "
-                "inventory_group_id HAVING MIN(expires_at) <= NOW(6) LIMIT ?) "
-                "UNION (SELECT CAST(inventory_item_id AS SIGNED), "
-                "CAST(inventory_group_id AS SIGNED) FROM (SELECT DISTINCT "
-                "shop_id, inventory_item_id, inventory_group_id FROM "
-                "reservation_settlements WHERE shop_id = ? LIMIT ?) k)");
+    buf_puts(s, "(SELECT CAST(item_id AS SIGNED), "
+                "CAST(location_id AS SIGNED) FROM rsv_holds "
+                "FORCE INDEX (rsv_holds_expiry) "
+                "WHERE shop_id = ? GROUP BY shop_id, item_id, "
+                "location_id HAVING MIN(expires_at) <= NOW(6) LIMIT ?) "
+                "UNION (SELECT CAST(item_id AS SIGNED), "
+                "CAST(location_id AS SIGNED) FROM (SELECT DISTINCT "
+                "shop_id, item_id, location_id FROM "
+                "rsv_journal WHERE shop_id = ? LIMIT ?) k)");
     return 0;
 }
 
@@ -54,7 +54,7 @@ static int b_due_keys(rsv_buf *s, uint32_t shape)
 #define PURGE_WHERE                                                      \
     "c.status IN (1, 2, 3, 4) AND c.updated_at < NOW(6) - INTERVAL ? "   \
     "SECOND AND (c.status <> 1 OR (c.expires_at < NOW(6) - INTERVAL ? "  \
-    "SECOND AND NOT EXISTS (SELECT 1 FROM reserved_quantities h WHERE "  \
+    "SECOND AND NOT EXISTS (SELECT 1 FROM rsv_holds h WHERE "            \
     "h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token)))"
 
 /* Read without locks (a consistent read), then deleted by primary key
@@ -67,7 +67,7 @@ static int b_due_keys(rsv_buf *s, uint32_t shape)
 static int b_purge_candidates(rsv_buf *s, uint32_t shape)
 {
     (void)shape;
-    buf_puts(s, "SELECT c.checkout_token FROM reservation_checkouts c "
+    buf_puts(s, "SELECT c.checkout_token FROM rsv_checkouts c "
                 "WHERE c.shop_id = ? AND " PURGE_WHERE " LIMIT ?");
     return 0;
 }
@@ -76,7 +76,7 @@ static int b_purge_delete(rsv_buf *s, uint32_t n)
 {
     buf_puts(s, "DELETE c FROM ");
     sql_key_rows(s, 1, n);
-    buf_puts(s, "reservation_checkouts c FORCE INDEX (PRIMARY) ON "
+    buf_puts(s, "rsv_checkouts c FORCE INDEX (PRIMARY) ON "
                 "c.shop_id = ? AND c.checkout_token = k.k0 WHERE " PURGE_WHERE);
     return 0;
 }

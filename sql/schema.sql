@@ -1,22 +1,124 @@
--- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.16, InnoDB), version 1.
+-- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.16, InnoDB), version 2.
 --
 -- Load it into the application's database, to install and to upgrade
 -- (loading it again keeps every row):
 --   mariadb your_db < /usr/local/share/libreserve/schema.sql
+-- Every name it creates starts with rsv_, so it never touches the
+-- application's own tables.
 --
 -- Every key starts with shop_id, so a deployment sharded on shop_id keeps
 -- each libreserve transaction on one shard.
 --
 -- How the numbers fit together, per (shop, item, location):
---   inventory_levels.issued = rows in reservation_units
---                           + quantity in reserved_quantities
---                           + quantity in reservation_settlements
+--   rsv_ledger.issued = rows in rsv_pool
+--                     + quantity in rsv_holds
+--                     + quantity in rsv_journal
 --   and 0 <= issued <= on_hand (enforced by a CHECK constraint).
 -- Stock on hand as a buyer sees it is
---   on_hand - (claimed quantity in reservation_settlements),
+--   on_hand - (claimed quantity in rsv_journal),
 -- because claims are journalled and folded into the ledger row later, so
 -- that claiming never queues on the ledger row.  Use rsv_stock_get() or
--- the view inventory_stock rather than reading on_hand directly.
+-- the view rsv_stock rather than reading on_hand directly.
+
+-- Upgrade from version 1, or from the unversioned schema before it, whose
+-- tables had unprefixed names (inventory_levels, ...).  They are renamed,
+-- rows kept, only when they are provably libreserve's: every one of the
+-- five has libreserve's columns, and rsv_schema is absent or says
+-- version 1; never when a table of the new names exists (loading this
+-- file again), so an application's own inventory_levels stays as it is.
+-- Renames of tables, columns and indexes change metadata only.  The CHECK
+-- constraints keep their old names: renaming one copies its table.
+-- Libraries of those versions cannot run on the renamed tables: stop them
+-- before loading this file (README, "Upgrading").
+DROP PROCEDURE IF EXISTS rsv_upgrade_to_v2;
+DELIMITER //
+CREATE PROCEDURE rsv_upgrade_to_v2()
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_new, v_ours, v_version INT DEFAULT 0;
+  SELECT COUNT(*) INTO v_new FROM information_schema.tables
+   WHERE table_schema = DATABASE()
+     AND table_name IN ('rsv_ledger', 'rsv_pool', 'rsv_checkouts',
+                        'rsv_holds', 'rsv_journal');
+  IF v_new = 0 THEN
+    -- libreserve's columns in the five old tables: all 15, or not ours
+    SELECT COUNT(*) INTO v_ours FROM information_schema.columns
+     WHERE table_schema = DATABASE()
+       AND ((table_name = 'inventory_levels'
+             AND column_name IN ('inventory_item_id', 'inventory_group_id',
+                                 'issued', 'next_unit_id'))
+         OR (table_name = 'reservation_units'
+             AND column_name IN ('inventory_item_id', 'inventory_group_id',
+                                 'id'))
+         OR (table_name = 'reservation_checkouts'
+             AND column_name IN ('checkout_token', 'hold_count'))
+         OR (table_name = 'reserved_quantities'
+             AND column_name IN ('inventory_item_id', 'inventory_group_id',
+                                 'generation'))
+         OR (table_name = 'reservation_settlements'
+             AND column_name IN ('inventory_item_id', 'inventory_group_id',
+                                 'kind')));
+    IF EXISTS (SELECT 1 FROM information_schema.tables
+                WHERE table_schema = DATABASE()
+                  AND table_name = 'rsv_schema') THEN
+      SELECT COALESCE(MAX(version), 0) INTO v_version FROM rsv_schema;
+    END IF;
+    IF v_version = 1 AND v_ours < 15 THEN
+      -- stop rather than install empty tables beside the data
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+        'libreserve schema 1: its tables are missing or changed';
+    END IF;
+    IF v_version <= 1 AND v_ours = 15 THEN
+      RENAME TABLE inventory_levels TO rsv_ledger,
+                   reservation_units TO rsv_pool,
+                   reservation_checkouts TO rsv_checkouts,
+                   reserved_quantities TO rsv_holds,
+                   reservation_settlements TO rsv_journal;
+      IF EXISTS (SELECT 1 FROM information_schema.views
+                  WHERE table_schema = DATABASE()
+                    AND table_name = 'inventory_stock') THEN
+        DROP VIEW inventory_stock;
+      END IF;
+    END IF;
+  END IF;
+  -- The columns and indexes of renamed tables, also of a load that
+  -- stopped after the rename.
+  IF EXISTS (SELECT 1 FROM information_schema.columns
+              WHERE table_schema = DATABASE() AND table_name = 'rsv_ledger'
+                AND column_name = 'inventory_item_id') THEN
+    ALTER TABLE rsv_ledger RENAME COLUMN inventory_item_id TO item_id,
+      RENAME COLUMN inventory_group_id TO location_id;
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.columns
+              WHERE table_schema = DATABASE() AND table_name = 'rsv_pool'
+                AND column_name = 'inventory_item_id') THEN
+    ALTER TABLE rsv_pool RENAME COLUMN inventory_item_id TO item_id,
+      RENAME COLUMN inventory_group_id TO location_id;
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.statistics
+              WHERE table_schema = DATABASE()
+                AND table_name = 'rsv_checkouts'
+                AND index_name = 'reservation_checkouts_settled') THEN
+    ALTER TABLE rsv_checkouts
+      RENAME INDEX reservation_checkouts_settled TO rsv_checkouts_settled;
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.columns
+              WHERE table_schema = DATABASE() AND table_name = 'rsv_holds'
+                AND column_name = 'inventory_item_id') THEN
+    ALTER TABLE rsv_holds RENAME COLUMN inventory_item_id TO item_id,
+      RENAME COLUMN inventory_group_id TO location_id,
+      RENAME INDEX reserved_quantities_expiry TO rsv_holds_expiry;
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.columns
+              WHERE table_schema = DATABASE() AND table_name = 'rsv_journal'
+                AND column_name = 'inventory_item_id') THEN
+    ALTER TABLE rsv_journal RENAME COLUMN inventory_item_id TO item_id,
+      RENAME COLUMN inventory_group_id TO location_id;
+  END IF;
+END//
+DELIMITER ;
+CALL rsv_upgrade_to_v2();
+DROP PROCEDURE rsv_upgrade_to_v2;
 
 -- The schema's version, one row.  rsv_open compares it with the version
 -- its library works on (RSV_SCHEMA_VERSION): a database older than the
@@ -35,10 +137,10 @@ CREATE TABLE IF NOT EXISTS rsv_schema (
 ) ENGINE=InnoDB;
 
 -- The stock ledger: one row per shop, item and location.
-CREATE TABLE IF NOT EXISTS inventory_levels (
+CREATE TABLE IF NOT EXISTS rsv_ledger (
   shop_id            BIGINT UNSIGNED NOT NULL, -- the application's shop id
-  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- the application's item id
-  inventory_group_id BIGINT UNSIGNED NOT NULL, -- location (warehouse, store)
+  item_id            BIGINT UNSIGNED NOT NULL, -- the application's item id
+  location_id        BIGINT UNSIGNED NOT NULL, -- location (warehouse, store)
   on_hand            BIGINT NOT NULL,          -- units in stock, minus the
                                                -- claims folded so far
   issued             BIGINT NOT NULL DEFAULT 0,-- units handed to the pool
@@ -51,8 +153,8 @@ CREATE TABLE IF NOT EXISTS inventory_levels (
                                                -- the context's pool_cap
   updated_at         DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
                                                -- last change of this row
-  PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id),
-  CONSTRAINT inventory_levels_bounds
+  PRIMARY KEY (shop_id, item_id, location_id),
+  CONSTRAINT rsv_ledger_bounds
     CHECK (on_hand >= 0 AND issued >= 0 AND issued <= on_hand
            AND (pool_cap IS NULL OR pool_cap BETWEEN 1 AND 10000))
 ) ENGINE=InnoDB;
@@ -60,18 +162,18 @@ CREATE TABLE IF NOT EXISTS inventory_levels (
 -- The pool: one row per reservable unit, at most pool_cap rows per key.
 -- The filter columns lead the clustered key, so taking a unit locks one
 -- index record (no secondary index, no second lock).
-CREATE TABLE IF NOT EXISTS reservation_units (
-  shop_id            BIGINT UNSIGNED NOT NULL, -- as in inventory_levels
-  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- as in inventory_levels
-  inventory_group_id BIGINT UNSIGNED NOT NULL, -- as in inventory_levels
+CREATE TABLE IF NOT EXISTS rsv_pool (
+  shop_id            BIGINT UNSIGNED NOT NULL, -- as in rsv_ledger
+  item_id            BIGINT UNSIGNED NOT NULL, -- as in rsv_ledger
+  location_id        BIGINT UNSIGNED NOT NULL, -- as in rsv_ledger
   id                 BIGINT UNSIGNED NOT NULL, -- from next_unit_id
-  PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id, id)
+  PRIMARY KEY (shop_id, item_id, location_id, id)
 ) ENGINE=InnoDB;
 
 -- One row per checkout that ever reserved: its state, and the record that
 -- makes claims idempotent.  Claimed/released rows are purged by rsv_sweep()
 -- after the retention period.
-CREATE TABLE IF NOT EXISTS reservation_checkouts (
+CREATE TABLE IF NOT EXISTS rsv_checkouts (
   shop_id        BIGINT UNSIGNED NOT NULL,      -- the shop
   checkout_token VARBINARY(128) NOT NULL,       -- the application's token,
                                                 -- byte-exact
@@ -79,52 +181,49 @@ CREATE TABLE IF NOT EXISTS reservation_checkouts (
                                                 -- 3 released, 4 expired
   generation     INT UNSIGNED NOT NULL,         -- bumped on every reserve
                                                 -- of this token
-  hold_count     INT UNSIGNED NOT NULL,         -- rows in
-                                                -- reserved_quantities when
+  hold_count     INT UNSIGNED NOT NULL,         -- rows in rsv_holds when
                                                 -- held (fewer = expired)
   expires_at     DATETIME(6) NOT NULL,          -- the hold's deadline
                                                 -- (server clock)
   created_at     DATETIME(6) NOT NULL,          -- first reserve
   updated_at     DATETIME(6) NOT NULL,          -- last state change
   PRIMARY KEY (shop_id, checkout_token),
-  KEY reservation_checkouts_settled (shop_id, status, updated_at)
+  KEY rsv_checkouts_settled (shop_id, status, updated_at)
 ) ENGINE=InnoDB;
 
 -- Active holds: one row per checkout and (item, location).
-CREATE TABLE IF NOT EXISTS reserved_quantities (
+CREATE TABLE IF NOT EXISTS rsv_holds (
   shop_id            BIGINT UNSIGNED NOT NULL, -- the shop
   checkout_token     VARBINARY(128) NOT NULL,  -- the holding checkout
-  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- held item
-  inventory_group_id BIGINT UNSIGNED NOT NULL, -- held at this location
+  item_id            BIGINT UNSIGNED NOT NULL, -- held item
+  location_id        BIGINT UNSIGNED NOT NULL, -- held at this location
   quantity           BIGINT NOT NULL,          -- units held (> 0)
   generation         INT UNSIGNED NOT NULL,    -- the checkout's generation
   expires_at         DATETIME(6) NOT NULL,     -- deadline (server clock);
                                                -- past it the units may be
                                                -- given back
   created_at         DATETIME(6) NOT NULL,     -- when reserved
-  PRIMARY KEY (shop_id, checkout_token, inventory_item_id, inventory_group_id),
-  KEY reserved_quantities_expiry
-    (shop_id, inventory_item_id, inventory_group_id, expires_at),
-  CONSTRAINT reserved_quantities_positive CHECK (quantity > 0)
+  PRIMARY KEY (shop_id, checkout_token, item_id, location_id),
+  KEY rsv_holds_expiry (shop_id, item_id, location_id, expires_at),
+  CONSTRAINT rsv_holds_positive CHECK (quantity > 0)
 ) ENGINE=InnoDB;
 
 -- Settled holds not yet folded into the ledger: written by claim and
 -- release instead of updating the (hot) ledger row, folded under the ledger
 -- row lock by the next refill, sweep or stock change.  The key makes each
 -- hold settle at most once.
-CREATE TABLE IF NOT EXISTS reservation_settlements (
+CREATE TABLE IF NOT EXISTS rsv_journal (
   shop_id            BIGINT UNSIGNED NOT NULL, -- the shop
-  inventory_item_id  BIGINT UNSIGNED NOT NULL, -- settled item
-  inventory_group_id BIGINT UNSIGNED NOT NULL, -- settled location
+  item_id            BIGINT UNSIGNED NOT NULL, -- settled item
+  location_id        BIGINT UNSIGNED NOT NULL, -- settled location
   checkout_token     VARBINARY(128) NOT NULL,  -- the checkout
   generation         INT UNSIGNED NOT NULL,    -- its generation
   kind               TINYINT UNSIGNED NOT NULL,-- 2 claimed (leaves the
                                                -- ledger), 3 released
   quantity           BIGINT NOT NULL,          -- units settled (> 0)
   settled_at         DATETIME(6) NOT NULL,     -- when
-  PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id,
-               checkout_token, generation),
-  CONSTRAINT reservation_settlements_positive CHECK (quantity > 0)
+  PRIMARY KEY (shop_id, item_id, location_id, checkout_token, generation),
+  CONSTRAINT rsv_journal_positive CHECK (quantity > 0)
 ) ENGINE=InnoDB;
 
 -- Stock as a buyer sees it, for reports and operators (not locking).
@@ -133,36 +232,36 @@ CREATE TABLE IF NOT EXISTS reservation_settlements (
 -- The subqueries name their indexes: with the statistics of freshly
 -- loaded tables the optimizer read every hold of the shop, or every
 -- settlement, once per ledger row.
-CREATE OR REPLACE SQL SECURITY INVOKER VIEW inventory_stock AS
-SELECT l.shop_id, l.inventory_item_id, l.inventory_group_id,
+CREATE OR REPLACE SQL SECURITY INVOKER VIEW rsv_stock AS
+SELECT l.shop_id, l.item_id, l.location_id,
        l.on_hand - COALESCE((SELECT SUM(s.quantity)
-                               FROM reservation_settlements s
+                               FROM rsv_journal s
                                     FORCE INDEX (PRIMARY)
                               WHERE s.shop_id = l.shop_id
-                                AND s.inventory_item_id = l.inventory_item_id
-                                AND s.inventory_group_id = l.inventory_group_id
+                                AND s.item_id = l.item_id
+                                AND s.location_id = l.location_id
                                 AND s.kind = 2), 0) AS on_hand,
        COALESCE((SELECT SUM(h.quantity)
-                   FROM reserved_quantities h
-                        FORCE INDEX (reserved_quantities_expiry)
+                   FROM rsv_holds h
+                        FORCE INDEX (rsv_holds_expiry)
                   WHERE h.shop_id = l.shop_id
-                    AND h.inventory_item_id = l.inventory_item_id
-                    AND h.inventory_group_id = l.inventory_group_id
+                    AND h.item_id = l.item_id
+                    AND h.location_id = l.location_id
                     AND h.expires_at > NOW(6)), 0) AS held,
-       (SELECT COUNT(*) FROM reservation_units u FORCE INDEX (PRIMARY)
+       (SELECT COUNT(*) FROM rsv_pool u FORCE INDEX (PRIMARY)
          WHERE u.shop_id = l.shop_id
-           AND u.inventory_item_id = l.inventory_item_id
-           AND u.inventory_group_id = l.inventory_group_id) AS pooled
-  FROM inventory_levels l;
+           AND u.item_id = l.item_id
+           AND u.location_id = l.location_id) AS pooled
+  FROM rsv_ledger l;
 
 -- The version this file installs, once its tables and view exist (the
 -- procedures below are optional: without them the library sends
 -- statements).
 INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
-  VALUES (1, 1, 1, NOW(6))
-  ON DUPLICATE KEY UPDATE updated_at = IF(version < 1, NOW(6), updated_at),
-                          version = GREATEST(version, 1),
-                          oldest_library = GREATEST(oldest_library, 1);
+  VALUES (1, 2, 2, NOW(6))
+  ON DUPLICATE KEY UPDATE updated_at = IF(version < 2, NOW(6), updated_at),
+                          version = GREATEST(version, 2),
+                          oldest_library = GREATEST(oldest_library, 2);
 
 -- Top a pool up from inside a reserve procedure that holds its ledger row
 -- (libreserve's procedures call it; never call it yourself).  A top-up
@@ -176,21 +275,22 @@ INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
 -- most 1,000 at a time, with ids from p_next.  The caller adds *p_mint to
 -- the ledger row's issued and next_unit_id.
 DROP PROCEDURE IF EXISTS rsv_pool_top_up_v1;
+DROP PROCEDURE IF EXISTS rsv_pool_top_up_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_pool_top_up_v1(
+CREATE PROCEDURE rsv_pool_top_up_v2(
     IN p_shop BIGINT UNSIGNED, IN p_item BIGINT UNSIGNED,
     IN p_loc BIGINT UNSIGNED, IN p_next BIGINT UNSIGNED, IN p_cap BIGINT,
     IN p_avail BIGINT, OUT p_mint BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   DECLARE v_count BIGINT DEFAULT 0;
-  SELECT COUNT(*) INTO v_count FROM reservation_units
-   WHERE shop_id = p_shop AND inventory_item_id = p_item
-     AND inventory_group_id = p_loc;
+  SELECT COUNT(*) INTO v_count FROM rsv_pool
+   WHERE shop_id = p_shop AND item_id = p_item
+     AND location_id = p_loc;
   SET p_mint = GREATEST(0, LEAST(p_cap - v_count, p_avail, 1000));
   IF p_mint > 0 THEN
-    INSERT INTO reservation_units (shop_id, inventory_item_id,
-        inventory_group_id, id)
+    INSERT INTO rsv_pool (shop_id, item_id,
+        location_id, id)
       SELECT p_shop, p_item, p_loc, p_next + n
         FROM (SELECT a.d + 10 * b.d + 100 * c.d AS n
                 FROM (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2
@@ -236,7 +336,7 @@ DELIMITER ;
 -- and answers why, and the library takes the statement path
 -- (re-reserves, short pools, unknown items).
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
--- this CALL gets the ledger row (rsv_pool_top_up_v1).
+-- this CALL gets the ledger row (rsv_pool_top_up_v2).
 -- Answer, one row: (status, units taken from the pool, first and last pool
 -- id taken, ledger next_unit_id, ledger on_hand - issued (both after this
 -- reserve when it held the ledger row; both 0 when the row was held
@@ -254,7 +354,7 @@ DELIMITER ;
 -- statement path without it (for example if the account that loaded the schema could not create
 -- routines).  Earlier versions are dropped: a library calling one finds it
 -- gone and sends statements.
--- The pool path is a procedure of its own (rsv_pool_take_v1), called only
+-- The pool path is a procedure of its own (rsv_pool_take_v2), called only
 -- when the ledger row is held elsewhere or short: the server creates every
 -- variable a procedure declares, in all its blocks, at each CALL, and a
 -- ledger take, the path of every item no one else is buying, then does
@@ -265,9 +365,11 @@ DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v4;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v5;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v6;
 DROP PROCEDURE IF EXISTS rsv_pool_take_v1;
+DROP PROCEDURE IF EXISTS rsv_pool_take_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_fast_reserve_v5(
+CREATE PROCEDURE rsv_fast_reserve_v6(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
     IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT,
@@ -288,7 +390,7 @@ BEGIN
   START TRANSACTION READ WRITE;
   -- Creating the row locks it (lock order 1); an existing checkout is a
   -- re-reserve, which the statement path settles.
-  INSERT INTO reservation_checkouts (shop_id, checkout_token, status,
+  INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
       generation, hold_count, expires_at, created_at, updated_at)
     VALUES (p_shop, p_token, 1, 1, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND,
             NOW(6), NOW(6));
@@ -297,43 +399,43 @@ BEGIN
     SELECT 1, 0, 0, 0, 0, 0, 0, 0;
   ELSE
     -- The hold, before the ledger row (see above).
-    INSERT INTO reserved_quantities (shop_id, checkout_token,
-        inventory_item_id, inventory_group_id, quantity, generation,
+    INSERT INTO rsv_holds (shop_id, checkout_token,
+        item_id, location_id, quantity, generation,
         expires_at, created_at)
       VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
               NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
     -- The ledger row, if no other transaction holds it (lock order 2).
     SELECT next_unit_id, on_hand - issued, pool_cap
       INTO v_next, v_avail, v_cap
-      FROM inventory_levels
-     WHERE shop_id = p_shop AND inventory_item_id = p_item
-       AND inventory_group_id = p_loc FOR UPDATE SKIP LOCKED;
+      FROM rsv_ledger
+     WHERE shop_id = p_shop AND item_id = p_item
+       AND location_id = p_loc FOR UPDATE SKIP LOCKED;
     IF v_avail >= p_want THEN
       -- The units from the ledger row, and a pending top-up if one is
       -- due, minted from what is left after this reserve.
       IF p_fill > 0 THEN
-        CALL rsv_pool_top_up_v1(p_shop, p_item, p_loc, v_next,
+        CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, v_next,
                                 COALESCE(v_cap, p_fill), v_avail - p_want,
                                 v_mint);
       END IF;
-      UPDATE inventory_levels
+      UPDATE rsv_ledger
          SET issued = issued + p_want + v_mint,
              next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-       WHERE shop_id = p_shop AND inventory_item_id = p_item
-         AND inventory_group_id = p_loc;
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc;
       COMMIT AND NO CHAIN NO RELEASE;
       SELECT 0, 0, 0, 0, v_next + v_mint, v_avail - p_want - v_mint, p_want,
              v_mint;
     ELSE
       -- Held elsewhere, or short: the pool (lock order 3).
-      CALL rsv_pool_take_v1(p_shop, p_item, p_loc, p_want, p_start, p_fill,
+      CALL rsv_pool_take_v2(p_shop, p_item, p_loc, p_want, p_start, p_fill,
                             v_next, v_avail, v_cap);
     END IF;
   END IF;
 END//
 DELIMITER ;
 
--- The pool path of rsv_fast_reserve_v5 (which calls it; never call it
+-- The pool path of rsv_fast_reserve_v6 (which calls it; never call it
 -- yourself), in the caller's transaction, which it ends: p_want units of
 -- the pool, read upward from p_start with SKIP LOCKED and deleted; the
 -- pending top-up (p_fill) if the caller holds the ledger row (p_next not
@@ -342,7 +444,7 @@ DELIMITER ;
 -- and p_cap are what the caller read of the ledger row (NULL: held
 -- elsewhere).
 DELIMITER //
-CREATE PROCEDURE rsv_pool_take_v1(
+CREATE PROCEDURE rsv_pool_take_v2(
     IN p_shop BIGINT UNSIGNED, IN p_item BIGINT UNSIGNED,
     IN p_loc BIGINT UNSIGNED, IN p_want INT, IN p_start BIGINT UNSIGNED,
     IN p_fill BIGINT, IN p_next BIGINT UNSIGNED, IN p_avail BIGINT,
@@ -365,25 +467,25 @@ BEGIN
   -- pool.
   IF p_start = 0 AND v_next IS NULL THEN
     SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-      FROM inventory_levels
-     WHERE shop_id = p_shop AND inventory_item_id = p_item
-       AND inventory_group_id = p_loc;
+      FROM rsv_ledger
+     WHERE shop_id = p_shop AND item_id = p_item
+       AND location_id = p_loc;
   END IF;
   IF p_start = 0 AND v_next IS NULL THEN
     SET v_status = 3;
   ELSE
     take: WHILE v_taken < p_want DO
       SET v_id = NULL;
-      SELECT id INTO v_id FROM reservation_units
-       WHERE shop_id = p_shop AND inventory_item_id = p_item
-         AND inventory_group_id = p_loc AND id >= v_from
+      SELECT id INTO v_id FROM rsv_pool
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc AND id >= v_from
        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
       IF v_id IS NULL THEN
         LEAVE take;
       END IF;
-      DELETE FROM reservation_units
-       WHERE shop_id = p_shop AND inventory_item_id = p_item
-         AND inventory_group_id = p_loc AND id = v_id;
+      DELETE FROM rsv_pool
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc AND id = v_id;
       IF v_first IS NULL THEN
         SET v_first = v_id;
       END IF;
@@ -391,9 +493,9 @@ BEGIN
     END WHILE take;
     IF v_taken < p_want AND v_next IS NULL THEN
       SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-        FROM inventory_levels
-       WHERE shop_id = p_shop AND inventory_item_id = p_item
-         AND inventory_group_id = p_loc;
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc;
     END IF;
     IF v_taken < p_want THEN
       SET v_status = IF(v_next IS NULL, 3, 2);
@@ -401,18 +503,18 @@ BEGIN
   END IF;
   IF v_status = 0 AND p_fill > 0 THEN
     IF v_locked THEN
-      CALL rsv_pool_top_up_v1(p_shop, p_item, p_loc, v_next,
+      CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, v_next,
                               COALESCE(p_cap, p_fill), v_avail, v_mint);
     ELSE
       SET v_mint = -1;
     END IF;
   END IF;
   IF v_status = 0 AND v_mint > 0 THEN
-    UPDATE inventory_levels
+    UPDATE rsv_ledger
        SET issued = issued + v_mint,
            next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-     WHERE shop_id = p_shop AND inventory_item_id = p_item
-       AND inventory_group_id = p_loc;
+     WHERE shop_id = p_shop AND item_id = p_item
+       AND location_id = p_loc;
     SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
   END IF;
   IF v_status = 0 THEN
@@ -464,15 +566,16 @@ DELIMITER ;
 -- The statements inside cost the server about as much as the statement
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
--- Pass 2's loop over a key's pool rows is the loop of rsv_pool_take_v1,
+-- Pass 2's loop over a key's pool rows is the loop of rsv_pool_take_v2,
 -- written out: one procedure for both, called once per key, cost carts
 -- 2-10 % of their throughput (a nested CALL is not free; measured:
 -- docs/performance.md).
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v4;
 DELIMITER //
-CREATE PROCEDURE rsv_fast_cart_v3(
+CREATE PROCEDURE rsv_fast_cart_v4(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_keys VARBINARY(4096), IN p_nkeys INT, IN p_ttl_us BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
@@ -497,7 +600,7 @@ BEGIN
   START TRANSACTION READ WRITE;
   -- Creating the row locks it (lock order 1); an existing checkout is a
   -- re-reserve, which the statement path settles.
-  INSERT INTO reservation_checkouts (shop_id, checkout_token, status,
+  INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
       generation, hold_count, expires_at, created_at, updated_at)
     VALUES (p_shop, p_token, 1, 1, p_nkeys,
             NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
@@ -512,8 +615,8 @@ BEGIN
       SET v_rest = SUBSTRING(v_rest, LENGTH(v_key) + 2);
       SET v_want = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 4), ',', -1);
       IF v_want > 0 THEN
-        INSERT INTO reserved_quantities (shop_id, checkout_token,
-            inventory_item_id, inventory_group_id, quantity, generation,
+        INSERT INTO rsv_holds (shop_id, checkout_token,
+            item_id, location_id, quantity, generation,
             expires_at, created_at)
           VALUES (p_shop, p_token,
                   SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 2), ',', -1),
@@ -538,9 +641,9 @@ BEGIN
         -- requires.  These keys come first and lock nothing (a SELECT
         -- reads without locks; a subquery in an IF would take a shared
         -- lock and wait for a refill holding the row).
-        SELECT COUNT(*) INTO v_found FROM inventory_levels
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc;
+        SELECT COUNT(*) INTO v_found FROM rsv_ledger
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc;
         IF v_found = 0 THEN
           SET v_status = 3;
           LEAVE each_key;
@@ -550,21 +653,21 @@ BEGIN
       SET v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0;
       SELECT next_unit_id, on_hand - issued, pool_cap
         INTO v_next, v_avail, v_cap
-        FROM inventory_levels
-       WHERE shop_id = p_shop AND inventory_item_id = v_item
-         AND inventory_group_id = v_loc FOR UPDATE SKIP LOCKED;
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = v_item
+         AND location_id = v_loc FOR UPDATE SKIP LOCKED;
       IF v_avail >= v_want THEN
         SET v_avail = v_avail - v_want,
             v_fill = SUBSTRING_INDEX(v_key, ',', -1);
         IF v_fill > 0 THEN
-          CALL rsv_pool_top_up_v1(p_shop, v_item, v_loc, v_next,
+          CALL rsv_pool_top_up_v2(p_shop, v_item, v_loc, v_next,
                                   COALESCE(v_cap, v_fill), v_avail, v_mint);
         END IF;
-        UPDATE inventory_levels
+        UPDATE rsv_ledger
            SET issued = issued + v_want + v_mint,
                next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc;
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc;
         SET v_answer = CONCAT(v_answer, v_idx, ',0,0,0,', v_next + v_mint,
                               ',', v_avail - v_mint, ',', v_want, ',',
                               v_mint, ';');
@@ -600,9 +703,9 @@ BEGIN
           v_first = NULL, v_last = NULL, v_mint = 0;
       IF v_start = 0 AND v_next IS NULL THEN
         SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-          FROM inventory_levels
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc;
+          FROM rsv_ledger
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc;
         IF v_next IS NULL THEN
           SET v_status = 3;
           LEAVE each_pool;
@@ -610,16 +713,16 @@ BEGIN
       END IF;
       take: WHILE v_taken < v_want DO
         SET v_id = NULL;
-        SELECT id INTO v_id FROM reservation_units
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc AND id >= v_from
+        SELECT id INTO v_id FROM rsv_pool
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc AND id >= v_from
          ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF v_id IS NULL THEN
           LEAVE take;
         END IF;
-        DELETE FROM reservation_units
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc AND id = v_id;
+        DELETE FROM rsv_pool
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc AND id = v_id;
         IF v_first IS NULL THEN
           SET v_first = v_id;
         END IF;
@@ -628,9 +731,9 @@ BEGIN
       IF v_taken < v_want THEN
         IF v_next IS NULL THEN
           SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-            FROM inventory_levels
-           WHERE shop_id = p_shop AND inventory_item_id = v_item
-             AND inventory_group_id = v_loc;
+            FROM rsv_ledger
+           WHERE shop_id = p_shop AND item_id = v_item
+             AND location_id = v_loc;
         END IF;
         IF v_next IS NULL THEN
           SET v_status = 3;
@@ -643,18 +746,18 @@ BEGIN
       END IF;
       IF v_status = 0 AND v_fill > 0 THEN
         IF v_locked THEN
-          CALL rsv_pool_top_up_v1(p_shop, v_item, v_loc, v_next,
+          CALL rsv_pool_top_up_v2(p_shop, v_item, v_loc, v_next,
                                   COALESCE(v_cap, v_fill), v_avail, v_mint);
         ELSE
           SET v_mint = -1;
         END IF;
       END IF;
       IF v_status = 0 AND v_mint > 0 THEN
-        UPDATE inventory_levels
+        UPDATE rsv_ledger
            SET issued = issued + v_mint,
                next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-         WHERE shop_id = p_shop AND inventory_item_id = v_item
-           AND inventory_group_id = v_loc;
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc;
         SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
       END IF;
       SET v_answer = CONCAT(v_answer, v_idx, ',', v_taken, ',',
@@ -687,8 +790,9 @@ DELIMITER ;
 -- already given back by the reaper and released the rest, and the checkout
 -- is now expired).  The library turns that into its return code.
 DROP PROCEDURE IF EXISTS rsv_settle_v1;
+DROP PROCEDURE IF EXISTS rsv_settle_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_settle_v1(
+CREATE PROCEDURE rsv_settle_v2(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128), IN p_kind INT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
@@ -705,7 +809,7 @@ BEGIN
   SELECT COALESCE(MAX(c.status), 0), COALESCE(MAX(c.generation), 0),
          COALESCE(MAX(c.hold_count), 0), COUNT(h.quantity)
     INTO v_status, v_gen, v_count, v_holds
-    FROM reservation_checkouts c LEFT JOIN reserved_quantities h
+    FROM rsv_checkouts c LEFT JOIN rsv_holds h
       ON h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token
    WHERE c.shop_id = p_shop AND c.checkout_token = p_token FOR UPDATE;
   IF v_status = 1 THEN
@@ -718,16 +822,16 @@ BEGIN
     END IF;
     -- FOR UPDATE: see b_settle_insert in lib/checkout.c (a consistent read
     -- would still see a hold the reaper has deleted but not committed).
-    INSERT INTO reservation_settlements (shop_id, inventory_item_id,
-        inventory_group_id, checkout_token, generation, kind, quantity,
+    INSERT INTO rsv_journal (shop_id, item_id,
+        location_id, checkout_token, generation, kind, quantity,
         settled_at)
-      SELECT shop_id, inventory_item_id, inventory_group_id, checkout_token,
+      SELECT shop_id, item_id, location_id, checkout_token,
              v_gen, v_kind, quantity, NOW(6)
-        FROM reserved_quantities
+        FROM rsv_holds
        WHERE shop_id = p_shop AND checkout_token = p_token FOR UPDATE;
-    DELETE FROM reserved_quantities
+    DELETE FROM rsv_holds
      WHERE shop_id = p_shop AND checkout_token = p_token;
-    UPDATE reservation_checkouts
+    UPDATE rsv_checkouts
        SET status = IF(v_done = 2, 4, p_kind), updated_at = NOW(6)
      WHERE shop_id = p_shop AND checkout_token = p_token;
     COMMIT AND NO CHAIN NO RELEASE;

@@ -202,7 +202,7 @@ expect "no server, --json error document" 3 'd["error"]["name"] == "RSV_ECONN"'
 RSV_ADMIN_PASSWORD=wrong-password run stock 1 1 1
 expect_text "wrong password from RSV_ADMIN_PASSWORD" 3 "Access denied"
 run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$EMPTY_DB" stock 1 1 1
-expect_text "schema not loaded" 3 "RSV_ESCHEMA.*inventory_levels"
+expect_text "schema not loaded" 3 "RSV_ESCHEMA.*rsv_ledger"
 run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$EMPTY_DB" --json levels 1
 expect "schema not loaded, --json" 3 'd["error"]["name"] == "RSV_ESCHEMA"'
 run_raw --no-defaults -S "$RSV_TEST_SOCKET" -u "$USER_" -D "$EMPTY_DB" stock 1 1 1
@@ -390,7 +390,7 @@ expect "audit --all clean" 0 'd["scope"] == "all" and d["violations"] == 0'
 # Break shop 2 by hand: units issued that exist nowhere.
 run set-stock 2 1 1 5
 expect "set-stock shop 2" 0
-sql "$DB" -e "UPDATE inventory_levels SET issued = issued + 2 WHERE shop_id = 2"
+sql "$DB" -e "UPDATE rsv_ledger SET issued = issued + 2 WHERE shop_id = 2"
 run audit 2
 expect_text "audit finds the broken shop" 1 "shop 2 item 1 location 1: issued 2"
 run --json audit 2
@@ -399,7 +399,7 @@ run --json audit --all
 expect "audit --all sees it too" 1 'd["violations"] >= 1 and all(p["shop_id"] == 2 for p in d["problems"])'
 run audit 1
 expect "audit of shop 1 is still clean" 0
-sql "$DB" -e "UPDATE inventory_levels SET issued = issued - 2 WHERE shop_id = 2"
+sql "$DB" -e "UPDATE rsv_ledger SET issued = issued - 2 WHERE shop_id = 2"
 run audit --all
 expect "audit --all clean again" 0
 
@@ -434,11 +434,11 @@ expect "stats: journal backlog" 0 'd["keys"][2]["journal_backlog"] == 1 and d["k
 expect "stats: pool depth" 0 'd["keys"][3]["pooled"] == 2 and d["keys"][3]["on_hand"] == 2'
 expect "stats: totals" 0 'd["totals"]["shops"] == 1 and d["totals"]["keys"] == 4 and all(d["totals"][f] == sum(k[f] for k in d["keys"]) for f in ("on_hand","held","available","pooled","expired","journal_backlog"))'
 # The same figures counted straight from the tables.
-sql "$DB" -N -e "SELECT l.inventory_item_id, l.inventory_group_id,
-    (SELECT COUNT(*) FROM reservation_units u WHERE u.shop_id = l.shop_id AND u.inventory_item_id = l.inventory_item_id AND u.inventory_group_id = l.inventory_group_id),
-    (SELECT COALESCE(SUM(quantity), 0) FROM reserved_quantities h WHERE h.shop_id = l.shop_id AND h.inventory_item_id = l.inventory_item_id AND h.inventory_group_id = l.inventory_group_id AND h.expires_at <= NOW(6)),
-    (SELECT COUNT(*) FROM reservation_settlements x WHERE x.shop_id = l.shop_id AND x.inventory_item_id = l.inventory_item_id AND x.inventory_group_id = l.inventory_group_id)
-  FROM inventory_levels l WHERE l.shop_id = 6 ORDER BY 1, 2" >"$tmp/direct" 2>&1
+sql "$DB" -N -e "SELECT l.item_id, l.location_id,
+    (SELECT COUNT(*) FROM rsv_pool u WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND u.location_id = l.location_id),
+    (SELECT COALESCE(SUM(quantity), 0) FROM rsv_holds h WHERE h.shop_id = l.shop_id AND h.item_id = l.item_id AND h.location_id = l.location_id AND h.expires_at <= NOW(6)),
+    (SELECT COUNT(*) FROM rsv_journal x WHERE x.shop_id = l.shop_id AND x.item_id = l.item_id AND x.location_id = l.location_id)
+  FROM rsv_ledger l WHERE l.shop_id = 6 ORDER BY 1, 2" >"$tmp/direct" 2>&1
 if python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])
@@ -462,7 +462,7 @@ run --json stats 4242
 expect "stats of an unknown shop, --json" 1 'd["keys"] == [] and d["totals"]["keys"] == 0'
 
 # Plain reads: stats answers while another connection holds the rows locked.
-sql "$DB" -e "START TRANSACTION; SELECT COUNT(*) FROM inventory_levels WHERE shop_id = 6 FOR UPDATE; SELECT COUNT(*) FROM reserved_quantities WHERE shop_id = 6 FOR UPDATE; SELECT COUNT(*) FROM reservation_units WHERE shop_id = 6 FOR UPDATE; DO SLEEP(3); COMMIT" >/dev/null 2>&1 &
+sql "$DB" -e "START TRANSACTION; SELECT COUNT(*) FROM rsv_ledger WHERE shop_id = 6 FOR UPDATE; SELECT COUNT(*) FROM rsv_holds WHERE shop_id = 6 FOR UPDATE; SELECT COUNT(*) FROM rsv_pool WHERE shop_id = 6 FOR UPDATE; DO SLEEP(3); COMMIT" >/dev/null 2>&1 &
 locker=$!
 sleep 0.7
 out=$(timeout 2 "$ADMIN" "${conn[@]}" --json stats 6 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
@@ -555,7 +555,7 @@ on() { local d=$1; shift; run_raw --no-defaults --socket "$RSV_TEST_SOCKET" --us
 # dump_rows DATABASE: every row of every table, in key order.
 dump_rows() {
   local t
-  for t in inventory_levels reservation_units reservation_checkouts reserved_quantities reservation_settlements; do
+  for t in rsv_ledger rsv_pool rsv_checkouts rsv_holds rsv_journal; do
     echo "== $t"
     sql -N "$1" -e "SELECT * FROM $t ORDER BY 1, 2, 3, 4"
   done
@@ -690,12 +690,12 @@ on "$SCH_DB" --schema "$tmp/unversioned.sql" schema upgrade
 expect_text "upgrade from an older file: refused" 4 "version $lib_sv, newer than .*unversioned.sql \(version 0\)"
 
 # Procedures dropped.
-sql "$SCH_DB" -e "DROP PROCEDURE rsv_settle_v1; DROP PROCEDURE rsv_fast_cart_v3"
+sql "$SCH_DB" -e "DROP PROCEDURE rsv_settle_v2; DROP PROCEDURE rsv_fast_cart_v4"
 on "$SCH_DB" schema status
 expect_text "status, procedures dropped: state" 1 "^state +no-procedures$"
-expect_text "status, procedures dropped: which" 1 "^  rsv_settle_v1 +missing$"
+expect_text "status, procedures dropped: which" 1 "^  rsv_settle_v2 +missing$"
 on "$SCH_DB" --json schema status
-expect "status --json, procedures dropped" 1 'd["state"] == "no-procedures" and {p["name"] for p in d["procedures"] if not p["exists"]} == {"rsv_settle_v1", "rsv_fast_cart_v3"} and all(p["executable"] for p in d["procedures"] if p["exists"]) and "schema upgrade" in d["next_step"]'
+expect "status --json, procedures dropped" 1 'd["state"] == "no-procedures" and {p["name"] for p in d["procedures"] if not p["exists"]} == {"rsv_settle_v2", "rsv_fast_cart_v4"} and all(p["executable"] for p in d["procedures"] if p["exists"]) and "schema upgrade" in d["next_step"]'
 on "$SCH_DB" schema upgrade
 expect_text "upgrade restores the procedures" 0 "^state +ok$"
 # Procedures present, but not executable by the account: it sees them
@@ -703,7 +703,7 @@ expect_text "upgrade restores the procedures" 0 "^state +ok$"
 if sql -e "CREATE USER '$NOEXEC_USER'@'localhost' IDENTIFIED BY 'noexec-pw'; GRANT SELECT, ALTER ROUTINE ON \`$SCH_DB\`.* TO '$NOEXEC_USER'@'localhost'" >"$tmp/grant" 2>&1; then
   out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NOEXEC_USER" -pnoexec-pw -D "$SCH_DB" schema status 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
   expect_text "status without EXECUTE: state" 1 "^state +no-procedures$"
-  expect_text "status without EXECUTE: which" 1 "^  rsv_settle_v1 +not executable \(no EXECUTE\)$"
+  expect_text "status without EXECUTE: which" 1 "^  rsv_settle_v2 +not executable \(no EXECUTE\)$"
   out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NOEXEC_USER" -pnoexec-pw -D "$SCH_DB" --json schema status 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
   expect "status --json without EXECUTE" 1 'd["state"] == "no-procedures" and all(p["exists"] and not p["executable"] for p in d["procedures"]) and d["next_step"] == "GRANT EXECUTE ON `'"$SCH_DB"'`.* TO '"'$NOEXEC_USER'@'localhost'"'"'
   sql -e "GRANT EXECUTE ON \`$SCH_DB\`.* TO '$NOEXEC_USER'@'localhost'"

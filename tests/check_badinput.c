@@ -16,10 +16,10 @@ static int64_t shop_rows(MYSQL *c, uint64_t shop)
 {
     char q[1024];
     snprintf(q, sizeof q,
-             "SELECT (SELECT COUNT(*) FROM reservation_units WHERE shop_id=%llu)"
-             " + (SELECT COUNT(*) FROM reserved_quantities WHERE shop_id=%llu)"
-             " + (SELECT COUNT(*) FROM reservation_checkouts WHERE shop_id=%llu)"
-             " + (SELECT COUNT(*) FROM reservation_settlements WHERE shop_id=%llu)",
+             "SELECT (SELECT COUNT(*) FROM rsv_pool WHERE shop_id=%llu)"
+             " + (SELECT COUNT(*) FROM rsv_holds WHERE shop_id=%llu)"
+             " + (SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id=%llu)"
+             " + (SELECT COUNT(*) FROM rsv_journal WHERE shop_id=%llu)",
              (unsigned long long)shop, (unsigned long long)shop,
              (unsigned long long)shop, (unsigned long long)shop);
     return tu_i64(c, q);
@@ -172,7 +172,7 @@ START_TEST(tokens_byte_exact)
     size_t nlen = sizeof nasty - 1;
     TU_OK(ctx, rsv_reserve_one(ctx, shop, nasty, nlen, 1, 1, 2, 0));
     char q[512];
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts WHERE "
              "shop_id=%llu AND checkout_token = X'61276222635C6400653B2D2D255FFF'",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 1);
@@ -245,16 +245,16 @@ START_TEST(schema_not_loaded)
     rsv_ctx *ctx = NULL;
     int rc = rsv_open(&ctx, c, NULL);
     TU_RC(ctx, rc, RSV_ESCHEMA);
-    ck_assert(strstr(rsv_errmsg(ctx), "inventory_levels") != NULL);
+    ck_assert(strstr(rsv_errmsg(ctx), "rsv_ledger") != NULL);
     rsv_close(ctx);
     /* one table missing: the message names it */
-    tu_exec(c, "CREATE TABLE inventory_levels (x INT)");
-    tu_exec(c, "CREATE TABLE reservation_units (x INT)");
-    tu_exec(c, "CREATE TABLE reservation_checkouts (x INT)");
-    tu_exec(c, "CREATE TABLE reservation_settlements (x INT)");
+    tu_exec(c, "CREATE TABLE rsv_ledger (x INT)");
+    tu_exec(c, "CREATE TABLE rsv_pool (x INT)");
+    tu_exec(c, "CREATE TABLE rsv_checkouts (x INT)");
+    tu_exec(c, "CREATE TABLE rsv_journal (x INT)");
     rc = rsv_open(&ctx, c, NULL);
     TU_RC(ctx, rc, RSV_ESCHEMA);
-    ck_assert(strstr(rsv_errmsg(ctx), "reserved_quantities") != NULL);
+    ck_assert(strstr(rsv_errmsg(ctx), "rsv_holds") != NULL);
     rsv_close(ctx);
     /* no database selected */
     mysql_close(c);
@@ -277,11 +277,11 @@ START_TEST(table_dropped_after_open)
     rsv_ctx *ctx = NULL;
     TU_OK(ctx, rsv_open(&ctx, c, NULL));
     TU_OK(ctx, rsv_stock_set(ctx, 1, 1, 1, 5));
-    tu_exec(c, "DROP TABLE reserved_quantities");
+    tu_exec(c, "DROP TABLE rsv_holds");
     int rc = rsv_reserve_one(ctx, 1, TOK("d"), 1, 1, 1, 0);
     TU_RC(ctx, rc, RSV_ESCHEMA);
-    ck_assert(strstr(rsv_errmsg(ctx), "reserved_quantities") != NULL);
-    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM reservation_checkouts"), 0);
+    ck_assert(strstr(rsv_errmsg(ctx), "rsv_holds") != NULL);
+    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM rsv_checkouts"), 0);
     ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
     rsv_close(ctx);
     tu_exec(c, "DROP DATABASE rsvtest_dropped");
@@ -415,7 +415,7 @@ START_TEST(bad_options)
     ck_assert(strstr(rsv_errmsg(ctx), "MYSQL_OPT_RECONNECT") != NULL);
     mysql_optionsv(c, MYSQL_OPT_RECONNECT, &off);
     char q[160];
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts WHERE "
              "shop_id = %llu", (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 0);
     TU_OK(ctx, rsv_reserve_one(ctx, shop, "late", 4, 1, 1, 1, 0));

@@ -124,7 +124,7 @@ static void *hold_then_rollback(void *p)
     struct holder *h = p;
     MYSQL *c = tu_connect_in_txn();
     char q[256];
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
              "FOR UPDATE", (unsigned long long)h->shop);
     tu_exec(c, q);
     pthread_mutex_lock(&h->mu);

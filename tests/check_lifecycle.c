@@ -64,7 +64,7 @@ START_TEST(reserve_claim_takes_stock_once)
     ck_assert_int_eq(units, 0);
     /* the claim is folded into the ledger row by the next refill */
     TU_OK(ctx, rsv_replenish(ctx, shop, 42, 7, NULL));
-    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM reservation_settlements"), 0);
+    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM rsv_journal"), 0);
     ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
     rsv_close(ctx);
     mysql_close(c);
@@ -154,8 +154,8 @@ START_TEST(replenish_mints_exactly_the_gap)
         ck_assert_int_eq(pooled, caps[i]);
         char q[200];
         snprintf(q, sizeof q, "SELECT MAX(id) - MIN(id) + 1 FROM "
-                 "reservation_units WHERE shop_id = %llu AND "
-                 "inventory_item_id = %llu", (unsigned long long)shop,
+                 "rsv_pool WHERE shop_id = %llu AND "
+                 "item_id = %llu", (unsigned long long)shop,
                  (unsigned long long)item);
         ck_assert_int_eq(tu_i64(c, q), caps[i]); /* ids 2 .. cap + 1 */
         rsv_close(ctx);
@@ -212,9 +212,9 @@ static int64_t pooled_of(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 static int64_t issued_of(MYSQL *c, uint64_t shop, uint64_t item)
 {
     char q[200];
-    snprintf(q, sizeof q, "SELECT issued FROM inventory_levels WHERE "
-             "shop_id = %llu AND inventory_item_id = %llu AND "
-             "inventory_group_id = 1", (unsigned long long)shop,
+    snprintf(q, sizeof q, "SELECT issued FROM rsv_ledger WHERE "
+             "shop_id = %llu AND item_id = %llu AND "
+             "location_id = 1", (unsigned long long)shop,
              (unsigned long long)item);
     return tu_i64(c, q);
 }
@@ -226,7 +226,7 @@ static MYSQL *other_locks(const char *what, uint64_t shop, uint64_t item)
     MYSQL *other = tu_connect_in_txn();
     char q[240];
     snprintf(q, sizeof q, "SELECT %s WHERE shop_id = %llu AND "
-             "inventory_item_id = %llu AND inventory_group_id = 1 ORDER BY 1 "
+             "item_id = %llu AND location_id = 1 ORDER BY 1 "
              "LIMIT 1 FOR UPDATE", what, (unsigned long long)shop,
              (unsigned long long)item);
     tu_i64(other, q);
@@ -281,7 +281,7 @@ START_TEST(pool_drain_leaves_rows_in_flight)
     uint64_t shop = tu_shop();
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
     TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
-    MYSQL *other = other_locks("id FROM reservation_units", shop, 1);
+    MYSQL *other = other_locks("id FROM rsv_pool", shop, 1);
     int64_t drained = -1;
     TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
     ck_assert_int_eq(drained, 9);
@@ -300,9 +300,9 @@ END_TEST
 static void make_idle(MYSQL *c, uint64_t shop, uint64_t item, uint64_t loc)
 {
     char q[240];
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET updated_at = NOW(6) - "
-             "INTERVAL 2 HOUR WHERE shop_id = %llu AND inventory_item_id = "
-             "%llu AND inventory_group_id = %llu", (unsigned long long)shop,
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET updated_at = NOW(6) - "
+             "INTERVAL 2 HOUR WHERE shop_id = %llu AND item_id = "
+             "%llu AND location_id = %llu", (unsigned long long)shop,
              (unsigned long long)item, (unsigned long long)loc);
     tu_exec(c, q);
 }
@@ -324,7 +324,7 @@ START_TEST(sweep_drains_idle_pools)
     }
     make_idle(c, shop, 1, 1);
     make_idle(c, shop, 3, 1);
-    MYSQL *other = other_locks("on_hand FROM inventory_levels", shop, 3);
+    MYSQL *other = other_locks("on_hand FROM rsv_ledger", shop, 3);
     TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
     ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP), 10);
     ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 0);
@@ -358,14 +358,14 @@ START_TEST(sweep_drains_idle_pools)
         TU_OK(ctx, rsv_stock_set(ctx, shop2, k, k == 0 ? 0 : 1, 2));
         TU_OK(ctx, rsv_replenish(ctx, shop2, k, k == 0 ? 0 : 1, NULL));
     }
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET updated_at = NOW(6) - "
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET updated_at = NOW(6) - "
              "INTERVAL 2 HOUR WHERE shop_id = %llu",
              (unsigned long long)shop2);
     tu_exec(c, q);
     uint64_t before = drained_by(ctx, RSV_OP_SWEEP);
     TU_OK(ctx, rsv_sweep(ctx, shop2, 0, NULL));
     ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP) - before, 140);
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
              "shop_id = %llu", (unsigned long long)shop2);
     ck_assert_int_eq(tu_i64(c, q), 0);
     /* the item sells on: 2 units, none lost */
@@ -430,8 +430,8 @@ static MYSQL *fresh_db(char *db, size_t n, const char *suffix)
     ck_assert_int_eq(mysql_select_db(c, db), 0);
     tu_load_schema(c);
     static const char *const tables[] = {
-        "reserved_quantities", "reservation_settlements", "reservation_units",
-        "reservation_checkouts"};
+        "rsv_holds", "rsv_journal", "rsv_pool",
+        "rsv_checkouts"};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         snprintf(q, sizeof q, "ALTER TABLE %s STATS_AUTO_RECALC = 0",
                  tables[i]);
@@ -480,11 +480,11 @@ START_TEST(audit_and_stock_view_read_each_key_once)
 
     r0 = session_reads(c);
     snprintf(q, sizeof q, "SELECT SUM(held) + 0 * SUM(on_hand) FROM "
-                          "inventory_stock WHERE shop_id = %llu",
+                          "rsv_stock WHERE shop_id = %llu",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), KEYS);
     int64_t view_reads = session_reads(c) - r0;
-    ck_assert_msg(view_reads < 100 * KEYS, "inventory_stock read %lld rows "
+    ck_assert_msg(view_reads < 100 * KEYS, "rsv_stock read %lld rows "
                   "for %d keys", (long long)view_reads, KEYS);
     rsv_close(ctx);
     drop_fresh_db(c, db);
@@ -517,7 +517,7 @@ START_TEST(sweep_reads_each_key_not_each_hold)
             TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(t), item, 1, 1, 0));
         }
     }
-    tu_exec(c, "ANALYZE TABLE reserved_quantities");
+    tu_exec(c, "ANALYZE TABLE rsv_holds");
     int64_t released = -1, r0 = session_reads(c);
     TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
     int64_t reads = session_reads(c) - r0;
@@ -531,7 +531,7 @@ START_TEST(sweep_reads_each_key_not_each_hold)
     nanosleep(&ts, NULL);
     TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
     ck_assert_int_eq(released, 1);
-    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM reservation_settlements"),
+    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM rsv_journal"),
                      0);
     ck_assert_int_eq(tu_on_hand(ctx, shop, 3, 1), 2 * HOLDS - 1);
     rsv_close(ctx);
@@ -568,7 +568,7 @@ START_TEST(purge_keeps_the_lock_order)
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("old-1"), 5, 1, 1, 0));
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("old-1")));
     char q[320];
-    snprintf(q, sizeof q, "UPDATE reservation_checkouts SET updated_at = "
+    snprintf(q, sizeof q, "UPDATE rsv_checkouts SET updated_at = "
              "updated_at - INTERVAL 30 DAY WHERE shop_id = %llu",
              (unsigned long long)shop);
     tu_exec(c, q);
@@ -579,11 +579,11 @@ START_TEST(purge_keeps_the_lock_order)
         snprintf(tok, sizeof tok, "new-%d", i);
         TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 5, 1, 1, 0));
     }
-    tu_exec(c, "ANALYZE TABLE reservation_checkouts");
+    tu_exec(c, "ANALYZE TABLE rsv_checkouts");
 
     /* a re-reserve in flight: the checkout row first */
     MYSQL *other = tu_connect_in_txn();
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
              "shop_id = %llu AND checkout_token = 'old-1' FOR UPDATE",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(other, q), 2);
@@ -593,7 +593,7 @@ START_TEST(purge_keeps_the_lock_order)
     struct timespec ts = {0, 400 * 1000 * 1000}; /* the sweep now waits */
     nanosleep(&ts, NULL);
     /* then its entry in the status index */
-    snprintf(q, sizeof q, "UPDATE reservation_checkouts SET status = 1, "
+    snprintf(q, sizeof q, "UPDATE rsv_checkouts SET status = 1, "
              "updated_at = NOW(6) WHERE shop_id = %llu AND checkout_token = "
              "'old-1'", (unsigned long long)shop);
     if (mysql_query(other, q) != 0)
@@ -606,18 +606,18 @@ START_TEST(purge_keeps_the_lock_order)
                                  &deadlocks));
     ck_assert_uint_eq(deadlocks, 0);
     /* rechecked on the locked row: re-reserved, so not purged */
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
              "shop_id = %llu AND checkout_token = 'old-1'",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 1);
 
     /* and a checkout that stays old is purged */
-    snprintf(q, sizeof q, "UPDATE reservation_checkouts SET status = 2, "
+    snprintf(q, sizeof q, "UPDATE rsv_checkouts SET status = 2, "
              "updated_at = updated_at - INTERVAL 30 DAY WHERE shop_id = %llu "
              "AND checkout_token = 'old-1'", (unsigned long long)shop);
     tu_exec(c, q);
     TU_OK(sweeper, rsv_sweep(sweeper, shop, 0, NULL));
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts WHERE "
              "shop_id = %llu", (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 300);
     mysql_close(other);

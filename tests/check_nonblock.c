@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "testutil.h"
+#include "../lib/test_flags.h"
 #include "reserve/libevent.h"
 #include "reserve/libuv.h"
 
@@ -49,7 +50,7 @@ static MYSQL *lock_checkout(uint64_t shop, const char *token)
 {
     MYSQL *l = tu_connect_in_txn();
     char q[256];
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
                           "shop_id = %llu AND checkout_token = '%s' FOR UPDATE",
              (unsigned long long)shop, token);
     ck_assert_int_eq(tu_i64(l, q), 1);
@@ -244,7 +245,7 @@ START_TEST(cancel_a_waiting_claim)
     int by_statements = _i == 0;
     uint64_t shop = tu_shop();
     MYSQL *c, *c2;
-    rsv_ctx *ctx = by_statements ? tu_open_with(&c, RSV_OPT_STATEMENTS_ONLY, 0)
+    rsv_ctx *ctx = by_statements ? tu_open_with(&c, TEST_OPT_STATEMENTS_ONLY, 0)
                                  : tu_open(&c);
     rsv_ctx *other = tu_open(&c2);
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));

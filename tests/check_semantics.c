@@ -295,7 +295,7 @@ START_TEST(sweep_gives_back_at_most_max_holds)
     TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
     ck_assert_int_eq(released, 8);
     char q[128];
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reserved_quantities WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_holds WHERE "
              "shop_id = %llu", (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 0);
     TU_OK(ctx, rsv_sweep(ctx, shop, 1, &released));
@@ -411,7 +411,7 @@ START_TEST(lock_wait_timeout_reports_busy)
     MYSQL *other = tu_connect();
     char q[256];
     tu_exec(other, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT * FROM reservation_checkouts WHERE shop_id=%llu "
+    snprintf(q, sizeof q, "SELECT * FROM rsv_checkouts WHERE shop_id=%llu "
              "FOR UPDATE", (unsigned long long)shop);
     tu_exec(other, q);
     int rc = rsv_claim(ctx, shop, TOK("locked"));
@@ -448,8 +448,8 @@ START_TEST(statement_failed_mid_result_is_reusable)
     MYSQL *other = tu_connect();
     char q[256];
     tu_exec(other, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
-             "AND inventory_item_id = 2 ORDER BY id LIMIT 1 FOR UPDATE",
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
+             "AND item_id = 2 ORDER BY id LIMIT 1 FOR UPDATE",
              (unsigned long long)shop);
     tu_exec(other, q);
     /* The slow path's blocking read (one UNION ALL, item 1's part first)
@@ -487,8 +487,8 @@ static void pooled_stock(rsv_ctx *ctx, MYSQL *c, uint64_t shop, uint64_t item,
 {
     TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, stock));
     char q[256];
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = %d WHERE "
-             "shop_id = %llu AND inventory_item_id = %llu", cap,
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET pool_cap = %d WHERE "
+             "shop_id = %llu AND item_id = %llu", cap,
              (unsigned long long)shop, (unsigned long long)item);
     tu_exec(c, q);
     TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
@@ -507,8 +507,8 @@ START_TEST(slow_path_never_waits_for_other_items)
     TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
     /* as a library transaction would: READ COMMITTED, no gap locks */
     MYSQL *other = tu_connect_in_txn();
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id=%llu "
-             "AND inventory_item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
+             "AND item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
              (unsigned long long)shop);
     tu_exec(other, q);
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other-item"), 10, 1, 3, 0));
@@ -529,8 +529,8 @@ static size_t pool_ids(MYSQL *c, uint64_t shop, uint64_t item, uint64_t *ids,
                        size_t max)
 {
     char q[256];
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
-             "%llu AND inventory_item_id = %llu AND inventory_group_id = 1 "
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = "
+             "%llu AND item_id = %llu AND location_id = 1 "
              "ORDER BY id", (unsigned long long)shop, (unsigned long long)item);
     ck_assert_int_eq(mysql_query(c, q), 0);
     MYSQL_RES *r = mysql_store_result(c);
@@ -566,7 +566,7 @@ static int64_t await_wait(MYSQL *mon, unsigned long who, int64_t after,
 }
 
 /* The slow path's blocking lock of pool rows by primary key. */
-#define POOL_WAIT "%reservation_units u FORCE INDEX (PRIMARY)%FOR UPDATE"
+#define POOL_WAIT "%rsv_pool u FORCE INDEX (PRIMARY)%FOR UPDATE"
 
 /* What happens around the reserve in slow_path_waits_in_key_order. */
 struct key_order_scene {
@@ -634,30 +634,30 @@ START_TEST(slow_path_waits_in_key_order)
     sc.reserver = mysql_thread_id(c);
     char q[512];
     /* The taker does what a fast-path reserve does, and waits to commit. */
-    snprintf(q, sizeof q, "INSERT INTO reservation_checkouts (shop_id, "
+    snprintf(q, sizeof q, "INSERT INTO rsv_checkouts (shop_id, "
              "checkout_token, status, generation, hold_count, expires_at, "
              "created_at, updated_at) VALUES (%llu, 'taker', 1, 1, 1, "
              "NOW(6) + INTERVAL 1 HOUR, NOW(6), NOW(6))",
              (unsigned long long)shop);
     tu_exec(sc.taker, q);
-    snprintf(q, sizeof q, "DELETE FROM reservation_units WHERE shop_id = %llu "
-             "AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
+    snprintf(q, sizeof q, "DELETE FROM rsv_pool WHERE shop_id = %llu "
+             "AND item_id = 20 AND location_id = 1 AND "
              "id = %llu", (unsigned long long)shop, (unsigned long long)a[0]);
     tu_exec(sc.taker, q);
-    snprintf(q, sizeof q, "INSERT INTO reserved_quantities (shop_id, "
-             "checkout_token, inventory_item_id, inventory_group_id, "
+    snprintf(q, sizeof q, "INSERT INTO rsv_holds (shop_id, "
+             "checkout_token, item_id, location_id, "
              "quantity, generation, expires_at, created_at) VALUES (%llu, "
              "'taker', 20, 1, 1, 1, NOW(6) + INTERVAL 1 HOUR, NOW(6))",
              (unsigned long long)shop);
     tu_exec(sc.taker, q);
-    snprintf(q, sizeof q, "SELECT id FROM reservation_units WHERE shop_id = "
-             "%llu AND inventory_item_id = 20 AND inventory_group_id = 1 AND "
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = "
+             "%llu AND item_id = 20 AND location_id = 1 AND "
              "id = %llu FOR UPDATE", (unsigned long long)shop,
              (unsigned long long)a[3]);
     tu_exec(sc.holder, q);
     snprintf(sc.probe_sql, sizeof sc.probe_sql, "SELECT id FROM "
-             "reservation_units WHERE shop_id = %llu AND inventory_item_id = "
-             "21 AND inventory_group_id = 1 AND id = %llu FOR UPDATE NOWAIT",
+             "rsv_pool WHERE shop_id = %llu AND item_id = "
+             "21 AND location_id = 1 AND id = %llu FOR UPDATE NOWAIT",
              (unsigned long long)shop, (unsigned long long)b[0]);
 
     int64_t deadlocks = tu_i64(c, "SELECT VARIABLE_VALUE FROM "
@@ -724,7 +724,7 @@ static void *refill_timeline(void *p)
     /* the reserve's slow path waits for the ledger row, in share mode (a
      * refill can come: the ledger has units): finish the refill */
     sc->waited = await_wait(sc->mon, sc->reserver, 0,
-                            "%inventory_levels%LOCK IN SHARE MODE");
+                            "%rsv_ledger%LOCK IN SHARE MODE");
     tu_exec(sc->refiller, "COMMIT");
     return NULL;
 }
@@ -741,18 +741,18 @@ static void refill_scene_run(struct refill_scene *sc, rsv_ctx *ctx,
     sc->mon = tu_connect();
     sc->reserver = mysql_thread_id(c);
     char q[512];
-    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM inventory_levels "
-             "WHERE shop_id = %llu AND inventory_item_id = 30 AND "
-             "inventory_group_id = 1 FOR UPDATE", (unsigned long long)shop);
+    snprintf(q, sizeof q, "SELECT next_unit_id INTO @n FROM rsv_ledger "
+             "WHERE shop_id = %llu AND item_id = 30 AND "
+             "location_id = 1 FOR UPDATE", (unsigned long long)shop);
     tu_exec(sc->refiller, q);
     if (sc->mint) {
-        snprintf(q, sizeof q, "INSERT INTO reservation_units (shop_id, "
-                 "inventory_item_id, inventory_group_id, id) SELECT %llu, 30, "
+        snprintf(q, sizeof q, "INSERT INTO rsv_pool (shop_id, "
+                 "item_id, location_id, id) SELECT %llu, 30, "
                  "1, @n + seq FROM seq_0_to_9", (unsigned long long)shop);
         tu_exec(sc->refiller, q);
-        snprintf(q, sizeof q, "UPDATE inventory_levels SET issued = issued + "
+        snprintf(q, sizeof q, "UPDATE rsv_ledger SET issued = issued + "
                  "10, next_unit_id = next_unit_id + 10 WHERE shop_id = %llu "
-                 "AND inventory_item_id = 30 AND inventory_group_id = 1",
+                 "AND item_id = 30 AND location_id = 1",
                  (unsigned long long)shop);
         tu_exec(sc->refiller, q);
     }
@@ -831,8 +831,8 @@ static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
 {
     MYSQL *locker = tu_connect_in_txn();
     char q[256];
-    snprintf(q, sizeof q, "SELECT * FROM inventory_levels WHERE shop_id = "
-             "%llu AND inventory_item_id IN (%llu, %llu) FOR UPDATE",
+    snprintf(q, sizeof q, "SELECT * FROM rsv_ledger WHERE shop_id = "
+             "%llu AND item_id IN (%llu, %llu) FOR UPDATE",
              (unsigned long long)shop, (unsigned long long)a,
              (unsigned long long)b);
     tu_exec(locker, q);
@@ -1101,7 +1101,7 @@ START_TEST(cart_in_one_round_trip)
     ck_assert_int_eq(tu_held(ctx, shop, 60, 2) + tu_held(ctx, shop, 61, 1) +
                          tu_held(ctx, shop, 63, 1), 0);
     char q[160];
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
              "shop_id = %llu", (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 8 * 10 - 2 * 8);
     int32_t st = 0;
@@ -1110,7 +1110,7 @@ START_TEST(cart_in_one_round_trip)
                                    NULL));
     ck_assert_int_eq(st, RSV_STATUS_HELD);
     ck_assert_int_eq(units, 8);
-    snprintf(q, sizeof q, "SELECT hold_count FROM reservation_checkouts "
+    snprintf(q, sizeof q, "SELECT hold_count FROM rsv_checkouts "
              "WHERE shop_id = %llu AND checkout_token = 'one-trip'",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(c, q), 4);
@@ -1175,14 +1175,14 @@ static int64_t key_count(MYSQL *c, const char *what, uint64_t shop,
 {
     char q[256];
     if (strcmp(what, "pool") == 0)
-        snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_units WHERE "
-                 "shop_id = %llu AND inventory_item_id = %llu AND "
-                 "inventory_group_id = 1", (unsigned long long)shop,
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
+                 "shop_id = %llu AND item_id = %llu AND "
+                 "location_id = 1", (unsigned long long)shop,
                  (unsigned long long)item);
     else
-        snprintf(q, sizeof q, "SELECT issued FROM inventory_levels WHERE "
-                 "shop_id = %llu AND inventory_item_id = %llu AND "
-                 "inventory_group_id = 1", (unsigned long long)shop,
+        snprintf(q, sizeof q, "SELECT issued FROM rsv_ledger WHERE "
+                 "shop_id = %llu AND item_id = %llu AND "
+                 "location_id = 1", (unsigned long long)shop,
                  (unsigned long long)item);
     return tu_i64(c, q);
 }
@@ -1531,8 +1531,8 @@ START_TEST(reserve_without_the_procedure)
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-1"), cart, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v5");
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v3");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_reserve_v6");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v4");
     /* the CALLs fail with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-2"), cart, 0));
@@ -1573,7 +1573,7 @@ START_TEST(reserve_without_the_procedure)
 END_TEST
 
 /* The reserve procedure's pool path is a procedure of its own
- * (rsv_pool_take_v1).  Dropped under an open context, a reserve that needs
+ * (rsv_pool_take_v2).  Dropped under an open context, a reserve that needs
  * it fails inside the CALL after the checkout and hold were written: they
  * are rolled back there, and the statements hold the units once.  The
  * context then holds one key with the cart procedure, as does a context
@@ -1592,7 +1592,7 @@ START_TEST(reserve_without_the_pool_take_procedure)
     TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-2"), 8, 1, 1, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_pool_take_v1");
+    tu_exec(adm, "DROP PROCEDURE rsv_pool_take_v2");
     TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-3"), 7, 1, 2, 0));
     ck_assert_uint_eq(one_trips(a), 2); /* the CALL failed, statements held */
     ck_assert_int_eq(tu_held(a, shop, 7, 1), 3);
@@ -1602,7 +1602,7 @@ START_TEST(reserve_without_the_pool_take_procedure)
     ck_assert_int_eq(tu_held(a, shop, 8, 1), 2);
     char q[128];
     snprintf(q, sizeof q,
-             "SELECT COUNT(*) FROM reservation_checkouts WHERE shop_id = %llu",
+             "SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id = %llu",
              (unsigned long long)shop);
     ck_assert_int_eq(tu_i64(adm, q), 4);
 
@@ -1656,7 +1656,7 @@ START_TEST(sold_out_read_keeps_its_frame_for_dirty_reads)
 END_TEST
 
 /* Claims and releases are one statement each with the schema's procedure
- * (rsv_settle_v1), with every answer the statements give; inside the
+ * (rsv_settle_v2), with every answer the statements give; inside the
  * caller's transaction they join it by statements (the procedure would
  * commit it); without the procedure, statements. */
 START_TEST(claim_and_release_in_one_call)
@@ -1701,7 +1701,7 @@ START_TEST(claim_and_release_in_one_call)
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-c")));
 
     /* the procedure gone: statements, the same answers */
-    tu_exec(adm, "DROP PROCEDURE rsv_settle_v1");
+    tu_exec(adm, "DROP PROCEDURE rsv_settle_v2");
     cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-d")));
     rc = rsv_claim(ctx, shop, TOK("c-d"));
@@ -1745,9 +1745,9 @@ START_TEST(unreadable_cart_answer_is_an_error)
     };
     for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
         char sql[512];
-        tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v3");
+        tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v4");
         snprintf(sql, sizeof sql,
-                 "CREATE PROCEDURE rsv_fast_cart_v3(p_shop BIGINT UNSIGNED, "
+                 "CREATE PROCEDURE rsv_fast_cart_v4(p_shop BIGINT UNSIGNED, "
                  "p_token VARBINARY(128), p_keys VARBINARY(4096), "
                  "p_nkeys INT, p_ttl_us BIGINT) SELECT 0, %s", answers[i]);
         tu_exec(adm, sql);
@@ -1755,7 +1755,7 @@ START_TEST(unreadable_cart_answer_is_an_error)
         snprintf(tok, sizeof tok, "bad-answer-%zu", i);
         int rc = rsv_reserve(ctx, shop, tok, strlen(tok), cart, 0);
         TU_RC(ctx, rc, RSV_EDB);
-        ck_assert_msg(strstr(rsv_errmsg(ctx), "rsv_fast_cart_v3 answered") !=
+        ck_assert_msg(strstr(rsv_errmsg(ctx), "rsv_fast_cart_v4 answered") !=
                           NULL, "message: %s", rsv_errmsg(ctx));
         ck_assert_int_eq(tu_held(ctx, shop, 17, 1), 0);
         ck_assert_int_eq(tu_held(ctx, shop, 18, 1), 0);

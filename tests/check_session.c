@@ -62,14 +62,14 @@ static int64_t seen(MYSQL *w, const char *fmt, uint64_t shop)
 }
 
 #define STATUS_OF(tok)                                                      \
-    "SELECT COALESCE(MAX(status), 0) FROM reservation_checkouts WHERE "     \
+    "SELECT COALESCE(MAX(status), 0) FROM rsv_checkouts WHERE "             \
     "shop_id = %llu AND checkout_token = '" tok "'"
 #define ON_HAND                                                             \
-    "SELECT on_hand FROM inventory_levels WHERE shop_id = %llu AND "        \
-    "inventory_item_id = 1 AND inventory_group_id = 1"
+    "SELECT on_hand FROM rsv_ledger WHERE shop_id = %llu AND "              \
+    "item_id = 1 AND location_id = 1"
 #define POOLED                                                              \
-    "SELECT COUNT(*) FROM reservation_units WHERE shop_id = %llu AND "     \
-    "inventory_item_id = 1"
+    "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = %llu AND "               \
+    "item_id = 1"
 
 struct run {
     MYSQL *c, *w;
@@ -166,7 +166,7 @@ START_TEST(every_call_on_every_session)
     ck_assert_int_eq(units, 2);
     CALL_OK(&r, rsv_extend(r.ctx, shop, TOK("a"), 3600000));
     ck_assert(seen(r.w, "SELECT TIMESTAMPDIFF(SECOND, NOW(6), expires_at) "
-                        "FROM reservation_checkouts WHERE shop_id = %llu "
+                        "FROM rsv_checkouts WHERE shop_id = %llu "
                         "AND checkout_token = 'a'", shop) > 3000);
     /* the read that used to open a transaction, then the claim */
     CALL_OK(&r, rsv_checkout_status(r.ctx, shop, TOK("a"), &st, NULL, NULL));
@@ -194,8 +194,8 @@ START_TEST(every_call_on_every_session)
     ck_assert_int_eq(seen(r.w, STATUS_OF("b"), shop), RSV_STATUS_RELEASED);
     ck_assert_int_eq(seen(r.w, ON_HAND, shop) -
                          seen(r.w, "SELECT COALESCE(SUM(quantity), 0) FROM "
-                                   "reservation_settlements WHERE shop_id = "
-                                   "%llu AND inventory_item_id = 1 AND "
+                                   "rsv_journal WHERE shop_id = "
+                                   "%llu AND item_id = 1 AND "
                                    "kind = 2", shop),
                      13);
     mysql_close(r.w);
@@ -223,7 +223,7 @@ START_TEST(caller_transaction_joined_only_where_documented)
             tu_exec(c, "START TRANSACTION");
         } else {
             tu_exec(c, "SET autocommit = 0");
-            (void)tu_i64(c, "SELECT COUNT(*) FROM reservation_checkouts");
+            (void)tu_i64(c, "SELECT COUNT(*) FROM rsv_checkouts");
         }
         ck_assert_int_eq(in_transaction(c), 1);
         int64_t x = 0;
@@ -307,8 +307,8 @@ START_TEST(reads_never_show_uncommitted_changes)
 
     tu_exec(o, "START TRANSACTION");
     TU_OK(octx, rsv_claim(octx, shop, TOK("a"))); /* joined, uncommitted */
-    tu_exec(o, "UPDATE inventory_levels SET on_hand = on_hand + 1000 WHERE "
-               "inventory_item_id = 1");
+    tu_exec(o, "UPDATE rsv_ledger SET on_hand = on_hand + 1000 WHERE "
+               "item_id = 1");
     int32_t st = 0;
     int64_t on_hand = 0;
     TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("a"), &st, NULL, NULL));
@@ -352,7 +352,7 @@ START_TEST(call_time_is_bounded_by_its_budget)
 
     MYSQL *locker = tu_connect_in_txn();
     char q[200];
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
                           "shop_id = %llu AND checkout_token = 'a' FOR "
                           "UPDATE", (unsigned long long)shop);
     (void)tu_i64(locker, q);

@@ -208,15 +208,15 @@ static void check_acks(MYSQL *c, const struct soaker *s, int ntok)
             continue;
         char tok[32], q[512];
         token_of(tok, sizeof tok, s->id, t);
-        snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts "
+        snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts "
                  "WHERE shop_id = %llu AND checkout_token = '%s'",
                  (unsigned long long)s->shop, tok);
         int64_t status = tu_i64(c, q);
         snprintf(q, sizeof q, "SELECT COALESCE(SUM(quantity), 0) FROM "
-                 "reserved_quantities WHERE shop_id = %llu AND "
+                 "rsv_holds WHERE shop_id = %llu AND "
                  "checkout_token = '%s'", (unsigned long long)s->shop, tok);
         int64_t held = tu_i64(c, q);
-        snprintf(q, sizeof q, "SELECT COUNT(*) FROM reservation_checkouts "
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts "
                  "WHERE shop_id = %llu AND checkout_token = '%s' AND "
                  "expires_at > NOW(6)", (unsigned long long)s->shop, tok);
         int live = tu_i64(c, q) > 0;

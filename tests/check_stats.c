@@ -373,18 +373,18 @@ static void snapshot(MYSQL *c, uint64_t shop, char *out, size_t n)
     char q[1024];
     snprintf(q, sizeof q,
              "SELECT CONCAT_WS('|', "
-             "(SELECT GROUP_CONCAT(CONCAT_WS(',', inventory_item_id, "
-             "inventory_group_id, on_hand, issued, next_unit_id) ORDER BY "
-             "inventory_item_id, inventory_group_id) FROM inventory_levels "
+             "(SELECT GROUP_CONCAT(CONCAT_WS(',', item_id, "
+             "location_id, on_hand, issued, next_unit_id) ORDER BY "
+             "item_id, location_id) FROM rsv_ledger "
              "WHERE shop_id = %1$llu), "
-             "(SELECT COUNT(*) FROM reservation_units WHERE shop_id = %1$llu), "
+             "(SELECT COUNT(*) FROM rsv_pool WHERE shop_id = %1$llu), "
              "(SELECT GROUP_CONCAT(CONCAT_WS(',', checkout_token, status, "
              "generation, expires_at) ORDER BY checkout_token) FROM "
-             "reservation_checkouts WHERE shop_id = %1$llu), "
+             "rsv_checkouts WHERE shop_id = %1$llu), "
              "(SELECT GROUP_CONCAT(CONCAT_WS(',', checkout_token, quantity, "
-             "expires_at) ORDER BY checkout_token) FROM reserved_quantities "
+             "expires_at) ORDER BY checkout_token) FROM rsv_holds "
              "WHERE shop_id = %1$llu), "
-             "(SELECT COUNT(*) FROM reservation_settlements WHERE shop_id = "
+             "(SELECT COUNT(*) FROM rsv_journal WHERE shop_id = "
              "%1$llu))", (unsigned long long)shop);
     ck_assert_msg(mysql_query(c, q) == 0, "%s", mysql_error(c));
     MYSQL_RES *res = mysql_store_result(c);
@@ -495,7 +495,7 @@ START_TEST(lock_wait_timeouts_and_retries)
     MYSQL *other = tu_connect();
     char q[256];
     tu_exec(other, "START TRANSACTION");
-    snprintf(q, sizeof q, "SELECT * FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT * FROM rsv_checkouts WHERE "
              "shop_id = %llu FOR UPDATE", (unsigned long long)shop);
     tu_exec(other, q);
     int rc = rsv_claim(ctx, shop, TOK("locked"));
@@ -557,11 +557,11 @@ START_TEST(deadlock_is_counted_and_retried)
     MYSQL *other = tu_connect_in_txn();
     char q[512];
     tu_exec(other, "SET SESSION innodb_lock_wait_timeout = 5");
-    snprintf(q, sizeof q, "INSERT INTO inventory_levels (shop_id, "
-             "inventory_item_id, inventory_group_id, on_hand) SELECT %llu, "
+    snprintf(q, sizeof q, "INSERT INTO rsv_ledger (shop_id, "
+             "item_id, location_id, on_hand) SELECT %llu, "
              "seq, 1, 1 FROM seq_1_to_500", (unsigned long long)other_shop);
     tu_exec(other, q);
-    snprintf(q, sizeof q, "SELECT * FROM reserved_quantities WHERE shop_id = "
+    snprintf(q, sizeof q, "SELECT * FROM rsv_holds WHERE shop_id = "
              "%llu FOR UPDATE", (unsigned long long)shop);
     tu_exec(other, q);
     struct claimer cl = {ctx, shop, 99};
@@ -583,7 +583,7 @@ START_TEST(deadlock_is_counted_and_retried)
     }
     ck_assert_msg(waiting, "the claim never waited for the hold row (%d %s)",
                   cl.rc, rsv_errmsg(ctx));
-    snprintf(q, sizeof q, "SELECT * FROM reservation_checkouts WHERE shop_id = "
+    snprintf(q, sizeof q, "SELECT * FROM rsv_checkouts WHERE shop_id = "
              "%llu FOR UPDATE", (unsigned long long)shop);
     int qrc = mysql_query(other, q);
     unsigned int err = mysql_errno(other);

@@ -156,6 +156,7 @@ int check_token(int x) { return x + 2; }
 int op_begin(int x) { return x + 3; }
 int ctx_fail(int x) { return x + 4; }
 EOF
+cp tests/sqlscript.h "$src/"
 cat >"$src/app.c" <<'EOF'
 /* An application using the installed libreserve. */
 #include <stdio.h>
@@ -165,6 +166,8 @@ cat >"$src/app.c" <<'EOF'
 
 #include <mysql.h>
 #include <reserve.h>
+
+#include "sqlscript.h" /* the schema's DELIMITER, as the mariadb client reads it */
 
 static int failures;
 #define EXPECT(cond) do { if (!(cond)) { failures++; \
@@ -226,7 +229,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot read %s\n", argv[1]);
         return 2;
     }
-    run_sql(c, schema);
+    char err[512];
+    if (sqlscript_run(c, schema, err, sizeof err) != 0) {
+        fprintf(stderr, "loading %s: %s\n", argv[1], err);
+        return 2;
+    }
 
     rsv_options o;
     EXPECT(rsv_options_init(&o, RSV_OPTIONS_VERSION) == RSV_OK);

@@ -40,8 +40,8 @@ sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
 sys.dont_write_bytecode = True
 import libreserve as rsv  # noqa: E402
 
-TABLES = ("inventory_levels", "reservation_units", "reservation_checkouts",
-          "reserved_quantities", "reservation_settlements")
+TABLES = ("rsv_ledger", "rsv_pool", "rsv_checkouts",
+          "rsv_holds", "rsv_journal")
 
 ALL_SHOPS_PREFIX = "allshops:"
 
@@ -265,14 +265,14 @@ def check_statement(sql, shop):
     return problems
 
 
-PROCS = ("rsv_fast_reserve_v5", "rsv_fast_cart_v3", "rsv_settle_v1")
+PROCS = ("rsv_fast_reserve_v6", "rsv_fast_cart_v4", "rsv_settle_v2")
 # Procedures the reserve procedures call (never the client), and how many
 # statements on library tables each body has at least (fewer: the parse
 # missed some).
-INNER_PROCS = ("rsv_pool_top_up_v1", "rsv_pool_take_v1")
-MIN_STATEMENTS = {"rsv_fast_reserve_v5": 4, "rsv_fast_cart_v3": 5,
-                  "rsv_settle_v1": 4, "rsv_pool_top_up_v1": 2,
-                  "rsv_pool_take_v1": 4}
+INNER_PROCS = ("rsv_pool_top_up_v2", "rsv_pool_take_v2")
+MIN_STATEMENTS = {"rsv_fast_reserve_v6": 4, "rsv_fast_cart_v4": 5,
+                  "rsv_settle_v2": 4, "rsv_pool_top_up_v2": 2,
+                  "rsv_pool_take_v2": 4}
 
 
 def procedure_statements(shop, proc):
@@ -300,32 +300,32 @@ def procedure_statements(shop, proc):
 # The checker must find a problem in each of these and pass the good
 # ones; run before the real check so a checker that accepts anything fails.
 SELF_TEST_BAD = [
-    "delete from reservation_units where inventory_item_id = 1",
-    "delete from reservation_units where shop_id = 8",
-    "select a from reservation_checkouts c left join reserved_quantities h "
+    "delete from rsv_pool where item_id = 1",
+    "delete from rsv_pool where shop_id = 8",
+    "select a from rsv_checkouts c left join rsv_holds h "
     "on h.checkout_token = c.checkout_token where c.shop_id = 7",
-    "select (select count(*) from reservation_units u where "
-    "u.inventory_item_id = l.inventory_item_id) from inventory_levels l "
+    "select (select count(*) from rsv_pool u where "
+    "u.item_id = l.item_id) from rsv_ledger l "
     "where l.shop_id = 7",
-    "(select 1 from inventory_levels where shop_id = 7) union all "
-    "(select 2 from reservation_units where id = 3)",
-    "update inventory_levels set on_hand = 1 where inventory_item_id = 7",
-    "insert into reservation_units (inventory_item_id, id) values (1, 2)",
-    "insert into reservation_units (shop_id, id) values (7, 2),(8, 3)",
-    "insert into reservation_settlements (shop_id, quantity) select "
-    "shop_id, quantity from reserved_quantities where checkout_token = '?'",
-    "select 1 from reservation_units where shop_id = 77",
+    "(select 1 from rsv_ledger where shop_id = 7) union all "
+    "(select 2 from rsv_pool where id = 3)",
+    "update rsv_ledger set on_hand = 1 where item_id = 7",
+    "insert into rsv_pool (item_id, id) values (1, 2)",
+    "insert into rsv_pool (shop_id, id) values (7, 2),(8, 3)",
+    "insert into rsv_journal (shop_id, quantity) select "
+    "shop_id, quantity from rsv_holds where checkout_token = '?'",
+    "select 1 from rsv_pool where shop_id = 77",
 ]
 SELF_TEST_GOOD = [
-    "delete from reservation_units where shop_id = 7 and id = 1",
-    "select a from reservation_checkouts c left join reserved_quantities h "
+    "delete from rsv_pool where shop_id = 7 and id = 1",
+    "select a from rsv_checkouts c left join rsv_holds h "
     "on h.shop_id = c.shop_id where c.shop_id = 7 for update",
-    "select (select count(*) from reservation_units u where u.shop_id = "
-    "l.shop_id) from inventory_levels l where l.shop_id = 7",
-    "insert into reservation_units (shop_id, id) values (7, 2),(7, 3)",
-    "insert into reservation_settlements (shop_id, quantity) select "
-    "shop_id, quantity from reserved_quantities where shop_id = 7",
-    "insert into reservation_units (shop_id, id) select 7, n from (select "
+    "select (select count(*) from rsv_pool u where u.shop_id = "
+    "l.shop_id) from rsv_ledger l where l.shop_id = 7",
+    "insert into rsv_pool (shop_id, id) values (7, 2),(7, 3)",
+    "insert into rsv_journal (shop_id, quantity) select "
+    "shop_id, quantity from rsv_holds where shop_id = 7",
+    "insert into rsv_pool (shop_id, id) select 7, n from (select "
     "0 as n union all select 1) seq where n < 2",
 ]
 

@@ -579,7 +579,7 @@ class TestContext(unittest.TestCase):
             with self.assertRaises(rsv.SchemaError) as cm:
                 rsv.Context(conn)
             self.assertEqual(cm.exception.code, rsv.ESCHEMA)
-            self.assertIn("inventory_levels", cm.exception.message)
+            self.assertIn("rsv_ledger", cm.exception.message)
         with connect(db=None) as conn:
             with self.assertRaises(rsv.SchemaError) as cm:
                 rsv.Context(conn)
@@ -1020,7 +1020,7 @@ class TestTransactionsAndFailures(ServerTest):
         self.conn.execute("SET SESSION innodb_lock_wait_timeout = 1")
         with connect() as other:
             other.begin()
-            other.query("SELECT status FROM reservation_checkouts WHERE "
+            other.query("SELECT status FROM rsv_checkouts WHERE "
                         "shop_id = %d FOR UPDATE" % s)
             e = self.assertRsv(rsv.Busy, rsv.EBUSY, c.claim, s, b"t")
             self.assertIsInstance(e, rsv.ExpectedOutcome)
@@ -1047,7 +1047,7 @@ class TestTransactionsAndFailures(ServerTest):
         # A server error the library cannot retry: a trigger that refuses
         # every new ledger row.
         self.conn.execute("CREATE TRIGGER rsv_test_refuse BEFORE INSERT ON "
-                          "inventory_levels FOR EACH ROW SIGNAL SQLSTATE "
+                          "rsv_ledger FOR EACH ROW SIGNAL SQLSTATE "
                           "'45000' SET MESSAGE_TEXT = 'refused by test'")
         try:
             e = self.assertRsv(rsv.DatabaseError, rsv.EDB, c.stock_set, s,
@@ -1102,8 +1102,8 @@ class TestAudit(ServerTest):
         c, s = self.ctx, self.shop
         c.stock_set(s, 1, 1, 10)
         c.stock_set(s, 2, 3, 10)
-        fix = ("UPDATE inventory_levels SET issued = issued %s 1 WHERE "
-               "shop_id = %d AND inventory_item_id = 2")
+        fix = ("UPDATE rsv_ledger SET issued = issued %s 1 WHERE "
+               "shop_id = %d AND item_id = 2")
         self.conn.execute(fix % ("+", s))
         try:
             seen = []

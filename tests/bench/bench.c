@@ -23,7 +23,7 @@
  * The statement forms use prepared statements with autocommit off, so
  * every transaction starts with its first statement and ends with an
  * explicit COMMIT (no START TRANSACTION round trip).  Every design writes
- * the same hold row (tables created LIKE reserved_quantities) into tables
+ * the same hold row (tables created LIKE rsv_holds) into tables
  * of its own, and the hot rows have a ledger table each, so the tables
  * at the end can be checked against every success the clients counted.
  * libreserve-batch is reserved for a batching API the library does not
@@ -975,7 +975,7 @@ static int worker_setup(worker *w)
     if (m->design == D_HOT) {
         snprintf(sql, sizeof sql,
                  "UPDATE %s SET available = available - ? WHERE shop_id = ? "
-                 "AND inventory_item_id = ? AND inventory_group_id = ? AND "
+                 "AND item_id = ? AND location_id = ? AND "
                  "available >= ?", level_table(m->design));
         if (pstmt_prepare(w->conn, &w->st_take, sql))
             return -1;
@@ -988,7 +988,7 @@ static int worker_setup(worker *w)
             return -1;
         snprintf(sql, sizeof sql,
                  "UPDATE %s SET claimed = claimed + ? WHERE shop_id = ? AND "
-                 "inventory_item_id = ? AND inventory_group_id = ?",
+                 "item_id = ? AND location_id = ?",
                  level_table(m->design));
         if (pstmt_prepare(w->conn, &w->st_claimupd, sql))
             return -1;
@@ -1000,8 +1000,8 @@ static int worker_setup(worker *w)
             return -1;
     }
     snprintf(sql, sizeof sql,
-             "INSERT INTO %s (shop_id, checkout_token, inventory_item_id, "
-             "inventory_group_id, quantity, generation, expires_at, "
+             "INSERT INTO %s (shop_id, checkout_token, item_id, "
+             "location_id, quantity, generation, expires_at, "
              "created_at) VALUES (?, ?, ?, ?, ?, 1, NOW(6) + INTERVAL ? "
              "MICROSECOND, NOW(6))", tbl);
     if (pstmt_prepare(w->conn, &w->st_hold1, sql))
@@ -1016,7 +1016,7 @@ static int worker_setup(worker *w)
         return -1;
     size_t len = (size_t)snprintf(sql, sizeof sql,
                                   "INSERT INTO %s (shop_id, checkout_token, "
-                                  "inventory_item_id, inventory_group_id, "
+                                  "item_id, location_id, "
                                   "quantity, generation, expires_at, "
                                   "created_at) VALUES ", tbl);
     for (int i = 0; i < CART_LINES; i++)
@@ -1037,7 +1037,7 @@ static int worker_setup(worker *w)
         return -1;
     snprintf(sql, sizeof sql,
              "DELETE FROM %s WHERE shop_id = ? AND checkout_token = ? AND "
-             "inventory_item_id = ? AND inventory_group_id = ?", tbl);
+             "item_id = ? AND location_id = ?", tbl);
     if (pstmt_prepare(w->conn, &w->st_del, sql))
         return -1;
     bind_u64(&w->st_del, &p->shop);
@@ -1941,12 +1941,12 @@ static const char *const hot1_procs[] = {
     "  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n"
     "  START TRANSACTION;\n"
     "  INSERT INTO bench_hot1_holds (shop_id, checkout_token,"
-    " inventory_item_id, inventory_group_id, quantity, generation,"
+    " item_id, location_id, quantity, generation,"
     " expires_at, created_at) VALUES (p_shop, p_token, p_item, p_loc, p_q,"
     " 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));\n"
     "  UPDATE bench_hot1_levels SET available = available - p_q"
-    " WHERE shop_id = p_shop AND inventory_item_id = p_item"
-    " AND inventory_group_id = p_loc AND available >= p_q;\n"
+    " WHERE shop_id = p_shop AND item_id = p_item"
+    " AND location_id = p_loc AND available >= p_q;\n"
     "  IF ROW_COUNT() = 1 THEN\n"
     "    COMMIT;\n"
     "    SELECT 1 AS done;\n"
@@ -1977,8 +1977,8 @@ static const char *const hot1_procs[] = {
     "      SET v_locs = SUBSTRING(v_locs,"
     " CHAR_LENGTH(SUBSTRING_INDEX(v_locs, ',', 1)) + 2);\n"
     "      UPDATE bench_hot1_levels SET available = available - p_q"
-    " WHERE shop_id = p_shop AND inventory_item_id = v_item"
-    " AND inventory_group_id = v_loc AND available >= p_q;\n"
+    " WHERE shop_id = p_shop AND item_id = v_item"
+    " AND location_id = v_loc AND available >= p_q;\n"
     "      SET v_got = ROW_COUNT();\n"
     "    END WHILE;\n"
     "    IF v_got <> 1 THEN\n"
@@ -1987,7 +1987,7 @@ static const char *const hot1_procs[] = {
     "      LEAVE body;\n"
     "    END IF;\n"
     "    INSERT INTO bench_hot1_holds (shop_id, checkout_token,"
-    " inventory_item_id, inventory_group_id, quantity, generation,"
+    " item_id, location_id, quantity, generation,"
     " expires_at, created_at) VALUES (p_shop, p_token, v_item, v_loc, p_q,"
     " 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));\n"
     "  END WHILE;\n"
@@ -2001,12 +2001,12 @@ static const char *const hot1_procs[] = {
     "  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n"
     "  START TRANSACTION;\n"
     "  DELETE FROM bench_hot1_holds WHERE shop_id = p_shop"
-    " AND checkout_token = p_token AND inventory_item_id = p_item"
-    " AND inventory_group_id = p_loc AND quantity = p_q;\n"
+    " AND checkout_token = p_token AND item_id = p_item"
+    " AND location_id = p_loc AND quantity = p_q;\n"
     "  IF ROW_COUNT() = 1 THEN\n"
     "    UPDATE bench_hot1_levels SET claimed = claimed + p_q"
-    " WHERE shop_id = p_shop AND inventory_item_id = p_item"
-    " AND inventory_group_id = p_loc;\n"
+    " WHERE shop_id = p_shop AND item_id = p_item"
+    " AND location_id = p_loc;\n"
     "    COMMIT;\n"
     "    SELECT 1 AS done;\n"
     "  ELSE\n"
@@ -2033,19 +2033,19 @@ static void setup_database(MYSQL *c)
      * stock = available + claimed + units held, at any time. */
     q_exec(c, "CREATE TABLE bench_hot_levels ("
               " shop_id BIGINT UNSIGNED NOT NULL,"
-              " inventory_item_id BIGINT UNSIGNED NOT NULL,"
-              " inventory_group_id BIGINT UNSIGNED NOT NULL,"
+              " item_id BIGINT UNSIGNED NOT NULL,"
+              " location_id BIGINT UNSIGNED NOT NULL,"
               " stock BIGINT NOT NULL,"
               " available BIGINT NOT NULL,"
               " claimed BIGINT NOT NULL DEFAULT 0,"
-              " PRIMARY KEY (shop_id, inventory_item_id, inventory_group_id),"
+              " PRIMARY KEY (shop_id, item_id, location_id),"
               " CONSTRAINT bench_levels_bounds CHECK (available >= 0 AND"
               " claimed >= 0)"
               ") ENGINE=InnoDB");
     q_exec(c, "CREATE TABLE bench_hot1_levels LIKE bench_hot_levels");
     for (int d = 0; d < D_N; d++)
         if (d != D_LIB)
-            q_execf(c, "CREATE TABLE %s LIKE reserved_quantities",
+            q_execf(c, "CREATE TABLE %s LIKE rsv_holds",
                     hold_table(d));
     for (size_t i = 0; i < sizeof hot1_procs / sizeof hot1_procs[0]; i++)
         q_exec(c, hot1_procs[i]);
@@ -2053,8 +2053,8 @@ static void setup_database(MYSQL *c)
 
 static void setup_hot_ledger(MYSQL *c, const char *tbl)
 {
-    q_execf(c, "INSERT INTO %s (shop_id, inventory_item_id, "
-               "inventory_group_id, stock, available) VALUES "
+    q_execf(c, "INSERT INTO %s (shop_id, item_id, "
+               "location_id, stock, available) VALUES "
                "(%d, %d, 1, %lld, %lld), (%d, %d, 1, %lld, %lld), "
                "(%d, %d, 1, 0, 0), (%d, %d, 1, %lld, %lld), "
                "(%d, %d, 1, %lld, %lld)", tbl,
@@ -2063,12 +2063,12 @@ static void setup_hot_ledger(MYSQL *c, const char *tbl)
             SHOP, SOLDOUT_ITEM,
             SHOP, FLASHQ2_ITEM, BIG_STOCK, BIG_STOCK,
             SHOP, FLASHQ5_ITEM, BIG_STOCK, BIG_STOCK);
-    q_execf(c, "INSERT INTO %s (shop_id, inventory_item_id, "
-               "inventory_group_id, stock, available) SELECT %d, %d + seq, "
+    q_execf(c, "INSERT INTO %s (shop_id, item_id, "
+               "location_id, stock, available) SELECT %d, %d + seq, "
                "1, %ld, %ld FROM seq_1_to_%d", tbl, SHOP, SPREAD_BASE,
             cfg.spread_stock, cfg.spread_stock, SPREAD_N);
-    q_execf(c, "INSERT INTO %s (shop_id, inventory_item_id, "
-               "inventory_group_id, stock, available) SELECT %d, "
+    q_execf(c, "INSERT INTO %s (shop_id, item_id, "
+               "location_id, stock, available) SELECT %d, "
                "%d + a.seq, b.seq, %lld, %lld FROM seq_1_to_%d a JOIN "
                "seq_1_to_%d b", tbl, SHOP, CART_BASE, BIG_STOCK, BIG_STOCK,
             CART_N, CART_LOCS);
@@ -2090,16 +2090,16 @@ static void setup_claims(MYSQL *c, int design, int rtt_us, long n)
     }
     uint64_t t = now_us();
     q_exec(c, "START TRANSACTION");
-    q_execf(c, "INSERT INTO %s (shop_id, checkout_token, inventory_item_id, "
-               "inventory_group_id, quantity, generation, expires_at, "
+    q_execf(c, "INSERT INTO %s (shop_id, checkout_token, item_id, "
+               "location_id, quantity, generation, expires_at, "
                "created_at) SELECT %d, CONCAT('c%d.', seq), %d, 1, 1, 1, "
                "NOW(6) + INTERVAL %lld SECOND, NOW(6) FROM seq_0_to_%ld",
             hold_table(design), SHOP, rtt_us, CLAIM_ITEM,
             HOLD_TTL_MS / 1000, n - 1);
     if (is_hot(design))
         q_execf(c, "UPDATE %s SET available = available - %ld "
-                   "WHERE shop_id = %d AND inventory_item_id = %d AND "
-                   "inventory_group_id = 1", level_table(design), n, SHOP,
+                   "WHERE shop_id = %d AND item_id = %d AND "
+                   "location_id = 1", level_table(design), n, SHOP,
                 CLAIM_ITEM);
     q_exec(c, "COMMIT");
     progress("setup: claim holds (%s, rtt %d): %ld in %.1f s",
@@ -2489,7 +2489,7 @@ static int check_tables(MYSQL *c)
         if (!cfg.designs[d])
             continue;
         const tally *t = &done[d];
-        const char *holds = d == D_LIB ? "reserved_quantities" : hold_table(d);
+        const char *holds = d == D_LIB ? "rsv_holds" : hold_table(d);
         long long rows = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = %d "
                                    "AND checkout_token LIKE '%c%%'", holds,
                                 SHOP, design_tag[d]);
@@ -2501,7 +2501,7 @@ static int check_tables(MYSQL *c)
                                    "%d AND checkout_token LIKE 'c%%'", holds,
                                 SHOP);
         long long sold = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = "
-                                   "%d AND inventory_item_id = %d", holds,
+                                   "%d AND item_id = %d", holds,
                                 SHOP, SOLDOUT_ITEM);
         long long claims = t->claim_holds - left, extra = 0, bad = 0;
         int ok = agrees(rows, (long long)t->rows, t->in_doubt) &&
@@ -2513,11 +2513,11 @@ static int check_tables(MYSQL *c)
             /* a reserve of a new checkout made one checkout row; a claim
              * marked it claimed */
             long long co = q_i64f(c, "SELECT COUNT(*) FROM "
-                                     "reservation_checkouts WHERE shop_id = "
+                                     "rsv_checkouts WHERE shop_id = "
                                      "%d AND checkout_token LIKE 'l%%' AND "
                                      "status = 1", SHOP);
             long long cl = q_i64f(c, "SELECT COUNT(*) FROM "
-                                     "reservation_checkouts WHERE shop_id = "
+                                     "rsv_checkouts WHERE shop_id = "
                                      "%d AND checkout_token LIKE 'c%%' AND "
                                      "status = 2", SHOP);
             rsv_ctx *ctx = NULL;
@@ -2538,15 +2538,15 @@ static int check_tables(MYSQL *c)
         } else if (is_hot(d)) {
             const char *lv = level_table(d);
             bad = q_i64f(c, "SELECT COUNT(*) FROM %s l LEFT JOIN (SELECT "
-                            "shop_id, inventory_item_id, inventory_group_id, "
+                            "shop_id, item_id, location_id, "
                             "SUM(quantity) AS q FROM %s GROUP BY shop_id, "
-                            "inventory_item_id, inventory_group_id) h USING "
-                            "(shop_id, inventory_item_id, inventory_group_id) "
+                            "item_id, location_id) h USING "
+                            "(shop_id, item_id, location_id) "
                             "WHERE l.stock <> l.available + l.claimed + "
                             "COALESCE(h.q, 0) OR l.available < 0", lv, holds);
             extra = q_i64f(c, "SELECT COUNT(*) FROM %s h LEFT JOIN %s l USING "
-                              "(shop_id, inventory_item_id, "
-                              "inventory_group_id) WHERE l.stock IS NULL",
+                              "(shop_id, item_id, "
+                              "location_id) WHERE l.stock IS NULL",
                            holds, lv);
             long long claimed = q_i64f(c, "SELECT COALESCE(SUM(claimed), 0) "
                                           "FROM %s", lv);

@@ -40,8 +40,8 @@ static rsv_ctx *sctx;      /* on conn too, TEST_OPT_STATEMENTS_ONLY: claims
                               schema's procedure) */
 
 static const char *const tables[] = {
-    "inventory_levels", "reservation_units", "reservation_checkouts",
-    "reserved_quantities", "reservation_settlements",
+    "rsv_ledger", "rsv_pool", "rsv_checkouts",
+    "rsv_holds", "rsv_journal",
 };
 
 static void sleep_ms(long ms)
@@ -94,8 +94,8 @@ static void build_fixture(void)
     TU_OK(x, rsv_replenish(x, S, I2, L2, NULL));
     TU_OK(x, rsv_stock_set(x, S, I3, L1, 20));
     char q[256];
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET pool_cap = 4 WHERE "
-             "shop_id = %llu AND inventory_item_id = %d",
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET pool_cap = 4 WHERE "
+             "shop_id = %llu AND item_id = %d",
              (unsigned long long)S, I3);
     tu_exec(c, q);
     TU_OK(x, rsv_replenish(x, S, I3, L1, NULL));
@@ -143,20 +143,20 @@ static char *fingerprint(void)
     unsigned long long s = (unsigned long long)S;
     snprintf(q, sizeof q,
         "SELECT CONCAT_WS(' | ', "
-        "(SELECT GROUP_CONCAT(CONCAT_WS(',', inventory_item_id, "
-        "inventory_group_id, on_hand, issued, next_unit_id) ORDER BY 1) FROM "
-        "inventory_levels WHERE shop_id = %llu), "
+        "(SELECT GROUP_CONCAT(CONCAT_WS(',', item_id, "
+        "location_id, on_hand, issued, next_unit_id) ORDER BY 1) FROM "
+        "rsv_ledger WHERE shop_id = %llu), "
         "(SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(id), 0)) FROM "
-        "reservation_units WHERE shop_id = %llu), "
+        "rsv_pool WHERE shop_id = %llu), "
         "(SELECT GROUP_CONCAT(CONCAT_WS(',', HEX(checkout_token), status, "
-        "generation, hold_count) ORDER BY 1) FROM reservation_checkouts WHERE "
+        "generation, hold_count) ORDER BY 1) FROM rsv_checkouts WHERE "
         "shop_id = %llu), "
         "(SELECT GROUP_CONCAT(CONCAT_WS(',', HEX(checkout_token), "
-        "inventory_item_id, inventory_group_id, quantity, generation) ORDER "
-        "BY 1) FROM reserved_quantities WHERE shop_id = %llu), "
+        "item_id, location_id, quantity, generation) ORDER "
+        "BY 1) FROM rsv_holds WHERE shop_id = %llu), "
         "(SELECT GROUP_CONCAT(CONCAT_WS(',', HEX(checkout_token), "
-        "inventory_item_id, inventory_group_id, generation, kind, quantity) "
-        "ORDER BY 1) FROM reservation_settlements WHERE shop_id = %llu))",
+        "item_id, location_id, generation, kind, quantity) "
+        "ORDER BY 1) FROM rsv_journal WHERE shop_id = %llu))",
         s, s, s, s, s);
     ck_assert_msg(mysql_query(adm, q) == 0, "%s", mysql_error(adm));
     MYSQL_RES *r = mysql_store_result(adm);
@@ -399,8 +399,8 @@ static int op_pool_drain(void)
 static int op_sweep_idle(void)
 {
     char q[200];
-    snprintf(q, sizeof q, "UPDATE inventory_levels SET updated_at = NOW(6) - "
-             "INTERVAL 2 HOUR WHERE shop_id = %llu AND inventory_item_id = %d",
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET updated_at = NOW(6) - "
+             "INTERVAL 2 HOUR WHERE shop_id = %llu AND item_id = %d",
              (unsigned long long)S, I4);
     if (mysql_query(adm, q) != 0)
         return RSV_EDB; /* no ck_assert in an operation */
@@ -690,7 +690,7 @@ static void walk(const struct op *op)
                         /* the repeat replaced the holds, never added */
                         char q[256];
                         snprintf(q, sizeof q, "SELECT COALESCE(SUM(quantity), "
-                                 "0) FROM reserved_quantities WHERE shop_id "
+                                 "0) FROM rsv_holds WHERE shop_id "
                                  "= %llu AND checkout_token = '%s'",
                                  (unsigned long long)S, op->token);
                         int64_t units = tu_i64(adm, q);
@@ -966,7 +966,7 @@ static int claim_killed_while_waiting(rsv_ctx *c, const char *fp0,
 {
     MYSQL *locker = tu_connect();
     char q[256];
-    snprintf(q, sizeof q, "SELECT status FROM reservation_checkouts WHERE "
+    snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
              "shop_id = %llu AND checkout_token = 'held-a' FOR UPDATE",
              (unsigned long long)S);
     tu_exec(locker, "START TRANSACTION");

@@ -528,20 +528,20 @@ static void audit_cb(void *arg, uint64_t shop, uint64_t item, uint64_t loc,
 static const char *const fingerprint_q =
     "SELECT CONCAT_WS(' ',"
     " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
-    "   inventory_item_id, inventory_group_id, on_hand, issued,"
-    "   next_unit_id))), 0)) FROM inventory_levels),"
+    "   item_id, location_id, on_hand, issued,"
+    "   next_unit_id))), 0)) FROM rsv_ledger),"
     " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
-    "   inventory_item_id, inventory_group_id, id))), 0))"
-    "   FROM reservation_units),"
+    "   item_id, location_id, id))), 0))"
+    "   FROM rsv_pool),"
     " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
     "   checkout_token, status, generation, hold_count))), 0))"
-    "   FROM reservation_checkouts),"
+    "   FROM rsv_checkouts),"
     " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
-    "   checkout_token, inventory_item_id, quantity, generation))), 0))"
-    "   FROM reserved_quantities),"
+    "   checkout_token, item_id, quantity, generation))), 0))"
+    "   FROM rsv_holds),"
     " (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT_WS(',',"
-    "   checkout_token, inventory_item_id, kind, quantity))), 0))"
-    "   FROM reservation_settlements))";
+    "   checkout_token, item_id, kind, quantity))), 0))"
+    "   FROM rsv_journal))";
 
 static void check_node(int node, char *fp, size_t fplen)
 {
@@ -633,7 +633,7 @@ static void check_outcomes(int node)
         return;
     char q[256];
     snprintf(q, sizeof q, "SELECT checkout_token, status, hold_count, "
-                          "expires_at <= NOW(6) FROM reservation_checkouts "
+                          "expires_at <= NOW(6) FROM rsv_checkouts "
                           "WHERE shop_id = %d", SHOP);
     MYSQL_RES *r = query(m, q);
     size_t nco = r ? (size_t)mysql_num_rows(r) : 0, i = 0;
@@ -649,8 +649,8 @@ static void check_outcomes(int node)
         mysql_free_result(r);
     qsort(cos, nco, sizeof *cos, dbco_cmp);
 
-    snprintf(q, sizeof q, "SELECT checkout_token, inventory_item_id, "
-                          "quantity FROM reserved_quantities WHERE shop_id "
+    snprintf(q, sizeof q, "SELECT checkout_token, item_id, "
+                          "quantity FROM rsv_holds WHERE shop_id "
                           "= %d", SHOP);
     r = query(m, q);
     size_t nh = r ? (size_t)mysql_num_rows(r) : 0;
@@ -745,9 +745,9 @@ static void check_outcomes(int node)
     }
     /* units: what left the ledger is exactly what was claimed */
     for (uint64_t item = 1; item <= NITEMS; item++) {
-        snprintf(q, sizeof q, "SELECT on_hand FROM inventory_stock WHERE "
-                              "shop_id = %d AND inventory_item_id = %llu AND "
-                              "inventory_group_id = %d", SHOP,
+        snprintf(q, sizeof q, "SELECT on_hand FROM rsv_stock WHERE "
+                              "shop_id = %d AND item_id = %llu AND "
+                              "location_id = %d", SHOP,
                  (unsigned long long)item, LOC);
         int64_t on_hand = q_int(m, q);
         int64_t stock = item == HOT_ITEM ? C.hot_stock : C.other_stock;
@@ -838,7 +838,7 @@ static void setup_stock(void)
         fprintf(stderr, "galera-load: rsv_open: %s\n", rsv_errmsg(ctx));
         exit(2);
     }
-    if (q_int(m, "SELECT COUNT(*) FROM inventory_levels") != 0) {
+    if (q_int(m, "SELECT COUNT(*) FROM rsv_ledger") != 0) {
         fprintf(stderr, "galera-load: the database %s is not empty\n", C.db);
         exit(2);
     }

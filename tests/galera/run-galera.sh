@@ -109,7 +109,7 @@ for i in $(seq 1 "$runs"); do
   sql 1 "$db" <"$schema"
   # every node has the schema before a client starts
   for n in 1 2 3; do
-    sql "$n" "$db" -e "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*) FROM inventory_levels" >/dev/null
+    sql "$n" "$db" -e "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*) FROM rsv_ledger" >/dev/null
   done
   set +e
   "$load" --dir "$dir" --cluster-sh tests/galera/cluster.sh --db "$db" \

@@ -213,7 +213,7 @@ static void load_db(MYSQL *m)
     for (size_t i = 0; i < cap_toks; i++)
         toks[i].db_status = toks[i].db_na = 0;
     MYSQL_RES *r = query(m, "SELECT checkout_token, status FROM "
-                            "reservation_checkouts WHERE shop_id = 1");
+                            "rsv_checkouts WHERE shop_id = 1");
     MYSQL_ROW row;
     while ((row = mysql_fetch_row(r))) {
         struct tok *t = tok_get(row[0], 0);
@@ -221,8 +221,8 @@ static void load_db(MYSQL *m)
             t->db_status = atoi(row[1]);
     }
     mysql_free_result(r);
-    r = query(m, "SELECT checkout_token, inventory_item_id, "
-                 "inventory_group_id, quantity FROM reserved_quantities "
+    r = query(m, "SELECT checkout_token, item_id, "
+                 "location_id, quantity FROM rsv_holds "
                  "WHERE shop_id = 1");
     while ((row = mysql_fetch_row(r))) {
         struct tok *t = tok_get(row[0], 0);
@@ -236,8 +236,8 @@ static void load_db(MYSQL *m)
     mysql_free_result(r);
     for (int i = 0; i < n_keys; i++)
         keys[i].found = 0;
-    r = query(m, "SELECT inventory_item_id, inventory_group_id, on_hand "
-                 "FROM inventory_stock WHERE shop_id = 1");
+    r = query(m, "SELECT item_id, location_id, on_hand "
+                 "FROM rsv_stock WHERE shop_id = 1");
     while ((row = mysql_fetch_row(r))) {
         struct key *k = key_get(atol(row[0]), atol(row[1]));
         k->found = 1;

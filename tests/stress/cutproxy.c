@@ -82,7 +82,7 @@ enum { K_COMMIT, K_RESERVE, K_CART, K_SETTLE, K_OTHER, NKINDS, K_NONE = -1 };
 static const char *const kind_names[NKINDS] = {"commit", "reserve", "cart",
                                                "settle", "other"};
 /* What a settle CALL does: its last argument is the state it settles to
- * (2 claimed, 3 released, as in reservation_checkouts.status). */
+ * (2 claimed, 3 released, as in rsv_checkouts.status). */
 enum { S_UNKNOWN, S_CLAIM, S_RELEASE, NSUBS };
 
 static const char *unix_path;

@@ -745,20 +745,20 @@ static void troublemaker_main(void)
         switch (mode++ % 4) {
         case 0: /* the ledger rows of one item */
             snprintf(q, sizeof q,
-                     "SELECT on_hand FROM inventory_levels WHERE shop_id = 1 "
-                     "AND inventory_item_id = %u FOR UPDATE", item);
+                     "SELECT on_hand FROM rsv_ledger WHERE shop_id = 1 "
+                     "AND item_id = %u FOR UPDATE", item);
             break;
         case 1: /* the checkout rows of held checkouts */
             snprintf(q, sizeof q,
-                     "SELECT status FROM reservation_checkouts WHERE "
+                     "SELECT status FROM rsv_checkouts WHERE "
                      "shop_id = 1 AND status = 1 ORDER BY updated_at DESC "
                      "LIMIT 300 FOR UPDATE");
             break;
         case 2: /* every pool row of one item: reserves find the pool
                    empty and wait for these rows in the slow path */
             snprintf(q, sizeof q,
-                     "SELECT id FROM reservation_units WHERE shop_id = 1 AND "
-                     "inventory_item_id = %u FOR UPDATE", item);
+                     "SELECT id FROM rsv_pool WHERE shop_id = 1 AND "
+                     "item_id = %u FOR UPDATE", item);
             break;
         default: /* deadlock storm: pool rows, then (once reserves of the
                     item sit in the slow path holding its ledger rows and
@@ -766,15 +766,15 @@ static void troublemaker_main(void)
                     reverse of the library's lock order */
             snprintf(q, sizeof q,
                      "SELECT (SELECT COUNT(*) FROM (SELECT id FROM "
-                     "reservation_units WHERE shop_id = 1 AND "
-                     "inventory_item_id = %u FOR UPDATE) u), (SELECT on_hand "
-                     "FROM inventory_levels WHERE shop_id = 1 AND "
-                     "inventory_item_id = %u AND inventory_group_id = %d "
+                     "rsv_pool WHERE shop_id = 1 AND "
+                     "item_id = %u FOR UPDATE) u), (SELECT on_hand "
+                     "FROM rsv_ledger WHERE shop_id = 1 AND "
+                     "item_id = %u AND location_id = %d "
                      "FOR UPDATE)", item, item, NLOCS);
             snprintf(q2, sizeof q2,
-                     "SELECT on_hand FROM inventory_levels WHERE shop_id = 1 "
-                     "AND inventory_item_id = %u AND inventory_group_id < %d "
-                     "ORDER BY inventory_group_id DESC FOR UPDATE", item,
+                     "SELECT on_hand FROM rsv_ledger WHERE shop_id = 1 "
+                     "AND item_id = %u AND location_id < %d "
+                     "ORDER BY location_id DESC FOR UPDATE", item,
                      NLOCS);
         }
         unsigned e = q_run(m, "START TRANSACTION");
@@ -1477,9 +1477,9 @@ static void audit_cb(void *arg, uint64_t shop, uint64_t item, uint64_t loc,
 static void load_db(MYSQL *m)
 {
     if (mysql_query(m, "SELECT shop_id, checkout_token, status, (SELECT "
-                       "COUNT(*) FROM reserved_quantities h WHERE h.shop_id = "
+                       "COUNT(*) FROM rsv_holds h WHERE h.shop_id = "
                        "c.shop_id AND h.checkout_token = c.checkout_token) "
-                       "FROM reservation_checkouts c")) {
+                       "FROM rsv_checkouts c")) {
         fprintf(stderr, "stress: %s\n", mysql_error(m));
         exit(2);
     }
@@ -1498,9 +1498,9 @@ static void load_db(MYSQL *m)
         mysql_free_result(r);
     qsort(dbcos, ncos, sizeof *dbcos, co_cmp);
 
-    if (mysql_query(m, "SELECT shop_id, inventory_item_id, "
-                       "inventory_group_id, on_hand, held, pooled FROM "
-                       "inventory_stock")) {
+    if (mysql_query(m, "SELECT shop_id, item_id, "
+                       "location_id, on_hand, held, pooled FROM "
+                       "rsv_stock")) {
         fprintf(stderr, "stress: %s\n", mysql_error(m));
         exit(2);
     }
@@ -1802,19 +1802,19 @@ static int add_pool_rows(MYSQL *m, long item, int undo, char *what, size_t wn)
     char q[600];
     if (undo)
         snprintf(q, sizeof q,
-                 "DELETE FROM reservation_units WHERE shop_id = %d AND "
-                 "inventory_item_id = %ld AND inventory_group_id = 1 AND id "
-                 ">= (SELECT next_unit_id + 1000000 FROM inventory_levels "
-                 "WHERE shop_id = %d AND inventory_item_id = %ld AND "
-                 "inventory_group_id = 1)", SHOP_FLASH, item, SHOP_FLASH, item);
+                 "DELETE FROM rsv_pool WHERE shop_id = %d AND "
+                 "item_id = %ld AND location_id = 1 AND id "
+                 ">= (SELECT next_unit_id + 1000000 FROM rsv_ledger "
+                 "WHERE shop_id = %d AND item_id = %ld AND "
+                 "location_id = 1)", SHOP_FLASH, item, SHOP_FLASH, item);
     else
         snprintf(q, sizeof q,
-                 "INSERT INTO reservation_units (shop_id, inventory_item_id, "
-                 "inventory_group_id, id) SELECT shop_id, inventory_item_id, "
-                 "inventory_group_id, next_unit_id + 1000000 + x.n FROM "
-                 "inventory_levels, (SELECT 0 AS n UNION ALL SELECT 1) x "
-                 "WHERE shop_id = %d AND inventory_item_id = %ld AND "
-                 "inventory_group_id = 1", SHOP_FLASH, item);
+                 "INSERT INTO rsv_pool (shop_id, item_id, "
+                 "location_id, id) SELECT shop_id, item_id, "
+                 "location_id, next_unit_id + 1000000 + x.n FROM "
+                 "rsv_ledger, (SELECT 0 AS n UNION ALL SELECT 1) x "
+                 "WHERE shop_id = %d AND item_id = %ld AND "
+                 "location_id = 1", SHOP_FLASH, item);
     if (!q_ok(m, q) || mysql_affected_rows(m) != 2)
         return 0;
     snprintf(what, wn, "2 pool rows inserted for sold-out flash item %ld "
@@ -1829,22 +1829,22 @@ static int delete_hold(MYSQL *m, long item, int undo, char *what, size_t wn)
 {
     char q[800];
     if (undo)
-        return q_ok(m, "INSERT INTO reserved_quantities SELECT * FROM "
+        return q_ok(m, "INSERT INTO rsv_holds SELECT * FROM "
                        "stress_selftest_hold") &&
                mysql_affected_rows(m) == 1 &&
                q_ok(m, "DROP TABLE stress_selftest_hold");
     snprintf(q, sizeof q,
              "CREATE TABLE stress_selftest_hold AS SELECT h.* FROM "
-             "reserved_quantities h JOIN reservation_checkouts c ON "
+             "rsv_holds h JOIN rsv_checkouts c ON "
              "c.shop_id = h.shop_id AND c.checkout_token = h.checkout_token "
-             "WHERE h.shop_id = %d AND h.inventory_item_id = %ld AND "
+             "WHERE h.shop_id = %d AND h.item_id = %ld AND "
              "c.status = 1 AND h.expires_at > NOW(6) LIMIT 1", SHOP_FLASH,
              item);
     if (!q_ok(m, q) ||
         q_int(m, "SELECT COUNT(*) FROM stress_selftest_hold") != 1 ||
-        !q_ok(m, "DELETE h FROM reserved_quantities h JOIN "
+        !q_ok(m, "DELETE h FROM rsv_holds h JOIN "
                  "stress_selftest_hold s USING (shop_id, checkout_token, "
-                 "inventory_item_id, inventory_group_id)") ||
+                 "item_id, location_id)") ||
         mysql_affected_rows(m) != 1)
         return 0;
     MYSQL_RES *r = NULL;
@@ -1941,7 +1941,7 @@ static void setup_stock(void)
         fprintf(stderr, "stress: rsv_open: %s\n", rsv_errmsg(ctx));
         exit(2);
     }
-    if (q_int(m, "SELECT COUNT(*) FROM inventory_levels") != 0) {
+    if (q_int(m, "SELECT COUNT(*) FROM rsv_ledger") != 0) {
         fprintf(stderr, "stress: the database is not empty\n");
         exit(2);
     }

@@ -653,8 +653,8 @@ static int list_shops(const cmd_env *e, uint64_t **out, size_t *n_out)
     *n_out = 0;
     static const char q[] =
         "/* conn_tag:admin */ (SELECT DISTINCT shop_id FROM "
-        "inventory_levels) UNION (SELECT DISTINCT shop_id FROM "
-        "reservation_checkouts) ORDER BY shop_id";
+        "rsv_ledger) UNION (SELECT DISTINCT shop_id FROM "
+        "rsv_checkouts) ORDER BY shop_id";
     if (sql(e, "START TRANSACTION READ ONLY") || sql(e, q))
         goto fail;
     MYSQL_RES *r = mysql_store_result(e->conn);
@@ -780,10 +780,10 @@ static int cmd_levels(const cmd_env *e)
         return st;
     char q[512];
     snprintf(q, sizeof q,
-             "/* conn_tag:admin */ SELECT CAST(inventory_item_id AS CHAR), "
-             "CAST(inventory_group_id AS CHAR), on_hand, held, "
-             "on_hand - held, pooled FROM inventory_stock WHERE shop_id = %"
-             PRIu64 " ORDER BY inventory_item_id, inventory_group_id", shop);
+             "/* conn_tag:admin */ SELECT CAST(item_id AS CHAR), "
+             "CAST(location_id AS CHAR), on_hand, held, "
+             "on_hand - held, pooled FROM rsv_stock WHERE shop_id = %"
+             PRIu64 " ORDER BY item_id, location_id", shop);
     if (sql(e, q) != 0)
         return db_fail(e->o, e->conn, "levels");
     MYSQL_RES *r = mysql_store_result(e->conn);
@@ -1088,7 +1088,7 @@ static const struct stat_def {
      "yet (a sweep or the next refill of the pool gives them back)."},
     {"journal_backlog", "BACKLOG", "libreserve_journal_backlog",
      "Claims and releases journalled and not yet folded into the ledger "
-     "(rows of reservation_settlements)."},
+     "(rows of rsv_journal)."},
 };
 
 typedef struct key_stats {
@@ -1097,26 +1097,26 @@ typedef struct key_stats {
 } key_stats;
 
 /* Every figure of every key in one statement; the subqueries name their
- * indexes for the reason the view inventory_stock does (with the
+ * indexes for the reason the view rsv_stock does (with the
  * statistics of freshly loaded tables the optimizer read every hold of the
  * shop once per ledger row). */
 #define KEYMATCH(t)                                                      \
-    " WHERE " t ".shop_id = l.shop_id AND " t ".inventory_item_id = "    \
-    "l.inventory_item_id AND " t ".inventory_group_id = "                \
-    "l.inventory_group_id"
+    " WHERE " t ".shop_id = l.shop_id AND " t ".item_id = "              \
+    "l.item_id AND " t ".location_id = "                                 \
+    "l.location_id"
 #define HOLDS(cond)                                                      \
-    "CAST(COALESCE((SELECT SUM(h.quantity) FROM reserved_quantities h "  \
-    "FORCE INDEX (reserved_quantities_expiry)" KEYMATCH("h")             \
+    "CAST(COALESCE((SELECT SUM(h.quantity) FROM rsv_holds h "            \
+    "FORCE INDEX (rsv_holds_expiry)" KEYMATCH("h")                       \
     " AND h.expires_at " cond " NOW(6)), 0) AS SIGNED)"
 static const char stats_sql[] =
-    "/* conn_tag:admin */ SELECT l.shop_id, l.inventory_item_id, "
-    "l.inventory_group_id, CAST(l.on_hand - COALESCE((SELECT "
-    "SUM(x.quantity) FROM reservation_settlements x FORCE INDEX (PRIMARY)"
+    "/* conn_tag:admin */ SELECT l.shop_id, l.item_id, "
+    "l.location_id, CAST(l.on_hand - COALESCE((SELECT "
+    "SUM(x.quantity) FROM rsv_journal x FORCE INDEX (PRIMARY)"
     KEYMATCH("x") " AND x.kind = 2), 0) AS SIGNED), " HOLDS(">") ", "
-    HOLDS("<=") ", (SELECT COUNT(*) FROM reservation_units u FORCE INDEX "
+    HOLDS("<=") ", (SELECT COUNT(*) FROM rsv_pool u FORCE INDEX "
     "(PRIMARY)" KEYMATCH("u") "), (SELECT COUNT(*) FROM "
-    "reservation_settlements x FORCE INDEX (PRIMARY)" KEYMATCH("x") ") "
-    "FROM inventory_levels l";
+    "rsv_journal x FORCE INDEX (PRIMARY)" KEYMATCH("x") ") "
+    "FROM rsv_ledger l";
 #undef HOLDS
 #undef KEYMATCH
 
@@ -1131,11 +1131,11 @@ static int read_stats(const cmd_env *e, uint64_t shop, int all,
     *n_out = 0;
     char q[sizeof stats_sql + 128];
     if (all)
-        snprintf(q, sizeof q, "%s ORDER BY l.shop_id, l.inventory_item_id, "
-                 "l.inventory_group_id", stats_sql);
+        snprintf(q, sizeof q, "%s ORDER BY l.shop_id, l.item_id, "
+                 "l.location_id", stats_sql);
     else
         snprintf(q, sizeof q, "%s WHERE l.shop_id = %" PRIu64 " ORDER BY "
-                 "l.inventory_item_id, l.inventory_group_id", stats_sql,
+                 "l.item_id, l.location_id", stats_sql,
                  shop);
     MYSQL_RES *r = NULL;
     if (sql(e, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ") ||
@@ -1284,8 +1284,8 @@ static int one_of(const char *name, const char *list)
 /* The tables rsv_open requires (besides rsv_schema, which only a schema
  * from before versions lacks). */
 static const char *const schema_tables[] = {
-    "inventory_levels", "reservation_units", "reservation_checkouts",
-    "reserved_quantities", "reservation_settlements",
+    "rsv_ledger", "rsv_pool", "rsv_checkouts",
+    "rsv_holds", "rsv_journal",
 };
 #define N_TABLES (sizeof schema_tables / sizeof schema_tables[0])
 #define MAX_PROCS 16
@@ -1438,6 +1438,20 @@ static int read_schema(const opts *o, MYSQL *c, schema_info *s, int probe)
     }
     mysql_free_result(r);
     s->installed = s->versioned || s->n_tables > 0;
+    /* A schema from before versions, under the tables' old names (see the
+     * top of sql/schema.sql), as rsv_open tells it from an application's
+     * table of that name. */
+    if (!s->installed) {
+        if (!(r = query_rows(c, "/* conn_tag:admin */ SELECT COUNT(*) FROM "
+                                "information_schema.columns WHERE "
+                                "table_schema = DATABASE() AND table_name = "
+                                "'inventory_levels' AND column_name IN "
+                                "('issued', 'next_unit_id')")))
+            return db_fail(o, c, "schema: reading the tables");
+        row = mysql_fetch_row(r);
+        s->installed = row && row[0] && strcmp(row[0], "2") == 0;
+        mysql_free_result(r);
+    }
 
     /* As rsv_open reads it: no row (or no table) is version 0. */
     if (s->versioned) {
@@ -1500,15 +1514,17 @@ static int read_schema(const opts *o, MYSQL *c, schema_info *s, int probe)
         s->n_missing += (size_t)!p->exists;
     }
 
-    /* The same order of checks as rsv_open: tables, version, then what
-     * the library needs of the database's version. */
+    /* The same order of checks as rsv_open: the database's version, what
+     * it needs of the library, then the tables. */
     long need = rsv_schema_version();
     if (!s->installed)
         s->state = "not-installed";
-    else if (s->n_tables < N_TABLES || s->version < need)
+    else if (s->version < need)
         s->state = "upgrade-needed";
     else if (s->oldest > need)
         s->state = "library-too-old";
+    else if (s->n_tables < N_TABLES)
+        s->state = "upgrade-needed";
     else if (probe && s->n_exec < s->n_procs)
         s->state = "no-procedures";
     else
@@ -1556,7 +1572,8 @@ static const char *next_step(const schema_info *s, char *buf, size_t len)
     if (strcmp(s->state, "not-installed") == 0)
         return "rsv-admin schema install";
     if (strcmp(s->state, "upgrade-needed") == 0)
-        return "rsv-admin schema upgrade, then deploy the library";
+        return "rsv-admin schema upgrade (stop the processes of older "
+               "libraries first), then deploy the library";
     if (strcmp(s->state, "library-too-old") == 0) {
         snprintf(buf, len, "upgrade the library: this database needs one "
                            "of schema version %ld or later", s->oldest);

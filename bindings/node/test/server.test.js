@@ -190,7 +190,7 @@ serverTest('audit: clean, and every violation reaches the caller', async (ctx, s
   await ctx.stockSet(s, U64_MAX, U64_MAX - 1n, 10);
   await ctx.reserveOne(s, 'a', 1, 1, 2);
   assert.deepEqual(await ctx.audit(s), []);
-  const fix = (op) => h.sql(`UPDATE inventory_levels SET issued = issued ${op} 1 WHERE shop_id = ${s}`, DB);
+  const fix = (op) => h.sql(`UPDATE rsv_ledger SET issued = issued ${op} 1 WHERE shop_id = ${s}`, DB);
   fix('+');
   try {
     const v = await ctx.audit(s);
@@ -254,7 +254,7 @@ serverTest('the event loop runs while a call waits on the server', async (ctx, s
   await ctx.reserveOne(s, 'slow', 1, 1, 1);
   // Another connection locks the checkout row for a second.
   const holder = spawn(h.CLIENT, [...['--no-defaults', `--socket=${h.SOCK}`, `-u${h.USER}`, DB],
-    '-e', `START TRANSACTION; SELECT status FROM reservation_checkouts WHERE shop_id = ${s} ` +
+    '-e', `START TRANSACTION; SELECT status FROM rsv_checkouts WHERE shop_id = ${s} ` +
     'FOR UPDATE; DO SLEEP(1.2); ROLLBACK;'],
   { env: { ...process.env, MYSQL_PWD: h.PASSWORD }, stdio: 'ignore' });
   const exited = new Promise((resolve) => holder.on('exit', resolve));
@@ -345,7 +345,7 @@ test('open: options, and what the library refuses', { skip: missing || false }, 
   e = await rejection(rsv.open(h.dsn(DB), { connTagPrefix: 'x*/ DROP' }), rsv.InvalidArgument, rsv.codes.EINVAL);
   assert.match(e.message, /conn_tag_prefix/);
   e = await rejection(rsv.open(h.dsn(`${DB}_empty`)), rsv.SchemaError, rsv.codes.ESCHEMA);
-  assert.match(e.message, /inventory_levels/);
+  assert.match(e.message, /rsv_ledger/);
   e = await rejection(rsv.open(rsv.makeDsn({ database: DB, user: 'no_such_user_x', password: 'x', socket: h.SOCK })),
     rsv.ConnectionLost, rsv.codes.ECONN);
   assert.match(e.message, /1045/);
