@@ -18,7 +18,7 @@
  * holds through the primary key on shop_id alone (all the shop's holds
  * for every ledger row) and the settlements by a full scan, and an audit
  * of 10,000 items took 90 s instead of well under one. */
-static int b_levels(rsv_buf *s, uint32_t all)
+static int b_ledger_rows(strbuf *s, uint32_t all)
 {
 #define KEYMATCH(t)                                         \
     " WHERE " t ".shop_id = l.shop_id AND " t ".item_id = " \
@@ -38,14 +38,14 @@ static int b_levels(rsv_buf *s, uint32_t all)
         "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM "
         "rsv_journal x" BY_KEY KEYMATCH("x") "), "
         "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM "
-        "rsv_journal x" BY_KEY KEYMATCH("x") " AND x.kind = 2) "
+        "rsv_journal x" BY_KEY KEYMATCH("x") " AND x.kind = " SQLV(ST_CLAIMED) ") "
         "FROM rsv_ledger l");
 #undef KEYMATCH
     buf_puts(s, all ? "" : " WHERE l.shop_id = ?");
     return 0;
 }
 
-static int b_orphans(rsv_buf *s, uint32_t all)
+static int b_orphans(strbuf *s, uint32_t all)
 {
     static const char *tables[][2] = {
         {"rsv_pool", "1"},
@@ -77,7 +77,7 @@ static int b_orphans(rsv_buf *s, uint32_t all)
                 "h.checkout_token = c.checkout_token WHERE ");
     buf_puts(s, all ? "1" : "c.shop_id = ?");
     buf_puts(s, " GROUP BY c.shop_id, c.checkout_token, c.hold_count, "
-                "c.status HAVING COUNT(*) > c.hold_count OR c.status <> 1)"
+                "c.status HAVING COUNT(*) > c.hold_count OR c.status <> " SQLV(ST_HELD) ")"
                 " UNION ALL (SELECT CAST(h.shop_id AS SIGNED), "
                 "CAST(h.item_id AS SIGNED), "
                 "CAST(h.location_id AS SIGNED), 5, COUNT(*) FROM "
@@ -105,15 +105,15 @@ static void report(struct audit_state *st, int64_t shop, int64_t item,
                problem);
 }
 
-static void check_levels(rsv_ctx *ctx, struct audit_state *st)
+static void check_ledger_rows(rsv_ctx *ctx, struct audit_state *st)
 {
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     char m[256];
     for (size_t i = 0; i < r->rows; i++) {
         int64_t shop = RES_I(r, i, 0), item = RES_I(r, i, 1),
                 loc = RES_I(r, i, 2);
         int64_t on_hand = RES_I(r, i, 3), issued = RES_I(r, i, 4);
-        rsv_level lv = {0};
+        ledger_row lv = {0};
         lv.cap = RES_I(r, i, 5);
         int64_t next_id = RES_I(r, i, 6), pool = RES_I(r, i, 7);
         int64_t max_id = RES_I(r, i, 8), held = RES_I(r, i, 9);
@@ -169,7 +169,7 @@ static void check_orphans(rsv_ctx *ctx, struct audit_state *st)
         ("a checkout with more holds than it recorded, or holds of a "
          "settled checkout"),
         "holds without a checkout row"};
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     char m[256];
     for (size_t i = 0; i < r->rows; i++) {
         int64_t k = RES_I(r, i, 3);
@@ -186,7 +186,7 @@ static int audit_run(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
         *violations_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_AUDIT, 0, shop_id, NULL, 0);
+    int began = op_begin(ctx, RSV_OP_AUDIT, 0, shop_id, NULL, 0);
     if (began)
         return began;
     if (txn_caller_open(ctx))
@@ -203,9 +203,9 @@ static int audit_run(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
         args_reset(&ctx->args);
         if (!all)
             arg_u64(&ctx->args, shop_id);
-        rc = sql_run(ctx, b_levels, all, "iiiiiiiiiiiii", NULL);
+        rc = sql_run(ctx, b_ledger_rows, all, "iiiiiiiiiiiii", NULL);
         if (rc == RSV_OK)
-            check_levels(ctx, &st);
+            check_ledger_rows(ctx, &st);
     }
     if (rc == RSV_OK) {
         args_reset(&ctx->args);

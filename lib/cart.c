@@ -18,7 +18,7 @@ RSV_EXTERN int rsv_cart_new(rsv_cart **out)
     return RSV_OK;
 }
 
-static void line_free(rsv_line *l)
+static void line_free(cart_line *l)
 {
     free(l->locs);
     free(l->alloc);
@@ -61,13 +61,13 @@ RSV_EXTERN int rsv_cart_add(rsv_cart *cart, uint64_t item_id,
                 return RSV_EINVAL;
     if (cart->n == cart->cap) {
         size_t cap = cart->cap ? cart->cap * 2 : 8;
-        rsv_line *l = realloc(cart->lines, cap * sizeof *l);
+        cart_line *l = realloc(cart->lines, cap * sizeof *l);
         if (!l)
             return RSV_ENOMEM;
         cart->lines = l;
         cart->cap = cap;
     }
-    rsv_line *l = &cart->lines[cart->n];
+    cart_line *l = &cart->lines[cart->n];
     memset(l, 0, sizeof *l);
     l->locs = malloc(n_locations * sizeof *l->locs);
     l->alloc = calloc(n_locations, sizeof *l->alloc);
@@ -111,7 +111,7 @@ RSV_EXTERN int rsv_cart_allocation(const rsv_cart *cart, size_t line,
         return RSV_EINVAL;
     if (line >= cart->n)
         return RSV_ERANGE;
-    const rsv_line *l = &cart->lines[line];
+    const cart_line *l = &cart->lines[line];
     for (size_t j = 0; j < l->n_locs; j++) {
         if (l->alloc[j] <= 0)
             continue;

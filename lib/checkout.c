@@ -49,25 +49,17 @@ int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
  * would then be given back twice (reaped, and settled as released), and
  * the ledger's `issued` would fall below what is really out: an oversell.
  * The locking read waits for the reaper and then skips what it deleted. */
-static int b_settle_insert(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "INSERT INTO rsv_journal (shop_id, "
-                "item_id, location_id, checkout_token, "
-                "generation, kind, quantity, settled_at) SELECT shop_id, "
-                "item_id, location_id, checkout_token, ?, ?, "
-                "quantity, NOW(6) FROM rsv_holds WHERE shop_id = ? "
-                "AND checkout_token = ? FOR UPDATE");
-    return 0;
-}
+static const char SQL_SETTLE_INSERT[] =
+    "INSERT INTO rsv_journal (shop_id, "
+    "item_id, location_id, checkout_token, "
+    "generation, kind, quantity, settled_at) SELECT shop_id, "
+    "item_id, location_id, checkout_token, ?, ?, "
+    "quantity, NOW(6) FROM rsv_holds WHERE shop_id = ? "
+    "AND checkout_token = ? FOR UPDATE";
 
-static int b_holds_delete(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "DELETE FROM rsv_holds WHERE shop_id = ? AND "
-                "checkout_token = ?");
-    return 0;
-}
+static const char SQL_HOLDS_DELETE[] =
+    "DELETE FROM rsv_holds WHERE shop_id = ? AND "
+    "checkout_token = ?";
 
 int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token, size_t len,
                  uint32_t generation, int kind)
@@ -78,36 +70,28 @@ int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token, size_t len,
     arg_u64(&ctx->args, shop);
     arg_bin(&ctx->args, token, len);
     uint64_t n = 0;
-    int rc = sql_run(ctx, b_settle_insert, 0, NULL, &n);
+    int rc = sql_fixed(ctx, SQL_SETTLE_INSERT, NULL, &n);
     if (rc || n == 0)
         return rc;
     args_reset(&ctx->args);
     arg_u64(&ctx->args, shop);
     arg_bin(&ctx->args, token, len);
-    return sql_run(ctx, b_holds_delete, 0, NULL, NULL);
+    return sql_fixed(ctx, SQL_HOLDS_DELETE, NULL, NULL);
 }
 
-static int b_lock_checkout(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    /* Reads the checkout row first, then its holds: lock order 1 then 4. */
-    buf_puts(s, "SELECT c.status, CAST(c.generation AS SIGNED), c.hold_count, "
-                "h.quantity FROM rsv_checkouts c LEFT JOIN "
-                "rsv_holds h ON h.shop_id = c.shop_id AND "
-                "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
-                "c.checkout_token = ? FOR UPDATE");
-    return 0;
-}
+/* Reads the checkout row first, then its holds: lock order 1 then 4. */
+static const char SQL_LOCK_CHECKOUT[] =
+    "SELECT c.status, CAST(c.generation AS SIGNED), c.hold_count, "
+    "h.quantity FROM rsv_checkouts c LEFT JOIN "
+    "rsv_holds h ON h.shop_id = c.shop_id AND "
+    "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
+    "c.checkout_token = ? FOR UPDATE";
 
-static int b_set_status(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "UPDATE rsv_checkouts SET status = ?, "
-                "updated_at = NOW(6) WHERE shop_id = ? AND checkout_token = ?");
-    return 0;
-}
+static const char SQL_SET_STATUS[] =
+    "UPDATE rsv_checkouts SET status = ?, "
+    "updated_at = NOW(6) WHERE shop_id = ? AND checkout_token = ?";
 
-static int b_extend_holds(rsv_buf *s, uint32_t shape)
+static int b_extend_holds(strbuf *s, uint32_t shape)
 {
     buf_puts(s, shape ? "UPDATE rsv_checkouts SET "
                       : "UPDATE rsv_holds SET ");
@@ -135,10 +119,10 @@ static int lock_checkout(rsv_ctx *ctx, const struct co_arg *a, co_state *st)
     args_reset(&ctx->args);
     arg_u64(&ctx->args, a->shop);
     arg_bin(&ctx->args, a->token, a->len);
-    int rc = sql_run(ctx, b_lock_checkout, 0, "iiii", NULL);
+    int rc = sql_fixed(ctx, SQL_LOCK_CHECKOUT, "iiii", NULL);
     if (rc)
         return rc;
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     memset(st, 0, sizeof *st);
     st->found = r->rows > 0;
     if (!st->found)
@@ -161,7 +145,7 @@ static int set_status(rsv_ctx *ctx, const struct co_arg *a, int status)
     arg_i64(&ctx->args, status);
     arg_u64(&ctx->args, a->shop);
     arg_bin(&ctx->args, a->token, a->len);
-    return sql_run(ctx, b_set_status, 0, NULL, NULL);
+    return sql_fixed(ctx, SQL_SET_STATUS, NULL, NULL);
 }
 
 static int not_found(rsv_ctx *ctx, const struct co_arg *a)
@@ -287,7 +271,7 @@ static int extend_body(rsv_ctx *ctx, void *p)
 #define SETTLE_BY_STATEMENTS 1 /* the procedure cannot be called: nothing
                                   ran, send the statements */
 
-int b_call_settle(rsv_buf *s, uint32_t shape)
+int b_call_settle(strbuf *s, uint32_t shape)
 {
     (void)shape;
     buf_puts(s, "CALL " RSV_PROC_SETTLE "(?, ?, ?)");
@@ -311,7 +295,7 @@ static int settle_call(rsv_ctx *ctx, struct co_arg *a, int kind)
         }
         return rc;
     }
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     if (r->rows != 1)
         return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows",
                         RSV_PROC_SETTLE, r->rows);
@@ -344,7 +328,7 @@ static int release_proc_body(rsv_ctx *ctx, void *p)
 }
 
 static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
-                       size_t len, int64_t ttl_ms, rsv_txn_body body)
+                       size_t len, int64_t ttl_ms, txn_body body)
 {
     if (!ctx)
         return RSV_EINVAL;
@@ -355,13 +339,13 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
     if (rc)
         return rc;
     struct co_arg a = {shop, token, len, ttl_ms};
-    if (op == OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
+    if (op == RSV_OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
         return rc;
     /* In one round trip when the procedure is there and the caller has
      * no transaction open (the procedure commits its own; a claim may
      * join the caller's, which the statements do). */
-    rsv_txn_body proc = op == OP_CLAIM     ? claim_proc_body
-                        : op == OP_RELEASE ? release_proc_body
+    txn_body proc = op == RSV_OP_CLAIM     ? claim_proc_body
+                        : op == RSV_OP_RELEASE ? release_proc_body
                                            : NULL;
     if (proc && ctx->has_settle_proc && !txn_caller_open(ctx)) {
         rc = txn_run(ctx, TXN_SELF_COMMIT, proc, &a);
@@ -375,37 +359,33 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
 RSV_EXTERN int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                          size_t token_len)
 {
-    return op_end(ctx, checkout_op(ctx, OP_CLAIM, shop_id, token, token_len,
+    return op_end(ctx, checkout_op(ctx, RSV_OP_CLAIM, shop_id, token, token_len,
                                    0, claim_body));
 }
 
 RSV_EXTERN int rsv_release(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                            size_t token_len)
 {
-    return op_end(ctx, checkout_op(ctx, OP_RELEASE, shop_id, token,
+    return op_end(ctx, checkout_op(ctx, RSV_OP_RELEASE, shop_id, token,
                                    token_len, 0, release_body));
 }
 
 RSV_EXTERN int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token,
                           size_t token_len, int64_t ttl_ms)
 {
-    return op_end(ctx, checkout_op(ctx, OP_EXTEND, shop_id, token,
+    return op_end(ctx, checkout_op(ctx, RSV_OP_EXTEND, shop_id, token,
                                    token_len, ttl_ms, extend_body));
 }
 
-static int b_status(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT c.status, c.hold_count, "
-                "TIMESTAMPDIFF(MICROSECOND, NOW(6), c.expires_at), "
-                "COUNT(h.quantity), CAST(COALESCE(SUM(h.quantity), 0) AS "
-                "SIGNED) FROM rsv_checkouts c LEFT JOIN "
-                "rsv_holds h ON h.shop_id = c.shop_id AND "
-                "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
-                "c.checkout_token = ? GROUP BY c.status, c.hold_count, "
-                "c.expires_at");
-    return 0;
-}
+static const char SQL_STATUS[] =
+    "SELECT c.status, c.hold_count, "
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), c.expires_at), "
+    "COUNT(h.quantity), CAST(COALESCE(SUM(h.quantity), 0) AS "
+    "SIGNED) FROM rsv_checkouts c LEFT JOIN "
+    "rsv_holds h ON h.shop_id = c.shop_id AND "
+    "h.checkout_token = c.checkout_token WHERE c.shop_id = ? AND "
+    "c.checkout_token = ? GROUP BY c.status, c.hold_count, "
+    "c.expires_at";
 
 struct status_arg {
     struct co_arg co;
@@ -420,10 +400,10 @@ static int status_body(rsv_ctx *ctx, void *p)
     args_reset(&ctx->args);
     arg_u64(&ctx->args, a->co.shop);
     arg_bin(&ctx->args, a->co.token, a->co.len);
-    int rc = sql_run(ctx, b_status, 0, "iiiii", NULL);
+    int rc = sql_fixed(ctx, SQL_STATUS, "iiiii", NULL);
     if (rc)
         return rc;
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     if (r->rows == 0)
         return not_found(ctx, &a->co);
     a->status = (int32_t)RES_I(r, 0, 0);
@@ -441,7 +421,7 @@ static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
 {
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_STATUS, 0, shop_id, token, token_len);
+    int began = op_begin(ctx, RSV_OP_STATUS, 0, shop_id, token, token_len);
     if (began)
         return began;
     if (!status_out)

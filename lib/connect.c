@@ -14,7 +14,7 @@
 
 #include "internal.h"
 
-struct rsv_dsn {
+struct dsn_parts {
     char *text;          /* the decoded parts, NUL-separated, owned */
     const char *user, *password, *host, *db, *socket;
     const char *ssl_ca, *ssl_capath, *ssl_cert, *ssl_key;
@@ -68,7 +68,7 @@ static int parse_uint(const char *s, unsigned int max, unsigned int *out)
     return 0;
 }
 
-static int set_key(struct rsv_dsn *d, const char *key, const char *val)
+static int set_key(struct dsn_parts *d, const char *key, const char *val)
 {
     const char **str = NULL;
     unsigned int *num = NULL;
@@ -109,7 +109,7 @@ static int set_key(struct rsv_dsn *d, const char *key, const char *val)
 
 /* Parse dsn into d (d->text owned); RSV_EINVAL with the message on a
  * malformed one. */
-static int dsn_parse(rsv_ctx *ctx, const char *dsn, struct rsv_dsn *d)
+static int dsn_parse(rsv_ctx *ctx, const char *dsn, struct dsn_parts *d)
 {
     memset(d, 0, sizeof *d);
     const char *s = dsn;
@@ -182,7 +182,7 @@ static int dsn_parse(rsv_ctx *ctx, const char *dsn, struct rsv_dsn *d)
 static const char *or_null(const char *s) { return s && *s ? s : NULL; }
 
 /* A connection made as d says, or NULL with the message set. */
-static MYSQL *dsn_connect(rsv_ctx *ctx, const struct rsv_dsn *d)
+static MYSQL *dsn_connect(rsv_ctx *ctx, const struct dsn_parts *d)
 {
     MYSQL *m = mysql_init(NULL);
     if (!m) {

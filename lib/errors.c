@@ -95,7 +95,7 @@ int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
     return code;
 }
 
-int rsv_is_conn_errno(unsigned int err)
+int is_conn_errno(unsigned int err)
 {
     switch (err) {
     case CR_SERVER_GONE_ERROR:
@@ -130,7 +130,7 @@ int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
         code = RSV_ESCHEMA;
         break;
     default:
-        code = rsv_is_conn_errno(err) ? RSV_ECONN : RSV_EDB;
+        code = is_conn_errno(err) ? RSV_ECONN : RSV_EDB;
         break;
     }
     char tmp[sizeof ctx->msg];

@@ -21,8 +21,8 @@ static struct {
     int kind, fired, leave;
     /* the statement an *_ALWAYS fault sticks to */
     int sticky;
-    rsv_sql_builder s_build;
-    rsv_sql_builder last_build; /* of the last call entered */
+    sql_builder s_build;
+    sql_builder last_build; /* of the last call entered */
     uint32_t s_shape;
     const char *s_text;
     const char *trace[TRACE_MAX];
@@ -109,14 +109,14 @@ static void kill_socket(rsv_ctx *ctx)
     }
 }
 
-static int same_call(rsv_sql_builder build, uint32_t shape, const char *text)
+static int same_call(sql_builder build, uint32_t shape, const char *text)
 {
     if (build || F.s_build)
         return build == F.s_build && shape == F.s_shape;
     return text && F.s_text && strcmp(text, F.s_text) == 0;
 }
 
-int fault_enter(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+int fault_enter(rsv_ctx *ctx, sql_builder build, uint32_t shape,
                 const char *text, int *oom, int *rc)
 {
     if (!ctx || ctx != F.ctx)
@@ -126,7 +126,7 @@ int fault_enter(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
         F.trace[n - 1] = build == b_call_reserve || build == b_call_cart ||
                                  build == b_call_settle
                              ? "CALL"
-                         : build ? "stmt"
+                         : build || shape == FAULT_FIXED_STMT ? "stmt"
                          : text  ? text
                                  : "query";
     F.last_build = build;
@@ -189,7 +189,7 @@ int fault_leave(rsv_ctx *ctx, int rc)
     /* (a reserve procedure's last answer row carries the status, 0:
      * committed; the settle procedure's column 4 what it did, > 0:
      * committed) */
-    const rsv_res *r = &ctx->res;
+    const sql_res *r = &ctx->res;
     int committed =
         rc == RSV_OK && r->rows >= 1 &&
         (F.last_build == b_call_settle ? RES_I(r, r->rows - 1, 4) > 0

@@ -81,11 +81,15 @@ void rsv__fault_keep_thread_id(rsv_ctx *ctx, unsigned long thread_id);
 void rsv__fault_pretend_server(unsigned long version, const char *info);
 const char *rsv__fault_kind_name(int kind);
 
+/* The shape fault_enter is given for a prepared statement of fixed text
+ * (sql_fixed): build is NULL, text identifies it, and it counts as "stmt". */
+#define FAULT_FIXED_STMT UINT32_MAX
+
 /* The hooks (library side).  fault_enter: 1 if the call must not run,
  * with its code in *rc; may set *oom to make the call's own allocation
  * fail.  fault_leave: the code of a call that ran. */
 RSV_HIDDEN void fault_opened(rsv_ctx *ctx);
-RSV_HIDDEN int fault_enter(rsv_ctx *ctx, rsv_sql_builder build,
+RSV_HIDDEN int fault_enter(rsv_ctx *ctx, sql_builder build,
                            uint32_t shape, const char *text, int *oom,
                            int *rc);
 RSV_HIDDEN int fault_leave(rsv_ctx *ctx, int rc);

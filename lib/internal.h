@@ -60,29 +60,36 @@
 #define SQL_COMMIT "COMMIT AND NO CHAIN NO RELEASE"
 #define SQL_ROLLBACK "ROLLBACK AND NO CHAIN NO RELEASE"
 
-/* Checkout states, as stored in rsv_checkouts.status and
- * rsv_journal.kind.  A new state must also join the status
- * list of rsv_sweep's purge (sweep.c). */
-enum { ST_HELD = 1, ST_CLAIMED = 2, ST_RELEASED = 3, ST_EXPIRED = 4 };
+/* Checkout states, as stored in rsv_checkouts.status and (claimed,
+ * released) rsv_journal.kind: the public RSV_STATUS_* values.  SQL text
+ * writes them as SQLV(ST_HELD) ..., so each value is defined once (the
+ * stored procedures in sql/schema.sql spell them out; tests compare).  A
+ * new state must also join the status list of rsv_sweep's purge. */
+#define ST_HELD RSV_STATUS_HELD
+#define ST_CLAIMED RSV_STATUS_CLAIMED
+#define ST_RELEASED RSV_STATUS_RELEASED
+#define ST_EXPIRED RSV_STATUS_EXPIRED
+#define SQLV_(x) #x
+#define SQLV(x) SQLV_(x) /* a number's digits, as SQL text */
 
-/* Operation tags, for /" "* conn_tag:<op> *" "/ comments and counters. */
-enum rsv_op {
-    OP_OPEN, OP_RESERVE, OP_CLAIM, OP_RELEASE, OP_EXTEND, OP_STATUS,
-    OP_REPLENISH, OP_SWEEP, OP_STOCK, OP_AUDIT, OP__COUNT
-};
+/* The operation in progress, for conn_tag comments and counters: a public
+ * RSV_OP_* kind, or OP_OPEN for rsv_open's checks, in slot 0, which the
+ * statistics getters read as RSV_OP_ALL (rsv_open is never counted). */
+#define OP_OPEN RSV_OP_ALL
+#define OP__COUNT (RSV_OP_AUDIT + 1)
 
 /* ---- growable byte buffer (SQL text) ---- */
-typedef struct rsv_buf {
+typedef struct strbuf {
     char *p;
     size_t len, cap;
     int oom;
-} rsv_buf;
+} strbuf;
 
-RSV_HIDDEN void buf_puts(rsv_buf *b, const char *s);
-RSV_HIDDEN void buf_putn(rsv_buf *b, const char *s, size_t n);
-RSV_HIDDEN void buf_printf_u(rsv_buf *b, const char *before, uint64_t v,
+RSV_HIDDEN void buf_puts(strbuf *b, const char *s);
+RSV_HIDDEN void buf_putn(strbuf *b, const char *s, size_t n);
+RSV_HIDDEN void buf_printf_u(strbuf *b, const char *before, uint64_t v,
                              const char *after);
-RSV_HIDDEN void buf_free(rsv_buf *b);
+RSV_HIDDEN void buf_free(strbuf *b);
 
 /* Index hints for reads of one key's rows in a correlated subquery: the
  * statistics of a schema loaded empty (or of tables that grew fast since)
@@ -93,20 +100,20 @@ RSV_HIDDEN void buf_free(rsv_buf *b);
 
 /* ---- statement parameters ---- */
 enum { V_I64, V_U64, V_BIN };
-typedef struct rsv_val {
+typedef struct sql_val {
     int type;
     union { int64_t i; uint64_t u; } v;
     const void *p;
     unsigned long len;
-} rsv_val;
+} sql_val;
 
-typedef struct rsv_args {
-    rsv_val *v;
+typedef struct sql_args {
+    sql_val *v;
     size_t n, cap;
     int oom;
     MYSQL_BIND *binds;
     size_t binds_cap;
-} rsv_args;
+} sql_args;
 
 /* ---- statement results: integer, binary and text columns ---- */
 #define COL_I 'i'
@@ -114,7 +121,7 @@ typedef struct rsv_args {
 #define COL_T 't' /* at most one per result, read into text (the cart
                      procedure's answer); its ints read as 0 */
 #define RES_TEXT_MAX 4096
-typedef struct rsv_res {
+typedef struct sql_res {
     const char *spec;     /* one COL_* per column */
     size_t ncols, rows, cap_rows;
     int64_t *ints;        /* rows * ncols; NULL reads as 0 */
@@ -127,7 +134,7 @@ typedef struct rsv_res {
     int answered;         /* a guarded read (ctx->guard_dirty) answered */
     int dirty;            /* and ran at READ UNCOMMITTED: its rows may show
                              uncommitted changes */
-} rsv_res;
+} sql_res;
 
 #define RES_I(r, row, col) ((r)->ints[(row) * (r)->ncols + (col)])
 #define RES_NULL(r, row, col) ((r)->nulls[(row) * (r)->ncols + (col)])
@@ -137,16 +144,17 @@ typedef struct rsv_res {
     (&(r)->bins[((row) * (r)->ncols + (col)) * (RSV_TOKEN_MAX + 1) + 1])
 
 /* ---- the statement cache ---- */
-typedef int (*rsv_sql_builder)(rsv_buf *sql, uint32_t shape);
+typedef int (*sql_builder)(strbuf *sql, uint32_t shape);
 
-typedef struct rsv_stmt_slot {
-    rsv_sql_builder build; /* identifies the statement kind */
+typedef struct stmt_slot {
+    sql_builder build; /* identifies the statement kind ... */
     uint32_t shape;        /* kind-specific size (lines, tuples ...) */
+    const char *text;      /* ... or its fixed text (build NULL) */
     int guard;             /* built with the isolation check (guard_dirty) */
     int op;                /* tag the text was built with */
     MYSQL_STMT *stmt;
     uint64_t last_used;
-} rsv_stmt_slot;
+} stmt_slot;
 
 /* The cache never holds more prepared statements than this per context,
  * which (with the result and parameter buffers) bounds a context's memory;
@@ -154,17 +162,17 @@ typedef struct rsv_stmt_slot {
 #define RSV_STMT_CACHE 48
 
 /* ---- cart ---- */
-typedef struct rsv_line {
+typedef struct cart_line {
     uint64_t item;
     uint64_t *locs;     /* n_locs, owned */
     size_t n_locs;
     int64_t qty;
     uint32_t flags;
     int64_t *alloc;     /* n_locs: units held per location after reserve */
-} rsv_line;
+} cart_line;
 
 struct rsv_cart {
-    rsv_line *lines;
+    cart_line *lines;
     size_t n, cap;
     size_t failed_line;
 };
@@ -176,14 +184,14 @@ struct rsv_cart {
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV__LAST_CODE + 2)
 #define STATS_COUNTERS (RSV_STAT_STMT_EVICTIONS + 1)
-typedef struct rsv_stats {
+typedef struct ctx_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
     uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */
     uint64_t hist[OP__COUNT][RSV_STATS_BUCKETS];
-} rsv_stats;
+} ctx_stats;
 
 /* ---- what a context last saw of a pool (pool_cursor.c) ---- */
-typedef struct rsv_pool_seen {
+typedef struct pool_seen {
     uint64_t shop, item, loc;
     uint64_t hi;               /* next_unit_id as last read */
     int64_t avail;             /* on_hand - issued as last read */
@@ -194,23 +202,23 @@ typedef struct rsv_pool_seen {
                                   gets the row (pool_cursor.c) */
     int sold_out;              /* the last answer for this pool was sold
                                   out (see sold_out_unlocked, sold_out.c) */
-} rsv_pool_seen;
+} pool_seen;
 #define RSV_POOL_SEEN 16       /* pools remembered per context */
 #define RSV_LEDGER_SEEN 1024   /* ledger rows remembered (ledger_seen.c) */
 
 /* ---- context ---- */
-struct rsv_dsn;
-struct rsv_nb;
+struct dsn_parts;
+struct nb_state;
 struct rsv_ctx {
     MYSQL *conn;
-    struct rsv_dsn *dsn;       /* how to connect again, when the context
+    struct dsn_parts *dsn;       /* how to connect again, when the context
                                   opened conn itself (rsv_open_dsn) */
     rsv_options opts;
     char tag_prefix[40];
     int is_mariadb;
     unsigned long thread_id;   /* connection the statements belong to */
 
-    int op;                    /* current operation (enum rsv_op) */
+    int op;                    /* current operation (RSV_OP_*, OP_OPEN) */
     int code;                  /* last result code */
     char msg[512];             /* last error message */
     unsigned int db_errno;     /* last server/client error number */
@@ -219,13 +227,13 @@ struct rsv_ctx {
                                   execute (a prepare that failed did not):
                                   a loss after that may have run it */
 
-    rsv_stmt_slot stmts[RSV_STMT_CACHE];
+    stmt_slot stmts[RSV_STMT_CACHE];
     uint64_t use_clock;
-    rsv_args args;
-    rsv_res res;
-    rsv_buf sql;
+    sql_args args;
+    sql_res res;
+    strbuf sql;
     uint64_t rng;              /* backoff jitter, per context */
-    rsv_pool_seen seen[RSV_POOL_SEEN];
+    pool_seen seen[RSV_POOL_SEEN];
     uint64_t ledger_seen[RSV_LEDGER_SEEN]; /* fingerprints, 0 = empty */
 
     /* the operation in progress, for op_end() (txn.c) */
@@ -261,9 +269,9 @@ struct rsv_ctx {
     rsv_op_fn callback;
     void *callback_user;
     int in_callback;
-    struct rsv_nb *nb;         /* the non-blocking interface's worker and
+    struct nb_state *nb;         /* the non-blocking interface's worker and
                                   descriptor, once used (nonblock.c) */
-    rsv_stats stats;
+    ctx_stats stats;
 };
 
 /* ---- contexts (context.c) and their own connections (connect.c) ---- */
@@ -296,22 +304,26 @@ RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
 RSV_HIDDEN int ctx_ok(rsv_ctx *ctx);
 RSV_HIDDEN int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
                            const char *what);
-RSV_HIDDEN int rsv_is_conn_errno(unsigned int err);
+RSV_HIDDEN int is_conn_errno(unsigned int err);
 
 /* ---- statements (sql.c) ---- */
-RSV_HIDDEN void args_reset(rsv_args *a);
-RSV_HIDDEN void arg_i64(rsv_args *a, int64_t x);
-RSV_HIDDEN void arg_u64(rsv_args *a, uint64_t x);
-RSV_HIDDEN void arg_bin(rsv_args *a, const void *p, size_t len);
-RSV_HIDDEN void args_free(rsv_args *a);
-RSV_HIDDEN void res_free(rsv_res *r);
+RSV_HIDDEN void args_reset(sql_args *a);
+RSV_HIDDEN void arg_i64(sql_args *a, int64_t x);
+RSV_HIDDEN void arg_u64(sql_args *a, uint64_t x);
+RSV_HIDDEN void arg_bin(sql_args *a, const void *p, size_t len);
+RSV_HIDDEN void args_free(sql_args *a);
+RSV_HIDDEN void res_free(sql_res *r);
 
 /* Prepare (or take from the cache) the statement built by `build` for
  * `shape`, bind ctx->args, execute, and if spec is non-NULL fetch every row
  * into ctx->res.  *affected (may be NULL) gets the affected-row count.
  * Returns RSV_OK, RSV__RETRY, or a failure code with the message set. */
-RSV_HIDDEN int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
+RSV_HIDDEN int sql_run(rsv_ctx *ctx, sql_builder build, uint32_t shape,
                        const char *spec, uint64_t *affected);
+/* The same for a statement whose text never changes: text (a static
+ * string; its address identifies the statement in the cache). */
+RSV_HIDDEN int sql_fixed(rsv_ctx *ctx, const char *text, const char *spec,
+                         uint64_t *affected);
 /* Run a fixed text statement (transaction control); same returns. */
 RSV_HIDDEN int sql_text(rsv_ctx *ctx, const char *text);
 /* Two fixed text statements in one round trip, run in order (the second
@@ -321,31 +333,31 @@ RSV_HIDDEN int sql_text_pair(rsv_ctx *ctx, const char *first,
                              const char *second);
 RSV_HIDDEN void sql_cache_clear(rsv_ctx *ctx);
 /* Append the /" "* conn_tag *" "/ comment for the current operation. */
-RSV_HIDDEN void sql_tag(rsv_ctx *ctx, rsv_buf *b);
+RSV_HIDDEN void sql_tag(rsv_ctx *ctx, strbuf *b);
 /* Append "(SELECT ? AS k0, ? AS k1 UNION ALL SELECT ?, ? ...) AS k
  * STRAIGHT_JOIN " for n tuples of ncols columns; the caller names the
  * table next and joins it ON its key columns = k.k0, k.k1 ...  The
  * tuples' parameters come first, before any other of the statement. */
-RSV_HIDDEN void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n);
+RSV_HIDDEN void sql_key_rows(strbuf *b, size_t ncols, uint32_t n);
 /* Power-of-two bucket >= n (n >= 1), for statements whose size varies. */
 RSV_HIDDEN uint32_t sql_bucket(size_t n);
 /* A batch of checkout tokens copied out of a result: ctx->res is reused by
  * the statement that acts on them (the fold's and the purge's DELETEs). */
 #define TOKEN_BATCH 256
-typedef struct rsv_tokens {
+typedef struct token_list {
     unsigned char tok[TOKEN_BATCH][RSV_TOKEN_MAX];
     size_t len[TOKEN_BATCH];
     int64_t gen[TOKEN_BATCH]; /* a second key column, for statements that
                                  take (token, generation) */
     size_t n;
-} rsv_tokens;
+} token_list;
 /* Copy column col of every row of r (at most TOKEN_BATCH rows). */
-RSV_HIDDEN void tokens_read(rsv_tokens *t, const rsv_res *r, size_t col);
+RSV_HIDDEN void tokens_read(token_list *t, const sql_res *r, size_t col);
 /* Append t's tokens (each followed by its gen when with_gen) to a, padded
  * to a power of two with the empty token, which no checkout has (few
  * distinct statements to prepare); returns the padded count, the shape to
  * build the statement for. */
-RSV_HIDDEN uint32_t args_tokens(rsv_args *a, const rsv_tokens *t,
+RSV_HIDDEN uint32_t args_tokens(sql_args *a, const token_list *t,
                                 int with_gen);
 /* Errors of a CALL that mean the procedure cannot be called here (dropped
  * after rsv_open, no EXECUTE privilege, a different version under the
@@ -355,9 +367,9 @@ RSV_HIDDEN int sql_proc_unusable(unsigned int err);
 /* ---- transactions (txn.c) ---- */
 /* The CALLs of the procedures (reserve_proc.c, checkout.c); the fault walk
  * names them in its trace, because they are commit points. */
-RSV_HIDDEN int b_call_reserve(rsv_buf *s, uint32_t shape);
-RSV_HIDDEN int b_call_cart(rsv_buf *s, uint32_t shape);
-RSV_HIDDEN int b_call_settle(rsv_buf *s, uint32_t shape);
+RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);
 
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,
@@ -376,8 +388,8 @@ RSV_HIDDEN int b_call_settle(rsv_buf *s, uint32_t shape);
                             UNCOMMITTED; if it is (or no row came back, which
                             cannot tell), it is read again in a READ
                             COMMITTED frame */
-typedef int (*rsv_txn_body)(rsv_ctx *ctx, void *arg);
-RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg);
+typedef int (*txn_body)(rsv_ctx *ctx, void *arg);
+RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
 /* ROLLBACK, keeping the code and message of what made it necessary. */
 RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
@@ -401,52 +413,52 @@ RSV_HIDDEN void stats_add(rsv_ctx *ctx, int stat, uint64_t n);
 RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
 /* A counter as rsv_stats_get() reports it (stat and op already checked),
  * for a context's statistics or a snapshot's (stats_export.c). */
-RSV_HIDDEN uint64_t stats_value(const rsv_stats *s, uint32_t stat,
+RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
                                 uint32_t op);
 
 /* ---- ledger (ledger.c) ---- */
-typedef struct rsv_level {
+typedef struct ledger_row {
     uint64_t item, loc;
     int64_t on_hand, issued;
     uint64_t next_id;
     int64_t cap;
-} rsv_level;
+} ledger_row;
 /* How ledger_lock locks: FOR UPDATE (waiting), FOR UPDATE SKIP LOCKED, or
  * LOCK IN SHARE MODE (waiting; shared waiters are granted together). */
 enum { LEDGER_WAIT = 0, LEDGER_SKIP = 1, LEDGER_SHARE = 2 };
 /* Lock the ledger rows of the given keys (sorted, unique) in the given mode
- * (LEDGER_*); fills levels[] in key order and returns how many rows were
+ * (LEDGER_*); fills rows[] in key order and returns how many rows were
  * found in *found. */
 RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                           size_t nkeys, int mode, rsv_level *levels,
+                           size_t nkeys, int mode, ledger_row *rows,
                            size_t *found);
 /* With the ledger row locked: give back up to max_reap expired holds
  * (INT64_MAX: as many as one fold takes, 2,048) and fold settlements into
  * on_hand/issued (lv is updated).  Never waits for other rows. */
-RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
                            int64_t max_reap, int64_t *reaped_out);
 /* With the ledger row locked: on_hand -= taken, issued += issue - returned,
  * next_unit_id += minted (lv is updated). */
-RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
                              int64_t taken, int64_t returned, int64_t issue,
                              int64_t minted);
 /* DELETE pool rows given as n (item, location, id) keys followed by the
  * shop (reserve's taken rows, stock's shrink); pad with id 0, which no
  * pool row has. */
-RSV_HIDDEN int b_pool_delete(rsv_buf *s, uint32_t n);
+RSV_HIDDEN int b_pool_delete(strbuf *s, uint32_t n);
 /* With the ledger row locked: delete up to `want` pool rows, from the
  * top, that no one else holds (SKIP LOCKED: rows in-flight reserves are
  * taking are theirs); *done gets how many.  The caller subtracts them from
  * the ledger row's issued. */
 RSV_HIDDEN int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop,
-                                  const rsv_level *lv, int64_t want,
+                                  const ledger_row *lv, int64_t want,
                                   int64_t *done);
 /* With the ledger row locked: count pool rows. */
 RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
-                                 const rsv_level *lv, int64_t *count);
+                                 const ledger_row *lv, int64_t *count);
 /* With the ledger row locked: add n pool rows and `direct` units issued
  * straight to holds (lv is updated). */
-RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
                             int64_t n_rows, int64_t direct);
 /* Refill a pool in its own transaction; skip: do not wait for another
  * transaction holding the ledger row (a refiller already at work, or a
@@ -455,7 +467,7 @@ RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
 RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc, int skip, int64_t *added,
                              int *skipped);
-RSV_HIDDEN int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv);
+RSV_HIDDEN int64_t ledger_cap(const rsv_ctx *ctx, const ledger_row *lv);
 /* RSV_ENOITEM with the one message for a key that has no ledger row. */
 RSV_HIDDEN int ledger_no_row(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc);

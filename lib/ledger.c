@@ -26,7 +26,7 @@ int ledger_no_row(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc)
                     (unsigned long long)loc);
 }
 
-int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
+int64_t ledger_cap(const rsv_ctx *ctx, const ledger_row *lv)
 {
     return lv->cap > 0 ? lv->cap : ctx->opts.pool_cap;
 }
@@ -35,7 +35,7 @@ int64_t level_cap(const rsv_ctx *ctx, const rsv_level *lv)
 #define LOCK_SKIP 0x80000000u  /* b_lock: FOR UPDATE SKIP LOCKED */
 #define LOCK_SHARE 0x40000000u /* b_lock: LOCK IN SHARE MODE */
 
-static int b_lock(rsv_buf *s, uint32_t shape)
+static int b_lock(strbuf *s, uint32_t shape)
 {
     uint32_t n = shape & ~(LOCK_SKIP | LOCK_SHARE);
     /* Joined in the (ascending) order of the keys given: that is the
@@ -55,7 +55,7 @@ static int b_lock(rsv_buf *s, uint32_t shape)
 }
 
 int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
-                size_t nkeys, int mode, rsv_level *levels, size_t *found)
+                size_t nkeys, int mode, ledger_row *rows, size_t *found)
 {
     uint32_t bucket = sql_bucket(nkeys);
     args_reset(&ctx->args);
@@ -71,20 +71,20 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
     int rc = sql_run(ctx, b_lock, bucket | how, "iiiiii", NULL);
     if (rc)
         return rc;
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     size_t n = 0;
     for (size_t i = 0; i < r->rows && n < nkeys; i++) {
         uint64_t item = (uint64_t)RES_I(r, i, 0);
         uint64_t loc = (uint64_t)RES_I(r, i, 1);
         /* the padding repeats the last key: rows come sorted, skip it */
-        if (n > 0 && levels[n - 1].item == item && levels[n - 1].loc == loc)
+        if (n > 0 && rows[n - 1].item == item && rows[n - 1].loc == loc)
             continue;
-        levels[n].item = item;
-        levels[n].loc = loc;
-        levels[n].on_hand = RES_I(r, i, 2);
-        levels[n].issued = RES_I(r, i, 3);
-        levels[n].next_id = (uint64_t)RES_I(r, i, 4);
-        levels[n].cap = RES_I(r, i, 5);
+        rows[n].item = item;
+        rows[n].loc = loc;
+        rows[n].on_hand = RES_I(r, i, 2);
+        rows[n].issued = RES_I(r, i, 3);
+        rows[n].next_id = (uint64_t)RES_I(r, i, 4);
+        rows[n].cap = RES_I(r, i, 5);
         n++;
     }
     *found = n;
@@ -99,17 +99,13 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
  * of every hold it skips (one its checkout is settling right now), and
  * that checkout's DELETE of its own hold would then wait for us: a
  * deadlock, or a stall until the lock-wait timeout. */
-static int b_reap_candidates(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT checkout_token FROM rsv_holds "
-                "WHERE shop_id = ? AND item_id = ? AND "
-                "location_id = ? AND expires_at <= NOW(6) "
-                "ORDER BY expires_at LIMIT ?");
-    return 0;
-}
+static const char SQL_REAP_CANDIDATES[] =
+    "SELECT checkout_token FROM rsv_holds "
+    "WHERE shop_id = ? AND item_id = ? AND "
+    "location_id = ? AND expires_at <= NOW(6) "
+    "ORDER BY expires_at LIMIT ?";
 
-static void hold_keys_on(rsv_buf *s)
+static void hold_keys_on(strbuf *s)
 {
     buf_puts(s, "rsv_holds h FORCE INDEX (PRIMARY) ON h.shop_id = ? AND "
                 "h.checkout_token = k.k0 AND h.item_id = ? AND "
@@ -118,7 +114,7 @@ static void hold_keys_on(rsv_buf *s)
 
 /* Still expired (the checkout may have extended or settled it since the
  * read above). */
-static int b_reap_lock(rsv_buf *s, uint32_t n)
+static int b_reap_lock(strbuf *s, uint32_t n)
 {
     buf_puts(s, "SELECT h.checkout_token, h.quantity FROM ");
     sql_key_rows(s, 1, n);
@@ -127,7 +123,7 @@ static int b_reap_lock(rsv_buf *s, uint32_t n)
     return 0;
 }
 
-static int b_reap_delete(rsv_buf *s, uint32_t n)
+static int b_reap_delete(strbuf *s, uint32_t n)
 {
     buf_puts(s, "DELETE h FROM ");
     sql_key_rows(s, 1, n);
@@ -135,17 +131,13 @@ static int b_reap_delete(rsv_buf *s, uint32_t n)
     return 0;
 }
 
-static int b_settle_select(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT checkout_token, CAST(generation AS SIGNED), kind, "
-                "quantity FROM rsv_journal WHERE shop_id = ? AND "
-                "item_id = ? AND location_id = ? "
-                "LIMIT ? FOR UPDATE SKIP LOCKED");
-    return 0;
-}
+static const char SQL_SETTLE_SELECT[] =
+    "SELECT checkout_token, CAST(generation AS SIGNED), kind, "
+    "quantity FROM rsv_journal WHERE shop_id = ? AND "
+    "item_id = ? AND location_id = ? "
+    "LIMIT ? FOR UPDATE SKIP LOCKED";
 
-static int b_settle_delete(rsv_buf *s, uint32_t n)
+static int b_settle_delete(strbuf *s, uint32_t n)
 {
     buf_puts(s, "DELETE x FROM ");
     sql_key_rows(s, 2, n);
@@ -155,17 +147,13 @@ static int b_settle_delete(rsv_buf *s, uint32_t n)
     return 0;
 }
 
-static int b_level_update(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "UPDATE rsv_ledger SET on_hand = on_hand - ?, "
-                "issued = issued - ? + ?, next_unit_id = next_unit_id + ?, "
-                "updated_at = NOW(6) WHERE shop_id = ? AND "
-                "item_id = ? AND location_id = ?");
-    return 0;
-}
+static const char SQL_LEDGER_UPDATE[] =
+    "UPDATE rsv_ledger SET on_hand = on_hand - ?, "
+    "issued = issued - ? + ?, next_unit_id = next_unit_id + ?, "
+    "updated_at = NOW(6) WHERE shop_id = ? AND "
+    "item_id = ? AND location_id = ?";
 
-static void key_args(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv)
+static void key_args(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv)
 {
     arg_u64(&ctx->args, shop);
     arg_u64(&ctx->args, lv->item);
@@ -174,7 +162,7 @@ static void key_args(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv)
 
 /* Apply a change to the locked ledger row: on_hand -= taken,
  * issued += issue - returned, next_unit_id += minted. */
-int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+int ledger_update(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
                         int64_t taken, int64_t returned, int64_t issue,
                         int64_t minted)
 {
@@ -184,7 +172,7 @@ int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
     arg_i64(&ctx->args, issue);
     arg_i64(&ctx->args, minted);
     key_args(ctx, shop, lv);
-    int rc = sql_run(ctx, b_level_update, 0, NULL, NULL);
+    int rc = sql_fixed(ctx, SQL_LEDGER_UPDATE, NULL, NULL);
     if (rc)
         return rc;
     lv->on_hand -= taken;
@@ -195,8 +183,8 @@ int ledger_update(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
 
 /* Run a statement over the batch's keys: (token) for holds, (token,
  * generation) for settlements. */
-static int fold_keys(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                     const rsv_tokens *fr, int with_gen, rsv_sql_builder build,
+static int fold_keys(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
+                     const token_list *fr, int with_gen, sql_builder build,
                      const char *spec)
 {
     args_reset(&ctx->args);
@@ -205,18 +193,18 @@ static int fold_keys(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     return sql_run(ctx, build, bucket, spec, NULL);
 }
 
-static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                      int64_t limit, rsv_tokens *fr, int64_t *units,
+static int reap_batch(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
+                      int64_t limit, token_list *fr, int64_t *units,
                       int64_t *holds)
 {
     args_reset(&ctx->args);
     key_args(ctx, shop, lv);
     arg_i64(&ctx->args, limit);
     *units = *holds = 0;
-    int rc = sql_run(ctx, b_reap_candidates, 0, "b", NULL);
+    int rc = sql_fixed(ctx, SQL_REAP_CANDIDATES, "b", NULL);
     if (rc)
         return rc;
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     size_t seen = r->rows; /* a short read ends the fold, not a skip */
     tokens_read(fr, r, 0);
     if (fr->n == 0)
@@ -233,16 +221,16 @@ static int reap_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     return rc;
 }
 
-static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
-                        rsv_tokens *fr, int64_t *claimed, int64_t *returned)
+static int settle_batch(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
+                        token_list *fr, int64_t *claimed, int64_t *returned)
 {
     args_reset(&ctx->args);
     key_args(ctx, shop, lv);
     arg_i64(&ctx->args, FOLD_BATCH);
-    int rc = sql_run(ctx, b_settle_select, 0, "biii", NULL);
+    int rc = sql_fixed(ctx, SQL_SETTLE_SELECT, "biii", NULL);
     if (rc)
         return rc;
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     tokens_read(fr, r, 0);
     *claimed = *returned = 0;
     for (size_t i = 0; i < fr->n; i++) {
@@ -257,10 +245,10 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
     return fold_keys(ctx, shop, lv, fr, 1, b_settle_delete, NULL);
 }
 
-int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
+int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
                 int64_t max_reap, int64_t *reaped_out)
 {
-    rsv_tokens *fr = malloc(sizeof *fr);
+    token_list *fr = malloc(sizeof *fr);
     if (!fr)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory folding");
     int64_t taken = 0, returned = 0, reaped = 0;
@@ -292,15 +280,11 @@ int ledger_fold(rsv_ctx *ctx, uint64_t shop, rsv_level *lv,
     return rc;
 }
 
-static int b_pool_count(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = ? AND "
-                "item_id = ? AND location_id = ?");
-    return 0;
-}
+static const char SQL_POOL_COUNT[] =
+    "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = ? AND "
+    "item_id = ? AND location_id = ?";
 
-int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
                       int64_t *count)
 {
     /* A consistent (non-locking) read: rows that in-flight reserves are
@@ -308,14 +292,14 @@ int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
      * pushed past its cap. */
     args_reset(&ctx->args);
     key_args(ctx, shop, lv);
-    int rc = sql_run(ctx, b_pool_count, 0, "i", NULL);
+    int rc = sql_fixed(ctx, SQL_POOL_COUNT, "i", NULL);
     if (rc)
         return rc;
     *count = ctx->res.rows ? RES_I(&ctx->res, 0, 0) : 0;
     return RSV_OK;
 }
 
-int b_pool_delete(rsv_buf *s, uint32_t n)
+int b_pool_delete(strbuf *s, uint32_t n)
 {
     /* One row: an equality on the whole primary key is a single-row
      * lookup (no scan is possible), and much cheaper than the join. */
@@ -335,17 +319,13 @@ int b_pool_delete(rsv_buf *s, uint32_t n)
 #define SHRINK_CHUNK 1024
 
 /* Pool rows are taken from the top (the fast path reads from the bottom). */
-static int b_pool_pick(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT CAST(id AS SIGNED) FROM rsv_pool WHERE "
-                "shop_id = ? AND item_id = ? AND "
-                "location_id = ? ORDER BY id DESC LIMIT ? "
-                "FOR UPDATE SKIP LOCKED");
-    return 0;
-}
+static const char SQL_POOL_PICK[] =
+    "SELECT CAST(id AS SIGNED) FROM rsv_pool WHERE "
+    "shop_id = ? AND item_id = ? AND "
+    "location_id = ? ORDER BY id DESC LIMIT ? "
+    "FOR UPDATE SKIP LOCKED";
 
-int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
+int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
                        int64_t want, int64_t *done)
 {
     *done = 0;
@@ -356,7 +336,7 @@ int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
         arg_u64(&ctx->args, lv->item);
         arg_u64(&ctx->args, lv->loc);
         arg_i64(&ctx->args, n);
-        int rc = sql_run(ctx, b_pool_pick, 0, "i", NULL);
+        int rc = sql_fixed(ctx, SQL_POOL_PICK, "i", NULL);
         if (rc)
             return rc;
         size_t got = ctx->res.rows;
@@ -387,7 +367,7 @@ int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const rsv_level *lv,
  * all 10^digits numbers before the WHERE keeps n of them, so a refill uses
  * as few digits as it needs (750 rows: 1.7 ms with three, 2.6 ms with
  * four, on an idle server). */
-static int b_mint(rsv_buf *s, uint32_t digits)
+static int b_mint(strbuf *s, uint32_t digits)
 {
     static const char *table =
         "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL "
@@ -414,7 +394,7 @@ static int b_mint(rsv_buf *s, uint32_t digits)
     return 0;
 }
 
-int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv, int64_t n_rows,
+int ledger_issue(rsv_ctx *ctx, uint64_t shop, ledger_row *lv, int64_t n_rows,
                  int64_t direct)
 {
     if (n_rows < 0 || n_rows > 10000 || direct < 0 ||
@@ -440,7 +420,7 @@ int ledger_issue(rsv_ctx *ctx, uint64_t shop, rsv_level *lv, int64_t n_rows,
 
 /* Rows the pool may take now: up to its cap, within what the ledger has
  * not issued yet. */
-static int top_up(rsv_ctx *ctx, uint64_t shop, rsv_level *lv, int64_t *added)
+static int top_up(rsv_ctx *ctx, uint64_t shop, ledger_row *lv, int64_t *added)
 {
     int64_t count = 0;
     *added = 0;
@@ -450,7 +430,7 @@ static int top_up(rsv_ctx *ctx, uint64_t shop, rsv_level *lv, int64_t *added)
     int rc = ledger_pool_count(ctx, shop, lv, &count);
     if (rc)
         return rc;
-    int64_t n = level_cap(ctx, lv) - count;
+    int64_t n = ledger_cap(ctx, lv) - count;
     if (n > avail)
         n = avail;
     if (n <= 0)
@@ -471,7 +451,7 @@ struct refill_arg {
 static int refill_body(rsv_ctx *ctx, void *p)
 {
     struct refill_arg *a = p;
-    rsv_level lv;
+    ledger_row lv;
     size_t found = 0;
     a->added = 0;
     a->skipped = 0;
@@ -509,7 +489,7 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
         *added_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0);
+    int began = op_begin(ctx, RSV_OP_REPLENISH, 1, shop_id, NULL, 0);
     if (began)
         return op_end(ctx, began);
     int rc = ledger_refill(ctx, shop_id, item_id, location_id, 0, added_out,

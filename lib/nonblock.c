@@ -44,7 +44,7 @@ struct nb_job {
     int64_t *units_out, *expires_out;
 };
 
-struct rsv_nb {
+struct nb_state {
     pthread_mutex_t mu;
     pthread_cond_t cv;  /* the worker waits on it for a job, and in its
                            backoff pauses for a cancel */
@@ -86,15 +86,15 @@ static int nb_op(int kind)
 {
     switch (kind) {
     case JOB_CLAIM:
-        return OP_CLAIM;
+        return RSV_OP_CLAIM;
     case JOB_RELEASE:
-        return OP_RELEASE;
+        return RSV_OP_RELEASE;
     case JOB_EXTEND:
-        return OP_EXTEND;
+        return RSV_OP_EXTEND;
     case JOB_STATUS:
-        return OP_STATUS;
+        return RSV_OP_STATUS;
     default:
-        return OP_RESERVE;
+        return RSV_OP_RESERVE;
     }
 }
 
@@ -109,7 +109,7 @@ static int nb_cancel_fail(rsv_ctx *ctx, int cut)
 
 int nb_canceled(rsv_ctx *ctx)
 {
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     if (!nb || nb_worker_of != ctx)
         return 0;
     pthread_mutex_lock(&nb->mu);
@@ -120,7 +120,7 @@ int nb_canceled(rsv_ctx *ctx)
 
 void nb_sleep(rsv_ctx *ctx, uint64_t us)
 {
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     struct timespec ts;
     if (!nb || nb_worker_of != ctx) {
         ts.tv_sec = (time_t)(us / 1000000);
@@ -174,7 +174,7 @@ static int nb_run_canceled(rsv_ctx *ctx, struct nb_job *j)
                                 "nothing was sent to the server"));
 }
 
-static void nb_signal_done(struct rsv_nb *nb)
+static void nb_signal_done(struct nb_state *nb)
 {
     char b = 1;
     while (write(nb->fd[1], &b, 1) < 0 && errno == EINTR)
@@ -184,7 +184,7 @@ static void nb_signal_done(struct rsv_nb *nb)
 static void *nb_main(void *arg)
 {
     rsv_ctx *ctx = arg;
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     nb_worker_of = ctx;
     mysql_thread_init();
     pthread_mutex_lock(&nb->mu);
@@ -235,7 +235,7 @@ static int nb_ensure(rsv_ctx *ctx)
 {
     if (ctx->nb)
         return RSV_OK;
-    struct rsv_nb *nb = calloc(1, sizeof *nb);
+    struct nb_state *nb = calloc(1, sizeof *nb);
     if (!nb)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     if (pipe(nb->fd) != 0) {
@@ -267,7 +267,7 @@ static int nb_ensure(rsv_ctx *ctx)
 
 static int nb_start_thread(rsv_ctx *ctx)
 {
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     if (nb->has_thread)
         return RSV_OK;
     /* Signals stay the application's threads' business: the worker
@@ -286,7 +286,7 @@ static int nb_start_thread(rsv_ctx *ctx)
 
 void nb_free(rsv_ctx *ctx)
 {
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     if (!nb)
         return;
     if (nb->has_thread) {
@@ -370,7 +370,7 @@ static int nb_start(rsv_ctx *ctx, struct nb_job *j, const void *token)
         rc = nb_start_thread(ctx);
     if (rc)
         return rc;
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     memcpy(j->token, token, j->token_len);
     ctx->code = RSV_PENDING;
     ctx->msg[0] = '\0';
@@ -449,7 +449,7 @@ RSV_EXTERN int rsv_cont(rsv_ctx *ctx)
 {
     if (!ctx)
         return RSV_EINVAL;
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     if (nb && nb_worker_of == ctx)
         return RSV_EINVAL; /* from the completion callback: not done yet */
     if (!nb || !nb->pending)
@@ -490,7 +490,7 @@ RSV_EXTERN int rsv_cancel(rsv_ctx *ctx)
 {
     if (!ctx)
         return RSV_EINVAL;
-    struct rsv_nb *nb = ctx->nb;
+    struct nb_state *nb = ctx->nb;
     if (nb && nb_worker_of == ctx)
         return RSV_EINVAL; /* from the completion callback */
     if (!nb || !nb->pending)

@@ -40,7 +40,7 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static rsv_pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+static pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                 uint64_t loc)
 {
     uint64_t h = (shop * 0x9E3779B97F4A7C15ULL) ^
@@ -49,10 +49,10 @@ static rsv_pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, uint64_t item,
     return &ctx->seen[(h >> 32) % RSV_POOL_SEEN];
 }
 
-static rsv_pool_seen *seen_find(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+static pool_seen *seen_find(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                 uint64_t loc)
 {
-    rsv_pool_seen *s = seen_slot(ctx, shop, item, loc);
+    pool_seen *s = seen_slot(ctx, shop, item, loc);
     return s->hi && s->shop == shop && s->item == item && s->loc == loc
                ? s : NULL;
 }
@@ -62,7 +62,7 @@ uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 {
     if (ctx->opts.flags & TEST_OPT_READ_FROM_BOTTOM)
         return 0;
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     return s ? s->cursor : 0;
 }
 
@@ -70,7 +70,7 @@ void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                       uint64_t loc, uint64_t next_id, int64_t avail,
                       uint64_t start, uint64_t first_id, uint64_t last_id)
 {
-    rsv_pool_seen *s = seen_slot(ctx, shop, item, loc);
+    pool_seen *s = seen_slot(ctx, shop, item, loc);
     if (!seen_find(ctx, shop, item, loc)) {
         if (next_id == 0)
             return; /* (evicted since; the next read starts at the bottom) */
@@ -96,7 +96,7 @@ void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 void pool_cursor_sold_out(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                           uint64_t loc, int yes)
 {
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     if (s)
         s->sold_out = yes;
 }
@@ -104,14 +104,14 @@ void pool_cursor_sold_out(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc)
 {
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     return s && s->sold_out;
 }
 
 int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                            uint64_t loc)
 {
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     return !s || s->avail > 0;
 }
 
@@ -126,7 +126,7 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
      * cursor need the count, and only pools this context reads often
      * (still in its cache): a cart over many items must not count each. */
     int64_t span = (int64_t)(next_id - first_id);
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     if (!s) /* (evicted by another key of this cart since the read) */
         return start == 0 && span < ctx->opts.refill_low_water ? REFILL_YES
                                                                : REFILL_NO;
@@ -154,14 +154,14 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
 int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                         uint64_t loc)
 {
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     return s && s->refill_pending;
 }
 
 void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
                       int skipped)
 {
-    rsv_pool_seen *s = seen_find(ctx, shop, item, loc);
+    pool_seen *s = seen_find(ctx, shop, item, loc);
     if (s)
         s->refill_pending = skipped;
 }

@@ -30,7 +30,7 @@ struct drain_arg {
 static int drain_body(rsv_ctx *ctx, void *p)
 {
     struct drain_arg *a = p;
-    rsv_level lv;
+    ledger_row lv;
     size_t found = 0;
     a->units = 0;
     int rc = ledger_lock(ctx, a->shop, a->key, 1,
@@ -54,7 +54,7 @@ static int drain_body(rsv_ctx *ctx, void *p)
 static int drain_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
                      uint64_t location_id, int64_t *units_out)
 {
-    int began = op_begin(ctx, OP_REPLENISH, 1, shop_id, NULL, 0);
+    int began = op_begin(ctx, RSV_OP_REPLENISH, 1, shop_id, NULL, 0);
     if (began)
         return began;
     struct drain_arg a = {shop_id, {item_id, location_id}, 0, 0};
@@ -89,22 +89,18 @@ RSV_EXTERN int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
  * order (the item bound also inside, where the loose scan can use it), so
  * that a key that could not be drained (its ledger row held) does not
  * come back in the next round. */
-static int b_idle_pools(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT CAST(l.item_id AS SIGNED), "
-                "CAST(l.location_id AS SIGNED) FROM (SELECT DISTINCT "
-                "shop_id, item_id, location_id FROM "
-                "rsv_pool WHERE shop_id = ? AND item_id "
-                ">= ?) u JOIN rsv_ledger l FORCE INDEX (PRIMARY) ON "
-                "l.shop_id = ? AND l.item_id = "
-                "u.item_id AND l.location_id = "
-                "u.location_id WHERE (l.item_id, "
-                "l.location_id) >= (?, ?) AND l.updated_at < NOW(6) - "
-                "INTERVAL ? SECOND ORDER BY l.item_id, "
-                "l.location_id LIMIT ?");
-    return 0;
-}
+static const char SQL_IDLE_POOLS[] =
+    "SELECT CAST(l.item_id AS SIGNED), "
+    "CAST(l.location_id AS SIGNED) FROM (SELECT DISTINCT "
+    "shop_id, item_id, location_id FROM "
+    "rsv_pool WHERE shop_id = ? AND item_id "
+    ">= ?) u JOIN rsv_ledger l FORCE INDEX (PRIMARY) ON "
+    "l.shop_id = ? AND l.item_id = "
+    "u.item_id AND l.location_id = "
+    "u.location_id WHERE (l.item_id, "
+    "l.location_id) >= (?, ?) AND l.updated_at < NOW(6) - "
+    "INTERVAL ? SECOND ORDER BY l.item_id, "
+    "l.location_id LIMIT ?";
 
 struct idle_scan {
     uint64_t shop, from[2];
@@ -122,7 +118,7 @@ static int idle_scan_body(rsv_ctx *ctx, void *p)
     arg_u64(&ctx->args, a->from[1]);
     arg_i64(&ctx->args, ctx->opts.pool_idle_s);
     arg_i64(&ctx->args, IDLE_KEYS);
-    return sql_run(ctx, b_idle_pools, 0, "ii", NULL);
+    return sql_fixed(ctx, SQL_IDLE_POOLS, "ii", NULL);
 }
 
 int pool_drain_idle(rsv_ctx *ctx, uint64_t shop)

@@ -55,7 +55,7 @@
 
 #define SLOW_BIT 0x80000000u
 
-static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
+static void pool_part(strbuf *s, uint32_t k, int slow, int first)
 {
     buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
                  ", CAST(id AS SIGNED), 0, 0 FROM rsv_pool WHERE "
@@ -70,7 +70,7 @@ static void pool_part(rsv_buf *s, uint32_t k, int slow, int first)
  *   (2, key index, pool row id, 0, 0)        pool rows, locked
  * The slow variant has only the pool parts, and does not lock: the rows it
  * reads are then locked by primary key (take_waiting). */
-static int b_take(rsv_buf *s, uint32_t shape)
+static int b_take(strbuf *s, uint32_t shape)
 {
     uint32_t n = shape & ~SLOW_BIT;
     int slow = (shape & SLOW_BIT) != 0;
@@ -94,19 +94,15 @@ static int b_take(rsv_buf *s, uint32_t shape)
 
 /* The slow path locks the checkout row on its own, before the ledger rows
  * (lock order 1 then 2), and only then waits for pool rows (3). */
-static int b_lock_checkout_row(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT status, CAST(generation AS SIGNED), hold_count FROM "
-                "rsv_checkouts WHERE shop_id = ? AND "
-                "checkout_token = ? FOR UPDATE");
-    return 0;
-}
+static const char SQL_LOCK_CHECKOUT_ROW[] =
+    "SELECT status, CAST(generation AS SIGNED), hold_count FROM "
+    "rsv_checkouts WHERE shop_id = ? AND "
+    "checkout_token = ? FOR UPDATE";
 
 /* Padding rows repeat the last hold; ON DUPLICATE KEY UPDATE makes the
  * repeat a no-op (holds are one row per key by construction; quantity =
  * quantity rather than VALUES(), which MySQL deprecates). */
-static int b_holds_insert(rsv_buf *s, uint32_t n)
+static int b_holds_insert(strbuf *s, uint32_t n)
 {
     buf_puts(s, "INSERT INTO rsv_holds (shop_id, checkout_token, "
                 "item_id, location_id, quantity, generation, "
@@ -118,10 +114,10 @@ static int b_holds_insert(rsv_buf *s, uint32_t n)
     return 0;
 }
 
-static int b_checkout_write(rsv_buf *s, uint32_t update)
+static int b_checkout_write(strbuf *s, uint32_t update)
 {
     if (update)
-        buf_puts(s, "UPDATE rsv_checkouts SET status = 1, "
+        buf_puts(s, "UPDATE rsv_checkouts SET status = " SQLV(ST_HELD) ", "
                     "generation = ?, hold_count = ?, expires_at = NOW(6) + "
                     "INTERVAL ? MICROSECOND, updated_at = NOW(6) WHERE "
                     "shop_id = ? AND checkout_token = ?");
@@ -129,7 +125,7 @@ static int b_checkout_write(rsv_buf *s, uint32_t update)
         buf_puts(s, "INSERT INTO rsv_checkouts (generation, "
                     "hold_count, expires_at, shop_id, checkout_token, status, "
                     "created_at, updated_at) VALUES (?, ?, NOW(6) + INTERVAL ? "
-                    "MICROSECOND, ?, ?, 1, NOW(6), NOW(6))");
+                    "MICROSECOND, ?, ?, " SQLV(ST_HELD) ", NOW(6), NOW(6))");
     return 0;
 }
 
@@ -171,7 +167,7 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
     int rc = sql_run(ctx, b_take, n | (slow ? SLOW_BIT : 0), "iiiii", NULL);
     if (rc)
         return rc;
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     size_t hk = 0; /* ledger rows come back in key order */
     for (size_t i = 0; i < r->rows; i++) {
         switch (RES_I(r, i, 0)) {
@@ -274,7 +270,7 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
  * of the rows still there.  shape: size bucket, SKIP_BIT to pass over rows
  * other transactions hold instead of waiting for them. */
 #define SKIP_BIT 0x80000000u
-static int b_pool_lock(rsv_buf *s, uint32_t shape)
+static int b_pool_lock(strbuf *s, uint32_t shape)
 {
     buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED) FROM ");
     sql_key_rows(s, 4, shape & ~SKIP_BIT);
@@ -507,7 +503,7 @@ static int refuse_claimed(rsv_ctx *ctx, const rjob *j)
 
 struct pool_probe {
     uint64_t shop;
-    rsv_level lv;
+    ledger_row lv;
     int64_t count;
 };
 
@@ -578,7 +574,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
     args_reset(&ctx->args);
     arg_u64(&ctx->args, j->shop);
     arg_bin(&ctx->args, j->token, j->len);
-    int rc = sql_run(ctx, b_lock_checkout_row, 0, "iii", NULL);
+    int rc = sql_fixed(ctx, SQL_LOCK_CHECKOUT_ROW, "iii", NULL);
     if (rc)
         return rc;
     if (ctx->res.rows) {
@@ -590,7 +586,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
         return rc;
 
     /* 2. ledger rows, ascending key order */
-    rsv_level *lv = malloc(j->nkeys * sizeof *lv);
+    ledger_row *lv = malloc(j->nkeys * sizeof *lv);
     if (!lv)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     size_t found = 0;
@@ -643,7 +639,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
             int64_t count = 0;
             if ((rc = ledger_pool_count(ctx, j->shop, &key->slow.lv, &count)))
                 return rc;
-            rows = level_cap(ctx, &key->slow.lv) - (count - (int64_t)key->alloc.used);
+            rows = ledger_cap(ctx, &key->slow.lv) - (count - (int64_t)key->alloc.used);
             if (rows > left)
                 rows = left;
             if (rows < 0)
@@ -746,7 +742,7 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
 {
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len);
+    int began = op_begin(ctx, RSV_OP_RESERVE, 1, shop_id, token, token_len);
     if (began)
         return began;
     if (!cart)
@@ -797,13 +793,13 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
     if (!ctx)
         return RSV_EINVAL;
     rsv_cart cart;
-    rsv_line line;
+    cart_line line;
     int64_t alloc = 0;
     uint64_t loc = location_id;
     memset(&cart, 0, sizeof cart);
     memset(&line, 0, sizeof line);
     if (quantity < 1 || quantity > RSV_QUANTITY_MAX) {
-        int began = op_begin(ctx, OP_RESERVE, 1, shop_id, token, token_len);
+        int began = op_begin(ctx, RSV_OP_RESERVE, 1, shop_id, token, token_len);
         if (began)
             return op_end(ctx, began);
         return op_end(ctx, ctx_fail(ctx, RSV_EQUANTITY,

@@ -15,7 +15,7 @@
  * keys: for statements that read ledger rows without locking them, where
  * a plain list of keys is safe (a scan would cost time, never lock order)
  * and much cheaper than the join the locking statements need. */
-void job_ledger_keys(rsv_buf *s, uint32_t n)
+void job_ledger_keys(strbuf *s, uint32_t n)
 {
     buf_puts(s, "(");
     for (uint32_t i = 0; i < n; i++)
@@ -113,7 +113,7 @@ int job_build(rsv_ctx *ctx, rjob *j)
         j->keys[k].loc = pairs[2 * k + 1];
     }
     for (size_t l = 0; l < c->n; l++) {
-        rsv_line *ln = &c->lines[l];
+        cart_line *ln = &c->lines[l];
         for (size_t i = 0; i < ln->n_locs; i++) {
             uint64_t key[2] = {ln->item, ln->locs[i]};
             uint64_t *hit = bsearch(key, pairs, n, 2 * sizeof *pairs, cmp_key);
@@ -187,7 +187,7 @@ static int fast_may_skip(const rkey *k)
 /* The out-of-stock answer for line l. */
 int job_line_short(rsv_ctx *ctx, rsv_cart *c, size_t l)
 {
-    const rsv_line *ln = &c->lines[l];
+    const cart_line *ln = &c->lines[l];
     c->failed_line = l;
     return ctx_fail(ctx, RSV_EOUTOFSTOCK,
                     "line %zu (item %llu, %lld units) cannot be covered at "
@@ -201,7 +201,7 @@ int job_allocate(rsv_ctx *ctx, rjob *j, int slow)
 {
     rsv_cart *c = j->cart;
     for (size_t l = 0; l < c->n; l++) {
-        rsv_line *ln = &c->lines[l];
+        cart_line *ln = &c->lines[l];
         const size_t *lk = &j->line_keys[j->line_off[l]];
         int64_t remaining = ln->qty;
         if (!slow && !j->st.wide && ln->n_locs > 1 &&

@@ -101,7 +101,7 @@ typedef struct rkey {
         uint64_t fast_next;  /* hint_next of the last fast read that came
                                 up short, else 0 (kept across passes) */
         int64_t fast_avail;  /* and hint_avail of that read */
-        rsv_level lv;        /* the locked ledger row */
+        ledger_row lv;        /* the locked ledger row */
     } slow;
     struct {                 /* the sold-out read's (sold_out.c): */
         int ask;             /* it asks about this key: */
@@ -136,7 +136,7 @@ RSV_HIDDEN void job_free(rjob *j);
 RSV_HIDDEN void job_set_wants(rjob *j);
 RSV_HIDDEN void job_reset_pass(rjob *j);
 RSV_HIDDEN rkey *job_line_key(const rjob *j, size_t l, size_t i);
-RSV_HIDDEN void job_ledger_keys(rsv_buf *s, uint32_t n);
+RSV_HIDDEN void job_ledger_keys(strbuf *s, uint32_t n);
 RSV_HIDDEN int job_allocate(rsv_ctx *ctx, rjob *j, int slow);
 RSV_HIDDEN int job_line_short(rsv_ctx *ctx, rsv_cart *c, size_t l);
 RSV_HIDDEN void job_choose_starts(rsv_ctx *ctx, rjob *j);

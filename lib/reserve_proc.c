@@ -29,14 +29,14 @@ enum {
                              marks, 75 (48 keys: 3,600 of the procedure's
                              4,096 bytes) */
 
-int b_call_reserve(rsv_buf *s, uint32_t shape)
+int b_call_reserve(strbuf *s, uint32_t shape)
 {
     (void)shape;
     buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?)");
     return 0;
 }
 
-int b_call_cart(rsv_buf *s, uint32_t shape)
+int b_call_cart(strbuf *s, uint32_t shape)
 {
     (void)shape;
     buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?)");
@@ -222,7 +222,7 @@ static long proc_cart_text(rsv_ctx *ctx, rjob *j)
 static int proc_answer(rsv_ctx *ctx, rjob *j, const proc_plan *plan,
                        int64_t *status, size_t *nkeys)
 {
-    rsv_res *r = &ctx->res;
+    sql_res *r = &ctx->res;
     *nkeys = 0;
     if (r->rows != 1)
         return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "

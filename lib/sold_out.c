@@ -7,7 +7,7 @@
 
 #define OWN_BIT 0x80000000u /* b_sold_out: a re-reserve's own holds */
 
-static int b_sold_out(rsv_buf *s, uint32_t shape)
+static int b_sold_out(strbuf *s, uint32_t shape)
 {
     uint32_t n = shape & ~OWN_BIT;
     /* One statement: one read view for every ledger row and the
@@ -33,7 +33,7 @@ static int b_sold_out(rsv_buf *s, uint32_t shape)
         "NOW(6)) OR EXISTS (SELECT 1 FROM rsv_journal x" BY_KEY
         " WHERE x.shop_id = l.shop_id AND x.item_id = "
         "l.item_id AND x.location_id = l.location_id "
-        "AND x.kind = 3)");
+        "AND x.kind = " SQLV(ST_RELEASED) ")");
     if (shape & OWN_BIT)
         buf_puts(s, " OR EXISTS (SELECT 1 FROM rsv_holds o FORCE "
                     "INDEX (PRIMARY) WHERE o.shop_id = l.shop_id AND "
@@ -62,7 +62,7 @@ static int line_asked(const rjob *j, size_t l)
  * for a split line).  The slow path could find nothing more. */
 static int line_sold_out(const rjob *j, size_t l)
 {
-    const rsv_line *ln = &j->cart->lines[l];
+    const cart_line *ln = &j->cart->lines[l];
     int64_t sum = 0;
     for (size_t i = 0; i < ln->n_locs; i++) {
         const rkey *k = job_line_key(j, l, i);
@@ -105,7 +105,7 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
                      "iiiii", NULL);
     if (rc)
         return rc;
-    const rsv_res *r = &ctx->res;
+    const sql_res *r = &ctx->res;
     int undecided = 0; /* a checkout the read may not answer for */
     size_t hk = 0; /* ledger rows come back in key order */
     for (size_t i = 0; i < r->rows; i++) {
@@ -152,7 +152,7 @@ static int sold_out_body(rsv_ctx *ctx, void *p)
  * is out of stock, as of that read, without a lock. */
 int sold_out_unsure(const rjob *j, size_t l)
 {
-    const rsv_line *ln = &j->cart->lines[l];
+    const cart_line *ln = &j->cart->lines[l];
     for (size_t i = 0; i < ln->n_locs; i++) {
         const rkey *k = job_line_key(j, l, i);
         if (k->slow.fast_next && k->slow.fast_avail < ln->qty)
@@ -167,7 +167,7 @@ int sold_out_unsure(const rjob *j, size_t l)
  * the read alone decides, so pools restocked since only cost that read. */
 int sold_out_marked(rsv_ctx *ctx, const rjob *j, size_t l)
 {
-    const rsv_line *ln = &j->cart->lines[l];
+    const cart_line *ln = &j->cart->lines[l];
     for (size_t i = 0; i < ln->n_locs; i++) {
         const rkey *k = job_line_key(j, l, i);
         if (!pool_cursor_was_sold_out(ctx, j->shop, k->item, k->loc))

@@ -22,7 +22,7 @@
 
 /* ---------------- buffers ---------------- */
 
-static void buf_reserve(rsv_buf *b, size_t extra)
+static void buf_reserve(strbuf *b, size_t extra)
 {
     if (b->oom || b->len + extra + 1 <= b->cap)
         return;
@@ -38,7 +38,7 @@ static void buf_reserve(rsv_buf *b, size_t extra)
     b->cap = cap;
 }
 
-void buf_putn(rsv_buf *b, const char *s, size_t n)
+void buf_putn(strbuf *b, const char *s, size_t n)
 {
     buf_reserve(b, n);
     if (b->oom)
@@ -48,9 +48,9 @@ void buf_putn(rsv_buf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void buf_puts(rsv_buf *b, const char *s) { buf_putn(b, s, strlen(s)); }
+void buf_puts(strbuf *b, const char *s) { buf_putn(b, s, strlen(s)); }
 
-void buf_printf_u(rsv_buf *b, const char *before, uint64_t v, const char *after)
+void buf_printf_u(strbuf *b, const char *before, uint64_t v, const char *after)
 {
     char num[32];
     snprintf(num, sizeof num, "%llu", (unsigned long long)v);
@@ -59,7 +59,7 @@ void buf_printf_u(rsv_buf *b, const char *before, uint64_t v, const char *after)
     buf_puts(b, after);
 }
 
-void buf_free(rsv_buf *b)
+void buf_free(strbuf *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);
@@ -67,13 +67,13 @@ void buf_free(rsv_buf *b)
 
 /* ---------------- parameters ---------------- */
 
-static rsv_val *arg_push(rsv_args *a)
+static sql_val *arg_push(sql_args *a)
 {
     if (a->oom)
         return NULL;
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 64;
-        rsv_val *v = realloc(a->v, cap * sizeof *v);
+        sql_val *v = realloc(a->v, cap * sizeof *v);
         if (!v) {
             a->oom = 1;
             return NULL;
@@ -81,38 +81,38 @@ static rsv_val *arg_push(rsv_args *a)
         a->v = v;
         a->cap = cap;
     }
-    rsv_val *v = &a->v[a->n++];
+    sql_val *v = &a->v[a->n++];
     memset(v, 0, sizeof *v);
     return v;
 }
 
-void args_reset(rsv_args *a)
+void args_reset(sql_args *a)
 {
     a->n = 0;
     a->oom = 0;
 }
 
-void arg_i64(rsv_args *a, int64_t x)
+void arg_i64(sql_args *a, int64_t x)
 {
-    rsv_val *v = arg_push(a);
+    sql_val *v = arg_push(a);
     if (v) {
         v->type = V_I64;
         v->v.i = x;
     }
 }
 
-void arg_u64(rsv_args *a, uint64_t x)
+void arg_u64(sql_args *a, uint64_t x)
 {
-    rsv_val *v = arg_push(a);
+    sql_val *v = arg_push(a);
     if (v) {
         v->type = V_U64;
         v->v.u = x;
     }
 }
 
-void arg_bin(rsv_args *a, const void *p, size_t len)
+void arg_bin(sql_args *a, const void *p, size_t len)
 {
-    rsv_val *v = arg_push(a);
+    sql_val *v = arg_push(a);
     if (v) {
         v->type = V_BIN;
         v->p = p;
@@ -120,14 +120,14 @@ void arg_bin(rsv_args *a, const void *p, size_t len)
     }
 }
 
-void args_free(rsv_args *a)
+void args_free(sql_args *a)
 {
     free(a->v);
     free(a->binds);
     memset(a, 0, sizeof *a);
 }
 
-static int args_bind(rsv_args *a)
+static int args_bind(sql_args *a)
 {
     if (a->n > a->binds_cap) {
         MYSQL_BIND *b = realloc(a->binds, a->n * sizeof *b);
@@ -140,7 +140,7 @@ static int args_bind(rsv_args *a)
         memset(a->binds, 0, a->n * sizeof *a->binds);
     for (size_t i = 0; i < a->n; i++) {
         MYSQL_BIND *b = &a->binds[i];
-        rsv_val *v = &a->v[i];
+        sql_val *v = &a->v[i];
         switch (v->type) {
         case V_I64:
             b->buffer_type = MYSQL_TYPE_LONGLONG;
@@ -166,7 +166,7 @@ static int args_bind(rsv_args *a)
 
 /* ---------------- results ---------------- */
 
-void res_free(rsv_res *r)
+void res_free(sql_res *r)
 {
     free(r->ints);
     free(r->nulls);
@@ -174,7 +174,7 @@ void res_free(rsv_res *r)
     memset(r, 0, sizeof *r);
 }
 
-static int res_grow(rsv_res *r)
+static int res_grow(sql_res *r)
 {
     size_t cap = r->cap_rows ? r->cap_rows * 2 : 64;
     int64_t *ints = realloc(r->ints, cap * r->ncols * sizeof *ints);
@@ -200,7 +200,7 @@ static int res_grow(rsv_res *r)
  * made before the statement runs: a statement that commits (the reserve
  * procedure) must not be followed by an allocation that can fail, or a
  * committed reserve would be reported as out of memory. */
-static int res_shape(rsv_res *r, const char *spec)
+static int res_shape(sql_res *r, const char *spec)
 {
     size_t ncols = strlen(spec);
     if (r->spec && (r->ncols != ncols || strcmp(r->spec, spec) != 0))
@@ -214,7 +214,7 @@ static int res_shape(rsv_res *r, const char *spec)
 
 /* ---------------- the cache ---------------- */
 
-void sql_key_rows(rsv_buf *b, size_t ncols, uint32_t n)
+void sql_key_rows(strbuf *b, size_t ncols, uint32_t n)
 {
     /* The keys become a derived table that is joined, in the order given,
      * to the table by its primary key (STRAIGHT_JOIN fixes the order; each
@@ -246,7 +246,7 @@ uint32_t sql_bucket(size_t n)
     return b;
 }
 
-void tokens_read(rsv_tokens *t, const rsv_res *r, size_t col)
+void tokens_read(token_list *t, const sql_res *r, size_t col)
 {
     t->n = r->rows < TOKEN_BATCH ? r->rows : TOKEN_BATCH;
     for (size_t i = 0; i < t->n; i++) {
@@ -255,7 +255,7 @@ void tokens_read(rsv_tokens *t, const rsv_res *r, size_t col)
     }
 }
 
-uint32_t args_tokens(rsv_args *a, const rsv_tokens *t, int with_gen)
+uint32_t args_tokens(sql_args *a, const token_list *t, int with_gen)
 {
     uint32_t bucket = sql_bucket(t->n);
     for (uint32_t i = 0; i < bucket; i++) {
@@ -283,7 +283,7 @@ static const char *op_tag_names[OP__COUNT] = {
     "replenish", "sweep", "stock", "audit",
 };
 
-void sql_tag(rsv_ctx *ctx, rsv_buf *b)
+void sql_tag(rsv_ctx *ctx, strbuf *b)
 {
     buf_puts(b, "/* ");
     buf_puts(b, ctx->tag_prefix);
@@ -322,7 +322,7 @@ static int stmt_fail(rsv_ctx *ctx, MYSQL_STMT *st, const char *what)
 static int stmt_orphaned(MYSQL_STMT *st)
 {
     unsigned int err = mysql_stmt_errno(st);
-    return err == CR_STMT_CLOSED || rsv_is_conn_errno(err);
+    return err == CR_STMT_CLOSED || is_conn_errno(err);
 }
 
 /* A read sent alone runs at the session's isolation, which the
@@ -330,7 +330,7 @@ static int stmt_orphaned(MYSQL_STMT *st)
  * round trip to ask, the read answers it: a first column, dropped by
  * fetch_all(), that is 1 at READ UNCOMMITTED (MariaDB's name for the
  * variable; only MariaDB sends reads alone). */
-static int guard_column(rsv_buf *sql, size_t body_at)
+static int guard_column(strbuf *sql, size_t body_at)
 {
     static const char sel[] = "SELECT ";
     static const char col[] = "@@session.tx_isolation = 'READ-UNCOMMITTED', ";
@@ -348,11 +348,11 @@ static int guard_column(rsv_buf *sql, size_t body_at)
 
 /* Close this context's least recently used statement other than keep;
  * 0 if there is none. */
-static int cache_close_lru(rsv_ctx *ctx, const rsv_stmt_slot *keep)
+static int cache_close_lru(rsv_ctx *ctx, const stmt_slot *keep)
 {
-    rsv_stmt_slot *lru = NULL;
+    stmt_slot *lru = NULL;
     for (int i = 0; i < RSV_STMT_CACHE; i++) {
-        rsv_stmt_slot *s = &ctx->stmts[i];
+        stmt_slot *s = &ctx->stmts[i];
         if (s != keep && s->stmt && (!lru || s->last_used < lru->last_used))
             lru = s;
     }
@@ -384,15 +384,16 @@ static int frame_lost(rsv_ctx *ctx, const char *what)
                        "(a conflict with another Galera node)", what);
 }
 
-static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
-                                uint32_t shape, int *rc)
+static stmt_slot *cache_get(rsv_ctx *ctx, sql_builder build,
+                                uint32_t shape, const char *text, int *rc)
 {
-    rsv_stmt_slot *victim = &ctx->stmts[0];
+    stmt_slot *victim = &ctx->stmts[0];
     *rc = RSV_OK;
     for (int i = 0; i < ctx->opts.stmt_cache_max; i++) {
-        rsv_stmt_slot *s = &ctx->stmts[i];
+        stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
-            s->op == ctx->op && s->guard == ctx->guard_dirty) {
+            s->text == text && s->op == ctx->op &&
+            s->guard == ctx->guard_dirty) {
             if (!stmt_orphaned(s->stmt)) {
                 s->last_used = ++ctx->use_clock;
                 return s;
@@ -407,7 +408,7 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
         mysql_stmt_close(victim->stmt);
     memset(victim, 0, sizeof *victim);
 
-    rsv_buf *sql = &ctx->sql;
+    strbuf *sql = &ctx->sql;
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
@@ -418,7 +419,11 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
         buf_printf_u(sql, "SET STATEMENT innodb_lock_wait_timeout = ",
                      (uint64_t)ctx->stmt_lock_wait_s, " FOR ");
     size_t body_at = sql->len;
-    if (build(sql, shape) != 0 || sql->oom) {
+    if (build ? build(sql, shape) != 0 : (buf_puts(sql, text), 0)) {
+        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
+        return NULL;
+    }
+    if (sql->oom) {
         *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
         return NULL;
     }
@@ -456,6 +461,7 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
     }
     victim->build = build;
     victim->shape = shape;
+    victim->text = text;
     victim->guard = ctx->guard_dirty;
     victim->op = ctx->op;
     victim->stmt = st;
@@ -463,7 +469,7 @@ static rsv_stmt_slot *cache_get(rsv_ctx *ctx, rsv_sql_builder build,
     return victim;
 }
 
-static void cache_drop(rsv_ctx *ctx, rsv_stmt_slot *s)
+static void cache_drop(rsv_ctx *ctx, stmt_slot *s)
 {
     mysql_stmt_close(s->stmt);
     memset(s, 0, sizeof *s);
@@ -472,7 +478,7 @@ static void cache_drop(rsv_ctx *ctx, rsv_stmt_slot *s)
 
 static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
 {
-    rsv_res *r = &ctx->res; /* shaped by run_stmt (res_shape) */
+    sql_res *r = &ctx->res; /* shaped by run_stmt (res_shape) */
     size_t ncols = r->ncols;
     size_t g = ctx->guard_dirty ? 1 : 0; /* the isolation column first */
 
@@ -598,15 +604,15 @@ int sql_proc_unusable(unsigned int err)
            err == ER_SP_WRONG_NO_OF_ARGS || err == ER_NO_SUCH_USER;
 }
 
-static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
-                    const char *spec, uint64_t *affected)
+static int run_stmt(rsv_ctx *ctx, sql_builder build, uint32_t shape,
+                    const char *text, const char *spec, uint64_t *affected)
 {
     if (ctx->args.oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory binding parameters");
     check_connection(ctx);
     for (int attempt = 0;; attempt++) {
         int rc;
-        rsv_stmt_slot *slot = cache_get(ctx, build, shape, &rc);
+        stmt_slot *slot = cache_get(ctx, build, shape, text, &rc);
         if (!slot)
             return rc;
         MYSQL_STMT *st = slot->stmt;
@@ -633,7 +639,7 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
                 continue;
             }
             rc = stmt_fail(ctx, st, "execute");
-            if (rsv_is_conn_errno(err))
+            if (is_conn_errno(err))
                 cache_drop(ctx, slot);
             return rc;
         }
@@ -659,14 +665,15 @@ static int run_stmt(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
     }
 }
 
-int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
-            const char *spec, uint64_t *affected)
+static int stmt_run(rsv_ctx *ctx, sql_builder build, uint32_t shape,
+                    const char *text, const char *spec, uint64_t *affected)
 {
     int frc = RSV_OK;
     ctx->executed = 0;
-    if (FAULT_ENTER(ctx, build, shape, NULL, &ctx->args.oom, &frc))
+    if (FAULT_ENTER(ctx, build, build ? shape : FAULT_FIXED_STMT, text,
+                    &ctx->args.oom, &frc))
         return frc;
-    int rc = run_stmt(ctx, build, shape, spec, affected);
+    int rc = run_stmt(ctx, build, shape, text, spec, affected);
     /* a loss the fault walk plants after the call ran */
     ctx->executed |= rc == RSV_OK;
     rc = FAULT_LEAVE(ctx, rc);
@@ -674,10 +681,22 @@ int sql_run(rsv_ctx *ctx, rsv_sql_builder build, uint32_t shape,
     return rc;
 }
 
-/* ctx->sql = the conn_tag comment + text. */
-static rsv_buf *tagged(rsv_ctx *ctx, const char *text)
+int sql_run(rsv_ctx *ctx, sql_builder build, uint32_t shape,
+            const char *spec, uint64_t *affected)
 {
-    rsv_buf *sql = &ctx->sql;
+    return stmt_run(ctx, build, shape, NULL, spec, affected);
+}
+
+int sql_fixed(rsv_ctx *ctx, const char *text, const char *spec,
+              uint64_t *affected)
+{
+    return stmt_run(ctx, NULL, 0, text, spec, affected);
+}
+
+/* ctx->sql = the conn_tag comment + text. */
+static strbuf *tagged(rsv_ctx *ctx, const char *text)
+{
+    strbuf *sql = &ctx->sql;
     sql->len = 0;
     sql->oom = 0;
     sql_tag(ctx, sql);
@@ -688,7 +707,7 @@ static rsv_buf *tagged(rsv_ctx *ctx, const char *text)
 int sql_text(rsv_ctx *ctx, const char *text)
 {
     int frc = RSV_OK;
-    rsv_buf *sql = tagged(ctx, text);
+    strbuf *sql = tagged(ctx, text);
     if (FAULT_ENTER(ctx, NULL, 0, text, &sql->oom, &frc))
         return frc;
     if (sql->oom)
@@ -719,7 +738,7 @@ int sql_text_pair(rsv_ctx *ctx, const char *first, const char *second)
     int skip2 = FAULT_ENTER(ctx, NULL, 0, second, &oom2, &frc);
     int lose2 = FAULT_LEAVE_DUE(ctx);
 
-    rsv_buf *sql = tagged(ctx, first);
+    strbuf *sql = tagged(ctx, first);
     if (sql->oom || oom1)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     stats_add(ctx, RSV_STAT_STATEMENTS, 1);
@@ -738,7 +757,7 @@ int sql_text_pair(rsv_ctx *ctx, const char *first, const char *second)
                                  (unsigned long)sql->len) != 0) {
                 rc2 = ctx_db_fail(ctx, mysql_errno(ctx->conn),
                                   mysql_error(ctx->conn), second);
-                if (rsv_is_conn_errno(ctx->db_errno))
+                if (is_conn_errno(ctx->db_errno))
                     return rc2;
             }
         }
@@ -748,7 +767,7 @@ int sql_text_pair(rsv_ctx *ctx, const char *first, const char *second)
     if (mysql_read_query_result(ctx->conn) != 0) {
         rc = ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
                          first);
-        if (rsv_is_conn_errno(ctx->db_errno))
+        if (is_conn_errno(ctx->db_errno))
             return rc;
     } else if (lose1) {
         return FAULT_LOSE(ctx, rc);

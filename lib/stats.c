@@ -14,21 +14,6 @@
 
 #include "internal.h"
 
-/* The public kinds are the internal operation tags, so a counter index
- * needs no translation; RSV_OP_ALL takes the slot of OP_OPEN, which is
- * never counted as a call. */
-#define SAME_OP(pub, internal) ((int)(pub) == (int)(internal))
-_Static_assert(SAME_OP(RSV_OP_RESERVE, OP_RESERVE) &&
-                   SAME_OP(RSV_OP_CLAIM, OP_CLAIM) &&
-                   SAME_OP(RSV_OP_RELEASE, OP_RELEASE) &&
-                   SAME_OP(RSV_OP_EXTEND, OP_EXTEND) &&
-                   SAME_OP(RSV_OP_STATUS, OP_STATUS) &&
-                   SAME_OP(RSV_OP_REPLENISH, OP_REPLENISH) &&
-                   SAME_OP(RSV_OP_SWEEP, OP_SWEEP) &&
-                   SAME_OP(RSV_OP_STOCK, OP_STOCK) &&
-                   SAME_OP(RSV_OP_AUDIT, OP_AUDIT) &&
-                   SAME_OP(RSV_OP_AUDIT + 1, OP__COUNT),
-               "RSV_OP_* must match enum rsv_op");
 
 static int code_slot(int rc)
 {
@@ -52,7 +37,7 @@ void stats_add(rsv_ctx *ctx, int stat, uint64_t n)
 
 void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us)
 {
-    rsv_stats *s = &ctx->stats;
+    ctx_stats *s = &ctx->stats;
     s->outcome[op][code_slot(rc)]++;
     s->hist[op][bucket_of(us)]++;
     s->counter[op][RSV_STAT_LATENCY_US] += us;
@@ -69,7 +54,7 @@ static void op_range(uint32_t op, int *from, int *to)
     *to = op == RSV_OP_ALL ? OP__COUNT : (int)op + 1;
 }
 
-static uint64_t calls_of(const rsv_stats *s, int op, int first, int last)
+static uint64_t calls_of(const ctx_stats *s, int op, int first, int last)
 {
     uint64_t n = 0;
     for (int c = first; c <= last; c++)
@@ -77,7 +62,7 @@ static uint64_t calls_of(const rsv_stats *s, int op, int first, int last)
     return n;
 }
 
-uint64_t stats_value(const rsv_stats *s, uint32_t stat, uint32_t op)
+uint64_t stats_value(const ctx_stats *s, uint32_t stat, uint32_t op)
 {
     int from, to;
     op_range(op, &from, &to);

@@ -4,7 +4,7 @@
  *
  * Owns: struct rsv_stats_snapshot, rsv_stats_snapshot_*() and
  * rsv_stats_prometheus().  A snapshot is a copy of the same arrays a
- * context counts in (rsv_stats, stats.c), so a snapshot and a context
+ * context counts in (ctx_stats, stats.c), so a snapshot and a context
  * answer the same questions the same way: counters go through
  * stats_value(), like rsv_stats_get().  Nothing here locks: a snapshot
  * belongs to one thread at a time, and the application's own mutex is
@@ -18,12 +18,12 @@
 #include "internal.h"
 
 struct rsv_stats_snapshot {
-    rsv_stats s;
+    ctx_stats s;
     uint64_t contexts; /* contexts added, directly or through merges */
 };
 
 /* Add b into a: sums, but the slowest call is a maximum. */
-static void stats_merge(rsv_stats *a, const rsv_stats *b)
+static void stats_merge(ctx_stats *a, const ctx_stats *b)
 {
     for (int o = 0; o < OP__COUNT; o++) {
         for (int c = 0; c < STATS_CODES; c++)
@@ -251,7 +251,7 @@ static void put_family(out *o, const char *name, const char *type,
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static uint64_t calls_of_op(const rsv_stats *s, int op)
+static uint64_t calls_of_op(const ctx_stats *s, int op)
 {
     return stats_value(s, RSV_STAT_CALLS, (uint32_t)op);
 }
@@ -303,7 +303,7 @@ static const char *class_of(int code)
     return code < 0 && code >= RSV_EINDOUBT ? "expected" : "failed";
 }
 
-static void put_calls(out *o, const rsv_stats *s, const char *labels)
+static void put_calls(out *o, const ctx_stats *s, const char *labels)
 {
     const char *name = "libreserve_calls_total";
     put_family(o, name, "counter",
@@ -342,7 +342,7 @@ static void put_calls(out *o, const rsv_stats *s, const char *labels)
     }
 }
 
-static void put_histogram(out *o, const rsv_stats *s, const char *labels)
+static void put_histogram(out *o, const ctx_stats *s, const char *labels)
 {
     const char *name = "libreserve_call_duration_seconds";
     put_family(o, name, "histogram",
@@ -385,7 +385,7 @@ RSV_EXTERN int rsv_stats_prometheus(const rsv_stats_snapshot *snap,
         labels = "";
     if (!valid_labels(labels))
         return RSV_EINVAL;
-    const rsv_stats *s = &snap->s;
+    const ctx_stats *s = &snap->s;
     out o = {buf, len, 0};
 
     put_family(&o, "libreserve_contexts", "gauge",

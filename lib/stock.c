@@ -23,23 +23,15 @@
 
 #define STOCK_MAX (INT64_C(1) << 62)
 
-static int b_level_insert(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "INSERT INTO rsv_ledger (shop_id, item_id, "
-                "location_id, on_hand, issued, next_unit_id, "
-                "updated_at) VALUES (?, ?, ?, 0, 0, 1, NOW(6))");
-    return 0;
-}
+static const char SQL_LEDGER_INSERT[] =
+    "INSERT INTO rsv_ledger (shop_id, item_id, "
+    "location_id, on_hand, issued, next_unit_id, "
+    "updated_at) VALUES (?, ?, ?, 0, 0, 1, NOW(6))";
 
-static int b_set_on_hand(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "UPDATE rsv_ledger SET on_hand = ?, issued = issued - ?, "
-                "updated_at = NOW(6) WHERE shop_id = ? AND "
-                "item_id = ? AND location_id = ?");
-    return 0;
-}
+static const char SQL_SET_ON_HAND[] =
+    "UPDATE rsv_ledger SET on_hand = ?, issued = issued - ?, "
+    "updated_at = NOW(6) WHERE shop_id = ? AND "
+    "item_id = ? AND location_id = ?";
 
 struct stock_arg {
     uint64_t shop, key[2];
@@ -51,7 +43,7 @@ struct stock_arg {
 static int stock_body(rsv_ctx *ctx, void *p)
 {
     struct stock_arg *a = p;
-    rsv_level lv;
+    ledger_row lv;
     size_t found = 0;
     int rc = ledger_lock(ctx, a->shop, a->key, 1, LEDGER_WAIT, &lv, &found);
     if (rc)
@@ -63,7 +55,7 @@ static int stock_body(rsv_ctx *ctx, void *p)
         arg_u64(&ctx->args, a->shop);
         arg_u64(&ctx->args, a->key[0]);
         arg_u64(&ctx->args, a->key[1]);
-        rc = sql_run(ctx, b_level_insert, 0, NULL, NULL);
+        rc = sql_fixed(ctx, SQL_LEDGER_INSERT, NULL, NULL);
         if (rc)
             /* created concurrently: retry and lock it */
             return ctx->db_errno == ER_DUP_ENTRY ? RSV__RETRY : rc;
@@ -118,7 +110,7 @@ static int stock_body(rsv_ctx *ctx, void *p)
     arg_u64(&ctx->args, a->shop);
     arg_u64(&ctx->args, lv.item);
     arg_u64(&ctx->args, lv.loc);
-    if ((rc = sql_run(ctx, b_set_on_hand, 0, NULL, NULL)))
+    if ((rc = sql_fixed(ctx, SQL_SET_ON_HAND, NULL, NULL)))
         return rc;
     a->result = target;
     return RSV_OK;
@@ -132,7 +124,7 @@ static int stock_change(rsv_ctx *ctx, uint64_t shop, uint64_t item,
         *out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_STOCK, 1, shop, NULL, 0);
+    int began = op_begin(ctx, RSV_OP_STOCK, 1, shop, NULL, 0);
     if (began)
         return began;
     if (is_set && (value < 0 || value > STOCK_MAX))
@@ -165,25 +157,20 @@ RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
                                     delta, on_hand_out));
 }
 
-static int b_stock_get(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s,
-        "SELECT l.on_hand - COALESCE((SELECT SUM(x.quantity) FROM "
-        "rsv_journal x" BY_KEY " WHERE x.shop_id = l.shop_id AND "
-        "x.item_id = l.item_id AND x.location_id = "
-        "l.location_id AND x.kind = 2), 0), COALESCE((SELECT "
-        "SUM(h.quantity) FROM rsv_holds h" HOLDS_BY_KEY " WHERE "
-        "h.shop_id = l.shop_id AND h.item_id = l.item_id "
-        "AND h.location_id = l.location_id AND h.expires_at > "
-        "NOW(6)), 0), (SELECT COUNT(*) FROM rsv_pool u" BY_KEY
-        " WHERE u.shop_id = l.shop_id AND u.item_id = "
-        "l.item_id AND u.location_id = l.location_id) "
-        "FROM "
-        "rsv_ledger l WHERE l.shop_id = ? AND l.item_id = ? "
-        "AND l.location_id = ?");
-    return 0;
-}
+static const char SQL_STOCK_GET[] =
+    "SELECT l.on_hand - COALESCE((SELECT SUM(x.quantity) FROM "
+    "rsv_journal x" BY_KEY " WHERE x.shop_id = l.shop_id AND "
+    "x.item_id = l.item_id AND x.location_id = "
+    "l.location_id AND x.kind = " SQLV(ST_CLAIMED) "), 0), COALESCE((SELECT "
+    "SUM(h.quantity) FROM rsv_holds h" HOLDS_BY_KEY " WHERE "
+    "h.shop_id = l.shop_id AND h.item_id = l.item_id "
+    "AND h.location_id = l.location_id AND h.expires_at > "
+    "NOW(6)), 0), (SELECT COUNT(*) FROM rsv_pool u" BY_KEY
+    " WHERE u.shop_id = l.shop_id AND u.item_id = "
+    "l.item_id AND u.location_id = l.location_id) "
+    "FROM "
+    "rsv_ledger l WHERE l.shop_id = ? AND l.item_id = ? "
+    "AND l.location_id = ?";
 
 struct stock_read {
     uint64_t shop, item, loc;
@@ -198,7 +185,7 @@ static int stock_get_body(rsv_ctx *ctx, void *p)
     arg_u64(&ctx->args, a->shop);
     arg_u64(&ctx->args, a->item);
     arg_u64(&ctx->args, a->loc);
-    int rc = sql_run(ctx, b_stock_get, 0, "iii", NULL);
+    int rc = sql_fixed(ctx, SQL_STOCK_GET, "iii", NULL);
     if (rc)
         return rc;
     if (ctx->res.rows == 0)
@@ -216,7 +203,7 @@ static int stock_get_run(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 {
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_STOCK, 0, shop_id, NULL, 0);
+    int began = op_begin(ctx, RSV_OP_STOCK, 0, shop_id, NULL, 0);
     if (began)
         return began;
     struct stock_read a = {shop_id, item_id, location_id, 0, 0, 0};

@@ -30,20 +30,16 @@
  * included (MariaDB 10.11 uses the loose scan only then, and only once
  * the table's statistics are current); otherwise it reads the unfolded
  * settlements, which the sweep is about to fold anyway. */
-static int b_due_keys(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "(SELECT CAST(item_id AS SIGNED), "
-                "CAST(location_id AS SIGNED) FROM rsv_holds "
-                "FORCE INDEX (rsv_holds_expiry) "
-                "WHERE shop_id = ? GROUP BY shop_id, item_id, "
-                "location_id HAVING MIN(expires_at) <= NOW(6) LIMIT ?) "
-                "UNION (SELECT CAST(item_id AS SIGNED), "
-                "CAST(location_id AS SIGNED) FROM (SELECT DISTINCT "
-                "shop_id, item_id, location_id FROM "
-                "rsv_journal WHERE shop_id = ? LIMIT ?) k)");
-    return 0;
-}
+static const char SQL_DUE_KEYS[] =
+    "(SELECT CAST(item_id AS SIGNED), "
+    "CAST(location_id AS SIGNED) FROM rsv_holds "
+    "FORCE INDEX (rsv_holds_expiry) "
+    "WHERE shop_id = ? GROUP BY shop_id, item_id, "
+    "location_id HAVING MIN(expires_at) <= NOW(6) LIMIT ?) "
+    "UNION (SELECT CAST(item_id AS SIGNED), "
+    "CAST(location_id AS SIGNED) FROM (SELECT DISTINCT "
+    "shop_id, item_id, location_id FROM "
+    "rsv_journal WHERE shop_id = ? LIMIT ?) k)";
 
 /* Checkouts to purge: settled ones past the retention, and held ones
  * whose holds were all given back long ago.  The status list names every
@@ -51,11 +47,13 @@ static int b_due_keys(rsv_buf *s, uint32_t shape)
  * gives one range per status that ends at the retention, so only old
  * checkouts are read; without it the purge read every checkout of the
  * shop at every sweep (25,000 for 25,000 recent ones, measured). */
-#define PURGE_WHERE                                                      \
-    "c.status IN (1, 2, 3, 4) AND c.updated_at < NOW(6) - INTERVAL ? "   \
-    "SECOND AND (c.status <> 1 OR (c.expires_at < NOW(6) - INTERVAL ? "  \
-    "SECOND AND NOT EXISTS (SELECT 1 FROM rsv_holds h WHERE "            \
-    "h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token)))"
+#define PURGE_WHERE                                                        \
+    "c.status IN (" SQLV(ST_HELD) ", " SQLV(ST_CLAIMED) ", "                 \
+    SQLV(ST_RELEASED) ", " SQLV(ST_EXPIRED) ") AND c.updated_at < NOW(6) "   \
+    "- INTERVAL ? SECOND AND (c.status <> " SQLV(ST_HELD) " OR "            \
+    "(c.expires_at < NOW(6) - INTERVAL ? SECOND AND NOT EXISTS (SELECT 1 "   \
+    "FROM rsv_holds h WHERE h.shop_id = c.shop_id AND h.checkout_token = "   \
+    "c.checkout_token)))"
 
 /* Read without locks (a consistent read), then deleted by primary key
  * with the conditions checked again on the locked row.  A DELETE through
@@ -64,15 +62,11 @@ static int b_due_keys(rsv_buf *s, uint32_t shape)
  * which holds the checkout row and then moves the row's entry in that
  * index (new status and time), deadlocked with it (check_soak caught
  * one). */
-static int b_purge_candidates(rsv_buf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "SELECT c.checkout_token FROM rsv_checkouts c "
-                "WHERE c.shop_id = ? AND " PURGE_WHERE " LIMIT ?");
-    return 0;
-}
+static const char SQL_PURGE_CANDIDATES[] =
+    "SELECT c.checkout_token FROM rsv_checkouts c "
+    "WHERE c.shop_id = ? AND " PURGE_WHERE " LIMIT ?";
 
-static int b_purge_delete(rsv_buf *s, uint32_t n)
+static int b_purge_delete(strbuf *s, uint32_t n)
 {
     buf_puts(s, "DELETE c FROM ");
     sql_key_rows(s, 1, n);
@@ -90,7 +84,7 @@ struct fold_arg {
 static int fold_body(rsv_ctx *ctx, void *p)
 {
     struct fold_arg *a = p;
-    rsv_level lv;
+    ledger_row lv;
     size_t found = 0;
     a->reaped = 0;
     int rc = ledger_lock(ctx, a->shop, a->key, 1, LEDGER_SKIP, &lv, &found);
@@ -110,7 +104,7 @@ static void purge_args(rsv_ctx *ctx)
 
 struct purge_arg {
     uint64_t shop;
-    rsv_tokens *batch;
+    token_list *batch;
 };
 
 static int purge_body(rsv_ctx *ctx, void *p)
@@ -121,7 +115,7 @@ static int purge_body(rsv_ctx *ctx, void *p)
         arg_u64(&ctx->args, a->shop);
         purge_args(ctx);
         arg_i64(&ctx->args, PURGE_BATCH);
-        int rc = sql_run(ctx, b_purge_candidates, 0, "b", NULL);
+        int rc = sql_fixed(ctx, SQL_PURGE_CANDIDATES, "b", NULL);
         if (rc)
             return rc;
         tokens_read(a->batch, &ctx->res, 0);
@@ -150,7 +144,7 @@ static int due_keys_body(rsv_ctx *ctx, void *p)
     arg_i64(&ctx->args, SWEEP_KEYS);
     arg_u64(&ctx->args, *shop);
     arg_i64(&ctx->args, SWEEP_KEYS);
-    return sql_run(ctx, b_due_keys, 0, "ii", NULL);
+    return sql_fixed(ctx, SQL_DUE_KEYS, "ii", NULL);
 }
 
 static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
@@ -160,7 +154,7 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         *released_out = 0;
     if (!ctx)
         return RSV_EINVAL;
-    int began = op_begin(ctx, OP_SWEEP, 1, shop_id, NULL, 0);
+    int began = op_begin(ctx, RSV_OP_SWEEP, 1, shop_id, NULL, 0);
     if (began)
         return began;
     if (max_holds < 0)
@@ -201,7 +195,7 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
     if (rc == RSV_OK)
         rc = pool_drain_idle(ctx, shop_id);
     if (rc == RSV_OK) {
-        struct purge_arg pa = {shop_id, malloc(sizeof(rsv_tokens))};
+        struct purge_arg pa = {shop_id, malloc(sizeof(token_list))};
         if (!pa.batch)
             rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory purging");
         else

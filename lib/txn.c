@@ -178,7 +178,7 @@ void txn_rollback_quietly(rsv_ctx *ctx)
      * would say RSV_EINTXN; a second ROLLBACK runs and brings the status
      * up to date. */
     if (sql_text(ctx, SQL_ROLLBACK) != RSV_OK &&
-        !rsv_is_conn_errno(ctx->db_errno))
+        !is_conn_errno(ctx->db_errno))
         (void)sql_text(ctx, SQL_ROLLBACK);
     memcpy(ctx->msg, msg, sizeof msg);
     ctx->code = code;
@@ -194,7 +194,7 @@ void txn_rollback_quietly(rsv_ctx *ctx)
  * back before it reports the error; a transaction still open (the
  * server's status flag, read locally) is rolled back here all the same,
  * so nothing is ever left holding locks. */
-static int self_committed(rsv_ctx *ctx, rsv_txn_body body, void *arg)
+static int self_committed(rsv_ctx *ctx, txn_body body, void *arg)
 {
     int rc = body(ctx, arg);
     if (rc == RSV_ECONN && ctx->executed)
@@ -213,7 +213,7 @@ static int self_committed(rsv_ctx *ctx, rsv_txn_body body, void *arg)
  * isolation, one round trip.  Returns NEED_FRAME when a TXN_NO_DIRTY read
  * must be read again in a frame of ours. */
 #define NEED_FRAME (-1001)
-static int read_alone(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
+static int read_alone(rsv_ctx *ctx, int flags, txn_body body, void *arg)
 {
     int guard = (flags & TXN_NO_DIRTY) != 0;
     ctx->commit_anyway = 0;
@@ -242,7 +242,7 @@ static int txn_begin(rsv_ctx *ctx, int read_only)
                                 "COMMITTED",
                            read_only ? "START TRANSACTION READ ONLY"
                                      : "START TRANSACTION READ WRITE");
-    if (rc != RSV_OK && !rsv_is_conn_errno(ctx->db_errno) &&
+    if (rc != RSV_OK && !is_conn_errno(ctx->db_errno) &&
         txn_caller_open(ctx))
         txn_rollback_quietly(ctx);
     return rc;
@@ -250,7 +250,7 @@ static int txn_begin(rsv_ctx *ctx, int read_only)
 
 /* Our own transaction around the body, retried on conflicts within the
  * retry count and the call's time budget. */
-static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
+static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
 {
     int rc = RSV__RETRY;
     for (int attempt = 0; attempt <= ctx->opts.max_retries; attempt++) {
@@ -322,7 +322,7 @@ static int framed(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
                     ctx->opts.max_retries);
 }
 
-int txn_run(rsv_ctx *ctx, int flags, rsv_txn_body body, void *arg)
+int txn_run(rsv_ctx *ctx, int flags, txn_body body, void *arg)
 {
     if (nb_canceled(ctx))
         return ctx->code; /* rsv_cancel: nothing sent since */
