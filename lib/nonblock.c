@@ -283,6 +283,19 @@ static int nb_start_thread(rsv_ctx *ctx)
     nb->has_thread = 1;
     return RSV_OK;
 }
+/* Stop the call in flight (nb->mu held): no attempt starts after this,
+ * the backoff wait ends, and a statement in flight ends at once (the
+ * server sees the session go and rolls back what was not committed). */
+static void stop_locked(struct nb_state *nb)
+{
+    nb->cancel = 1;
+    if (nb->state == NB_RUNNING && nb->sock >= 0 && !nb->cut) {
+        shutdown(nb->sock, SHUT_RDWR);
+        nb->cut = 1;
+    }
+    pthread_cond_broadcast(&nb->cv);
+}
+
 
 void nb_free(rsv_ctx *ctx)
 {
@@ -292,12 +305,7 @@ void nb_free(rsv_ctx *ctx)
     if (nb->has_thread) {
         pthread_mutex_lock(&nb->mu);
         nb->quit = 1;
-        nb->cancel = 1;
-        if (nb->state == NB_RUNNING && nb->sock >= 0 && !nb->cut) {
-            shutdown(nb->sock, SHUT_RDWR);
-            nb->cut = 1;
-        }
-        pthread_cond_broadcast(&nb->cv);
+        stop_locked(nb);
         pthread_mutex_unlock(&nb->mu);
         pthread_join(nb->thread, NULL);
     }
@@ -498,16 +506,8 @@ RSV_EXTERN int rsv_cancel(rsv_ctx *ctx)
                         "rsv_cancel: no non-blocking call is in progress on "
                         "this context");
     pthread_mutex_lock(&nb->mu);
-    if (nb->state == NB_QUEUED || nb->state == NB_RUNNING) {
-        nb->cancel = 1;
-        /* A statement in flight ends at once: the server sees the
-         * session go and rolls back what was not committed. */
-        if (nb->state == NB_RUNNING && nb->sock >= 0 && !nb->cut) {
-            shutdown(nb->sock, SHUT_RDWR);
-            nb->cut = 1;
-        }
-        pthread_cond_broadcast(&nb->cv);
-    }
+    if (nb->state == NB_QUEUED || nb->state == NB_RUNNING)
+        stop_locked(nb);
     pthread_mutex_unlock(&nb->mu);
     return RSV_OK;
 }
