@@ -680,6 +680,102 @@ RSV_EXTERN int rsv_pending(const rsv_ctx *ctx);
 RSV_EXTERN int rsv_cancel(rsv_ctx *ctx);
 
 /* ------------------------------------------------------------------ */
+/* Batches                                                            */
+/* ------------------------------------------------------------------ */
+
+/* The most entries one batch call takes. */
+#define RSV_BATCH_MAX 256
+
+/*
+ * Reserve n independent one-line checkouts at once: for each i, quantity
+ * quantities[i] of item_ids[i] at location_ids[i] for the checkout
+ * tokens[i] (token_lens[i] bytes) of shop shop_ids[i], all for ttl_ms
+ * milliseconds (0 = the context default).  For a server that serves many
+ * buyers at once (a flash sale): the new checkouts that the one-round-trip
+ * path of rsv_reserve_one() can decide are reserved by one statement and
+ * one COMMIT (one flush of the server's logs) for the whole batch.
+ *
+ * results[i] receives exactly the code rsv_reserve_one() would have
+ * returned for entry i (RSV_OK, RSV_EOUTOFSTOCK, RSV_ECLAIMED,
+ * RSV_ENOITEM, RSV_ETOKEN, RSV_EQUANTITY, RSV_EINVAL for a NULL token,
+ * ...); one entry's outcome never changes another's, and an entry refused
+ * by its arguments writes nothing.  The entries the batch cannot decide
+ * (a checkout that exists, a pool short of units, an unknown item, a
+ * quantity above 64, an item this context saw sold out) are then run one
+ * by one, as rsv_reserve_one() runs them, inside this call: extra round
+ * trips for those entries only.  A batch left with one entry to send
+ * sends it as rsv_reserve_one() does: for one checkout the single call's
+ * procedure is cheaper; the batch statement pays from two entries on.
+ * Without the schema's batch procedure (an older schema, or a Galera
+ * node, see rsv_open) every entry runs one by one, with the same
+ * outcomes.  Entries are decided as if each were a
+ * call of its own made in some order: the batch's entries before the
+ * others, so a later entry of the same token re-reserves that checkout,
+ * as a second rsv_reserve_one() would.  Each entry counts as one
+ * RSV_OP_RESERVE call in the statistics and is reported to the
+ * completion callback with its own token and code (a batch refused as a
+ * whole counts as one call); RSV_STAT_ONE_TRIP counts the entries the
+ * batch statement reserved, and RSV_STAT_STATEMENTS its one CALL.
+ *
+ * Runs its own transactions, like rsv_reserve(): refused with RSV_EINTXN
+ * inside the caller's transaction.  The arrays are the caller's, read
+ * only during the call.
+ *
+ * Returns RSV_OK when every results[i] holds its entry's outcome (which
+ * may be a failure: an entry run on its own after the connection was lost
+ * gets RSV_ECONN).  Otherwise a code for the whole batch, also written to
+ * every results[i]: RSV_EINVAL (NULL ctx, array or results, n == 0 or n >
+ * RSV_BATCH_MAX; results, if not NULL, is still written: n entries),
+ * RSV_EQUANTITY (ttl_ms negative or above 30 days), RSV_EINTXN,
+ * RSV_EDISABLED, and for the batch statement RSV_EBUSY, RSV_ECONN (nothing applied),
+ * RSV_EINDOUBT (the batch may have committed: reconnect and repeat the
+ * same batch; each entry is idempotent by its token, so a repeat answers
+ * RSV_OK for the checkouts it holds), RSV_EDB, RSV_ENOMEM.
+ */
+RSV_EXTERN int rsv_reserve_batch(rsv_ctx *ctx, size_t n,
+                                 const uint64_t *shop_ids,
+                                 const void *const *tokens,
+                                 const size_t *token_lens,
+                                 const uint64_t *item_ids,
+                                 const uint64_t *location_ids,
+                                 const int64_t *quantities, int64_t ttl_ms,
+                                 int *results);
+
+/*
+ * Claim n checkouts at once: results[i] receives exactly the code
+ * rsv_claim() would have returned for checkout tokens[i] of shop
+ * shop_ids[i] (RSV_OK, RSV_ECLAIMED, RSV_EEXPIRED, RSV_ERELEASED,
+ * RSV_ENOTFOUND, RSV_ETOKEN, RSV_EINVAL for a NULL token).  In one
+ * statement and one COMMIT with the schema's batch procedure, else one by
+ * one.  Unlike rsv_claim(), a batch never joins the caller's transaction:
+ * inside one it is refused with RSV_EINTXN (claim one by one to commit
+ * claims with the application's own rows).  A token listed twice is
+ * claimed once; its second entry answers what a repeated rsv_claim()
+ * would (RSV_ECLAIMED).  Each entry counts as one RSV_OP_CLAIM call and
+ * is reported to the completion callback.
+ * Returns RSV_OK when every results[i] is set; else the whole batch's code
+ * as for rsv_reserve_batch() (without RSV_EQUANTITY), also in every
+ * results[i]; after RSV_EINDOUBT repeat the same batch: a claim that
+ * committed answers RSV_ECLAIMED, never takes twice.
+ */
+RSV_EXTERN int rsv_claim_batch(rsv_ctx *ctx, size_t n,
+                               const uint64_t *shop_ids,
+                               const void *const *tokens,
+                               const size_t *token_lens, int *results);
+
+/*
+ * Release n checkouts at once: results[i] receives exactly the code
+ * rsv_release() would have returned (RSV_OK, also for a checkout already
+ * released or expired; RSV_ECLAIMED, RSV_ENOTFOUND, RSV_ETOKEN,
+ * RSV_EINVAL for a NULL token).  Otherwise as rsv_claim_batch(), each
+ * entry counted as one RSV_OP_RELEASE call.
+ */
+RSV_EXTERN int rsv_release_batch(rsv_ctx *ctx, size_t n,
+                                 const uint64_t *shop_ids,
+                                 const void *const *tokens,
+                                 const size_t *token_lens, int *results);
+
+/* ------------------------------------------------------------------ */
 /* Pools, expiry and stock                                            */
 /* ------------------------------------------------------------------ */
 
@@ -798,9 +894,11 @@ RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
  */
 enum rsv_op_kind {
     RSV_OP_ALL = 0,        /* statistics getters only: every kind summed */
-    RSV_OP_RESERVE = 1,    /* rsv_reserve, rsv_reserve_one */
-    RSV_OP_CLAIM = 2,      /* rsv_claim */
-    RSV_OP_RELEASE = 3,    /* rsv_release */
+    RSV_OP_RESERVE = 1,    /* rsv_reserve, rsv_reserve_one, and each
+                              entry of rsv_reserve_batch */
+    RSV_OP_CLAIM = 2,      /* rsv_claim, each entry of rsv_claim_batch */
+    RSV_OP_RELEASE = 3,    /* rsv_release, each entry of
+                              rsv_release_batch */
     RSV_OP_EXTEND = 4,     /* rsv_extend */
     RSV_OP_STATUS = 5,     /* rsv_checkout_status */
     RSV_OP_REPLENISH = 6,  /* rsv_replenish, rsv_pool_drain */
@@ -1074,7 +1172,8 @@ RSV_EXTERN int rsv_set_callback(rsv_ctx *ctx, rsv_op_fn fn, void *user);
  * The kill switch.  With enabled == 0, every function that changes the
  * database returns RSV_EDISABLED at once, before looking at its other
  * arguments, and sends nothing to the server: rsv_reserve,
- * rsv_reserve_one, rsv_claim, rsv_release, rsv_extend, rsv_replenish,
+ * rsv_reserve_one, rsv_claim, rsv_release, the three batch functions
+ * (every results[i] then RSV_EDISABLED), rsv_extend, rsv_replenish,
  * rsv_pool_drain, rsv_sweep, rsv_stock_set and rsv_stock_adjust.  The reads keep working:
  * rsv_checkout_status, rsv_stock_get and rsv_audit, as do the statistics
  * and everything that does not take a context.  Refused calls are

@@ -299,21 +299,31 @@ static int settle_call(rsv_ctx *ctx, struct co_arg *a, int kind)
     if (r->rows != 1)
         return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows",
                         RSV_PROC_SETTLE, r->rows);
+    return settle_answer_code(ctx, kind, a->shop, RES_I(r, 0, 0) != 0,
+                              (int)RES_I(r, 0, 1), RES_I(r, 0, 2),
+                              RES_I(r, 0, 3), RES_I(r, 0, 4));
+}
+
+int settle_answer_code(rsv_ctx *ctx, int kind, uint64_t shop, int found,
+                       int status, int64_t hold_count, int64_t holds,
+                       int64_t done)
+{
     co_state st;
     memset(&st, 0, sizeof st);
-    st.found = RES_I(r, 0, 0) != 0;
-    st.status = (int)RES_I(r, 0, 1);
-    st.hold_count = RES_I(r, 0, 2);
-    st.holds = RES_I(r, 0, 3);
-    int64_t done = RES_I(r, 0, 4);
+    st.found = found;
+    st.status = status;
+    st.hold_count = hold_count;
+    st.holds = holds;
+    struct co_arg a = {shop, NULL, 0, 0};
     if (!st.found)
-        return not_found(ctx, a);
+        return not_found(ctx, &a);
     if (done == 2) /* (a claim; committed) */
         return expired_rest_code(ctx, &st);
     if (done == 1)
-        return RSV_OK;
+        return ctx_ok(ctx);
     if (kind == ST_RELEASED) /* (already released or expired: done) */
-        return st.status == ST_CLAIMED ? claimed_not_released(ctx) : RSV_OK;
+        return st.status == ST_CLAIMED ? claimed_not_released(ctx)
+                                       : ctx_ok(ctx);
     return settled_code(ctx, st.status);
 }
 

@@ -290,7 +290,9 @@ static int check_schema(rsv_ctx *ctx)
                                 "table_name = '%s'), ", tables[i]);
     static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART,
                                         RSV_PROC_TOP_UP, RSV_PROC_SETTLE,
-                                        RSV_PROC_POOL_TAKE};
+                                        RSV_PROC_POOL_TAKE,
+                                        RSV_PROC_RESERVE_BATCH,
+                                        RSV_PROC_SETTLE_BATCH};
     enum { NPROCS = sizeof procs / sizeof procs[0] };
     for (size_t i = 0; i < NPROCS; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
@@ -345,6 +347,8 @@ static int check_schema(rsv_ctx *ctx)
                     found[NTABLES + 4] == '1'; /* (it calls the pool take) */
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
     ctx->has_settle_proc = use_procs && found[NTABLES + 3] == '1';
+    ctx->has_batch_proc = procs_ok && found[NTABLES + 5] == '1';
+    ctx->has_settle_batch_proc = use_procs && found[NTABLES + 6] == '1';
     return RSV_OK;
 }
 

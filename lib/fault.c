@@ -124,7 +124,9 @@ int fault_enter(rsv_ctx *ctx, sql_builder build, uint32_t shape,
     uint64_t n = ++F.calls;
     if (n <= TRACE_MAX)
         F.trace[n - 1] = build == b_call_reserve || build == b_call_cart ||
-                                 build == b_call_settle
+                                 build == b_call_settle ||
+                                 build == b_call_reserve_batch ||
+                                 build == b_call_settle_batch
                              ? "CALL"
                          : build || shape == FAULT_FIXED_STMT ? "stmt"
                          : text  ? text
@@ -190,10 +192,14 @@ int fault_leave(rsv_ctx *ctx, int rc)
      * committed; the settle procedure's column 4 what it did, > 0:
      * committed) */
     const sql_res *r = &ctx->res;
+    /* (a batch procedure always commits: its rows are per entry) */
+    int batch = F.last_build == b_call_reserve_batch ||
+                F.last_build == b_call_settle_batch;
     int committed =
         rc == RSV_OK && r->rows >= 1 &&
-        (F.last_build == b_call_settle ? RES_I(r, r->rows - 1, 4) > 0
-                                       : RES_I(r, r->rows - 1, 0) == 0);
+        (batch                            ? 1
+         : F.last_build == b_call_settle ? RES_I(r, r->rows - 1, 4) > 0
+                                          : RES_I(r, r->rows - 1, 0) == 0);
     if (n >= 1 && n <= TRACE_MAX && strcmp(F.trace[n - 1], "CALL") == 0 &&
         !committed)
         F.trace[n - 1] = "CALL (rolled back)";

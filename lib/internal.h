@@ -35,6 +35,10 @@
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
 #define RSV_PROC_POOL_TAKE "rsv_pool_take_v2" /* called by ..._RESERVE */
 #define RSV_PROC_SETTLE "rsv_settle_v2"     /* claim and release */
+/* Many checkouts in one CALL (batch.c): reserves, and claims or
+ * releases. */
+#define RSV_PROC_RESERVE_BATCH "rsv_reserve_batch_v1"
+#define RSV_PROC_SETTLE_BATCH "rsv_settle_batch_v1"
 
 /* Where make install puts the schema (for messages). */
 #ifndef RSV_DATADIR
@@ -248,6 +252,8 @@ struct rsv_ctx {
                                   gone or not allowed) */
     int has_cart_proc;         /* and the cart procedure, the same way */
     int has_settle_proc;       /* and the claim/release procedure */
+    int has_batch_proc;        /* and the batch reserve procedure */
+    int has_settle_batch_proc; /* and the batch claim/release one */
     int galera;                /* the server is a Galera cluster node
                                   (wsrep_on at rsv_open): no procedures,
                                   and every statement of a transaction is
@@ -363,6 +369,10 @@ RSV_HIDDEN uint32_t args_tokens(sql_args *a, const token_list *t,
  * after rsv_open, no EXECUTE privilege, a different version under the
  * name): nothing ran, and the statements still work. */
 RSV_HIDDEN int sql_proc_unusable(unsigned int err);
+/* Make room in ctx->res for a result of this shape with `rows` rows,
+ * before a statement that commits and answers that many (nothing may be
+ * allocated after the commit).  Returns RSV_OK or RSV_ENOMEM. */
+RSV_HIDDEN int sql_res_room(rsv_ctx *ctx, const char *spec, size_t rows);
 
 /* ---- transactions (txn.c) ---- */
 /* The CALLs of the procedures (reserve_proc.c, checkout.c); the fault walk
@@ -370,6 +380,8 @@ RSV_HIDDEN int sql_proc_unusable(unsigned int err);
 RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_reserve_batch(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_settle_batch(strbuf *s, uint32_t shape);
 
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,
@@ -405,6 +417,12 @@ RSV_HIDDEN int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
  * counts the call and its latency and runs the completion callback.
  * Returns rc; NULL ctx is fine. */
 RSV_HIDDEN int op_end(rsv_ctx *ctx, int rc);
+/* Count one entry of a batch as a call of its own of kind op (begun at
+ * start_us, op_begin's clock) and run the completion callback for it, as
+ * op_end does.  Returns rc. */
+RSV_HIDDEN int op_end_entry(rsv_ctx *ctx, int op, int rc, uint64_t shop,
+                            const void *token, size_t token_len,
+                            uint64_t start_us);
 
 /* ---- statistics (stats.c) ---- */
 /* Add n to a counter (RSV_STAT_RETRIES ..) of the current operation. */
@@ -531,5 +549,11 @@ RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
  * and delete them.  Checkout row must be locked. */
 RSV_HIDDEN int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token,
                             size_t len, uint32_t generation, int kind);
+/* The code (and message) of a claim (kind ST_CLAIMED) or release
+ * (ST_RELEASED) from what a settle procedure answered: found, the status
+ * before, hold_count, the holds still there, what it did. */
+RSV_HIDDEN int settle_answer_code(rsv_ctx *ctx, int kind, uint64_t shop,
+                                  int found, int status, int64_t hold_count,
+                                  int64_t holds, int64_t done);
 
 #endif /* RSV_INTERNAL_H */

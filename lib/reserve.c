@@ -654,7 +654,7 @@ static int slow_body(rsv_ctx *ctx, void *p)
 
 /* After a fast-path commit: top up pools that are running low, without
  * waiting for a refiller already at work. */
-static void refill_ahead(rsv_ctx *ctx, rjob *j)
+void reserve_refill_ahead(rsv_ctx *ctx, rjob *j)
 {
     if (ctx->opts.flags & RSV_OPT_NO_PROACTIVE_REFILL)
         return;
@@ -706,7 +706,7 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
         return rc;
     }
     case PASS_REFILL:
-        refill_ahead(ctx, j);
+        reserve_refill_ahead(ctx, j);
         return RSV_OK;
     default:
         return ctx_fail(ctx, RSV_EDB, "internal: reserve pass %d", pass);

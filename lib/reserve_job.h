@@ -146,6 +146,16 @@ RSV_HIDDEN void job_note_reads(rsv_ctx *ctx, rjob *j);
 /* reserve_proc.c: the fast path in one round trip */
 RSV_HIDDEN int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j);
 RSV_HIDDEN int reserve_proc_body(rsv_ctx *ctx, void *p);
+/* For a batch (batch_reserve.c), whose one CALL does the one-key
+ * procedure's work for many jobs of one key each: the top-up a job's
+ * CALL would pass (p_fill), and after the commit, what the one-key
+ * procedure's answer v (its seven values) leaves in the job and the
+ * context. */
+RSV_HIDDEN int64_t reserve_proc_fill(rsv_ctx *ctx, const rjob *j);
+RSV_HIDDEN void reserve_proc_one_done(rsv_ctx *ctx, rjob *j, const int64_t *v);
+
+/* reserve.c: the top-ups after a fast commit (PASS_REFILL) */
+RSV_HIDDEN void reserve_refill_ahead(rsv_ctx *ctx, rjob *j);
 
 /* sold_out.c: "out of stock" without the ledger row lock */
 RSV_HIDDEN int sold_out_marked(rsv_ctx *ctx, const rjob *j, size_t l);

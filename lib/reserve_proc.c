@@ -266,6 +266,32 @@ static int proc_short(rsv_ctx *ctx, rjob *j)
     return rc == RSV_OK ? pass_end(j, END_NO_PROC) : rc;
 }
 
+/* After a procedure committed the reserve: the allocation, the pending
+ * top-ups it did, and the counters, as after the statement path's commit. */
+static void proc_committed(rsv_ctx *ctx, rjob *j)
+{
+    for (size_t i = 0; i < j->nkeys; i++) {
+        rkey *key = &j->keys[i];
+        key->alloc.used = key->read.nids;
+        key->alloc.direct = key->read.ledger_took;
+        key->alloc.take = key->plan.want;
+        stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->read.ledger_took > 0);
+        /* a pending top-up done in the CALL (minted >= 0: it had the
+         * ledger row; -1: still held elsewhere) */
+        if (key->plan.want > 0 && key->read.minted >= 0 &&
+            pool_refill_pending(ctx, j->shop, key->item, key->loc)) {
+            pool_refill_done(ctx, j->shop, key->item, key->loc, 0);
+            stats_add(ctx, RSV_STAT_INLINE_REFILLS, key->read.minted > 0);
+        }
+        /* every key has a ledger row: the checked ones were checked, the
+         * others had pool rows or were read */
+        ledger_seen_note(ctx, j->shop, key->item, key->loc);
+    }
+    for (size_t l = 0; l < j->cart->n; l++)
+        j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;
+    stats_add(ctx, RSV_STAT_ONE_TRIP, 1);
+}
+
 int reserve_proc_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
@@ -300,25 +326,18 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     if (answered != plan.taken)
         return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu keys of "
                         "%zu", RSV_PROC_CART, answered, plan.taken);
-    for (size_t i = 0; i < j->nkeys; i++) {
-        rkey *key = &j->keys[i];
-        key->alloc.used = key->read.nids;
-        key->alloc.direct = key->read.ledger_took;
-        key->alloc.take = key->plan.want;
-        stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->read.ledger_took > 0);
-        /* a pending top-up done in the CALL (minted >= 0: it had the
-         * ledger row; -1: still held elsewhere) */
-        if (key->plan.want > 0 && key->read.minted >= 0 &&
-            pool_refill_pending(ctx, j->shop, key->item, key->loc)) {
-            pool_refill_done(ctx, j->shop, key->item, key->loc, 0);
-            stats_add(ctx, RSV_STAT_INLINE_REFILLS, key->read.minted > 0);
-        }
-        /* every key has a ledger row: the checked ones were checked, the
-         * others had pool rows or were read */
-        ledger_seen_note(ctx, j->shop, key->item, key->loc);
-    }
-    for (size_t l = 0; l < j->cart->n; l++)
-        j->cart->lines[l].alloc[0] = j->cart->lines[l].qty;
-    stats_add(ctx, RSV_STAT_ONE_TRIP, 1);
+    proc_committed(ctx, j);
     return RSV_OK;
+}
+
+int64_t reserve_proc_fill(rsv_ctx *ctx, const rjob *j)
+{
+    const rkey *k = &j->keys[0];
+    return proc_fill(ctx, j, k);
+}
+
+void reserve_proc_one_done(rsv_ctx *ctx, rjob *j, const int64_t *v)
+{
+    proc_key_answer(ctx, j, proc_only_key(j), v);
+    proc_committed(ctx, j);
 }

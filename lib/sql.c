@@ -212,6 +212,17 @@ static int res_shape(sql_res *r, const char *spec)
     return r->cap_rows ? 0 : res_grow(r);
 }
 
+int sql_res_room(rsv_ctx *ctx, const char *spec, size_t rows)
+{
+    sql_res *r = &ctx->res;
+    if (res_shape(r, spec) != 0)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    while (r->cap_rows < rows)
+        if (res_grow(r) != 0)
+            return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    return RSV_OK;
+}
+
 /* ---------------- the cache ---------------- */
 
 void sql_key_rows(strbuf *b, size_t ncols, uint32_t n)

@@ -80,6 +80,18 @@ int op_end(rsv_ctx *ctx, int rc)
     return rc;
 }
 
+int op_end_entry(rsv_ctx *ctx, int op, int rc, uint64_t shop,
+                 const void *token, size_t token_len, uint64_t start_us)
+{
+    ctx->op = op;
+    ctx->op_open = 1;
+    ctx->op_start_us = start_us;
+    ctx->op_shop = shop;
+    ctx->op_token = token;
+    ctx->op_token_len = token ? token_len : 0;
+    return op_end(ctx, rc);
+}
+
 /* The server status of the last answer, or 0 if unknown: a local read,
  * no round trip (SET autocommit answers with the new status). */
 static unsigned int server_status(rsv_ctx *ctx)

@@ -841,3 +841,280 @@ BEGIN
   SELECT v_status > 0, v_status, v_count, v_holds, v_done;
 END//
 DELIMITER ;
+
+-- Many new checkouts in one round trip and one commit (libreserve calls
+-- it for rsv_reserve_batch; never call it yourself): for each entry of
+-- p_batch, the statements rsv_fast_reserve_v6 and rsv_pool_take_v2 run
+-- for one checkout of one item at one location, in one transaction for
+-- the whole batch, so that one COMMIT (one flush of the redo log and the
+-- binary log) serves every checkout of it.  Each entry runs after a
+-- SAVEPOINT; an entry the fast path cannot decide (the checkout exists,
+-- the pool is short, no ledger row: where rsv_fast_reserve_v6 rolls back)
+-- is rolled back to it alone, answered undecided, and the library runs
+-- it on its own after this CALL.  The others commit together.
+-- p_batch: a JSON array of [idx, "shop", "token in hex", "item",
+-- "location", units, "start", fill] in ascending (shop, item, location)
+-- order (the caller sorts it); idx is the caller's index of the entry,
+-- echoed; the 64-bit values are strings, so no JSON number parser rounds
+-- them; start and fill as p_start and p_fill of rsv_fast_reserve_v6.
+-- Lock order.  An entry takes its checkout row (1), its hold (4), its
+-- ledger row (2, SKIP LOCKED) and pool rows (3, SKIP LOCKED), as
+-- rsv_fast_reserve_v6 does; the next entry then inserts its checkout row
+-- while this transaction holds the earlier entries' rows.  That insert
+-- waits only for a transaction holding that same checkout row, that is
+-- another call on the same checkout running at the same time: a claim,
+-- release or extension of it takes checkout, holds and journal rows only
+-- (1 -> 4 -> 5), none of which this transaction holds but for its own
+-- new checkouts, reachable only by their tokens; so no cycle.  A reserve
+-- of the same token on its slow path could wait for a ledger or pool row
+-- held here: that cycle InnoDB reports as a deadlock, this procedure rolls
+-- back whole, and the library retries the batch like any deadlock.  Every
+-- ledger and pool row is asked for with SKIP LOCKED and never waited for;
+-- keys come in ascending order, so the rows of one key are taken together.
+-- Answer: one result set, a row per entry of (idx, status, units taken
+-- from the pool, first and last pool id taken, ledger next_unit_id,
+-- on_hand - issued, units taken from the ledger, pool rows minted), the
+-- values and status as rsv_fast_reserve_v6 answers them (0 committed,
+-- 1 the checkout exists, 2 short, 3 no ledger row).  One SELECT over the
+-- answer collected as JSON: a SELECT per entry would be a result set each.
+DROP PROCEDURE IF EXISTS rsv_reserve_batch_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_reserve_batch_v1(
+    IN p_batch MEDIUMTEXT CHARACTER SET utf8mb4, IN p_ttl_us BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_eof, v_dup, v_idx, v_want, v_taken, v_status, v_locked INT
+    DEFAULT 0;
+  DECLARE v_shop, v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
+  DECLARE v_id, v_first, v_last, v_next BIGINT UNSIGNED;
+  DECLARE v_tok VARBINARY(128);
+  DECLARE v_avail, v_cap BIGINT;
+  DECLARE v_fill, v_mint, v_direct BIGINT DEFAULT 0;
+  DECLARE v_answer MEDIUMTEXT CHARACTER SET latin1 DEFAULT '';
+  DECLARE entries CURSOR FOR
+    SELECT b.idx, b.shop, UNHEX(b.tok), b.item, b.loc, b.want, b.start,
+           b.fill
+      FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
+             idx INT PATH '$[0]', shop BIGINT UNSIGNED PATH '$[1]',
+             tok VARCHAR(256) CHARACTER SET latin1 PATH '$[2]',
+             item BIGINT UNSIGNED PATH '$[3]',
+             loc BIGINT UNSIGNED PATH '$[4]', want INT PATH '$[5]',
+             start BIGINT UNSIGNED PATH '$[6]', fill BIGINT PATH '$[7]'))
+           AS b;
+  -- A deadlock, lock-wait timeout or any other error: give everything
+  -- back and tell the caller (who retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+  -- Also set by a SELECT ... INTO that finds no row (a ledger row held
+  -- elsewhere, a pool read that ran dry): cleared before every FETCH.
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_eof = 1;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION READ WRITE;
+  OPEN entries;
+  each_entry: LOOP
+    SET v_eof = 0;
+    FETCH entries INTO v_idx, v_shop, v_tok, v_item, v_loc, v_want, v_start,
+                       v_fill;
+    IF v_eof THEN
+      LEAVE each_entry;
+    END IF;
+    SET v_dup = 0, v_status = 0, v_taken = 0, v_first = NULL, v_last = NULL,
+        v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0,
+        v_direct = 0;
+    SAVEPOINT rsv_entry;
+    -- Creating the row locks it (lock order 1); an existing checkout is a
+    -- re-reserve, which the library does on its own.
+    INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
+        generation, hold_count, expires_at, created_at, updated_at)
+      VALUES (v_shop, v_tok, 1, 1, 1,
+              NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
+    IF v_dup THEN
+      SET v_status = 1;
+    ELSE
+      -- The hold, before the ledger row (as rsv_fast_reserve_v6).
+      INSERT INTO rsv_holds (shop_id, checkout_token,
+          item_id, location_id, quantity, generation,
+          expires_at, created_at)
+        VALUES (v_shop, v_tok, v_item, v_loc, v_want, 1,
+                NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
+      -- The ledger row, if no other transaction holds it (lock order 2);
+      -- an earlier entry of this batch may hold it: then it is ours.
+      SELECT next_unit_id, on_hand - issued, pool_cap
+        INTO v_next, v_avail, v_cap
+        FROM rsv_ledger
+       WHERE shop_id = v_shop AND item_id = v_item
+         AND location_id = v_loc FOR UPDATE SKIP LOCKED;
+      IF v_avail >= v_want THEN
+        IF v_fill > 0 THEN
+          CALL rsv_pool_top_up_v2(v_shop, v_item, v_loc, v_next,
+                                  COALESCE(v_cap, v_fill), v_avail - v_want,
+                                  v_mint);
+        END IF;
+        UPDATE rsv_ledger
+           SET issued = issued + v_want + v_mint,
+               next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
+         WHERE shop_id = v_shop AND item_id = v_item
+           AND location_id = v_loc;
+        SET v_direct = v_want, v_next = v_next + v_mint,
+            v_avail = v_avail - v_want - v_mint;
+      ELSE
+        -- Held elsewhere, or short: the pool (lock order 3), as
+        -- rsv_pool_take_v2.
+        SET v_locked = v_next IS NOT NULL, v_from = v_start;
+        IF v_start = 0 AND v_next IS NULL THEN
+          SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+            FROM rsv_ledger
+           WHERE shop_id = v_shop AND item_id = v_item
+             AND location_id = v_loc;
+        END IF;
+        IF v_start = 0 AND v_next IS NULL THEN
+          SET v_status = 3;
+        ELSE
+          take: WHILE v_taken < v_want DO
+            SET v_id = NULL;
+            SELECT id INTO v_id FROM rsv_pool
+             WHERE shop_id = v_shop AND item_id = v_item
+               AND location_id = v_loc AND id >= v_from
+             ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+            IF v_id IS NULL THEN
+              LEAVE take;
+            END IF;
+            DELETE FROM rsv_pool
+             WHERE shop_id = v_shop AND item_id = v_item
+               AND location_id = v_loc AND id = v_id;
+            IF v_first IS NULL THEN
+              SET v_first = v_id;
+            END IF;
+            SET v_last = v_id, v_from = v_id + 1, v_taken = v_taken + 1;
+          END WHILE take;
+          IF v_taken < v_want AND v_next IS NULL THEN
+            SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
+              FROM rsv_ledger
+             WHERE shop_id = v_shop AND item_id = v_item
+               AND location_id = v_loc;
+          END IF;
+          IF v_taken < v_want THEN
+            SET v_status = IF(v_next IS NULL, 3, 2);
+          END IF;
+        END IF;
+        IF v_status = 0 AND v_fill > 0 THEN
+          IF v_locked THEN
+            CALL rsv_pool_top_up_v2(v_shop, v_item, v_loc, v_next,
+                                    COALESCE(v_cap, v_fill), v_avail,
+                                    v_mint);
+          ELSE
+            SET v_mint = -1;
+          END IF;
+        END IF;
+        IF v_status = 0 AND v_mint > 0 THEN
+          UPDATE rsv_ledger
+             SET issued = issued + v_mint,
+                 next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
+           WHERE shop_id = v_shop AND item_id = v_item
+             AND location_id = v_loc;
+          SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
+        END IF;
+      END IF;
+      IF v_status <> 0 THEN
+        ROLLBACK TO SAVEPOINT rsv_entry;
+      END IF;
+    END IF;
+    SET v_answer = CONCAT(v_answer, IF(v_answer = '', '', ','), '[', v_idx,
+        ',', v_status, ',', v_taken, ',"', COALESCE(v_first, 0), '","',
+        COALESCE(v_last, 0), '","', COALESCE(v_next, 0), '",',
+        COALESCE(v_avail, 0), ',', v_direct, ',', v_mint, ']');
+  END LOOP each_entry;
+  CLOSE entries;
+  COMMIT AND NO CHAIN NO RELEASE;
+  SELECT a.idx, a.status, a.taken, a.first_id, a.last_id, a.next_id,
+         a.avail, a.direct, a.minted
+    FROM JSON_TABLE(CONCAT('[', v_answer, ']'), '$[*]' COLUMNS (
+           idx INT PATH '$[0]', status INT PATH '$[1]',
+           taken INT PATH '$[2]', first_id BIGINT UNSIGNED PATH '$[3]',
+           last_id BIGINT UNSIGNED PATH '$[4]',
+           next_id BIGINT UNSIGNED PATH '$[5]', avail BIGINT PATH '$[6]',
+           direct BIGINT PATH '$[7]', minted BIGINT PATH '$[8]')) AS a;
+END//
+DELIMITER ;
+
+-- Claims or releases of many checkouts in one round trip and one commit
+-- (libreserve calls it for rsv_claim_batch and rsv_release_batch; never
+-- call it yourself): for each entry of p_batch the statements of
+-- rsv_settle_v2, in one transaction for the whole batch.  p_batch: a JSON
+-- array of [idx, "shop", "token in hex"] in ascending (shop, token) order
+-- (the caller sorts it), so that two batches lock the checkout rows they
+-- share in the same order; each entry takes its checkout row and holds,
+-- then journal rows (1 -> 4 -> 5), and nothing else, so no entry waits for
+-- a row another checkout's transaction would wait for while holding it.
+-- An entry that finds nothing to do writes nothing.  p_kind: 2 claim,
+-- 3 release.  Answer: one result set, a row per entry of (idx, found,
+-- status before, hold_count, holds still there, what was done), the last
+-- five as rsv_settle_v2 answers them.
+DROP PROCEDURE IF EXISTS rsv_settle_batch_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_settle_batch_v1(
+    IN p_batch MEDIUMTEXT CHARACTER SET utf8mb4, IN p_kind INT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_eof, v_idx, v_status, v_holds, v_done, v_kind INT DEFAULT 0;
+  DECLARE v_gen, v_count INT UNSIGNED DEFAULT 0; -- (as the columns)
+  DECLARE v_shop BIGINT UNSIGNED;
+  DECLARE v_tok VARBINARY(128);
+  DECLARE v_answer MEDIUMTEXT CHARACTER SET latin1 DEFAULT '';
+  DECLARE entries CURSOR FOR
+    SELECT b.idx, b.shop, UNHEX(b.tok)
+      FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
+             idx INT PATH '$[0]', shop BIGINT UNSIGNED PATH '$[1]',
+             tok VARCHAR(256) CHARACTER SET latin1 PATH '$[2]')) AS b;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_eof = 1;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION READ WRITE;
+  OPEN entries;
+  each_entry: LOOP
+    SET v_eof = 0;
+    FETCH entries INTO v_idx, v_shop, v_tok;
+    IF v_eof THEN
+      LEAVE each_entry;
+    END IF;
+    SET v_kind = p_kind, v_done = 0;
+    -- The checkout row, then its holds, locked (as rsv_settle_v2).
+    SELECT COALESCE(MAX(c.status), 0), COALESCE(MAX(c.generation), 0),
+           COALESCE(MAX(c.hold_count), 0), COUNT(h.quantity)
+      INTO v_status, v_gen, v_count, v_holds
+      FROM rsv_checkouts c LEFT JOIN rsv_holds h
+        ON h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token
+     WHERE c.shop_id = v_shop AND c.checkout_token = v_tok FOR UPDATE;
+    IF v_status = 1 THEN
+      IF p_kind = 2 AND v_holds < v_count THEN
+        SET v_kind = 3, v_done = 2;
+      ELSE
+        SET v_done = 1;
+      END IF;
+      -- FOR UPDATE: see b_settle_insert in lib/checkout.c.
+      INSERT INTO rsv_journal (shop_id, item_id,
+          location_id, checkout_token, generation, kind, quantity,
+          settled_at)
+        SELECT shop_id, item_id, location_id,
+               checkout_token, v_gen, v_kind, quantity, NOW(6)
+          FROM rsv_holds
+         WHERE shop_id = v_shop AND checkout_token = v_tok FOR UPDATE;
+      DELETE FROM rsv_holds
+       WHERE shop_id = v_shop AND checkout_token = v_tok;
+      UPDATE rsv_checkouts
+         SET status = IF(v_done = 2, 4, p_kind), updated_at = NOW(6)
+       WHERE shop_id = v_shop AND checkout_token = v_tok;
+    END IF;
+    SET v_answer = CONCAT(v_answer, IF(v_answer = '', '', ','), '[', v_idx,
+        ',', v_status > 0, ',', v_status, ',', v_count, ',', v_holds, ',',
+        v_done, ']');
+  END LOOP each_entry;
+  CLOSE entries;
+  COMMIT AND NO CHAIN NO RELEASE;
+  SELECT a.idx, a.found, a.status, a.hold_count, a.holds, a.done
+    FROM JSON_TABLE(CONCAT('[', v_answer, ']'), '$[*]' COLUMNS (
+           idx INT PATH '$[0]', found INT PATH '$[1]',
+           status INT PATH '$[2]', hold_count INT PATH '$[3]',
+           holds INT PATH '$[4]', done INT PATH '$[5]')) AS a;
+END//
+DELIMITER ;

@@ -655,6 +655,23 @@ class TestStock(ServerTest):
 
 class TestLifecycle(ServerTest):
 
+    def test_batches(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 3)
+        res = c.reserve_batch([(s, b"b-1", 1, 1, 2), (s, "b-2", 1, 1, 2),
+                               (s, b"b-\x00", 1, 1, 1), (s, b"", 1, 1, 1),
+                               (s, b"b-4", 9, 1, 1)])
+        self.assertEqual(res, [rsv.OK, rsv.EOUTOFSTOCK, rsv.OK, rsv.ETOKEN,
+                               rsv.ENOITEM])
+        self.assertEqual(c.claim_batch([(s, b"b-1"), (s, b"b-1"),
+                                        (s, b"nobody")]),
+                         [rsv.OK, rsv.ECLAIMED, rsv.ENOTFOUND])
+        self.assertEqual(c.release_batch([(s, b"b-\x00"), (s, b"b-1")]),
+                         [rsv.OK, rsv.ECLAIMED])
+        self.assertEqual(c.stock_get(s, 1, 1).on_hand, 1)
+        with self.assertRaises(rsv.InvalidArgument):
+            c.claim_batch([])
+
     def test_reserve_claim(self):
         c, s = self.ctx, self.shop
         c.stock_set(s, 1, 1, 5)

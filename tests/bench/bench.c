@@ -26,8 +26,15 @@
  * the same hold row (tables created LIKE rsv_holds) into tables
  * of its own, and the hot rows have a ledger table each, so the tables
  * at the end can be checked against every success the clients counted.
- * libreserve-batch is reserved for a batching API the library does not
- * have: it is never measured.
+ * libreserve-batch  the same buyers sharing connections, as a checkout
+ *               server that serves many buyers at once would: one
+ *               connection per BATCH_BUYERS clients (8 connections for
+ *               64), each of whose threads collects one request of each
+ *               of its buyers and sends them as one rsv_reserve_batch;
+ *               every entry's latency is its batch's.  One-line reserve
+ *               workloads only (flash*, spread10k, soldout1): the batch
+ *               API has no carts, and claim1's holds are libreserve's
+ *               own (it sits out carts and claims).
  *
  * Workloads: flash1 (one item), flash1q2 and flash1q5 (one item, 2 and 5
  * units per reserve), spread10k (10,000 items), cart5x3 (5-line carts,
@@ -110,23 +117,25 @@ extern char **environ;
 #define HOLD_TTL_MS 86400000LL
 #define MAXROUNDS 15
 
-enum { D_LIB, D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_N };
+enum { D_LIB, D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_BATCH, D_N };
 static const char *design_name[D_N] = {"libreserve", "hotrow-1rt", "floor-1rt",
-                                       "hotrow", "floor"};
+                                       "hotrow", "floor", "libreserve-batch"};
 /* First byte of the checkout tokens of each design's reserves (tokens are
  * byte-exact, so 'h' and 'H' differ); claims use 'c' and the probes 's'
  * and 'k', so a prefix picks a design's reserves out of its tables. */
-static const char design_tag[D_N] = {'l', 'H', 'F', 'h', 'f'};
+static const char design_tag[D_N] = {'l', 'H', 'F', 'h', 'f', 'b'};
 /* Round trips of one single-line reserve, for the labels. */
 static const char *design_trips[D_N] = {"1 CALL", "1 CALL", "1 INSERT",
                                         "3: UPDATE, INSERT, COMMIT",
-                                        "2: INSERT, COMMIT"};
-/* A name kept for a batching API the library does not have yet: accepted
- * by --designs, reported as not available, never measured. */
-#define BATCH_DESIGN "libreserve-batch"
+                                        "2: INSERT, COMMIT",
+                                        "1 CALL per batch of up to 8 buyers"};
+/* Buyers per connection of libreserve-batch. */
+#define BATCH_BUYERS 8
 static int is_hot(int d) { return d == D_HOT || d == D_HOT1; }
 static int is_floor(int d) { return d == D_FLOOR || d == D_FLOOR1; }
 static int is_1rt(int d) { return d == D_HOT1 || d == D_FLOOR1; }
+/* The designs that call the library. */
+static int is_lib(int d) { return d == D_LIB || d == D_BATCH; }
 
 enum { W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT,
        W_SOLDCART, W_HOTCART, W_N };
@@ -142,6 +151,15 @@ static int wl_is_cart(int wl)
 }
 
 static int wl_is_soldout(int wl) { return wl == W_SOLDOUT || wl == W_SOLDCART; }
+
+/* A design with nothing to measure in a workload: the floors have no
+ * sold-out answer, the batch design no carts and no claims of its own. */
+static int sits_out(int wl, int d)
+{
+    if (d == D_BATCH)
+        return wl_is_cart(wl) || wl == W_CLAIM;
+    return wl_is_soldout(wl) && is_floor(d);
+}
 
 /* The item of a one-line reserve workload. */
 static uint64_t wl_item(int wl)
@@ -175,7 +193,6 @@ static struct {
     intlist clients[W_N];
     int workloads[W_N];
     int designs[D_N];
-    int batch_asked;         /* --designs named libreserve-batch */
     int stmts, cold, profile;
     long spread_stock;
     int warm_spread; /* rsv_replenish every spread item before the run */
@@ -940,9 +957,23 @@ static int setup_hot1(worker *w)
     return pstmt_finish(&w->st_call_claim);
 }
 
+/* libreserve-batch: the connections, and which buyers each serves. */
+static int batch_conns(const meas *m)
+{
+    return (m->clients + BATCH_BUYERS - 1) / BATCH_BUYERS;
+}
+
+static int batch_buyers(const worker *w)
+{
+    int conns = batch_conns(w->m);
+    return w->tid < conns ? (w->m->clients - w->tid + conns - 1) / conns : 0;
+}
+
 static int worker_setup(worker *w)
 {
     meas *m = w->m;
+    if (m->design == D_BATCH && batch_buyers(w) == 0)
+        return 0; /* a buyer served by another thread's connection */
     w->conn = connect_rtt(m->rtt_idx, dbname);
     if (!w->conn)
         return -1;
@@ -951,7 +982,7 @@ static int worker_setup(worker *w)
     p->q = (unsigned long long)wl_qty[m->workload];
     p->ttl_us = (unsigned long long)HOLD_TTL_MS * 1000u;
     p->loc = 1;
-    if (m->design == D_LIB) {
+    if (is_lib(m->design)) {
         int rc = lib_open(&w->ctx, w->conn);
         if (rc != RSV_OK) {
             fprintf(stderr, "bench: rsv_open: %s\n", rsv_errmsg(w->ctx));
@@ -1350,6 +1381,61 @@ static int op_lib(worker *w)
     return 0;
 }
 
+/* libreserve-batch: one request of each buyer this connection serves, as
+ * one rsv_reserve_batch; every entry counted as an operation of its own,
+ * its latency the batch's.  Returns -1 when the thread must stop. */
+static int op_batch(worker *w, uint64_t t1)
+{
+    meas *m = w->m;
+    int nb = batch_buyers(w);
+    uint64_t shops[BATCH_BUYERS], items[BATCH_BUYERS], locs[BATCH_BUYERS];
+    int64_t qty[BATCH_BUYERS];
+    char toks[BATCH_BUYERS][64];
+    const void *tp[BATCH_BUYERS];
+    size_t lens[BATCH_BUYERS];
+    int res[BATCH_BUYERS];
+    int sold = wl_is_soldout(m->workload);
+    for (int i = 0; i < nb; i++) {
+        snprintf(toks[i], sizeof toks[i], "%c%d.%d.%llu", design_tag[m->design],
+                 m->id, w->tid, (unsigned long long)w->seq++);
+        tp[i] = toks[i];
+        lens[i] = strlen(toks[i]);
+        shops[i] = SHOP;
+        items[i] = m->workload == W_SPREAD
+                       ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
+                       : wl_item(m->workload);
+        locs[i] = 1;
+        qty[i] = sold ? 1 : (int64_t)w->p.q;
+    }
+    int rc = rsv_reserve_batch(w->ctx, (size_t)nb, shops, tp, lens, items,
+                               locs, qty, HOLD_TTL_MS, res);
+    uint64_t t2 = now_us();
+    uint32_t us = (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1);
+    int stop = rc == RSV_ECONN || rc == RSV_EINDOUBT;
+    if (rc == RSV_EINDOUBT)
+        w->in_doubt += (uint64_t)nb; /* they may have committed */
+    for (int i = 0; i < nb; i++) {
+        int r = rc != RSV_OK ? rc : res[i];
+        int ok = sold ? r == RSV_EOUTOFSTOCK : r == RSV_OK;
+        if (!ok) {
+            note_err(w, "%s: %s", rsv_code_name(r) ? rsv_code_name(r) : "?",
+                     rsv_errmsg(w->ctx));
+            if (rc == RSV_OK && r == RSV_EINDOUBT)
+                w->in_doubt++;
+            stop |= r == RSV_ECONN || r == RSV_EINDOUBT;
+            continue;
+        }
+        if (!sold) {
+            w->done_ops++;
+            w->done_rows++;
+            w->done_units += w->p.q;
+        }
+        if (t2 >= m->t_start && t2 < m->t_end)
+            lat_push(w, us);
+    }
+    return stop ? -1 : 1;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -1368,6 +1454,19 @@ static void *worker_main(void *arg)
         uint64_t t1 = now_us();
         if (t1 >= m->t_end)
             break;
+        if (m->design == D_BATCH) {
+            if (!w->ctx)
+                break; /* (its requests go through another connection) */
+            if (!w->lib_reset && t1 >= m->t_start) {
+                rsv_stats_reset(w->ctx);
+                w->lib_reset = 1;
+            }
+            if (op_batch(w, t1) < 0) {
+                w->fatal = 1;
+                break;
+            }
+            continue;
+        }
         params *p = &w->p;
         if (m->workload == W_CLAIM) {
             if (w->claim_next >= m->claim_n) {
@@ -1727,7 +1826,7 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
                waits > 0 ? (double)wait_us / (double)waits : 0.0,
                status_get(&s1, "Rpl_semi_sync_master_clients"));
     }
-    if (m->design == D_LIB) {
+    if (is_lib(m->design)) {
         /* counted from each client's first call in the window to its
          * last (which may end just after it) */
         uint64_t lib[LIB_NSTATS] = {0};
@@ -1739,7 +1838,8 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         for (size_t j = 1; j < LIB_NSTATS; j++)
             printf(" %s=%.3f", lib_stat_name[j], (double)lib[j] / calls);
         printf("\n");
-        print_paths(m, w, key);
+        if (m->design == D_LIB) /* (a batch's entries share one latency) */
+            print_paths(m, w, key);
     }
     double secs = (double)(m->t_end - m->t_start) / 1e6;
     double c_server = cpu_cores(c0.server, c1.server, secs),
@@ -2044,7 +2144,7 @@ static void setup_database(MYSQL *c)
               ") ENGINE=InnoDB");
     q_exec(c, "CREATE TABLE bench_hot1_levels LIKE bench_hot_levels");
     for (int d = 0; d < D_N; d++)
-        if (d != D_LIB)
+        if (!is_lib(d))
             q_execf(c, "CREATE TABLE %s LIKE rsv_holds",
                     hold_table(d));
     for (size_t i = 0; i < sizeof hot1_procs / sizeof hot1_procs[0]; i++)
@@ -2317,7 +2417,7 @@ static void print_cell(int workload, int clients, int rtt_us)
 {
     for (int d = 0; d < D_N; d++) {
         summary s;
-        if (!cfg.designs[d] || (wl_is_soldout(workload) && is_floor(d)))
+        if (!cfg.designs[d] || sits_out(workload, d))
             continue;
         if (!summarize(d, workload, clients, rtt_us, &s)) {
             printf("# ERROR design=%s workload=%s clients=%d rtt_us=%d %s: "
@@ -2339,7 +2439,7 @@ static void print_cell(int workload, int clients, int rtt_us)
 }
 
 /* The baselines a ratio is taken against, in the order printed. */
-static const int ratio_base[] = {D_HOT1, D_FLOOR1, D_HOT, D_FLOOR};
+static const int ratio_base[] = {D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_BATCH};
 #define NRATIO (sizeof ratio_base / sizeof ratio_base[0])
 
 static void print_ratios(void)
@@ -2407,8 +2507,6 @@ static void print_ratios(void)
                    wl_name[l->workload], l->clients, l->rtt_us, cfg_key(),
                    rounds);
     }
-    printf("# design=%s %s: n/a (the library has no batching API yet; "
-           "nothing is measured under this name)\n", BATCH_DESIGN, cfg_key());
 
     /* The speed targets, as they were set: against the statement forms
      * (hotrow, 3 round trips; floor, 2).  Printed, never enforced. */
@@ -2489,7 +2587,7 @@ static int check_tables(MYSQL *c)
         if (!cfg.designs[d])
             continue;
         const tally *t = &done[d];
-        const char *holds = d == D_LIB ? "rsv_holds" : hold_table(d);
+        const char *holds = is_lib(d) ? "rsv_holds" : hold_table(d);
         long long rows = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = %d "
                                    "AND checkout_token LIKE '%c%%'", holds,
                                 SHOP, design_tag[d]);
@@ -2509,13 +2607,13 @@ static int check_tables(MYSQL *c)
                  agrees(claims, (long long)t->claims, t->in_doubt) &&
                  sold == 0;
         char more[256] = "";
-        if (d == D_LIB) {
+        if (is_lib(d)) {
             /* a reserve of a new checkout made one checkout row; a claim
              * marked it claimed */
             long long co = q_i64f(c, "SELECT COUNT(*) FROM "
                                      "rsv_checkouts WHERE shop_id = "
-                                     "%d AND checkout_token LIKE 'l%%' AND "
-                                     "status = 1", SHOP);
+                                     "%d AND checkout_token LIKE '%c%%' AND "
+                                     "status = 1", SHOP, design_tag[d]);
             long long cl = q_i64f(c, "SELECT COUNT(*) FROM "
                                      "rsv_checkouts WHERE shop_id = "
                                      "%d AND checkout_token LIKE 'c%%' AND "
@@ -2588,8 +2686,8 @@ static void usage(void)
             "             [--statements-only]\n"
             "LIST is comma-separated; workloads: flash1,flash1q2,flash1q5,\n"
             "spread10k,cart5x3,claim1,soldout1,soldcart5,hotcart5; designs:\n"
-            "libreserve,hotrow-1rt,floor-1rt,hotrow,floor (" BATCH_DESIGN "\n"
-            "is reserved and never measured).  --quick: flash1, 64 clients,\n"
+            "libreserve,hotrow-1rt,floor-1rt,hotrow,floor,libreserve-batch.\n"
+            "--quick: flash1, 64 clients,\n"
             "0.5 ms, no probes.  Needs RSV_TEST_SOCKET (tests/bench/run-bench.sh\n"
             "starts the servers: make bench / make bench-quick).\n");
     exit(2);
@@ -2603,8 +2701,7 @@ static int name_index(const char *s, size_t len, const char *const *names, int n
     return -1;
 }
 
-static void parse_names(const char *s, const char *const *names, int n, int *sel,
-                        int *batch)
+static void parse_names(const char *s, const char *const *names, int n, int *sel)
 {
     for (int i = 0; i < n; i++)
         sel[i] = 0;
@@ -2612,10 +2709,7 @@ static void parse_names(const char *s, const char *const *names, int n, int *sel
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);
         int i = name_index(s, len, names, n);
-        if (i < 0 && batch && len == strlen(BATCH_DESIGN) &&
-            strncmp(s, BATCH_DESIGN, len) == 0)
-            *batch = 1;
-        else if (i < 0)
+        if (i < 0)
             usage();
         else
             sel[i] = 1;
@@ -2692,10 +2786,7 @@ static void print_header(MYSQL *mon)
     printf("# designs %s (round trips of one reserve):", cfg_key());
     for (int d = 0; d < D_N; d++)
         printf(" %s = %s;", design_name[d], design_trips[d]);
-    printf(" %s = n/a (no batching API yet)\n", BATCH_DESIGN);
-    if (cfg.batch_asked)
-        printf("# note %s: --designs named %s: nothing to measure, the "
-               "library has no batching API\n", cfg_key(), BATCH_DESIGN);
+    printf("\n");
     printf("# baselines %s: hotrow-1rt reserve = CALL of a procedure (INSERT "
            "hold, UPDATE ledger SET available = available - q WHERE ... AND "
            "available >= q, ROW_COUNT() checked, COMMIT), claim = CALL "
@@ -2789,9 +2880,9 @@ int main(int argc, char **argv)
             if (parse_list(v, &only_clients))
                 usage();
         } else if (ARG("--workloads")) {
-            parse_names(v, wl_name, W_N, cfg.workloads, NULL);
+            parse_names(v, wl_name, W_N, cfg.workloads);
         } else if (ARG("--designs")) {
-            parse_names(v, design_name, D_N, cfg.designs, &cfg.batch_asked);
+            parse_names(v, design_name, D_N, cfg.designs);
         } else if (strcmp(a, "--warm-spread") == 0) {
             cfg.warm_spread = 1;
         } else if (ARG("--spread-stock")) {
@@ -2894,7 +2985,7 @@ int main(int argc, char **argv)
             continue;
         int sel[D_N], nsel = 0;
         for (int d = 0; d < D_N; d++)
-            if (cfg.designs[d] && !(wl_is_soldout(wl) && is_floor(d)))
+            if (cfg.designs[d] && !sits_out(wl, d))
                 sel[nsel++] = d;
         for (int r = 0; r < cfg.rtts.n; r++) {
             const intlist *cl = &cfg.clients[wl];

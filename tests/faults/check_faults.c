@@ -429,6 +429,52 @@ static int op_audit(void)
     return rc == RSV_OK && v != 0 ? RSV_EDB : rc;
 }
 
+/* Batches: every entry decided by the one batch CALL (no entry runs on
+ * its own), so the walk sees one commit point.  The op answers the batch's
+ * code, or its first entry's when the others answered what they must. */
+static int op_reserve_batch(void)
+{
+    /* a free ledger row (I1), a pool (I4), and I2 at L1 */
+    const uint64_t shops[] = {S, S, S}, items[] = {I4, I1, I2},
+                   locs[] = {L1, L1, L1};
+    const void *toks[] = {"bat-2", "bat-1", "bat-3"};
+    const size_t lens[] = {5, 5, 5};
+    const int64_t qty[] = {3, 6, 2};
+    int res[3];
+    int rc = rsv_reserve_batch(ctx, 3, shops, toks, lens, items, locs, qty,
+                               0, res);
+    if (rc != RSV_OK)
+        return rc;
+    for (int i = 0; i < 3; i++)
+        if (res[i] != RSV_OK)
+            return res[i];
+    return RSV_OK;
+}
+
+static int settle_batch(int claim, const char *second, int second_rc)
+{
+    const uint64_t shops[] = {S, S, S};
+    const void *toks[] = {"held-a", second, "nobody"};
+    const size_t lens[] = {6, strlen(second), 6};
+    int res[3];
+    int rc = claim ? rsv_claim_batch(ctx, 3, shops, toks, lens, res)
+                   : rsv_release_batch(ctx, 3, shops, toks, lens, res);
+    if (rc != RSV_OK)
+        return rc;
+    return res[1] == second_rc && res[2] == RSV_ENOTFOUND ? res[0] : RSV_EDB;
+}
+
+static int op_claim_batch(void)
+{
+    return settle_batch(1, "done-c", RSV_ECLAIMED);
+}
+
+static int op_release_batch(void)
+{
+    /* exp-e's deadline passed, its hold not yet given back: released */
+    return settle_batch(0, "exp-e", RSV_OK);
+}
+
 static const struct op ops[] = {
     {"open", op_open, OPF_OPEN, 0, NULL, 0},
     {"reserve_one", op_reserve_one, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
@@ -460,6 +506,10 @@ static const struct op ops[] = {
     {"stock_adjust", op_stock_adjust, OPF_NOT_IDEMPOTENT, RSV_OK, NULL, 0},
     {"stock_get", op_stock_get, 0, RSV_OK, NULL, 0},
     {"audit", op_audit, 0, RSV_OK, NULL, 0},
+    {"reserve_batch", op_reserve_batch,
+     OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS, RSV_OK, "bat-1", 6},
+    {"claim_batch", op_claim_batch, 0, RSV_ECLAIMED, NULL, 0},
+    {"release_batch", op_release_batch, 0, RSV_OK, NULL, 0},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 

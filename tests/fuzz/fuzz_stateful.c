@@ -9,6 +9,7 @@
  * include 0 and values above INT64_MAX; the shop id alternates between
  * small and above INT64_MAX too), re-reserve of a token, claim, release,
  * extend, status, sweep, replenish, stock_set / stock_adjust / stock_get,
+ * batches of reserves, claims or releases (tokens may repeat in one),
  * short sleeps so holds with TTLs of 1-20 ms expire, claim/release joined
  * to a caller's transaction that is then committed or rolled back, and two
  * contexts with different options on two connections.
@@ -517,6 +518,87 @@ static void do_status(int ci, int t)
               st, (long long)exp_ms);
 }
 
+/* A batch of up to 5 entries over the tokens (a token may come twice):
+ * reserves (one line each; quantity 0 now and then), claims or releases.
+ * Each entry must answer as its single call would, in the model's order
+ * of that token's entries. */
+#define FZ_BATCH 5
+static void do_batch(fz *f, int ci, int kind)
+{
+    rsv_ctx *ctx = ctxs[ci];
+    size_t n = 1 + fz_u8(f) % FZ_BATCH;
+    int64_t ttl = ttls[fz_u8(f) % 8];
+    char tok[FZ_BATCH][RSV_TOKEN_MAX];
+    const void *tp[FZ_BATCH];
+    size_t tl[FZ_BATCH];
+    uint64_t shops[FZ_BATCH], it[FZ_BATCH], lc[FZ_BATCH];
+    int64_t q[FZ_BATCH];
+    int ti[FZ_BATCH], res[FZ_BATCH];
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = fz_u8(f);
+        ti[i] = b % NTOK;
+        tok_name(ti[i], tok[i], &tl[i]);
+        tp[i] = tok[i];
+        shops[i] = cur_shop;
+        it[i] = items[(b >> 2) % 3];
+        lc[i] = locs[(b >> 4) % 3];
+        q[i] = (b >> 6) == 3 ? 0 : 1 + (b >> 6);
+    }
+    double t0 = now_ms();
+    int rc;
+    if (kind == 0) {
+        what = "rsv_reserve_batch";
+        rc = rsv_reserve_batch(ctx, n, shops, tp, tl, it, lc, q, ttl, res);
+    } else if (kind == 1) {
+        what = "rsv_claim_batch";
+        rc = rsv_claim_batch(ctx, n, shops, tp, tl, res);
+    } else {
+        what = "rsv_release_batch";
+        rc = rsv_release_batch(ctx, n, shops, tp, tl, res);
+    }
+    double t1 = now_ms();
+    check_rc(ctx, rc, RSV_OK);
+    for (size_t i = 0; i < n; i++) {
+        int t = ti[i], r = res[i], prev = toks[t].state;
+        if (kind == 0) {
+            if (q[i] == 0) {
+                check_rc(ctx, r, RSV_EQUANTITY);
+                continue;
+            }
+            expect_in(ctx, r, RC_RESERVE);
+            if (prev == T_CLAIMED)
+                check(r == RSV_ECLAIMED, "batch reserve of a claimed "
+                      "token: %d", r);
+            if (r == RSV_ECLAIMED)
+                check(prev == T_CLAIMED || prev == T_UNKNOWN,
+                      "batch reserve: RSV_ECLAIMED for a token in state %s",
+                      tstate_name[prev]);
+            if (r == RSV_OK)
+                set_held(t, t0, t1, ttl);
+            else if (r == RSV_EBUSY)
+                toks[t].state = T_UNKNOWN;
+            continue;
+        }
+        expect_in(ctx, r, kind == 1 ? RC_CLAIM : RC_RELEASE);
+        if (prev == T_NONE)
+            check_rc(ctx, r, RSV_ENOTFOUND);
+        else if (prev == T_CLAIMED)
+            check_rc(ctx, r, RSV_ECLAIMED);
+        else if (prev == T_GONE)
+            check(kind == 1 ? one_of(r, RSV_ERELEASED, RSV_EEXPIRED)
+                            : r == RSV_OK,
+                  "batch settle of a released/expired checkout: %d", r);
+        else if (prev == T_HELD && kind == 1 && held_live(t, t0))
+            check_rc(ctx, r, RSV_OK);
+        if (r == RSV_OK)
+            toks[t].state = kind == 1 ? T_CLAIMED : T_GONE;
+        else if (r == RSV_EEXPIRED)
+            toks[t].state = T_GONE;
+        else if (r == RSV_EBUSY)
+            toks[t].state = T_UNKNOWN;
+    }
+}
+
 static void print_violation(void *arg, uint64_t shop, uint64_t item,
                             uint64_t loc, const char *problem)
 {
@@ -651,7 +733,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         default:
-            audit(ci);
+            if (arg & 0x40)
+                do_batch(&f, ci, (arg >> 2) % 3);
+            else
+                audit(ci);
             break;
         }
         check_msg(ctx);

@@ -252,8 +252,9 @@ for name, data in opt_seeds.items():
 # Steps are (op, arg) byte pairs plus the op's own bytes.  op % 16:
 # 0-2 reserve, 3-4 claim, 5 release, 6 joined claim/release, 7 extend,
 # 8 status, 9 sweep, 10 replenish (arg bit 6: pool drain), 11 stock_set, 12 stock_adjust,
-# 13 stock_get, 14 sleep, 15 audit.  op bit 7: context 1.  arg: token
-# (bits 0-1), item (bits 2-3, mod 3), location (bits 4-5, mod 3).
+# 13 stock_get, 14 sleep, 15 audit (arg bit 6: a batch instead, of kind
+# (arg >> 2) % 3: reserves, claims, releases).  op bit 7: context 1.  arg:
+# token (bits 0-1), item (bits 2-3, mod 3), location (bits 4-5, mod 3).
 def search(pred):
     return next(b for b in range(256) if pred(b))
 
@@ -299,6 +300,16 @@ ADJUST = lambda v, item=0, loc=0: st(12, a=arg(0, item, loc), extra=bytes([v]))
 GET = lambda item=0, loc=0: st(13, a=arg(0, item, loc))
 SLEEP = lambda ms=8: st(14, a=ms - 1)
 AUDIT = st(15)
+
+
+def BATCH(kind, entries, ttl_idx=4, ctx=0):
+    """kind 0 reserves, 1 claims, 2 releases; entries: (tok, item, loc,
+    qty) with qty 0..3 (0: the bad quantity)."""
+    a = search(lambda b: b & 0x40 and (b >> 2) % 3 == kind)
+    b = bytes([15 | ctx << 7, a, len(entries) - 1, ttl_idx])
+    for tok, item, loc, qty in entries:
+        b += bytes([tok | item << 2 | loc << 4 | (3 if qty == 0 else qty - 1) << 6])
+    return b
 ONE_LINE = [(0, 1, 0, 1, False)]  # item 1, location 0, quantity 1
 
 stateful_seeds = {
@@ -332,6 +343,8 @@ stateful_seeds = {
     "two-contexts": st_stock(4, ctx=1) + st_reserve(0, ONE_LINE, ctx=1) + CLAIM(0) + st_reserve(1, ONE_LINE) + RELEASE(1, ctx=1) + AUDIT,
     "token-binary-and-long": st_stock(4) + st_reserve(1, ONE_LINE) + st_reserve(3, ONE_LINE) + CLAIM(1) + RELEASE(3) + STATUS(3),
     "id-extremes": st_stock(7, 2, 2) + st_reserve(0, [(2, 1, 2, 2, False)]) + CLAIM(0) + GET(2, 2),
+    "batch-reserve-claim-release": st_stock(5) + BATCH(0, [(0, 0, 0, 1), (1, 0, 0, 2), (2, 0, 0, 3), (0, 0, 0, 1), (3, 0, 0, 0)]) + BATCH(1, [(0, 0, 0, 1), (1, 0, 0, 1), (0, 0, 0, 1)]) + BATCH(2, [(1, 0, 0, 1), (2, 0, 0, 1), (3, 0, 0, 1)]) + AUDIT,
+    "batch-expired": st_stock(3) + BATCH(0, [(0, 0, 0, 1), (1, 0, 0, 1)], ttl_idx=0) + SLEEP(8) + SWEEP(0) + BATCH(1, [(0, 0, 0, 1), (1, 0, 0, 1)]) + STATUS(0),
     "sleep-audit": st_stock(3) + st_reserve(0, ONE_LINE, ttl_idx=2) + SLEEP(6) + AUDIT + REPLENISH() + AUDIT,
 }
 for name, data in stateful_seeds.items():

@@ -612,6 +612,19 @@ _PROTOS = {
                                    ctypes.c_size_t]),
     "rsv_extend": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
                                   ctypes.c_size_t, ctypes.c_int64]),
+    "rsv_reserve_batch": (ctypes.c_int, [_c_p, ctypes.c_size_t, _u64p,
+                                         ctypes.POINTER(ctypes.c_char_p),
+                                         ctypes.POINTER(ctypes.c_size_t),
+                                         _u64p, _u64p, _i64p, ctypes.c_int64,
+                                         ctypes.POINTER(ctypes.c_int)]),
+    "rsv_claim_batch": (ctypes.c_int, [_c_p, ctypes.c_size_t, _u64p,
+                                       ctypes.POINTER(ctypes.c_char_p),
+                                       ctypes.POINTER(ctypes.c_size_t),
+                                       ctypes.POINTER(ctypes.c_int)]),
+    "rsv_release_batch": (ctypes.c_int, [_c_p, ctypes.c_size_t, _u64p,
+                                         ctypes.POINTER(ctypes.c_char_p),
+                                         ctypes.POINTER(ctypes.c_size_t),
+                                         ctypes.POINTER(ctypes.c_int)]),
     "rsv_checkout_status": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
                                            ctypes.c_size_t,
                                            ctypes.POINTER(ctypes.c_int32),
@@ -1354,6 +1367,57 @@ class Context(_Closable):
         tok = _token(token)
         self._check(lib.rsv_claim(self._ptr(), _u64(shop_id, "shop_id"), tok,
                                   len(tok)), "rsv_claim")
+
+    def _batch_arrays(self, shops, tokens):
+        n = len(tokens)
+        toks = [_token(t) for t in tokens]
+        return (n, toks, (ctypes.c_uint64 * n)(*[_u64(x, "shop_id")
+                                                 for x in shops]),
+                (ctypes.c_char_p * n)(*toks),
+                (ctypes.c_size_t * n)(*[len(t) for t in toks]),
+                (ctypes.c_int * n)())
+
+    def reserve_batch(self, entries, ttl_ms=0):
+        """rsv_reserve_batch(): entries is a sequence of (shop_id, token,
+        item_id, location_id, quantity), at most 256.  Returns one code
+        per entry (OK or the RSV_E* code reserve_one would raise); raises
+        only for a failure of the whole batch."""
+        entries = list(entries)
+        n, toks, shops, tp, tl, res = self._batch_arrays(
+            [e[0] for e in entries], [e[1] for e in entries])
+        items = (ctypes.c_uint64 * n)(*[_u64(e[2], "item_id")
+                                        for e in entries])
+        locs = (ctypes.c_uint64 * n)(*[_u64(e[3], "location_id")
+                                       for e in entries])
+        qty = (ctypes.c_int64 * n)(*[_i64(e[4], "quantity") for e in entries])
+        self._check(lib.rsv_reserve_batch(self._ptr(), n, shops, tp, tl,
+                                          items, locs, qty,
+                                          _i64(ttl_ms, "ttl_ms"), res),
+                    "rsv_reserve_batch")
+        del toks  # (kept alive until the call returned)
+        return list(res)
+
+    def claim_batch(self, checkouts):
+        """rsv_claim_batch(): checkouts is a sequence of (shop_id, token);
+        returns one code per entry, as claim would answer it.  Never joins
+        the connection's open transaction (raises InTransaction)."""
+        checkouts = list(checkouts)
+        n, toks, shops, tp, tl, res = self._batch_arrays(
+            [c[0] for c in checkouts], [c[1] for c in checkouts])
+        self._check(lib.rsv_claim_batch(self._ptr(), n, shops, tp, tl, res),
+                    "rsv_claim_batch")
+        del toks
+        return list(res)
+
+    def release_batch(self, checkouts):
+        """rsv_release_batch(): as claim_batch, for releases."""
+        checkouts = list(checkouts)
+        n, toks, shops, tp, tl, res = self._batch_arrays(
+            [c[0] for c in checkouts], [c[1] for c in checkouts])
+        self._check(lib.rsv_release_batch(self._ptr(), n, shops, tp, tl,
+                                          res), "rsv_release_batch")
+        del toks
+        return list(res)
 
     def release(self, shop_id, token):
         """rsv_release(); idempotent for released/expired checkouts."""

@@ -1,0 +1,436 @@
+/*
+ * batch.c - many checkouts per call: rsv_reserve_batch, rsv_claim_batch
+ * and rsv_release_batch.
+ *
+ * Owns what a batch adds to the single calls: checking every entry as the
+ * single call would, choosing which entries go into the one batch
+ * statement (batch_reserve.c, batch_settle.c) and in which order, counting
+ * each entry as a call of its own, and running the entries the batch
+ * statement cannot decide one by one through the single calls, so that
+ * every entry gets exactly the single call's answer.  The single calls'
+ * paths stay the only ones that decide anything hard (re-reserves, short
+ * pools, sold-out answers).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+
+void batch_json_token(strbuf *s, const void *token, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    char out[2 * RSV_TOKEN_MAX + 2];
+    const unsigned char *t = token;
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < len && i < RSV_TOKEN_MAX; i++) {
+        out[o++] = hex[t[i] >> 4];
+        out[o++] = hex[t[i] & 15];
+    }
+    out[o++] = '"';
+    buf_putn(s, out, o);
+}
+
+int batch_answer(rsv_ctx *ctx, rbatch *b, size_t ncols, const char *proc)
+{
+    const sql_res *r = &ctx->res;
+    if (r->rows != b->nsend)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
+                        "%zu entries", proc, r->rows, b->nsend);
+    for (size_t row = 0; row < r->rows; row++) {
+        int64_t idx = RES_I(r, row, 0);
+        bentry *e = idx >= 0 && (size_t)idx < b->n ? &b->e[idx] : NULL;
+        if (!e || e->state != BE_SEND || e->answered)
+            return ctx_fail(ctx, RSV_EDB, "internal: %s answered entry "
+                            "%lld", proc, (long long)idx);
+        e->answered = 1;
+        for (size_t c = 1; c < ncols; c++)
+            e->ans[c - 1] = RES_I(r, row, c);
+    }
+    return RSV_OK;
+}
+
+static void fill(int *results, size_t n, int code)
+{
+    if (results)
+        for (size_t i = 0; i < n; i++)
+            results[i] = code;
+}
+
+static int same_checkout(const bentry *a, const bentry *b)
+{
+    return a->shop == b->shop && a->len == b->len &&
+           memcmp(a->token, b->token, a->len) == 0;
+}
+
+/* Lock order of the reserve batch: ascending (shop, item, location), so
+ * ledger and pool rows are asked for in key order across the batch. */
+static int cmp_reserve(const void *x, const void *y)
+{
+    const bentry *a = *(bentry *const *)x, *b = *(bentry *const *)y;
+    if (a->shop != b->shop)
+        return a->shop < b->shop ? -1 : 1;
+    if (a->item != b->item)
+        return a->item < b->item ? -1 : 1;
+    if (a->loc != b->loc)
+        return a->loc < b->loc ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Lock order of a settle batch: the checkout rows in key order (shop,
+ * then the token's bytes, as VARBINARY compares them), so two batches
+ * that share checkouts take them in the same order. */
+static int cmp_settle(const void *x, const void *y)
+{
+    const bentry *a = *(bentry *const *)x, *b = *(bentry *const *)y;
+    if (a->shop != b->shop)
+        return a->shop < b->shop ? -1 : 1;
+    int c = memcmp(a->token, b->token, a->len < b->len ? a->len : b->len);
+    if (c)
+        return c;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static void batch_free(rbatch *b)
+{
+    for (size_t i = 0; b->e && i < b->n; i++)
+        if (b->e[i].have_job)
+            job_free(&b->e[i].job);
+    free(b->e);
+    free(b->send);
+    buf_free(&b->json);
+}
+
+/* The entries, checked as the single call checks its arguments: a token
+ * NULL or of a wrong length is that entry's code.  A checkout listed
+ * twice goes alone after its first entry (as a second single call). */
+static int batch_entries(rsv_ctx *ctx, rbatch *b, size_t n,
+                         const uint64_t *shop_ids, const void *const *tokens,
+                         const size_t *token_lens)
+{
+    b->n = n;
+    b->e = calloc(n, sizeof *b->e);
+    b->send = calloc(n, sizeof *b->send);
+    if (!b->e || !b->send)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        bentry *e = &b->e[i];
+        e->idx = i;
+        e->shop = shop_ids[i];
+        e->token = tokens[i];
+        e->len = token_lens[i];
+        e->state = BE_SEND;
+    }
+    return RSV_OK;
+}
+
+static void entry_token_check(rsv_ctx *ctx, rbatch *b, bentry *e)
+{
+    if (e->state != BE_SEND)
+        return;
+    int rc = check_token(ctx, e->token, e->len);
+    if (rc) {
+        e->state = BE_DONE;
+        e->rc = rc;
+        return;
+    }
+    for (size_t k = 0; k < e->idx; k++) {
+        const bentry *o = &b->e[k];
+        if (o->state != BE_DONE && same_checkout(o, e)) {
+            e->state = BE_ALONE;
+            return;
+        }
+    }
+}
+
+/* The entries to send, in lock order.  A lone entry goes by the single
+ * call instead: for one checkout the batch statement (JSON in and out, a
+ * savepoint) costs more than the single call's procedure, about a third
+ * more per reserve (docs/performance.md); from two entries on it costs
+ * less. */
+static void batch_sort(rbatch *b, int (*cmp)(const void *, const void *))
+{
+    b->nsend = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->e[i].state == BE_SEND)
+            b->send[b->nsend++] = &b->e[i];
+    if (b->nsend == 1) {
+        b->send[0]->state = BE_ALONE;
+        b->nsend = 0;
+    }
+    qsort(b->send, b->nsend, sizeof *b->send, cmp);
+}
+
+/* Count each decided entry as a call of its own and report it to the
+ * callback (the entries run alone count themselves). */
+static void count_decided(rsv_ctx *ctx, rbatch *b, int op, uint64_t start_us)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const bentry *e = &b->e[i];
+        if (e->state != BE_DONE)
+            continue;
+        if (e->rc == RSV_OK)
+            ctx_ok(ctx);
+        else
+            ctx_fail(ctx, e->rc, "batch entry %zu: %s", e->idx,
+                     rsv_strerror(e->rc));
+        op_end_entry(ctx, op, e->rc, e->shop, e->token, e->len, start_us);
+    }
+}
+
+/* Before any entry is looked at: the whole batch's code, one call. */
+static int refuse_whole(rsv_ctx *ctx, size_t n, int *results, int rc)
+{
+    fill(results, n, rc);
+    return op_end(ctx, rc);
+}
+
+/* A code for the whole batch once the entries were read: every result,
+ * one call. */
+static int fail_whole(rsv_ctx *ctx, rbatch *b, int *results, int rc)
+{
+    fill(results, b->n, rc);
+    batch_free(b);
+    return op_end(ctx, rc);
+}
+
+static int args_missing(rsv_ctx *ctx, size_t n, const void *a, const void *b,
+                        const void *c, const int *results)
+{
+    if (!a || !b || !c || !results)
+        return ctx_fail(ctx, RSV_EINVAL, "a batch array is NULL");
+    if (n == 0 || n > RSV_BATCH_MAX)
+        return ctx_fail(ctx, RSV_EINVAL, "a batch has 1..%d entries, not %zu",
+                        RSV_BATCH_MAX, n);
+    return RSV_OK;
+}
+
+/* ---- reserves ---- */
+
+/* Whether the single call would start with the one-key procedure: then
+ * the batch statement does that CALL's work for it. */
+static int reserve_fits(rsv_ctx *ctx, bentry *e)
+{
+    rfacts f;
+    rstate st = e->job.st;
+    reserve_facts(ctx, &e->job, END_FINAL, &f);
+    return reserve_next(&st, PASS_START, RSV_OK, END_FINAL, &f) ==
+               PASS_CALL && reserve_proc_fits(ctx, &e->job);
+}
+
+static int reserve_job(rsv_ctx *ctx, bentry *e, int64_t ttl_ms)
+{
+    e->line_loc = e->loc;
+    e->line.item = e->item;
+    e->line.locs = &e->line_loc;
+    e->line.n_locs = 1;
+    e->line.qty = e->qty;
+    e->line.alloc = &e->line_alloc;
+    e->cart.lines = &e->line;
+    e->cart.n = e->cart.cap = 1;
+    e->cart.failed_line = (size_t)-1;
+    e->job.shop = e->shop;
+    e->job.token = e->token;
+    e->job.len = e->len;
+    e->job.cart = &e->cart;
+    e->job.ttl_ms = ttl_ms;
+    /* (freed also after a failed build, which may have allocated part) */
+    e->have_job = 1;
+    return job_build(ctx, &e->job);
+}
+
+static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
+                         const void *const *tokens, const size_t *token_lens,
+                         const uint64_t *item_ids,
+                         const uint64_t *location_ids,
+                         const int64_t *quantities, int64_t ttl_ms,
+                         int *results)
+{
+    if (op_begin(ctx, RSV_OP_RESERVE, 1, 0, NULL, 0))
+        return refuse_whole(ctx, n, results, ctx->code);
+    uint64_t start_us = ctx->op_start_us;
+    int rc = args_missing(ctx, n, shop_ids, tokens, token_lens, results);
+    if (!rc && (!item_ids || !location_ids || !quantities))
+        rc = ctx_fail(ctx, RSV_EINVAL, "a batch array is NULL");
+    if (rc)
+        return refuse_whole(ctx, n, results, rc);
+    rbatch b;
+    memset(&b, 0, sizeof b);
+    if ((rc = check_ttl(ctx, &ttl_ms)))
+        return refuse_whole(ctx, n, results, rc);
+    if (txn_caller_open(ctx))
+        return refuse_whole(ctx, n, results,
+                            ctx_fail(ctx, RSV_EINTXN, "rsv_reserve_batch runs "
+                                     "its own transactions; the connection "
+                                     "is inside one (commit or roll back "
+                                     "first)"));
+    if ((rc = batch_entries(ctx, &b, n, shop_ids, tokens, token_lens)))
+        return fail_whole(ctx, &b, results, rc);
+    b.ttl_ms = ttl_ms;
+    for (size_t i = 0; i < n; i++) {
+        bentry *e = &b.e[i];
+        e->item = item_ids[i];
+        e->loc = location_ids[i];
+        e->qty = quantities[i];
+        /* as rsv_reserve_one: the quantity first, then the token */
+        if (e->qty < 1 || e->qty > RSV_QUANTITY_MAX) {
+            e->state = BE_DONE;
+            e->rc = RSV_EQUANTITY;
+            continue;
+        }
+        entry_token_check(ctx, &b, e);
+        if (e->state != BE_SEND)
+            continue;
+        if (!ctx->has_batch_proc) {
+            e->state = BE_ALONE;
+            continue;
+        }
+        if ((rc = reserve_job(ctx, e, ttl_ms)))
+            return fail_whole(ctx, &b, results, rc);
+        if (!reserve_fits(ctx, e))
+            e->state = BE_ALONE;
+    }
+    batch_sort(&b, cmp_reserve);
+    if (b.nsend > 0) {
+        rc = batch_reserve_call(ctx, &b);
+        if (rc == BATCH_ONE_BY_ONE) {
+            for (size_t i = 0; i < b.nsend; i++)
+                b.send[i]->state = BE_ALONE;
+        } else if (rc != RSV_OK) {
+            return fail_whole(ctx, &b, results, rc);
+        } else {
+            for (size_t i = 0; i < b.nsend; i++) {
+                bentry *e = b.send[i];
+                /* statuses 1-3 (rolled back to the entry's savepoint):
+                 * the single call decides, from the start */
+                stats_add(ctx, RSV_STAT_SHORT_READS, e->ans[0] == 2);
+                if (e->ans[0] != 0) {
+                    e->state = BE_ALONE;
+                    continue;
+                }
+                reserve_proc_one_done(ctx, &e->job, &e->ans[1]);
+                e->state = BE_DONE;
+                e->rc = RSV_OK;
+            }
+            /* the top-ups a single call makes after its commit */
+            for (size_t i = 0; i < b.nsend; i++)
+                if (b.send[i]->state == BE_DONE)
+                    reserve_refill_ahead(ctx, &b.send[i]->job);
+        }
+    }
+    count_decided(ctx, &b, RSV_OP_RESERVE, start_us);
+    for (size_t i = 0; i < n; i++) {
+        const bentry *e = &b.e[i];
+        results[i] = e->state == BE_DONE
+                         ? e->rc
+                         : rsv_reserve_one(ctx, e->shop, e->token, e->len,
+                                           e->item, e->loc, e->qty, ttl_ms);
+    }
+    batch_free(&b);
+    return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_reserve_batch(rsv_ctx *ctx, size_t n,
+                                 const uint64_t *shop_ids,
+                                 const void *const *tokens,
+                                 const size_t *token_lens,
+                                 const uint64_t *item_ids,
+                                 const uint64_t *location_ids,
+                                 const int64_t *quantities, int64_t ttl_ms,
+                                 int *results)
+{
+    if (!ctx) {
+        fill(results, n, RSV_EINVAL);
+        return RSV_EINVAL;
+    }
+    return reserve_batch(ctx, n, shop_ids, tokens, token_lens, item_ids,
+                         location_ids, quantities, ttl_ms, results);
+}
+
+/* ---- claims and releases ---- */
+
+static int settle_batch(rsv_ctx *ctx, int op, size_t n,
+                        const uint64_t *shop_ids, const void *const *tokens,
+                        const size_t *token_lens, int *results)
+{
+    if (op_begin(ctx, op, 1, 0, NULL, 0))
+        return refuse_whole(ctx, n, results, ctx->code);
+    uint64_t start_us = ctx->op_start_us;
+    int rc = args_missing(ctx, n, shop_ids, tokens, token_lens, results);
+    if (rc)
+        return refuse_whole(ctx, n, results, rc);
+    /* A batch never joins the caller's transaction: its entries would
+     * then commit or roll back with the caller's, one by one. */
+    if (txn_caller_open(ctx))
+        return refuse_whole(ctx, n, results,
+                            ctx_fail(ctx, RSV_EINTXN, "a batch runs its own "
+                                     "transaction; the connection is inside "
+                                     "one (commit or roll back first, or "
+                                     "call rsv_claim/rsv_release to join "
+                                     "it)"));
+    rbatch b;
+    memset(&b, 0, sizeof b);
+    b.kind = op == RSV_OP_CLAIM ? ST_CLAIMED : ST_RELEASED;
+    if ((rc = batch_entries(ctx, &b, n, shop_ids, tokens, token_lens)))
+        return fail_whole(ctx, &b, results, rc);
+    for (size_t i = 0; i < n; i++) {
+        entry_token_check(ctx, &b, &b.e[i]);
+        if (b.e[i].state == BE_SEND && !ctx->has_settle_batch_proc)
+            b.e[i].state = BE_ALONE;
+    }
+    batch_sort(&b, cmp_settle);
+    if (b.nsend > 0) {
+        rc = batch_settle_call(ctx, &b);
+        if (rc != RSV_OK && rc != BATCH_ONE_BY_ONE)
+            return fail_whole(ctx, &b, results, rc);
+        for (size_t i = 0; i < b.nsend; i++) {
+            bentry *e = b.send[i];
+            if (rc == BATCH_ONE_BY_ONE) {
+                e->state = BE_ALONE;
+                continue;
+            }
+            e->state = BE_DONE;
+            e->rc = settle_answer_code(ctx, b.kind, e->shop, e->ans[0] != 0,
+                                       (int)e->ans[1], e->ans[2], e->ans[3],
+                                       e->ans[4]);
+        }
+    }
+    count_decided(ctx, &b, op, start_us);
+    for (size_t i = 0; i < n; i++) {
+        const bentry *e = &b.e[i];
+        results[i] = e->state == BE_DONE ? e->rc
+                     : op == RSV_OP_CLAIM
+                         ? rsv_claim(ctx, e->shop, e->token, e->len)
+                         : rsv_release(ctx, e->shop, e->token, e->len);
+    }
+    batch_free(&b);
+    return ctx_ok(ctx);
+}
+
+RSV_EXTERN int rsv_claim_batch(rsv_ctx *ctx, size_t n,
+                               const uint64_t *shop_ids,
+                               const void *const *tokens,
+                               const size_t *token_lens, int *results)
+{
+    if (!ctx) {
+        fill(results, n, RSV_EINVAL);
+        return RSV_EINVAL;
+    }
+    return settle_batch(ctx, RSV_OP_CLAIM, n, shop_ids, tokens, token_lens,
+                        results);
+}
+
+RSV_EXTERN int rsv_release_batch(rsv_ctx *ctx, size_t n,
+                                 const uint64_t *shop_ids,
+                                 const void *const *tokens,
+                                 const size_t *token_lens, int *results)
+{
+    if (!ctx) {
+        fill(results, n, RSV_EINVAL);
+        return RSV_EINVAL;
+    }
+    return settle_batch(ctx, RSV_OP_RELEASE, n, shop_ids, tokens, token_lens,
+                        results);
+}

@@ -1,0 +1,68 @@
+/*
+ * batch.h - what the batch files share (batch.c: the public calls, their
+ * checks and accounting, and the entries run one by one; batch_reserve.c
+ * and batch_settle.c: the one CALL of each kind).  Private to the
+ * library, like internal.h.
+ */
+#ifndef RSV_BATCH_H
+#define RSV_BATCH_H
+
+#include "reserve_job.h"
+
+/* Where an entry stands. */
+enum {
+    BE_SEND,  /* goes into the batch statement */
+    BE_ALONE, /* run on its own, by the single call, after the batch */
+    BE_DONE   /* decided: rc is its code */
+};
+
+typedef struct bentry {
+    size_t idx;          /* in the caller's arrays */
+    uint64_t shop;
+    const void *token;
+    size_t len;
+    uint64_t item, loc;  /* reserves only */
+    int64_t qty;
+    int state;
+    int rc;
+    int answered;        /* the batch procedure answered for it */
+    int64_t ans[8];      /* the batch procedure's row for it, idx left out */
+    /* a reserve's job: one line, one location */
+    rsv_cart cart;
+    cart_line line;
+    uint64_t line_loc;
+    int64_t line_alloc;
+    rjob job;
+    int have_job;
+} bentry;
+
+typedef struct rbatch {
+    bentry *e;           /* n entries, in the caller's order */
+    size_t n;
+    bentry **send;       /* the BE_SEND entries, in lock order */
+    size_t nsend;
+    int64_t ttl_ms;
+    int kind;            /* settle: ST_CLAIMED or ST_RELEASED */
+    strbuf json;        /* the CALL's batch argument */
+} rbatch;
+
+/* A batch body's return when the procedure cannot be called here (gone,
+ * not allowed): nothing ran, and the entries go one by one. */
+#define BATCH_ONE_BY_ONE 2
+
+/* Run the batch statement for b->send: its own transaction
+ * (TXN_SELF_COMMIT, retried on conflicts), then each sent entry's ans[]
+ * filled.  Returns RSV_OK, BATCH_ONE_BY_ONE, or the whole batch's code. */
+RSV_HIDDEN int batch_reserve_call(rsv_ctx *ctx, rbatch *b);
+RSV_HIDDEN int batch_settle_call(rsv_ctx *ctx, rbatch *b);
+
+/* Append a checkout token as a JSON string of hex digits (the
+ * procedures UNHEX it: tokens are bytes, JSON text is not). */
+RSV_HIDDEN void batch_json_token(strbuf *s, const void *token, size_t len);
+/* Read the CALL's answer rows into the sent entries' ans[] (ncols
+ * columns, idx first).  Returns RSV_OK or RSV_EDB for an answer that does
+ * not match what was sent. */
+RSV_HIDDEN int batch_answer(rsv_ctx *ctx, rbatch *b, size_t ncols,
+                            const char *proc);
+
+#endif
