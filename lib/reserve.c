@@ -17,10 +17,11 @@
  *      separate transaction that skips the ledger row if another refiller
  *      holds it, so no buyer ever waits behind a refill.
  *
- * This file holds both paths and the statements they send; the job they
- * work on (keys, passes, allocation) is reserve_job.c, the one-round-trip
- * form of the fast path reserve_proc.c, the sold-out answer without the
- * ledger lock sold_out.c.
+ * This file holds both paths, the statements they send and the loop that
+ * runs the passes; which pass runs next is decided in reserve_next.c, the
+ * job they work on (keys, wants, allocation) is reserve_job.c, the
+ * one-round-trip form of the fast path reserve_proc.c, the sold-out answer
+ * without the ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
  * instead, rsv_fast_reserve_v6 when it takes units at one (item,
@@ -311,26 +312,12 @@ static int lock_pairs(rsv_ctx *ctx, rjob *j, int skip, id_walk *w,
 
 /* The slow path's pool read, which waits for rows other checkouts are
  * taking (they may roll back; only then is a short pool really short).
- * A blocking range read (... ORDER BY id LIMIT n FOR UPDATE) cannot do it:
- * when the range has fewer rows than the limit, InnoDB goes on to the next
- * record of the index, which belongs to another item or location, and
- * waits for its lock too - two slow paths then deadlock across keys
- * neither of them owns (found by the soak).  So the rows are read without
- * locking and then locked by primary key, which touches nothing else; a
- * row whose taker commits meanwhile is gone when the wait ends, and the
- * read is repeated while that happens (bounded: what is locked after the
- * last round is what this reserve has, and the ledger covers the rest).
- *
- * Every wait is for a row above every pool row already held, in primary
- * key order.  Fast-path readers take rows in that order too, with SKIP
- * LOCKED, and SKIP LOCKED does not keep InnoDB's deadlock detector from
- * counting a reader that is only looking at a row we hold: the soak saw
- * that "cycle" (reader rolled back as a deadlock victim) whenever a later
- * round waited for a row of an earlier key.  So a later round locks the
- * rows below the highest one held with SKIP LOCKED, and waits only above
- * it; a row passed over that way may belong to a checkout that rolls
- * back, so if one is still there after the last round the whole slow path
- * is retried (RSV__RETRY: rolled back, then run again after a backoff). */
+ * The rows are read without locking and then locked by primary key (a
+ * blocking range read runs on into another key's rows); a later round
+ * waits only above the highest row held and skips the rows below it (the
+ * deadlock detector counts SKIP LOCKED readers), so a row passed over and
+ * still there after the last round retries the whole slow path.
+ * docs/internals.md section 3 says why each of these rules exists. */
 static int take_waiting(rsv_ctx *ctx, rjob *j)
 {
     size_t *got = calloc(j->nkeys, sizeof *got); /* rows locked, per key */

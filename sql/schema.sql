@@ -311,30 +311,19 @@ END//
 DELIMITER ;
 
 -- The reserve fast path in one round trip (libreserve calls it; never call
--- it yourself).  A reserve of a new checkout that takes units at one item
--- and location runs these statements on the server instead of sending
--- them one by one: on a network every statement costs a round trip, and
--- the round trips, not the work, were most of a reserve's time.  Lock
--- order as in lib/internal.h: checkout row (1), ledger row (2), pool rows
--- (3), except that the hold (4) is inserted right after the checkout row:
--- it is a new row of this checkout, which nobody else can reach while this
--- CALL holds the checkout row, and inserting it before taking the ledger
--- row shortens the time a hot ledger row is held (measured: 20 % more
--- reserves found it free).
--- The units come straight from the ledger row when no other transaction
--- holds it and it has enough units not yet issued: one row update instead
--- of a pool row read, deleted and later minted again.  Its lock is asked
--- for with SKIP LOCKED, so a reserve never waits for it: while one
--- checkout holds the row (a refill, another reserve), the others take pool
--- rows, as before.  The lock is held only while this CALL runs on the
--- server, never across a round trip, which is what makes a hot row slow.
--- (The statement path cannot do this: it would hold the row across its
--- round trips.)  A row held here that cannot cover the reserve stays
--- locked until the commit (a read of a row by its key keeps its lock);
--- nothing waits for it but refills and stock changes, for one CALL.
+-- it yourself): a new checkout taking units at one item and location, the
+-- statements run on the server, since on a network the round trips were
+-- most of a reserve's time.  Lock order as in docs/internals.md section
+-- 3, but the hold (4) comes right after the checkout row (1): nobody can
+-- reach it while this CALL holds that row, and it shortens the time a hot
+-- ledger row is held.  The units come straight from the ledger row when no
+-- other transaction holds it (SKIP LOCKED: never waited for) and it has
+-- enough not yet issued; the row is held only while this CALL runs, never
+-- across a round trip.  Otherwise the pool path (rsv_pool_take_v2, a
+-- procedure of its own so a ledger take does without its variables).
 -- It commits only when it could do everything; otherwise it rolls back
--- and answers why, and the library takes the statement path
--- (re-reserves, short pools, unknown items).
+-- and answers why, and the library sends statements (re-reserves, short
+-- pools, unknown items).
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
 -- this CALL gets the ledger row (rsv_pool_top_up_v2).
 -- Answer, one row: (status, units taken from the pool, first and last pool
@@ -342,24 +331,12 @@ DELIMITER ;
 -- reserve when it held the ledger row; both 0 when the row was held
 -- elsewhere and a read from the cursor succeeded without reading it),
 -- units taken from the ledger, pool rows minted by the top-up (-1: due,
--- but the row was held elsewhere)); status 0 =
--- committed, 1 = the checkout exists, 2 = the pool had fewer rows free
--- than wanted, 3 = no ledger row.  SQL SECURITY INVOKER: it runs with the
--- caller's privileges on these tables (no definer account to keep alive).
--- Its transaction says READ WRITE and ends AND NO CHAIN NO RELEASE, as
--- the library's own do: a session left READ ONLY or with completion_type
--- CHAIN or RELEASE by the application changes nothing here.
--- The version in the name changes whenever its arguments or its answer
--- do; rsv_open looks for the version its library calls and uses the
--- statement path without it (for example if the account that loaded the schema could not create
--- routines).  Earlier versions are dropped: a library calling one finds it
--- gone and sends statements.
--- The pool path is a procedure of its own (rsv_pool_take_v2), called only
--- when the ledger row is held elsewhere or short: the server creates every
--- variable a procedure declares, in all its blocks, at each CALL, and a
--- ledger take, the path of every item no one else is buying, then does
--- without the pool path's (measured: 1.16x on 10,000 items at 64 local
--- clients; docs/performance.md).
+-- but the row was held elsewhere)); status 0 = committed, 1 = the checkout
+-- exists, 2 = the pool had fewer rows free than wanted, 3 = no ledger row.
+-- SQL SECURITY INVOKER (no definer account to keep alive); READ WRITE and
+-- AND NO CHAIN NO RELEASE, whatever the session's defaults.  The version
+-- in the name changes whenever its arguments, answer or tables do; older
+-- versions are dropped.
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
