@@ -183,8 +183,9 @@ static void count_decided(rsv_ctx *ctx, rbatch *b, int op, uint64_t start_us)
 /* Before any entry is looked at: the whole batch's code, one call. */
 static int refuse_whole(rsv_ctx *ctx, size_t n, int *results, int rc)
 {
+    rc = op_end(ctx, rc); /* (a refusal while a call is pending: EINVAL) */
     fill(results, n, rc);
-    return op_end(ctx, rc);
+    return rc;
 }
 
 /* A code for the whole batch once the entries were read: every result,
@@ -248,8 +249,9 @@ static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
                          const int64_t *quantities, int64_t ttl_ms,
                          int *results)
 {
-    if (op_begin(ctx, RSV_OP_RESERVE, 1, 0, NULL, 0))
-        return refuse_whole(ctx, n, results, ctx->code);
+    int began = op_begin(ctx, RSV_OP_RESERVE, 1, 0, NULL, 0);
+    if (began)
+        return refuse_whole(ctx, n, results, began);
     uint64_t start_us = ctx->op_start_us;
     int rc = args_missing(ctx, n, shop_ids, tokens, token_lens, results);
     if (!rc && (!item_ids || !location_ids || !quantities))
@@ -355,8 +357,13 @@ static int settle_batch(rsv_ctx *ctx, int op, size_t n,
                         const uint64_t *shop_ids, const void *const *tokens,
                         const size_t *token_lens, int *results)
 {
-    if (op_begin(ctx, op, 1, 0, NULL, 0))
-        return refuse_whole(ctx, n, results, ctx->code);
+    if (!ctx) {
+        fill(results, n, RSV_EINVAL);
+        return RSV_EINVAL;
+    }
+    int began = op_begin(ctx, op, 1, 0, NULL, 0);
+    if (began)
+        return refuse_whole(ctx, n, results, began);
     uint64_t start_us = ctx->op_start_us;
     int rc = args_missing(ctx, n, shop_ids, tokens, token_lens, results);
     if (rc)
@@ -414,10 +421,6 @@ RSV_EXTERN int rsv_claim_batch(rsv_ctx *ctx, size_t n,
                                const void *const *tokens,
                                const size_t *token_lens, int *results)
 {
-    if (!ctx) {
-        fill(results, n, RSV_EINVAL);
-        return RSV_EINVAL;
-    }
     return settle_batch(ctx, RSV_OP_CLAIM, n, shop_ids, tokens, token_lens,
                         results);
 }
@@ -427,10 +430,6 @@ RSV_EXTERN int rsv_release_batch(rsv_ctx *ctx, size_t n,
                                  const void *const *tokens,
                                  const size_t *token_lens, int *results)
 {
-    if (!ctx) {
-        fill(results, n, RSV_EINVAL);
-        return RSV_EINVAL;
-    }
     return settle_batch(ctx, RSV_OP_RELEASE, n, shop_ids, tokens, token_lens,
                         results);
 }
