@@ -87,19 +87,28 @@ TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 TEST_LINK = -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
 
-$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/nonblock_shim.h include/reserve.h | $(B)/tests
+# The client plumbing of every test program that talks to a server
+# (tests/loadlib.h); the load programs in mk/*.mk compile it in, and the
+# suites' fixture (testutil) is built on it.
+LOADLIB := tests/loadlib.c tests/loadlib.h tests/sqlscript.h
+TESTUTIL_OBJ := $(B)/tests/testutil.o $(B)/tests/loadlib.o
+
+$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/loadlib.h tests/nonblock_shim.h include/reserve.h | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
-$(B)/tests/check_%: tests/check_%.c $(B)/tests/testutil.o $(B)/libreserve.so | $(B)/tests
-	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< $(B)/tests/testutil.o -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+$(B)/tests/loadlib.o: $(LOADLIB) include/reserve.h | $(B)/tests
+	$(CC) $(REAL_CFLAGS) -c $< -o $@
+
+$(B)/tests/check_%: tests/check_%.c $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
 
 # The same suites through the non-blocking interface: tests/nonblock_shim.h
 # turns each of its six calls into _start, a wait on rsv_async_fd and
 # rsv_cont.
 NB_SUITES := lifecycle badinput concurrency
 NB_TEST_BIN := $(NB_SUITES:%=$(B)/tests/check_%_nb)
-$(B)/tests/check_%_nb: tests/check_%.c tests/nonblock_shim.h $(B)/tests/testutil.o $(B)/libreserve.so | $(B)/tests
-	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_TEST_NONBLOCKING $< $(B)/tests/testutil.o -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+$(B)/tests/check_%_nb: tests/check_%.c tests/nonblock_shim.h $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_TEST_NONBLOCKING $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
 
 # A C++ caller: the header must compile as C++ and link.
 $(B)/tests/cxx_caller: tests/cxx_caller.cpp include/reserve.h $(B)/libreserve.so | $(B)/tests

@@ -31,8 +31,8 @@ $(FAULT_LIB): $(FAULT_OBJ)
 # Linked statically against the fault library, never against
 # build/libreserve.so (whose rpath would win over the hooks); the library's
 # allocations are wrapped so the suite can make each one fail in turn.
-$(FAULT_TEST): tests/faults/check_faults.c lib/fault.h $(B)/tests/testutil.o $(FAULT_LIB)
-	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_FAULT_INJECTION -Itests $< $(B)/tests/testutil.o $(FAULT_LIB) -o $@ $(REAL_LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
+$(FAULT_TEST): tests/faults/check_faults.c lib/fault.h $(TESTUTIL_OBJ) $(FAULT_LIB)
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_FAULT_INJECTION -Itests $< $(TESTUTIL_OBJ) $(FAULT_LIB) -o $@ $(REAL_LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
 
 CHECK_EXTRA_BUILD += $(FAULT_TEST)
 CHECK_EXTRA += $(FAULT_TEST)

@@ -41,6 +41,11 @@ $(FUZZ_B)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(FUZZ_B)/lib
 $(FUZZ_B)/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ) | $(FUZZ_B)/lib
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB_OBJ) -o $@ $(LDFLAGS) $(MARIADB_LIBS) -lpthread
 
+# The stateful target talks to a server: the test programs' client
+# plumbing (tests/loadlib.c) is built in.
+$(FUZZ_B)/fuzz_stateful: tests/fuzz/fuzz_stateful.c tests/fuzz/fuzz_util.h $(LOADLIB) $(FUZZ_LIB_OBJ) | $(FUZZ_B)/lib
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< tests/loadlib.c $(FUZZ_LIB_OBJ) -o $@ $(LDFLAGS) $(MARIADB_LIBS) -lpthread
+
 fuzz-build: fuzz-check-cc $(FUZZ_TARGETS:%=$(FUZZ_B)/%) $(FUZZ_B)/fuzz_stateful
 
 fuzz-check-cc:

@@ -18,8 +18,8 @@ EVENT_LIBS = $(or $(shell $(PKG_CONFIG) --libs libevent 2>/dev/null),-levent)
 nonblock-deps:
 	@tools/deps.sh packages $(NB_PACKAGES)
 
-$(B)/tests/check_nonblock: tests/check_nonblock.c include/reserve/libuv.h include/reserve/libevent.h $(B)/tests/testutil.o $(B)/libreserve.so | $(B)/tests nonblock-deps
-	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(EVENT_CFLAGS) $< $(B)/tests/testutil.o -o $@ $(REAL_LDFLAGS) $(TEST_LINK) $(UV_LIBS) $(EVENT_LIBS)
+$(B)/tests/check_nonblock: tests/check_nonblock.c include/reserve/libuv.h include/reserve/libevent.h $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests nonblock-deps
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(EVENT_CFLAGS) $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK) $(UV_LIBS) $(EVENT_LIBS)
 
 $(B)/examples/http_checkout: examples/http_checkout.c include/reserve.h include/reserve/libuv.h $(B)/libreserve.so | $(B)/examples nonblock-deps
 	$(CC) $(REAL_CFLAGS) $(UV_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(UV_LIBS)

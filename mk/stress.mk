@@ -33,8 +33,8 @@ STRESS_RUN = STRESS_BUILD_DIR=$(B) tests/stress/run-stress.sh
 $(B)/stress:
 	mkdir -p $@
 
-$(B)/stress/stress: tests/stress/stress.c include/reserve.h $(B)/libreserve.so | $(B)/stress
-	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+$(B)/stress/stress: tests/stress/stress.c $(LOADLIB) include/reserve.h $(B)/libreserve.so | $(B)/stress
+	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
 $(B)/stress/cutproxy: tests/stress/cutproxy.c | $(B)/stress
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -lpthread

@@ -3,11 +3,12 @@
  * command-line client does: statements end at ";" until a "DELIMITER xx"
  * line changes the delimiter (the schema's stored procedure needs that).
  *
- * Header-only, because the programs that load the schema (the Check
- * suites, the benchmark, the stateful fuzzer) are separate binaries with
- * different link sets.  The connection must have CLIENT_MULTI_STATEMENTS:
- * the ";" parts are sent whole.  Every result of every statement is read
- * and checked, so an error in the middle of the script is never missed.
+ * The test programs load the schema through tests/loadlib.c; this part
+ * stays header-only so that tests/install-test.sh can compile it into a
+ * program built against the installed library alone.  The connection
+ * must have CLIENT_MULTI_STATEMENTS: the ";" parts are sent whole.  Every
+ * result of every statement is read and checked, so an error in the
+ * middle of the script is never missed.
  */
 #ifndef RSV_TESTS_SQLSCRIPT_H
 #define RSV_TESTS_SQLSCRIPT_H

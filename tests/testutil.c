@@ -1,8 +1,10 @@
 /*
- * testutil.c - see testutil.h.
+ * testutil.c - see testutil.h.  Connections, statements and the schema
+ * go through loadlib.c, which the load programs share; this file adds
+ * the Check side: ck_assert on failure, the suite database, the audit.
  */
 #include "testutil.h"
-#include "sqlscript.h"
+#include "loadlib.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,56 +17,25 @@ const char *tu_db_name(void) { return db_name; }
 
 static MYSQL *raw_connect(const char *db)
 {
-    const char *sock = getenv("RSV_TEST_SOCKET");
-    const char *user = getenv("RSV_TEST_USER");
-    const char *pass = getenv("RSV_TEST_PASSWORD");
-    if (!sock) {
+    ll_server srv;
+    if (ll_server_from_env(&srv) != 0) {
         fprintf(stderr, "RSV_TEST_SOCKET is not set: run the tests with "
                         "'make check' (tools/mariadb.sh run ...)\n");
         exit(2);
     }
-    MYSQL *c = mysql_init(NULL);
+    char err[512];
+    MYSQL *c = ll_connect(NULL, &srv, db, err, sizeof err);
     if (!c)
-        return NULL;
-    if (!mysql_real_connect(c, NULL, user ? user : "root", pass, db, 0, sock,
-                            CLIENT_MULTI_STATEMENTS)) {
-        fprintf(stderr, "connect: %s\n", mysql_error(c));
-        mysql_close(c);
-        return NULL;
-    }
+        fprintf(stderr, "connect: %s\n", err);
     return c;
 }
 
 static void exec_or_die(MYSQL *c, const char *sql)
 {
-    if (mysql_query(c, sql) != 0) {
+    if (ll_exec(c, sql) != 0) {
         fprintf(stderr, "%s: %s\n", sql, mysql_error(c));
         exit(2);
     }
-    do {
-        MYSQL_RES *r = mysql_store_result(c);
-        if (r)
-            mysql_free_result(r);
-    } while (mysql_next_result(c) == 0);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p)
-        p[n] = '\0';
-    fclose(f);
-    return p;
 }
 
 void tu_db_create(const char *suite)
@@ -77,16 +48,11 @@ void tu_db_create(const char *suite)
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM information_schema.schemata "
                           "WHERE schema_name = '%s'", db_name);
     exec_or_die(c, "SELECT 1");
-    if (mysql_query(c, q) == 0) {
-        MYSQL_RES *r = mysql_store_result(c);
-        MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
-        if (row && strcmp(row[0], "0") != 0) {
-            fprintf(stderr, "database %s already exists: refusing to run on "
-                            "a dirty database\n", db_name);
-            exit(2);
-        }
-        if (r)
-            mysql_free_result(r);
+    int64_t n = 0;
+    if (ll_i64(c, q, 0, &n) == 0 && n != 0) {
+        fprintf(stderr, "database %s already exists: refusing to run on "
+                        "a dirty database\n", db_name);
+        exit(2);
     }
     snprintf(q, sizeof q, "CREATE DATABASE %s", db_name);
     exec_or_die(c, q);
@@ -98,18 +64,16 @@ void tu_db_create(const char *suite)
 
 void tu_load_schema(MYSQL *c)
 {
-    const char *path = getenv("RSV_SCHEMA");
-    char *schema = slurp(path ? path : "sql/schema.sql");
-    if (!schema) {
+    char err[512];
+    int rc = ll_load_schema(c, NULL, err, sizeof err);
+    if (rc == -1) {
         fprintf(stderr, "cannot read sql/schema.sql (set RSV_SCHEMA)\n");
         exit(2);
     }
-    char err[512];
-    if (sqlscript_run(c, schema, err, sizeof err) != 0) {
+    if (rc != 0) {
         fprintf(stderr, "loading the schema: %s\n", err);
         exit(2);
     }
-    free(schema);
 }
 
 void tu_db_drop(void)
@@ -195,22 +159,13 @@ uint64_t tu_shop(void)
 
 void tu_exec(MYSQL *c, const char *sql)
 {
-    ck_assert_msg(mysql_query(c, sql) == 0, "%s: %s", sql, mysql_error(c));
-    do {
-        MYSQL_RES *r = mysql_store_result(c);
-        if (r)
-            mysql_free_result(r);
-    } while (mysql_next_result(c) == 0);
+    ck_assert_msg(ll_exec(c, sql) == 0, "%s: %s", sql, mysql_error(c));
 }
 
 int64_t tu_i64(MYSQL *c, const char *sql)
 {
-    ck_assert_msg(mysql_query(c, sql) == 0, "%s: %s", sql, mysql_error(c));
-    MYSQL_RES *r = mysql_store_result(c);
-    ck_assert_msg(r != NULL, "%s: no result", sql);
-    MYSQL_ROW row = mysql_fetch_row(r);
-    int64_t v = row && row[0] ? strtoll(row[0], NULL, 10) : 0;
-    mysql_free_result(r);
+    int64_t v;
+    ck_assert_msg(ll_i64(c, sql, 0, &v) >= 0, "%s: %s", sql, mysql_error(c));
     return v;
 }
 

@@ -86,7 +86,7 @@
 #include <errmsg.h>
 
 #include "reserve.h"
-#include "../sqlscript.h"
+#include "../loadlib.h"
 #include "../../lib/test_flags.h"
 
 extern char **environ;
@@ -279,16 +279,6 @@ static void *xcalloc(size_t n, size_t sz)
     return p;
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
 static int parse_list(const char *s, intlist *l)
 {
     l->n = 0;
@@ -313,24 +303,19 @@ static int proxy_port[MAXLIST]; /* per cfg.rtts index; 0 = Unix socket */
 
 static MYSQL *connect_rtt(int rtt_idx, const char *db)
 {
-    MYSQL *c = mysql_init(NULL);
-    if (!c)
-        die("mysql_init failed");
-    unsigned int timeout = 60;
-    mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
-    MYSQL *ok;
-    if (rtt_idx < 0 || proxy_port[rtt_idx] == 0)
-        ok = mysql_real_connect(c, NULL, cfg.user, cfg.pass, db, 0, cfg.sock,
-                                CLIENT_MULTI_STATEMENTS);
-    else
-        ok = mysql_real_connect(c, "127.0.0.1", cfg.user, cfg.pass, db,
-                                (unsigned int)proxy_port[rtt_idx], NULL,
-                                CLIENT_MULTI_STATEMENTS);
-    if (!ok) {
-        fprintf(stderr, "bench: connect: %s\n", mysql_error(c));
-        mysql_close(c);
-        return NULL;
+    ll_server srv = {.user = cfg.user, .password = cfg.pass,
+                     .connect_timeout_s = 60,
+                     .flags = CLIENT_MULTI_STATEMENTS};
+    if (rtt_idx < 0 || proxy_port[rtt_idx] == 0) {
+        srv.socket = cfg.sock;
+    } else {
+        srv.host = "127.0.0.1";
+        srv.port = (unsigned int)proxy_port[rtt_idx];
     }
+    char err[512];
+    MYSQL *c = ll_connect(NULL, &srv, db, err, sizeof err);
+    if (!c)
+        fprintf(stderr, "bench: connect: %s\n", err);
     return c;
 }
 
@@ -344,13 +329,8 @@ static MYSQL *connect_local(void)
 
 static void q_exec(MYSQL *c, const char *sql)
 {
-    if (mysql_query(c, sql) != 0)
+    if (ll_exec(c, sql) != 0)
         die("%.200s: %s", sql, mysql_error(c));
-    do {
-        MYSQL_RES *r = mysql_store_result(c);
-        if (r)
-            mysql_free_result(r);
-    } while (mysql_next_result(c) == 0);
 }
 
 static void q_execf(MYSQL *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -389,10 +369,8 @@ static int q_str(MYSQL *c, const char *sql, char *out, size_t outlen)
 
 static long long q_i64(MYSQL *c, const char *sql)
 {
-    char b[64];
-    if (q_str(c, sql, b, sizeof b) != 0)
-        return -1;
-    return strtoll(b, NULL, 10);
+    int64_t v;
+    return ll_i64(c, sql, 0, &v) == 0 ? (long long)v : -1;
 }
 
 /* ---- status counters ---- */
@@ -1102,7 +1080,7 @@ static void make_cart(worker *w, uint64_t *items, uint64_t locs[][CART_LOCS])
 {
     int n = 0;
     while (n < CART_LINES) {
-        uint64_t it = CART_BASE + 1 + rng_next(&w->rng) % CART_N;
+        uint64_t it = CART_BASE + 1 + ll_rng_next(&w->rng) % CART_N;
         int dup = 0;
         for (int i = 0; i < n; i++)
             dup |= items[i] == it;
@@ -1116,7 +1094,7 @@ static void make_cart(worker *w, uint64_t *items, uint64_t locs[][CART_LOCS])
             items[j - 1] = t;
         }
     for (int i = 0; i < n; i++) {
-        uint64_t r = rng_next(&w->rng) % CART_LOCS;
+        uint64_t r = ll_rng_next(&w->rng) % CART_LOCS;
         for (int k = 0; k < CART_LOCS; k++)
             locs[i][k] = 1 + (r + (uint64_t)k) % CART_LOCS;
     }
@@ -1351,7 +1329,7 @@ static int op_lib(worker *w)
             uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
             uint64_t sold_loc = 1;
             make_cart(w, items, locs);
-            int sold = (int)(rng_next(&w->rng) % CART_LINES);
+            int sold = (int)(ll_rng_next(&w->rng) % CART_LINES);
             rsv_cart_clear(w->cart);
             for (int i = 0; i < CART_LINES && rc == RSV_OK; i++)
                 rc = i == sold ? rsv_cart_add(w->cart, SOLDOUT_ITEM, &sold_loc,
@@ -1402,7 +1380,7 @@ static int op_batch(worker *w, uint64_t t1)
         lens[i] = strlen(toks[i]);
         shops[i] = SHOP;
         items[i] = m->workload == W_SPREAD
-                       ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
+                       ? SPREAD_BASE + 1 + ll_rng_next(&w->rng) % SPREAD_N
                        : wl_item(m->workload);
         locs[i] = 1;
         qty[i] = sold ? 1 : (int64_t)w->p.q;
@@ -1483,7 +1461,7 @@ static void *worker_main(void *arg)
                      design_tag[m->design], m->id, w->tid,
                      (unsigned long long)w->seq++);
             p->item = m->workload == W_SPREAD
-                          ? SPREAD_BASE + 1 + rng_next(&w->rng) % SPREAD_N
+                          ? SPREAD_BASE + 1 + ll_rng_next(&w->rng) % SPREAD_N
                           : wl_item(m->workload);
             p->loc = 1;
         }
@@ -1887,25 +1865,6 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
 /* setup                                                              */
 /* ------------------------------------------------------------------ */
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p)
-        p[n] = '\0';
-    fclose(f);
-    return p;
-}
-
 /* Run fn(ctx, index) for index in [0, n) over a few threads, each with its
  * own connection and context (Unix socket). */
 typedef int (*par_fn)(rsv_ctx *ctx, long idx, void *arg);
@@ -2122,13 +2081,12 @@ static void setup_database(MYSQL *c)
     q_execf(c, "DROP DATABASE IF EXISTS %s", dbname);
     q_execf(c, "CREATE DATABASE %s", dbname);
     q_execf(c, "USE %s", dbname);
-    char *schema = slurp(cfg.schema_path);
-    if (!schema)
-        die("cannot read %s", cfg.schema_path);
     char err[512];
-    if (sqlscript_run(c, schema, err, sizeof err) != 0)
+    int rc = ll_load_schema(c, cfg.schema_path, err, sizeof err);
+    if (rc == -1)
+        die("cannot read %s", cfg.schema_path);
+    if (rc != 0)
         die("loading %s: %s", cfg.schema_path, err);
-    free(schema);
     /* The hot rows' ledgers: stock is what the row started with, so
      * stock = available + claimed + units held, at any time. */
     q_exec(c, "CREATE TABLE bench_hot_levels ("

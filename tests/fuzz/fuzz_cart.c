@@ -42,15 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* A handle that never connects: rsv_open() validates the options,
-     * finds no connection and returns RSV_ECONN, but still hands back the
-     * context, which every validating entry point can use. */
-    conn = mysql_init(NULL);
-    int rc = rsv_open(&ctx, conn, NULL);
-    if (rc != RSV_ECONN || !ctx) {
-        fprintf(stderr, "fuzz_cart: rsv_open gave %d\n", rc);
-        abort();
-    }
+    ctx = fz_unconnected_ctx(&conn);
     model.pairs = malloc(sizeof *model.pairs * PAIR_CAP);
     if (!model.pairs)
         abort();

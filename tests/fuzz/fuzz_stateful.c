@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "../sqlscript.h"
+#include "../loadlib.h"
 
 #define MAX_STEPS 48
 #define NTOK 4
@@ -78,19 +78,16 @@ static double now_ms(void)
 
 static MYSQL *connect_db(const char *db)
 {
-    const char *sock = getenv("RSV_TEST_SOCKET");
-    const char *user = getenv("RSV_TEST_USER");
-    if (!sock) {
+    ll_server srv;
+    if (ll_server_from_env(&srv) != 0) {
         fprintf(stderr, "fuzz_stateful: RSV_TEST_SOCKET is not set: run "
                         "make fuzz-stateful (tools/mariadb.sh run ...)\n");
         exit(2);
     }
-    MYSQL *c = mysql_init(NULL);
-    if (!c || !mysql_real_connect(c, NULL, user ? user : "root",
-                                  getenv("RSV_TEST_PASSWORD"), db, 0, sock,
-                                  CLIENT_MULTI_STATEMENTS)) {
-        fprintf(stderr, "fuzz_stateful: connect: %s\n",
-                c ? mysql_error(c) : "out of memory");
+    char err[512];
+    MYSQL *c = ll_connect(NULL, &srv, db, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "fuzz_stateful: connect: %s\n", err);
         exit(2);
     }
     return c;
@@ -98,15 +95,10 @@ static MYSQL *connect_db(const char *db)
 
 static void exec_all(MYSQL *c, const char *sql)
 {
-    if (mysql_query(c, sql) != 0) {
+    if (ll_exec(c, sql) != 0) {
         fprintf(stderr, "fuzz_stateful: %.60s: %s\n", sql, mysql_error(c));
         exit(2);
     }
-    do {
-        MYSQL_RES *r = mysql_store_result(c);
-        if (r)
-            mysql_free_result(r);
-    } while (mysql_next_result(c) == 0);
 }
 
 static void drop_db(void)
@@ -135,23 +127,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     exec_all(c, q);
     snprintf(q, sizeof q, "USE %s", db_name);
     exec_all(c, q);
-    const char *path = getenv("RSV_SCHEMA");
-    FILE *f = fopen(path ? path : "sql/schema.sql", "rb");
-    if (!f) {
+    char err[512];
+    int loaded = ll_load_schema(c, NULL, err, sizeof err);
+    if (loaded == -1) {
         fprintf(stderr, "fuzz_stateful: cannot read sql/schema.sql (run "
                         "from the source tree or set RSV_SCHEMA)\n");
         exit(2);
     }
-    static char schema[1 << 16];
-    size_t n = fread(schema, 1, sizeof schema - 1, f);
-    fclose(f);
-    schema[n] = '\0';
-    if (n == sizeof schema - 1) {
-        fprintf(stderr, "fuzz_stateful: schema larger than its buffer\n");
-        exit(2);
-    }
-    char err[512];
-    if (sqlscript_run(c, schema, err, sizeof err) != 0) {
+    if (loaded != 0) {
         fprintf(stderr, "fuzz_stateful: loading the schema: %s\n", err);
         exit(2);
     }

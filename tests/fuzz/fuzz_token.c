@@ -35,9 +35,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    conn = mysql_init(NULL);
-    if (rsv_open(&ctx, conn, NULL) != RSV_ECONN || !ctx)
-        abort();
+    ctx = fz_unconnected_ctx(&conn);
     uint64_t loc = 1;
     if (rsv_cart_new(&cart1) || rsv_cart_new(&empty) ||
         rsv_cart_add(cart1, 1, &loc, 1, 1, 0))

@@ -2,7 +2,8 @@
  * fuzz_util.h - shared by the libFuzzer targets in tests/fuzz: a reader
  * that decodes the fuzzer's bytes into integers (running out of input
  * reads zeros, so every input decodes), pickers for "interesting" values,
- * and check(), which aborts so libFuzzer records the input as a crash.
+ * check(), which aborts so libFuzzer records the input as a crash, and
+ * the context the pure targets validate their inputs with.
  */
 #ifndef RSV_FUZZ_UTIL_H
 #define RSV_FUZZ_UTIL_H
@@ -78,6 +79,21 @@ static inline int64_t fz_i64_interesting(fz *f, int64_t lo, int64_t hi)
           rsv_code_name(got) ? rsv_code_name(got) : "?", (want),           \
           rsv_code_name(want) ? rsv_code_name(want) : "?",                  \
           rsv_errmsg(ctx))
+
+/* The context of a pure target: on a handle that never connects,
+ * rsv_open() validates the options, finds no connection and returns
+ * RSV_ECONN, but still hands back the context, which every validating
+ * entry point can use. */
+static inline rsv_ctx *fz_unconnected_ctx(MYSQL **conn_out)
+{
+    MYSQL *conn = mysql_init(NULL);
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open(&ctx, conn, NULL);
+    check(rc == RSV_ECONN && ctx, "rsv_open on a handle never connected "
+                                  "gave %d", rc);
+    *conn_out = conn;
+    return ctx;
+}
 
 /* The message of a context is a NUL-terminated string inside its buffer
  * (the buffer is 512 bytes in lib/internal.h; the API promises a string). */

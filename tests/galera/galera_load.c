@@ -47,6 +47,7 @@
 #include <mysqld_error.h>
 #include <reserve.h>
 #include "../../lib/test_flags.h"
+#include "../loadlib.h"
 
 #define NODES 3
 #define SHOP 1
@@ -75,35 +76,6 @@ static struct cfg {
 static char sockets[NODES][600];
 static atomic_int node_down[NODES];
 static atomic_int stop_flag;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static unsigned rnd(uint64_t *s, unsigned n)
-{
-    return n ? (unsigned)(rng_next(s) % n) : 0;
-}
 
 /* ------------------------------------------------------------------ */
 /* Problems found                                                     */
@@ -183,19 +155,9 @@ static struct rec *rec_new(struct client *c)
 
 static MYSQL *node_connect(int node, unsigned timeout_s)
 {
-    MYSQL *m = mysql_init(NULL);
-    if (!m)
-        return NULL;
-    unsigned to = 5;
-    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &to);
-    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &timeout_s);
-    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &timeout_s);
-    if (!mysql_real_connect(m, NULL, "root", NULL, C.db, 0, sockets[node],
-                            0)) {
-        mysql_close(m);
-        return NULL;
-    }
-    return m;
+    ll_server srv = {.socket = sockets[node], .connect_timeout_s = 5,
+                     .rw_timeout_s = timeout_s};
+    return ll_connect(NULL, &srv, C.db, NULL, 0);
 }
 
 static void cl_close(struct client *c)
@@ -221,7 +183,7 @@ static void cl_close(struct client *c)
  * rsv_open (a node still joining refuses queries). */
 static void cl_connect(struct client *c)
 {
-    uint64_t start = now_ms();
+    uint64_t start = ll_now_ms();
     for (int tries = 0;; tries++) {
         for (int k = 0; k < NODES; k++) {
             int n = (c->home + k) % NODES;
@@ -245,12 +207,12 @@ static void cl_connect(struct client *c)
             rsv_close(x);
             mysql_close(m);
         }
-        if (now_ms() - start > 240000) {
+        if (ll_now_ms() - start > 240000) {
             problem("client %d: no node accepted a connection for 240 s",
                     c->id);
             exit(2);
         }
-        sleep_ms(50L << (tries < 5 ? tries : 5));
+        ll_sleep_ms(50L << (tries < 5 ? tries : 5));
     }
 }
 
@@ -263,13 +225,9 @@ static void cl_reconnect(struct client *c)
 /* The library must never leave the connection inside a transaction. */
 static void check_in_txn(struct client *c, const char *what, int rc)
 {
-    if (!c->db || mysql_query(c->db, "SELECT @@in_transaction"))
+    int64_t open = 0;
+    if (!c->db || ll_i64(c->db, "SELECT @@in_transaction", 0, &open) < 0)
         return; /* (connection gone: the next call finds out) */
-    MYSQL_RES *r = mysql_store_result(c->db);
-    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
-    int open = row && row[0] && atoi(row[0]) != 0;
-    if (r)
-        mysql_free_result(r);
     if (open) {
         c->in_txn++;
         problem("client %d (node %d): inside a transaction after %s "
@@ -282,26 +240,24 @@ static void check_in_txn(struct client *c, const char *what, int rc)
 /* Calls                                                              */
 /* ------------------------------------------------------------------ */
 
-enum { CALL_RESERVE, CALL_CLAIM, CALL_RELEASE };
-static const char *call_names[] = {"rsv_reserve", "rsv_claim",
+enum { CALL_RESERVE = LL_RESERVE, CALL_CLAIM = LL_CLAIM,
+       CALL_RELEASE = LL_RELEASE };
+static const char *call_names[] = {"", "rsv_reserve", "rsv_claim",
                                    "rsv_release"};
 
 static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
 {
-    size_t tl = strlen(r->tok);
-    if (kind == CALL_CLAIM)
-        return rsv_claim(c->ctx, SHOP, r->tok, tl);
-    if (kind == CALL_RELEASE)
-        return rsv_release(c->ctx, SHOP, r->tok, tl);
-    rsv_cart *cart = NULL;
-    if (rsv_cart_new(&cart) != RSV_OK)
+    ll_call k = {kind, SHOP, r->tok, NULL, ttl};
+    if (kind != CALL_RESERVE)
+        return ll_call_once(c->ctx, &k);
+    if (rsv_cart_new(&k.cart) != RSV_OK)
         return RSV_ENOMEM;
     for (int l = 0; l < r->nlines; l++) {
         uint64_t loc = LOC;
-        rsv_cart_add(cart, r->lines[l].item, &loc, 1, r->lines[l].qty, 0);
+        rsv_cart_add(k.cart, r->lines[l].item, &loc, 1, r->lines[l].qty, 0);
     }
-    int rc = rsv_reserve(c->ctx, SHOP, r->tok, tl, cart, ttl);
-    rsv_cart_free(cart);
+    int rc = ll_call_once(c->ctx, &k);
+    rsv_cart_free(k.cart);
     return rc;
 }
 
@@ -336,9 +292,9 @@ static void count_code(struct client *c, int rc)
 static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl)
 {
     int doubt = 0, rc = RSV_EDB;
-    uint64_t start = now_ms();
+    uint64_t start = ll_now_ms();
     for (int attempt = 0;
-         attempt < CALL_ATTEMPTS && now_ms() - start < CALL_MAX_MS;
+         attempt < CALL_ATTEMPTS && ll_now_ms() - start < CALL_MAX_MS;
          attempt++) {
         rc = do_call(c, kind, r, ttl);
         c->ops++;
@@ -359,7 +315,7 @@ static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl)
                 cl_reconnect(c);
             break;
         case RSV_EBUSY:
-            sleep_ms(5 + rnd(&c->rng, 20));
+            ll_sleep_ms(5 + ll_rnd(&c->rng, 20));
             break;
         case RSV_EDB:
             c->edb++;
@@ -413,17 +369,17 @@ static void *client_main(void *p)
         snprintf(r->tok, sizeof r->tok, "s%u.c%d.%ld", C.seed, c->id, seq);
         /* mostly the hot item alone (the one-key procedure), else a cart
          * with or without it (the cart procedure) */
-        unsigned shape = rnd(&c->rng, 10);
-        r->nlines = shape < 7 ? 1 : 2 + (int)rnd(&c->rng, MAX_LINES - 1);
+        unsigned shape = ll_rnd(&c->rng, 10);
+        r->nlines = shape < 7 ? 1 : 2 + (int)ll_rnd(&c->rng, MAX_LINES - 1);
         uint64_t first = shape < 9 ? HOT_ITEM : 2;
         for (int l = 0; l < r->nlines; l++) {
             r->lines[l].item = first + (uint64_t)l;
-            r->lines[l].qty = 1 + (int64_t)rnd(&c->rng, 3);
+            r->lines[l].qty = 1 + (int64_t)ll_rnd(&c->rng, 3);
         }
         /* a fifth abandoned with a short TTL: they expire, and the sweep
          * or a refill gives them back */
-        unsigned fate = rnd(&c->rng, 20);
-        int64_t ttl = fate < 4 ? 200 + rnd(&c->rng, 800) : 600000;
+        unsigned fate = ll_rnd(&c->rng, 20);
+        int64_t ttl = fate < 4 ? 200 + ll_rnd(&c->rng, 800) : 600000;
         r->reserve_rc = run_call(c, CALL_RESERVE, r, ttl);
         if (r->reserve_rc != RSV_OK || r->hung)
             continue;
@@ -431,7 +387,7 @@ static void *client_main(void *p)
             /* abandoned; now and then claimed late (may find it
              * expired) */
             if (fate == 0) {
-                sleep_ms((long)ttl + 50);
+                ll_sleep_ms((long)ttl + 50);
                 r->settle_kind = 'c';
                 r->settle_rc = run_call(c, CALL_CLAIM, r, 0);
             }
@@ -504,15 +460,9 @@ static MYSQL *check_connect(int node)
 
 static int64_t q_int(MYSQL *m, const char *q)
 {
-    if (mysql_query(m, q)) {
+    int64_t v;
+    if (ll_i64(m, q, -1, &v) < 0)
         problem("%s: %s", q, mysql_error(m));
-        return -1;
-    }
-    MYSQL_RES *r = mysql_store_result(m);
-    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
-    int64_t v = row && row[0] ? strtoll(row[0], NULL, 10) : -1;
-    if (r)
-        mysql_free_result(r);
     return v;
 }
 
@@ -555,7 +505,7 @@ static void check_node(int node, char *fp, size_t fplen)
                         "WHERE trx_mysql_thread_id <> CONNECTION_ID()");
         if (open == 0)
             break;
-        sleep_ms(100);
+        ll_sleep_ms(100);
     }
     if (open != 0)
         problem("node %d: %lld transactions still open after the run",
@@ -931,7 +881,7 @@ int main(int argc, char **argv)
         c->opts.flags = C.flags;
     }
     pthread_t th[MAX_CLIENTS];
-    uint64_t start = now_ms();
+    uint64_t start = ll_now_ms();
     for (int i = 0; i < C.clients; i++)
         if (pthread_create(&th[i], NULL, client_main, &clients[i])) {
             perror("galera-load: pthread_create");
@@ -941,26 +891,26 @@ int main(int argc, char **argv)
     uint64_t kill_at = start + (uint64_t)C.duration * 1000 / 3;
     uint64_t back_at = start + (uint64_t)C.duration * 1000 / 2;
     int killed = 0, back = 0;
-    while (now_ms() < start + (uint64_t)C.duration * 1000) {
-        sleep_ms(200);
-        if (C.kill_node && !killed && now_ms() >= kill_at) {
+    while (ll_now_ms() < start + (uint64_t)C.duration * 1000) {
+        ll_sleep_ms(200);
+        if (C.kill_node && !killed && ll_now_ms() >= kill_at) {
             printf("galera-load: %.1f s, %ld calls: SIGKILL node %d\n",
-                   (now_ms() - start) / 1000.0, total_ops(), C.kill_node);
+                   (ll_now_ms() - start) / 1000.0, total_ops(), C.kill_node);
             fflush(stdout);
             atomic_store(&node_down[C.kill_node - 1], 1);
             if (cluster_cmd("kill", C.kill_node) != 0)
                 problem("could not kill node %d", C.kill_node);
             killed = 1;
         }
-        if (killed && !back && now_ms() >= back_at) {
+        if (killed && !back && ll_now_ms() >= back_at) {
             printf("galera-load: %.1f s, %ld calls: restarting node %d\n",
-                   (now_ms() - start) / 1000.0, total_ops(), C.kill_node);
+                   (ll_now_ms() - start) / 1000.0, total_ops(), C.kill_node);
             fflush(stdout);
             if (cluster_cmd("restart", C.kill_node) != 0)
                 problem("node %d did not rejoin", C.kill_node);
             atomic_store(&node_down[C.kill_node - 1], 0);
             printf("galera-load: %.1f s: node %d is synced again\n",
-                   (now_ms() - start) / 1000.0, C.kill_node);
+                   (ll_now_ms() - start) / 1000.0, C.kill_node);
             fflush(stdout);
             back = 1;
         }
@@ -968,7 +918,7 @@ int main(int argc, char **argv)
     atomic_store(&stop_flag, 1);
     for (int i = 0; i < C.clients; i++)
         pthread_join(th[i], NULL);
-    double secs = (now_ms() - start) / 1000.0;
+    double secs = (ll_now_ms() - start) / 1000.0;
 
     long ops = 0, in_txn = 0, eintxn = 0, repeats = 0, edb = 0, moved = 0;
     long codes[32] = {0};

@@ -1,6 +1,7 @@
 /*
  * failover.h - what the parts of failover_load share: the shop the load
- * works on, the command line (struct cfg), small helpers, and the entry
+ * works on, the command line (struct cfg), small helpers (the client
+ * plumbing is tests/loadlib.h), and the entry
  * point of each mode (load_run.c, load_check.c, relay.c; main and the
  * helpers are in failover_load.c).
  */
@@ -10,6 +11,8 @@
 #include <stdint.h>
 
 #include <mysql.h>
+
+#include "../loadlib.h"
 
 #define SHOP 1
 #define MAX_EP 4       /* servers a client knows of */
@@ -28,13 +31,10 @@ struct cfg {
 
 extern struct cfg C;
 
-uint64_t mono_ms(void);
-void sleep_ms(long ms);
-uint64_t rng_next(uint64_t *s);
-unsigned rnd(uint64_t *s, unsigned n);
 _Noreturn void die(const char *fmt, ...);
-/* Connect and read timeouts for every connection of the program. */
-void set_timeouts(MYSQL *m);
+/* Server ep of --endpoints, with --user and --password and the timeouts
+ * of every connection of the program. */
+void endpoint_server(int ep, ll_server *s);
 
 int run_main(void);
 int check_main(void);

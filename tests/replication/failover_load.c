@@ -59,37 +59,6 @@
 
 struct cfg C;
 
-uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-void sleep_ms(long ms)
-{
-    if (ms <= 0)
-        return;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-unsigned rnd(uint64_t *s, unsigned n)
-{
-    return n ? (unsigned)(rng_next(s) % n) : 0;
-}
-
 _Noreturn void die(const char *fmt, ...)
 {
     va_list ap;
@@ -101,15 +70,14 @@ _Noreturn void die(const char *fmt, ...)
     exit(2);
 }
 
-void set_timeouts(MYSQL *m)
+void endpoint_server(int ep, ll_server *s)
 {
     /* A commit under semi-synchronous replication waits for the replica,
      * so reads may legitimately take a while; a dead server is noticed at
      * once anyway (the connection is reset). */
-    unsigned connect_to = 2, rw_to = 30;
-    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &connect_to);
-    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &rw_to);
-    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &rw_to);
+    *s = (ll_server){.host = C.ep_host[ep], .port = C.ep_port[ep],
+                     .user = C.user, .password = C.password,
+                     .connect_timeout_s = 2, .rw_timeout_s = 30};
 }
 
 static _Noreturn void usage(void)

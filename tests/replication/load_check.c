@@ -187,14 +187,13 @@ static void parse_log(const char *path)
 
 static MYSQL *admin_connect(void)
 {
-    MYSQL *m = mysql_init(NULL);
+    ll_server srv;
+    endpoint_server(0, &srv);
+    srv.socket = C.socket;
+    char err[512];
+    MYSQL *m = ll_connect(NULL, &srv, C.db, err, sizeof err);
     if (!m)
-        die("out of memory");
-    set_timeouts(m);
-    const char *host = C.socket ? NULL : C.ep_host[0];
-    if (!mysql_real_connect(m, host, C.user, C.password, C.db,
-                            C.socket ? 0 : C.ep_port[0], C.socket, 0))
-        die("connect: %s", mysql_error(m));
+        die("connect: %s", err);
     return m;
 }
 

@@ -36,7 +36,7 @@ static const int64_t other_stock = 50000;
 static uint64_t t0_ms;
 
 /* ms since the run started: the time in the logs */
-static long run_ms(void) { return (long)(mono_ms() - t0_ms); }
+static long run_ms(void) { return (long)(ll_now_ms() - t0_ms); }
 
 static atomic_int stop_flag;
 static atomic_long first_new_ms = -1;   /* first ack by another server */
@@ -51,7 +51,7 @@ static void on_signal(int sig)
     atomic_store(&stop_flag, 1);
 }
 
-enum { K_RESERVE, K_CLAIM, K_RELEASE };
+enum { K_RESERVE = LL_RESERVE, K_CLAIM = LL_CLAIM, K_RELEASE = LL_RELEASE };
 
 struct client {
     int id;
@@ -101,14 +101,10 @@ static void note_ack(struct client *c)
  * promoted), 0 if writable, -1 if the question failed. */
 static int server_read_only(MYSQL *m)
 {
-    if (mysql_query(m, "SELECT @@global.read_only"))
+    int64_t ro;
+    if (ll_i64(m, "SELECT @@global.read_only", -1, &ro) < 0 || ro < 0)
         return -1;
-    MYSQL_RES *r = mysql_store_result(m);
-    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
-    int ro = row && row[0] ? atoi(row[0]) != 0 : -1;
-    if (r)
-        mysql_free_result(r);
-    return ro;
+    return ro != 0;
 }
 
 static void disconnect(struct client *c)
@@ -132,17 +128,14 @@ static void disconnect(struct client *c)
  * (or the run is stopping). */
 static int connect_writable(struct client *c)
 {
-    uint64_t since = mono_ms();
+    uint64_t since = ll_now_ms();
     int ep = c->ep;
     for (int tries = 0;; tries++) {
-        MYSQL *m = c->in_place ? &c->mem : NULL;
-        m = mysql_init(m);
-        if (!m)
-            die("out of memory");
-        set_timeouts(m);
-        int ok = mysql_real_connect(m, C.ep_host[ep], C.user, C.password,
-                                    C.db, C.ep_port[ep], NULL, 0) != NULL;
-        if (ok && (c->trusting || server_read_only(m) == 0)) {
+        ll_server srv;
+        endpoint_server(ep, &srv);
+        MYSQL *m = ll_connect(c->in_place ? &c->mem : NULL, &srv, C.db,
+                              NULL, 0);
+        if (m && (c->trusting || server_read_only(m) == 0)) {
             c->ep = ep;
             if (!c->in_place) {
                 rsv_ctx *x = NULL;
@@ -171,17 +164,17 @@ static int connect_writable(struct client *c)
                 c->connected = 0;
             }
         }
-        mysql_close(m);
+        if (m)
+            mysql_close(m);
         if (atomic_load(&stop_flag) && tries > 3)
             return -1;
-        if (mono_ms() - since > 60000) {
+        if (ll_now_ms() - since > 60000) {
             fprintf(stderr, "failover_load: client %d: no writable server "
                             "for 60 s\n", c->id);
             return -1;
         }
         ep = (ep + 1) % C.n_ep;
-        long ms = 20L << (tries < 4 ? tries : 4); /* up to 320 ms */
-        sleep_ms(ms / 2 + rnd(&c->rng, (unsigned)ms / 2 + 1));
+        ll_backoff(&c->rng, tries, 20, 4); /* up to 320 ms */
     }
 }
 
@@ -214,36 +207,16 @@ static int refused_read_only(struct client *c)
            strstr(rsv_errmsg(c->ctx), "read-only") != NULL;
 }
 
-struct call {
-    int kind;
-    const char *tok;
-    rsv_cart *cart;
-    int64_t ttl_ms;
-};
-
-static int do_call(struct client *c, const struct call *k)
-{
-    size_t tl = strlen(k->tok);
-    switch (k->kind) {
-    case K_RESERVE:
-        return rsv_reserve(c->ctx, SHOP, k->tok, tl, k->cart, k->ttl_ms);
-    case K_CLAIM:
-        return rsv_claim(c->ctx, SHOP, k->tok, tl);
-    default:
-        return rsv_release(c->ctx, SHOP, k->tok, tl);
-    }
-}
-
 /* Run a call until its outcome is known.  Returns the code, or 1 when the
  * client gave up (no writable server; the outcome stays unknown). */
-static int run_call(struct client *c, const struct call *k, int *doubt)
+static int run_call(struct client *c, const ll_call *k, int *doubt)
 {
     *doubt = 0;
     int edb = 0, eintxn = 0, busy = 0;
     for (;;) {
         if (!c->connected && connect_writable(c) != 0)
             return 1;
-        int rc = do_call(c, k);
+        int rc = ll_call_once(c->ctx, k);
         if (rc == RSV_EINDOUBT || rc == RSV_ECONN) {
             /* in doubt: it may have committed; repeating it is safe (the
              * same token) and tells which */
@@ -263,7 +236,7 @@ static int run_call(struct client *c, const struct call *k, int *doubt)
                                 "refused by a read-only server: %s\n",
                         c->id, rsv_errmsg(c->ctx));
             lg(c, "D readonly %d %ld", c->ep, run_ms());
-            sleep_ms(50 + (long)rnd(&c->rng, 50));
+            ll_sleep_ms(50 + (long)ll_rnd(&c->rng, 50));
             c->ep = (c->ep + 1) % C.n_ep;
             if (reconnect(c) != 0)
                 return 1;
@@ -303,52 +276,36 @@ static int run_call(struct client *c, const struct call *k, int *doubt)
 static void log_reserve(struct client *c, const char *tok, rsv_cart *cart,
                         const uint64_t *items, int rc, int doubt)
 {
+    ll_alloc a[MAX_ALLOC];
+    int na = rc == RSV_OK ? ll_cart_allocations(cart, items, 0, a, MAX_ALLOC)
+                          : 0;
     char b[512];
-    size_t o = 0;
-    int na = 0;
-    if (rc == RSV_OK) {
-        size_t nl = rsv_cart_lines(cart);
-        for (size_t l = 0; l < nl; l++) {
-            size_t cnt = 0;
-            rsv_cart_allocation_count(cart, l, &cnt);
-            for (size_t x = 0; x < cnt && na < MAX_ALLOC; x++) {
-                uint64_t loc;
-                int64_t q;
-                if (rsv_cart_allocation(cart, l, x, &loc, &q) != RSV_OK)
-                    continue;
-                o += (size_t)snprintf(b + o, sizeof b - o, " %" PRIu64
-                                      ":%" PRIu64 ":%" PRId64, items[l], loc,
-                                      q);
-                na++;
-            }
-        }
-    }
-    b[o] = 0;
+    ll_format_allocations(a, na, b, sizeof b);
     lg(c, "R %s %d %d %d %ld %d%s", tok, rc, doubt, c->ep, run_ms(), na, b);
 }
 
 static void build_cart(struct client *c, rsv_cart *cart, uint64_t *items)
 {
     rsv_cart_clear(cart);
-    unsigned r = rnd(&c->rng, 10);
+    unsigned r = ll_rnd(&c->rng, 10);
     if (r < 5) { /* the hot item, one unit: the flash-sale procedure */
         uint64_t loc = HOT_LOC;
         items[0] = HOT_ITEM;
         rsv_cart_add(cart, HOT_ITEM, &loc, 1, 1, 0);
         return;
     }
-    int lines = r < 8 ? 1 : 2 + (int)rnd(&c->rng, 2);
+    int lines = r < 8 ? 1 : 2 + (int)ll_rnd(&c->rng, 2);
     for (int l = 0; l < lines; l++) {
         uint64_t locs[N_LOCS] = {1, 2};
-        if (rnd(&c->rng, 2)) {
+        if (ll_rnd(&c->rng, 2)) {
             locs[0] = 2;
             locs[1] = 1;
         }
-        size_t nloc = lines == 1 ? 1 : 1 + rnd(&c->rng, N_LOCS);
-        items[l] = 2 + (l + rnd(&c->rng, N_OTHER)) % N_OTHER;
-        uint32_t fl = nloc > 1 && rnd(&c->rng, 2) ? RSV_LINE_SPLIT : 0;
-        rsv_cart_add(cart, items[l], locs, nloc, 1 + (int64_t)rnd(&c->rng, 3),
-                     fl);
+        size_t nloc = lines == 1 ? 1 : 1 + ll_rnd(&c->rng, N_LOCS);
+        items[l] = 2 + (l + ll_rnd(&c->rng, N_OTHER)) % N_OTHER;
+        uint32_t fl = nloc > 1 && ll_rnd(&c->rng, 2) ? RSV_LINE_SPLIT : 0;
+        rsv_cart_add(cart, items[l], locs, nloc,
+                     1 + (int64_t)ll_rnd(&c->rng, 3), fl);
     }
 }
 
@@ -362,7 +319,7 @@ static int settle_token(struct client *c, int i, int kind)
         memmove(c->ring[i], c->ring[i + 1],
                 sizeof c->ring[0] * (size_t)(c->n_ring - 1 - i));
     c->n_ring--;
-    struct call k = {kind, tok, NULL, 0};
+    ll_call k = {kind, SHOP, tok, NULL, 0};
     int doubt;
     lg(c, "a %c %s", kind == K_CLAIM ? 'c' : 'l', tok);
     int rc = run_call(c, &k, &doubt);
@@ -380,7 +337,7 @@ static int settle_token(struct client *c, int i, int kind)
  * (release). */
 static int settle_oldest(struct client *c)
 {
-    return settle_token(c, 0, rnd(&c->rng, 10) < 7 ? K_CLAIM : K_RELEASE);
+    return settle_token(c, 0, ll_rnd(&c->rng, 10) < 7 ? K_CLAIM : K_RELEASE);
 }
 
 static void *client_main(void *arg)
@@ -401,11 +358,11 @@ static void *client_main(void *arg)
         uint64_t items[4];
         /* one in ten is abandoned with a short deadline, for the sweeper
          * (its token starts with x, the others with t) */
-        int abandon = rnd(&c->rng, 10) == 0;
+        int abandon = ll_rnd(&c->rng, 10) == 0;
         snprintf(tok, sizeof tok, "%c%u.%d.%ld", abandon ? 'x' : 't', C.seed,
                  c->id, c->seq++);
         build_cart(c, cart, items);
-        struct call k = {K_RESERVE, tok, cart, abandon ? 1500 : 3600000};
+        ll_call k = {K_RESERVE, SHOP, tok, cart, abandon ? 1500 : 3600000};
         int doubt;
         lg(c, "a r %s", tok);
         int rc = run_call(c, &k, &doubt);
@@ -428,7 +385,7 @@ static void *client_main(void *arg)
         }
         if (rc == RSV_EBUSY)
             atomic_fetch_add(&n_busy, 1);
-        sleep_ms((long)rnd(&c->rng, 8));
+        ll_sleep_ms((long)ll_rnd(&c->rng, 8));
     }
     /* the holds still open stay held: the check expects them */
     rsv_cart_free(cart);
@@ -460,7 +417,7 @@ static void *sweeper_main(void *arg)
         if (rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_EDB ||
             rc == RSV_EINTXN)
             disconnect(c);
-        sleep_ms(300);
+        ll_sleep_ms(300);
     }
     client_finish(c);
     return NULL;
@@ -503,7 +460,7 @@ int run_main(void)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    t0_ms = mono_ms();
+    t0_ms = ll_now_ms();
     if (C.setup)
         setup_stock();
     int n = C.clients;
@@ -526,7 +483,7 @@ int run_main(void)
     fprintf(stderr, "failover_load: %d clients and a sweeper started\n", n);
     int timed_out = 0;
     for (;;) {
-        sleep_ms(50);
+        ll_sleep_ms(50);
         if (atomic_load(&stop_flag))
             break;
         long now = run_ms(), f = atomic_load(&first_new_ms);

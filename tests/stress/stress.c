@@ -77,6 +77,8 @@
 #include <mysql.h>
 #include <reserve.h>
 
+#include "../loadlib.h"
+
 #define MAXC 256
 #define SHOP_MIX 1
 #define SHOP_FLASH 2
@@ -95,7 +97,10 @@ static int64_t flash_stock_at(int f, int l, int64_t stock)
 }
 #define MAX_ALLOC 32
 
-enum { OP_IDLE, OP_RESERVE, OP_CLAIM, OP_RELEASE, OP_OTHER };
+/* What a client is doing (its slot's op): idle, one of the three calls
+ * (the kinds of ll_call), or another library call. */
+enum { OP_IDLE, OP_RESERVE = LL_RESERVE, OP_CLAIM = LL_CLAIM,
+       OP_RELEASE = LL_RELEASE, OP_OTHER };
 enum { ROLE_MIX, ROLE_FLASH, ROLE_MERCHANT };
 
 struct slot {
@@ -104,7 +109,7 @@ struct slot {
     atomic_int inc;
     atomic_long ops;
     atomic_int flash_done; /* last flash round (+1) it saw sold out */
-    atomic_ullong op_since; /* now_ms() when op became non-idle */
+    atomic_ullong op_since; /* ll_now_ms() when op became non-idle */
     atomic_int reported;    /* a stuck call was reported */
 };
 
@@ -147,37 +152,6 @@ static struct cfg {
 
 static struct shm *shm;
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(long ms)
-{
-    if (ms <= 0)
-        return;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static unsigned rnd(uint64_t *s, unsigned n)
-{
-    return n ? (unsigned)(rng_next(s) % n) : 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* Clients                                                            */
 /* ------------------------------------------------------------------ */
@@ -218,19 +192,9 @@ static void lg(const char *fmt, ...)
 static MYSQL *raw_connect(const char *host, int port, const char *sock,
                           unsigned read_timeout)
 {
-    MYSQL *m = mysql_init(NULL);
-    if (!m)
-        return NULL;
-    unsigned to = 5;
-    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &to);
-    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
-    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &read_timeout);
-    if (!mysql_real_connect(m, host, "root", NULL, "stress",
-                            (unsigned)port, sock, 0)) {
-        mysql_close(m);
-        return NULL;
-    }
-    return m;
+    ll_server srv = {.host = host, .port = (unsigned)port, .socket = sock,
+                     .connect_timeout_s = 5, .rw_timeout_s = read_timeout};
+    return ll_connect(NULL, &srv, "stress", NULL, 0);
 }
 
 static void cl_connect(struct cl *c)
@@ -256,8 +220,7 @@ static void cl_connect(struct cl *c)
                     c->slot);
             _exit(3);
         }
-        long ms = 10L << (tries < 6 ? tries : 6);
-        sleep_ms(ms / 2 + rnd(&c->rng, (unsigned)ms / 2 + 1));
+        ll_backoff(&c->rng, tries, 10, 6);
     }
 }
 
@@ -271,15 +234,6 @@ static void cl_reconnect(struct cl *c)
     cl_connect(c);
 }
 
-/* One library call, by kind. */
-struct call {
-    int kind; /* OP_RESERVE, OP_CLAIM, OP_RELEASE */
-    uint64_t shop;
-    const char *tok;
-    rsv_cart *cart;
-    int64_t ttl_ms;
-};
-
 /* Does a message say the disk or a table is full (1114 "The table ... is
  * full", 1021 "Disk full", errno 28 "No space left on device")? */
 static int says_full(const char *msg)
@@ -291,7 +245,7 @@ static int says_full(const char *msg)
  * full, and the database errors that said so. */
 static void note_answer(struct cl *c, int rc, uint64_t since)
 {
-    uint64_t ms = now_ms() - since;
+    uint64_t ms = ll_now_ms() - since;
     unsigned long long mx = atomic_load(&shm->max_call_ms);
     while (ms > mx && !atomic_compare_exchange_weak(&shm->max_call_ms, &mx, ms))
         ;
@@ -306,30 +260,17 @@ static void note_answer(struct cl *c, int rc, uint64_t since)
                  rsv_errmsg(c->ctx));
 }
 
-static int do_call(struct cl *c, struct call *k)
-{
-    size_t tl = strlen(k->tok);
-    switch (k->kind) {
-    case OP_RESERVE:
-        return rsv_reserve(c->ctx, k->shop, k->tok, tl, k->cart, k->ttl_ms);
-    case OP_CLAIM:
-        return rsv_claim(c->ctx, k->shop, k->tok, tl);
-    default:
-        return rsv_release(c->ctx, k->shop, k->tok, tl);
-    }
-}
-
 /* Run a call until its outcome is known: after RSV_EINDOUBT / RSV_ECONN
  * reconnect and repeat it (idempotent per token). */
-static int run_call(struct cl *c, struct call *k, int *doubt)
+static int run_call(struct cl *c, ll_call *k, int *doubt)
 {
     *doubt = 0;
     static const char *names[] = {"", "reserve", "claim", "release"};
     for (int attempt = 0;; attempt++) {
-        uint64_t since = now_ms();
+        uint64_t since = ll_now_ms();
         atomic_store(&shm->s[c->slot].op_since, since);
         atomic_store(&shm->s[c->slot].op, k->kind);
-        int rc = do_call(c, k);
+        int rc = ll_call_once(c->ctx, k);
         atomic_store(&shm->s[c->slot].op, OP_IDLE);
         note_answer(c, rc, since);
         if (rc == RSV_EINDOUBT) {
@@ -364,7 +305,7 @@ static int run_call(struct cl *c, struct call *k, int *doubt)
                         names[k->kind], rsv_errmsg(c->ctx));
             lg("D edb %s", k->tok);
             /* a moment for the server (recovery, or a full disk) */
-            sleep_ms(20 + (long)rnd(&c->rng, 100));
+            ll_sleep_ms(20 + (long)ll_rnd(&c->rng, 100));
             cl_reconnect(c);
             continue;
         }
@@ -377,41 +318,11 @@ static void log_reserve(struct cl *c, const char *tok, rsv_cart *cart,
                         const uint64_t *items, int rc, int doubt)
 {
     (void)c;
+    ll_alloc a[MAX_ALLOC];
+    int na = rc == RSV_OK ? ll_cart_allocations(cart, items, 1, a, MAX_ALLOC)
+                          : 0;
     char b[900];
-    size_t o = 0;
-    uint64_t ai[MAX_ALLOC], al[MAX_ALLOC];
-    int64_t aq[MAX_ALLOC];
-    int na = 0;
-    if (rc == RSV_OK) {
-        size_t nl = rsv_cart_lines(cart);
-        for (size_t l = 0; l < nl; l++) {
-            size_t cnt = 0;
-            rsv_cart_allocation_count(cart, l, &cnt);
-            for (size_t x = 0; x < cnt; x++) {
-                uint64_t loc;
-                int64_t q;
-                if (rsv_cart_allocation(cart, l, x, &loc, &q) != RSV_OK)
-                    continue;
-                int f = -1;
-                for (int y = 0; y < na; y++)
-                    if (ai[y] == items[l] && al[y] == loc)
-                        f = y;
-                if (f < 0 && na < MAX_ALLOC) {
-                    f = na++;
-                    ai[f] = items[l];
-                    al[f] = loc;
-                    aq[f] = 0;
-                }
-                if (f >= 0)
-                    aq[f] += q;
-            }
-        }
-    }
-    for (int y = 0; y < na && o < sizeof b - 64; y++)
-        o += (size_t)snprintf(b + o, sizeof b - o, " %llu:%llu:%lld",
-                              (unsigned long long)ai[y],
-                              (unsigned long long)al[y], (long long)aq[y]);
-    b[o] = 0;
+    ll_format_allocations(a, na, b, sizeof b);
     lg("R %s %d %d %d%s", tok, rc, doubt, na, b);
 }
 
@@ -420,7 +331,7 @@ static void shuffle_locs(struct cl *c, uint64_t *locs, int n, int base)
     for (int i = 0; i < n; i++)
         locs[i] = (uint64_t)(base + i);
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)rnd(&c->rng, (unsigned)i + 1);
+        int j = (int)ll_rnd(&c->rng, (unsigned)i + 1);
         uint64_t t = locs[i];
         locs[i] = locs[j];
         locs[j] = t;
@@ -432,29 +343,29 @@ static void build_cart(struct cl *c, rsv_cart *cart, uint64_t *items)
     rsv_cart_clear(cart);
     /* a third are one line at one location: the one-round-trip path for
      * a new token */
-    int single = rnd(&c->rng, 3) == 0;
-    int nl = single ? 1 : 1 + (int)rnd(&c->rng, 4);
+    int single = ll_rnd(&c->rng, 3) == 0;
+    int nl = single ? 1 : 1 + (int)ll_rnd(&c->rng, 4);
     for (int l = 0; l < nl; l++) {
         uint64_t locs[NLOCS];
         shuffle_locs(c, locs, NLOCS, 1);
-        int nloc = single ? 1 : 1 + (int)rnd(&c->rng, NLOCS);
-        items[l] = 1 + rnd(&c->rng, NITEMS);
-        uint32_t fl = rnd(&c->rng, 3) == 0 ? RSV_LINE_SPLIT : 0;
+        int nloc = single ? 1 : 1 + (int)ll_rnd(&c->rng, NLOCS);
+        items[l] = 1 + ll_rnd(&c->rng, NITEMS);
+        uint32_t fl = ll_rnd(&c->rng, 3) == 0 ? RSV_LINE_SPLIT : 0;
         rsv_cart_add(cart, items[l], locs, (size_t)nloc,
-                     1 + (int64_t)rnd(&c->rng, 3), fl);
+                     1 + (int64_t)ll_rnd(&c->rng, 3), fl);
     }
 }
 
 static void think(struct cl *c, int ms)
 {
     if (ms > 0)
-        sleep_ms((long)rnd(&c->rng, (unsigned)ms * 2 + 1));
+        ll_sleep_ms((long)ll_rnd(&c->rng, (unsigned)ms * 2 + 1));
 }
 
 /* A settle call (claim or release) with logging. */
 static int settle(struct cl *c, uint64_t shop, const char *tok, int kind)
 {
-    struct call k = {kind, shop, tok, NULL, 0};
+    ll_call k = {kind, shop, tok, NULL, 0};
     int doubt;
     lg("a %c %s", kind == OP_CLAIM ? 'c' : 'l', tok);
     int rc = run_call(c, &k, &doubt);
@@ -468,7 +379,7 @@ static int reserve(struct cl *c, uint64_t shop, const char *tok,
                    rsv_cart *cart, const uint64_t *items, int64_t ttl,
                    int cleanup)
 {
-    struct call k = {OP_RESERVE, shop, tok, cart, ttl};
+    ll_call k = {OP_RESERVE, shop, tok, cart, ttl};
     int doubt;
     lg("a r %s", tok);
     int rc = run_call(c, &k, &doubt);
@@ -481,7 +392,7 @@ static int reserve(struct cl *c, uint64_t shop, const char *tok,
 /* The answer of a call made in the argument list (no duration). */
 static void other(struct cl *c, const char *name, int rc)
 {
-    note_answer(c, rc, now_ms());
+    note_answer(c, rc, ll_now_ms());
     lg("O %s %d", name, rc);
     if (rc == RSV_EINTXN) {
         lg("D eintxn -");
@@ -498,11 +409,11 @@ static void flow_mix(struct cl *c, rsv_cart *cart)
     uint64_t items[8];
     snprintf(tok, sizeof tok, "m%d.%d.%ld", c->slot, c->inc, c->seq++);
     build_cart(c, cart, items);
-    int64_t ttl = rnd(&c->rng, 5) == 0 ? 800 + rnd(&c->rng, 1500) : 30000;
+    int64_t ttl = ll_rnd(&c->rng, 5) == 0 ? 800 + ll_rnd(&c->rng, 1500) : 30000;
     int rc = reserve(c, SHOP_MIX, tok, cart, items, ttl, 1);
     if (rc != RSV_OK)
         return;
-    if (rnd(&c->rng, 5) == 0) { /* the cart changed: re-reserve */
+    if (ll_rnd(&c->rng, 5) == 0) { /* the cart changed: re-reserve */
         think(c, C.think_ms / 2);
         build_cart(c, cart, items);
         rc = reserve(c, SHOP_MIX, tok, cart, items, ttl, 1);
@@ -510,7 +421,7 @@ static void flow_mix(struct cl *c, rsv_cart *cart)
             return;
     }
     think(c, C.think_ms);
-    unsigned r = rnd(&c->rng, 100);
+    unsigned r = ll_rnd(&c->rng, 100);
     if (r < 8) {
         int32_t st;
         int64_t units, exp;
@@ -521,7 +432,7 @@ static void flow_mix(struct cl *c, rsv_cart *cart)
         other(c, "extend", rsv_extend(c->ctx, SHOP_MIX, tok, strlen(tok),
                                       20000));
     }
-    r = rnd(&c->rng, 100);
+    r = ll_rnd(&c->rng, 100);
     if (r < 60) {
         rc = settle(c, SHOP_MIX, tok, OP_CLAIM);
         if (rc == RSV_EBUSY)
@@ -529,14 +440,14 @@ static void flow_mix(struct cl *c, rsv_cart *cart)
     } else if (r < 85) {
         settle(c, SHOP_MIX, tok, OP_RELEASE);
     } /* else: abandoned, it expires */
-    if (rnd(&c->rng, 100) == 0) {
+    if (ll_rnd(&c->rng, 100) == 0) {
         int64_t n;
         other(c, "sweep", rsv_sweep(c->ctx, SHOP_MIX, 0, &n));
-    } else if (rnd(&c->rng, 50) == 0) {
+    } else if (ll_rnd(&c->rng, 50) == 0) {
         int64_t n;
         other(c, "replenish",
-              rsv_replenish(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
-                            1 + rnd(&c->rng, NLOCS), &n));
+              rsv_replenish(c->ctx, SHOP_MIX, 1 + ll_rnd(&c->rng, NITEMS),
+                            1 + ll_rnd(&c->rng, NLOCS), &n));
     }
 }
 
@@ -545,7 +456,7 @@ static void flow_flash(struct cl *c, rsv_cart *cart)
     int round = atomic_load(&shm->flash_round);
     struct slot *s = &shm->s[c->slot];
     if (round >= C.nflash || atomic_load(&s->flash_done) > round) {
-        sleep_ms(20);
+        ll_sleep_ms(20);
         return;
     }
     uint64_t item = FLASH_ITEM0 + (uint64_t)round;
@@ -563,7 +474,7 @@ static void flow_flash(struct cl *c, rsv_cart *cart)
         atomic_store(&s->flash_done, round + 1);
         return;
     }
-    if (rc == RSV_OK && rnd(&c->rng, 2) == 0) {
+    if (rc == RSV_OK && ll_rnd(&c->rng, 2) == 0) {
         think(c, C.think_ms / 10);
         settle(c, SHOP_FLASH, tok, OP_CLAIM);
     }
@@ -572,7 +483,8 @@ static void flow_flash(struct cl *c, rsv_cart *cart)
 
 static void flow_merchant(struct cl *c)
 {
-    uint64_t item = 1 + rnd(&c->rng, NITEMS), loc = 1 + rnd(&c->rng, NLOCS);
+    uint64_t item = 1 + ll_rnd(&c->rng, NITEMS);
+    uint64_t loc = 1 + ll_rnd(&c->rng, NLOCS);
     int64_t on_hand, held, pooled, avail;
     int rc = rsv_stock_get(c->ctx, SHOP_MIX, item, loc, &on_hand, &held,
                            &pooled, &avail);
@@ -580,13 +492,13 @@ static void flow_merchant(struct cl *c)
     if (rc == RSV_OK) {
         int64_t delta = 0;
         if (avail < 120)
-            delta = 100 + rnd(&c->rng, 200);
-        else if (rnd(&c->rng, 4) == 0)
-            delta = -(int64_t)(1 + rnd(&c->rng, 8));
+            delta = 100 + ll_rnd(&c->rng, 200);
+        else if (ll_rnd(&c->rng, 4) == 0)
+            delta = -(int64_t)(1 + ll_rnd(&c->rng, 8));
         if (delta) {
             lg("a s %llu %llu %lld", (unsigned long long)item,
                (unsigned long long)loc, (long long)delta);
-            uint64_t since = now_ms();
+            uint64_t since = ll_now_ms();
             atomic_store(&shm->s[c->slot].op_since, since);
             atomic_store(&shm->s[c->slot].op, OP_OTHER);
             rc = rsv_stock_adjust(c->ctx, SHOP_MIX, item, loc, delta, NULL);
@@ -605,32 +517,32 @@ static void flow_merchant(struct cl *c)
                 cl_reconnect(c);
         }
     }
-    if (rnd(&c->rng, 10) == 0) {
+    if (ll_rnd(&c->rng, 10) == 0) {
         int64_t n;
-        other(c, "sweep", rsv_sweep(c->ctx, rnd(&c->rng, 2) ? SHOP_MIX
+        other(c, "sweep", rsv_sweep(c->ctx, ll_rnd(&c->rng, 2) ? SHOP_MIX
                                                             : SHOP_FLASH,
                                     0, &n));
     }
-    if (rnd(&c->rng, 5) == 0) {
+    if (ll_rnd(&c->rng, 5) == 0) {
         int64_t n;
         other(c, "replenish",
-              rsv_replenish(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
-                            1 + rnd(&c->rng, NLOCS), &n));
+              rsv_replenish(c->ctx, SHOP_MIX, 1 + ll_rnd(&c->rng, NITEMS),
+                            1 + ll_rnd(&c->rng, NLOCS), &n));
     }
-    if (rnd(&c->rng, 8) == 0) {
+    if (ll_rnd(&c->rng, 8) == 0) {
         /* pools given back while buyers take from them: the flash item of
          * the running round too, whose buyers must never be told "sold
          * out" while its units sit in the ledger row */
         int64_t n;
         int round = atomic_load(&shm->flash_round);
-        if (rnd(&c->rng, 2) && round < C.nflash)
+        if (ll_rnd(&c->rng, 2) && round < C.nflash)
             other(c, "pool_drain",
                   rsv_pool_drain(c->ctx, SHOP_FLASH,
                                  FLASH_ITEM0 + (uint64_t)round, 1, &n));
         else
             other(c, "pool_drain",
-                  rsv_pool_drain(c->ctx, SHOP_MIX, 1 + rnd(&c->rng, NITEMS),
-                                 1 + rnd(&c->rng, NLOCS), &n));
+                  rsv_pool_drain(c->ctx, SHOP_MIX, 1 + ll_rnd(&c->rng, NITEMS),
+                                 1 + ll_rnd(&c->rng, NLOCS), &n));
     }
     think(c, C.think_ms);
 }
@@ -711,20 +623,9 @@ static MYSQL *tm_connect(void)
                 return m;
             }
         }
-        sleep_ms(200);
+        ll_sleep_ms(200);
     }
     return NULL;
-}
-
-/* Run q, drain results; 0 on success, the server errno otherwise. */
-static unsigned q_run(MYSQL *m, const char *q)
-{
-    if (mysql_query(m, q))
-        return mysql_errno(m);
-    MYSQL_RES *r = mysql_store_result(m);
-    if (r)
-        mysql_free_result(r);
-    return mysql_errno(m);
 }
 
 static void troublemaker_main(void)
@@ -733,14 +634,14 @@ static void troublemaker_main(void)
     MYSQL *m = NULL;
     long mode = 0;
     while (!atomic_load(&shm->stop)) {
-        sleep_ms((long)(C.storm_every * 500) +
-                 rnd(&rng, (unsigned)(C.storm_every * 1000) + 1));
+        ll_sleep_ms((long)(C.storm_every * 500) +
+                 ll_rnd(&rng, (unsigned)(C.storm_every * 1000) + 1));
         if (atomic_load(&shm->stop))
             break;
         if (!m && !(m = tm_connect()))
             break;
         char q[512], q2[512];
-        unsigned item = 1 + rnd(&rng, NITEMS);
+        unsigned item = 1 + ll_rnd(&rng, NITEMS);
         q2[0] = 0;
         switch (mode++ % 4) {
         case 0: /* the ledger rows of one item */
@@ -777,13 +678,13 @@ static void troublemaker_main(void)
                      "ORDER BY location_id DESC FOR UPDATE", item,
                      NLOCS);
         }
-        unsigned e = q_run(m, "START TRANSACTION");
+        unsigned e = ll_exec(m, "START TRANSACTION");
         if (!e)
-            e = q_run(m, q);
+            e = ll_exec(m, q);
         if (!e && q2[0]) {
-            e = q_run(m, "SELECT SLEEP(0.4)");
+            e = ll_exec(m, "SELECT SLEEP(0.4)");
             if (!e)
-                e = q_run(m, q2);
+                e = ll_exec(m, q2);
             if (e == 1213)
                 atomic_fetch_add(&shm->tm_deadlocks, 1);
         }
@@ -791,16 +692,16 @@ static void troublemaker_main(void)
             atomic_fetch_add(&shm->storms, 1);
             char s[64];
             snprintf(s, sizeof s, "SELECT SLEEP(%.3f)", C.storm_hold_ms / 1000.0);
-            e = q_run(m, s);
+            e = ll_exec(m, s);
         }
-        unsigned e2 = q_run(m, "ROLLBACK");
+        unsigned e2 = ll_exec(m, "ROLLBACK");
         if (e >= 2000 || e2 >= 2000 || e == 1927 || e == 1053) {
             mysql_close(m); /* client-side error: the server went away */
             m = NULL;
         }
     }
     if (m) {
-        q_run(m, "ROLLBACK");
+        ll_exec(m, "ROLLBACK");
         mysql_close(m);
     }
     _exit(0);
@@ -1015,7 +916,7 @@ static int restart_server(const char *why, int quiet)
     else
         snprintf(cmd, sizeof cmd, "'%s' resume '%s' >/dev/null", C.mariadb_sh,
                  C.srvdir);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = ll_now_ms();
     int rc = system(cmd);
     if (rc != 0 && heuristic_restart(quiet) == 0)
         rc = 0;
@@ -1024,7 +925,7 @@ static int restart_server(const char *why, int quiet)
         return -1;
     }
     fprintf(stderr, "stress: server %s and restarted in %.1f s\n", why,
-            (now_ms() - t0) / 1000.0);
+            (ll_now_ms() - t0) / 1000.0);
     return 1;
 }
 
@@ -1036,7 +937,7 @@ static int kill_server(void)
     deadlocks_before += server_deadlocks();
     kill(pid, SIGKILL);
     for (int i = 0; i < 1000 && proc_alive(pid); i++)
-        sleep_ms(10);
+        ll_sleep_ms(10);
     return restart_server("killed", 0);
 }
 
@@ -1097,9 +998,9 @@ static void fill_step(double el)
                 el, fill_bytes >> 20);
         return;
     }
-    if (now_ms() >= next_top_up) {
+    if (ll_now_ms() >= next_top_up) {
         fill_top_up();
-        next_top_up = now_ms() + 500;
+        next_top_up = ll_now_ms() + 500;
     }
 }
 
@@ -1109,7 +1010,7 @@ static MYSQL *admin_connect(void)
         MYSQL *m = raw_connect(NULL, 0, C.sock, 300);
         if (m)
             return m;
-        sleep_ms(100);
+        ll_sleep_ms(100);
     }
     fprintf(stderr, "stress: cannot connect to %s\n", C.sock);
     exit(2);
@@ -1170,17 +1071,9 @@ static void backtrace_of(int pid)
 
 static int64_t q_int(MYSQL *m, const char *q)
 {
-    if (mysql_query(m, q)) {
+    int64_t v;
+    if (ll_i64(m, q, -1, &v) < 0)
         fprintf(stderr, "stress: %s: %s\n", q, mysql_error(m));
-        return -1;
-    }
-    MYSQL_RES *r = mysql_store_result(m);
-    int64_t v = -1;
-    MYSQL_ROW row;
-    if (r && (row = mysql_fetch_row(r)) && row[0])
-        v = strtoll(row[0], NULL, 10);
-    if (r)
-        mysql_free_result(r);
     return v;
 }
 
@@ -1627,7 +1520,7 @@ static int run_checks(MYSQL *m)
                         "WHERE trx_mysql_thread_id <> CONNECTION_ID()");
         if (open == 0)
             break;
-        sleep_ms(100);
+        ll_sleep_ms(100);
     }
     if (open != 0) {
         dump_state();
@@ -1701,13 +1594,10 @@ static void checks_reset(void)
 
 static int q_ok(MYSQL *m, const char *q)
 {
-    if (mysql_query(m, q)) {
+    if (ll_exec(m, q) != 0) {
         fprintf(stderr, "stress: selftest: %s: %s\n", q, mysql_error(m));
         return 0;
     }
-    MYSQL_RES *r = mysql_store_result(m);
-    if (r)
-        mysql_free_result(r);
     return 1;
 }
 
@@ -2149,7 +2039,7 @@ int main(int argc, char **argv)
     uint64_t rng = C.seed ^ 0x5555;
     long kill_client = 0, kill_reserve = 0, kill_claim = 0, kill_server_n = 0;
     long cuts_done = 0, last_sent = 0, stalls = 0, stuck_calls = 0, client_exits = 0, flash_timeouts = 0;
-    uint64_t t0 = now_ms(), next_kc = t0 + (uint64_t)(C.kc_every * 1000);
+    uint64_t t0 = ll_now_ms(), next_kc = t0 + (uint64_t)(C.kc_every * 1000);
     uint64_t next_cc = t0 + 1000, last_cc = 0;
     double cut_p = 0;
     uint64_t next_ks = t0 + (uint64_t)(C.ks_every * 1000);
@@ -2159,7 +2049,7 @@ int main(int argc, char **argv)
     long last_ops = 0;
     int kill_target = OP_RESERVE, stalled = 0, tm_done = 0;
     for (;;) {
-        uint64_t t = now_ms();
+        uint64_t t = ll_now_ms();
         long total = 0;
         for (int s = 0; s < C.clients; s++)
             total += atomic_load(&shm->s[s].ops);
@@ -2198,7 +2088,7 @@ int main(int argc, char **argv)
             /* SIGKILL a client while it is inside reserve or claim */
             int victim = -1;
             for (int tries = 0; tries < 400 && victim < 0; tries++) {
-                int start = (int)rnd(&rng, (unsigned)C.clients);
+                int start = (int)ll_rnd(&rng, (unsigned)C.clients);
                 for (int j = 0; j < C.clients; j++) {
                     int s = (start + j) % C.clients;
                     if (atomic_load(&shm->s[s].op) == kill_target) {
@@ -2208,7 +2098,7 @@ int main(int argc, char **argv)
                     }
                 }
                 if (victim < 0)
-                    sleep_ms(1);
+                    ll_sleep_ms(1);
             }
             if (victim >= 0) {
                 waitpid(atomic_load(&shm->s[victim].pid), &st, 0);
@@ -2220,8 +2110,8 @@ int main(int argc, char **argv)
                 spawn_client(victim);
                 kill_target = kill_target == OP_RESERVE ? OP_CLAIM : OP_RESERVE;
             }
-            next_kc = now_ms() + (uint64_t)(C.kc_every * 500) +
-                      rnd(&rng, (unsigned)(C.kc_every * 1000) + 1);
+            next_kc = ll_now_ms() + (uint64_t)(C.kc_every * 500) +
+                      ll_rnd(&rng, (unsigned)(C.kc_every * 1000) + 1);
         }
         if (t >= next_cc && !C.no_proxy && !no_cuts) {
             /* The proxy cuts every commit point with probability p, so
@@ -2253,8 +2143,8 @@ int main(int argc, char **argv)
             if (r < 0)
                 break;
             kill_server_n += r;
-            next_ks = now_ms() + (uint64_t)(C.ks_every * 1000);
-            last_progress = now_ms();
+            next_ks = ll_now_ms() + (uint64_t)(C.ks_every * 1000);
+            last_progress = ll_now_ms();
         }
         if (t >= next_alive) {
             /* a server that died without being killed: a failure, but
@@ -2276,9 +2166,9 @@ int main(int argc, char **argv)
                 if (restart_server(full ? "died while the disk was full"
                                         : "died", full) < 0 && !full)
                     break;
-                last_progress = now_ms();
+                last_progress = ll_now_ms();
             }
-            next_alive = now_ms() + 1000;
+            next_alive = ll_now_ms() + 1000;
         }
         fill_step(el);
         /* flash rounds: the next one starts when every flash buyer saw
@@ -2328,9 +2218,9 @@ int main(int argc, char **argv)
                     el, total, kill_client, kill_server_n, cuts_done,
                     atomic_load(&shm->flash_round));
         }
-        sleep_ms(5);
+        ll_sleep_ms(5);
     }
-    double elapsed = (double)(now_ms() - t0) / 1000.0;
+    double elapsed = (double)(ll_now_ms() - t0) / 1000.0;
     {
         /* the clients are to finish against a live server */
         int sp = server_pid();
@@ -2341,7 +2231,7 @@ int main(int argc, char **argv)
     /* stop: clients finish the checkout in hand */
     atomic_store(&shm->stop, 1);
     proxy_cmd("x\n");
-    uint64_t ts = now_ms();
+    uint64_t ts = ll_now_ms();
     int live = C.clients + (tm_done ? 0 : 1), hung = 0;
     int64_t hang_open = 0;
     while (live > 0) {
@@ -2353,7 +2243,7 @@ int main(int argc, char **argv)
             live--;
             continue;
         }
-        if (now_ms() - ts > 40000) {
+        if (ll_now_ms() - ts > 40000) {
             fprintf(stderr, "stress: %d processes did not stop in 40 s\n",
                     live);
             dump_state();
@@ -2390,12 +2280,12 @@ int main(int argc, char **argv)
                 }
             }
             kill(tm, SIGKILL);
-            sleep_ms(200);
+            ll_sleep_ms(200);
             while (waitpid(-1, &st, WNOHANG) > 0)
                 ;
             break;
         }
-        sleep_ms(20);
+        ll_sleep_ms(20);
     }
     struct pstats ps;
     (void)proxy_stats(&ps);
