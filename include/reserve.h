@@ -776,6 +776,190 @@ RSV_EXTERN int rsv_release_batch(rsv_ctx *ctx, size_t n,
                                  const size_t *token_lens, int *results);
 
 /* ------------------------------------------------------------------ */
+/* The batcher                                                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * For a multi-threaded checkout server: any number of threads call the
+ * batcher at once, and it coalesces their reserves, claims and releases
+ * onto a few connections of its own, as batches (rsv_reserve_batch,
+ * rsv_claim_batch, rsv_release_batch).  It owns `connections` contexts
+ * opened with rsv_open_dsn(), each with one worker thread.
+ *
+ * Coalescing.  A call joins one shared queue and its thread waits for
+ * its own answer only.  A worker that is free takes the oldest waiting
+ * request and, with it, every other waiting request of the same kind
+ * (reserves with the same ttl_ms, claims, or releases), oldest first, up
+ * to RSV_BATCH_MAX, and runs them as one batch call on its context; the
+ * others keep their places for the next free worker.  Whatever arrives
+ * while batches are in flight goes into the next ones, so batches grow
+ * with the load by themselves.  A lone request goes at once, as a batch
+ * of one (which rsv_reserve_batch sends as rsv_reserve_one does): at low
+ * load a call costs its single call plus a hand-over between threads.
+ *
+ * Answers.  Each call returns exactly what its single call (rsv_reserve_one,
+ * rsv_claim, rsv_release) would have returned, made on its own context
+ * at its place in the queue, with one difference: a worker whose batch
+ * lost its connection (RSV_ECONN, RSV_EINDOUBT, for the whole batch or
+ * for entries run on their own) reconnects (rsv_reconnect) and sends
+ * those entries once more, and their callers get what that repeat says.
+ * Every entry is idempotent by its token (a repeated reserve holds the
+ * checkout once, a claim that had committed answers RSV_ECLAIMED), so a
+ * caller only sees RSV_ECONN or RSV_EINDOUBT when the repeat also failed
+ * or the worker could not reconnect; then reconnecting is the batcher's
+ * business (the next batch tries again), and repeating the call with the
+ * same token settles it, as for the single call.  Arguments the single
+ * call refuses before it reaches the server (a NULL or bad token, a bad
+ * quantity or ttl_ms) are answered at once on the calling thread, in the
+ * single call's order, and are not counted in the statistics.
+ *
+ * Messages.  There is no per-call message (a message kept in the batcher
+ * would belong to whichever call failed last, on any thread):
+ * rsv_strerror() names each code.  To see why the server cannot be
+ * reached, open one context with rsv_open_dsn() and read rsv_errmsg().
+ *
+ * Threads.  Every rsv_batcher_* function but rsv_batcher_open and
+ * rsv_batcher_close may be called from any thread at any time; the
+ * token of a blocking call is the caller's, read while the call runs
+ * (the non-blocking form below copies it).  The workers start with
+ * every signal blocked.
+ */
+typedef struct rsv_batcher rsv_batcher;
+
+/* The most connections one batcher opens. */
+#define RSV_BATCHER_MAX_CONNECTIONS 64
+
+/*
+ * Open `connections` (1..RSV_BATCHER_MAX_CONNECTIONS) contexts with
+ * rsv_open_dsn(dsn, opts) and start one worker thread for each.  opts
+ * may be NULL for defaults; it is copied.  On success *out owns the
+ * batcher; on failure *out is NULL and nothing stays open.
+ * Returns RSV_OK; RSV_EINVAL (NULL out or dsn, connections out of range,
+ * a malformed dsn or bad option), RSV_ENOMEM (also when a thread cannot
+ * be started), or the first failing rsv_open_dsn()'s code (RSV_ECONN,
+ * RSV_ESCHEMA, RSV_ESCHEMAVER, RSV_ESERVER, ...).
+ */
+RSV_EXTERN int rsv_batcher_open(rsv_batcher **out, const char *dsn,
+                                const rsv_options *opts,
+                                uint32_t connections);
+
+/*
+ * Stop the batcher and free it.  Calls made from the moment it begins
+ * answer RSV_EDISABLED at once; requests already queued are still run
+ * and their callers answered; then the workers end and the contexts and
+ * their connections are closed.  Returns once every caller inside the
+ * batcher has left it; no call may be made once it has returned.  NULL is
+ * a no-op.
+ */
+RSV_EXTERN void rsv_batcher_close(rsv_batcher *b);
+
+/*
+ * rsv_reserve_one() through the batcher: blocks until this request's
+ * batch has run.  Returns what rsv_reserve_one() would (see "Answers"
+ * above), RSV_EINVAL for a NULL b, or RSV_EDISABLED once
+ * rsv_batcher_close() has begun.
+ */
+RSV_EXTERN int rsv_batcher_reserve_one(rsv_batcher *b, uint64_t shop_id,
+                                       const void *token, size_t token_len,
+                                       uint64_t item_id,
+                                       uint64_t location_id,
+                                       int64_t quantity, int64_t ttl_ms);
+
+/* rsv_claim() through the batcher, never joining a transaction (the
+ * batcher's connections are its own).  Returns as
+ * rsv_batcher_reserve_one() does for rsv_claim(). */
+RSV_EXTERN int rsv_batcher_claim(rsv_batcher *b, uint64_t shop_id,
+                                 const void *token, size_t token_len);
+
+/* rsv_release() through the batcher.  Returns as rsv_batcher_claim(). */
+RSV_EXTERN int rsv_batcher_release(rsv_batcher *b, uint64_t shop_id,
+                                   const void *token, size_t token_len);
+
+/*
+ * The non-blocking form, for event loops: the same requests, started
+ * without waiting, their answers collected from a descriptor.
+ *
+ *   rsv_batcher_call *c;
+ *   int rc = rsv_batcher_claim_start(b, shop, token, len, &c);
+ *   if (rc != RSV_PENDING)
+ *       answer(rc);                  (decided at once; c is NULL)
+ *   ... when rsv_batcher_fd(b) is readable:
+ *   rsv_batcher_call *done;
+ *   int code;
+ *   while (rsv_batcher_next_done(b, &done, &code) == RSV_OK) {
+ *       answer_the_request_of(done, code);
+ *       rsv_batcher_call_free(done);
+ *   }
+ *
+ * A start copies the token and queues the request as the blocking call
+ * would; the answer is the blocking call's.  It returns RSV_PENDING with
+ * *out set to a new call, which the batcher owns until
+ * rsv_batcher_next_done() hands it back; then the caller frees it with
+ * rsv_batcher_call_free().  Or it returns the final code at once with
+ * *out NULL: the argument checks of the single call, RSV_EINVAL (NULL b
+ * or out), RSV_EDISABLED (close has begun), RSV_ENOMEM.  Calls started
+ * on one batcher complete in any order, from any of its workers;
+ * compare the handles to tell them apart.  rsv_batcher_close() still
+ * runs every queued call, and frees the calls nobody collected.
+ */
+typedef struct rsv_batcher_call rsv_batcher_call;
+
+/* Non-blocking rsv_batcher_reserve_one(). */
+RSV_EXTERN int rsv_batcher_reserve_one_start(rsv_batcher *b,
+                                             uint64_t shop_id,
+                                             const void *token,
+                                             size_t token_len,
+                                             uint64_t item_id,
+                                             uint64_t location_id,
+                                             int64_t quantity,
+                                             int64_t ttl_ms,
+                                             rsv_batcher_call **out);
+
+/* Non-blocking rsv_batcher_claim(). */
+RSV_EXTERN int rsv_batcher_claim_start(rsv_batcher *b, uint64_t shop_id,
+                                       const void *token, size_t token_len,
+                                       rsv_batcher_call **out);
+
+/* Non-blocking rsv_batcher_release(). */
+RSV_EXTERN int rsv_batcher_release_start(rsv_batcher *b, uint64_t shop_id,
+                                         const void *token, size_t token_len,
+                                         rsv_batcher_call **out);
+
+/*
+ * The descriptor to wait on: readable while some started call has
+ * completed and not yet been collected with rsv_batcher_next_done().
+ * The same descriptor for the batcher's life; only wait on it for
+ * readability, never read, write or close it.  Returns it (>= 0), or
+ * RSV_EINVAL for NULL.
+ */
+RSV_EXTERN int rsv_batcher_fd(const rsv_batcher *b);
+
+/*
+ * Collect one completed call, oldest answer first, never waiting:
+ * RSV_OK with *done the call (now the caller's, to free) and *code its
+ * final code; RSV_PENDING with *done NULL when none has completed;
+ * RSV_EINVAL for a NULL argument.
+ */
+RSV_EXTERN int rsv_batcher_next_done(rsv_batcher *b, rsv_batcher_call **done,
+                                     int *code);
+
+/* Free a call rsv_batcher_next_done() returned.  NULL is a no-op. */
+RSV_EXTERN void rsv_batcher_call_free(rsv_batcher_call *call);
+
+/*
+ * A counter as rsv_stats_get() reads it, summed over the batcher's
+ * contexts (RSV_STAT_LATENCY_MAX_US: the maximum), as of the last batch
+ * each worker finished.  Each batch entry counts as one call of its
+ * kind, so RSV_STAT_STATEMENTS per RSV_STAT_CALLS of RSV_OP_RESERVE shows
+ * how well reserves coalesce (1 or more: one by one).  Latencies are
+ * those of the batch calls on the connections, without the time spent
+ * queued.  Returns RSV_OK, or RSV_EINVAL (NULL b or out, unknown stat or
+ * op).
+ */
+RSV_EXTERN int rsv_batcher_stats_get(const rsv_batcher *b, uint32_t stat,
+                                     uint32_t op, uint64_t *out);
+
+/* ------------------------------------------------------------------ */
 /* Pools, expiry and stock                                            */
 /* ------------------------------------------------------------------ */
 
@@ -1093,6 +1277,13 @@ RSV_EXTERN int rsv_stats_snapshot_add(rsv_stats_snapshot *snap,
  * Returns RSV_OK, or RSV_EINVAL (NULL dst or src). */
 RSV_EXTERN int rsv_stats_snapshot_merge(rsv_stats_snapshot *dst,
                                         const rsv_stats_snapshot *src);
+
+/* Add the statistics of every context of the batcher, as
+ * rsv_batcher_stats_get() reads them, to snap (one context each), for
+ * rsv_stats_prometheus().  Returns RSV_OK, or RSV_EINVAL (NULL snap or
+ * b). */
+RSV_EXTERN int rsv_batcher_stats_snapshot_add(rsv_stats_snapshot *snap,
+                                              const rsv_batcher *b);
 
 /*
  * Write snap into buf as Prometheus text (exposition format 0.0.4: serve

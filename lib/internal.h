@@ -433,6 +433,14 @@ RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
  * for a context's statistics or a snapshot's (stats_export.c). */
 RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
                                 uint32_t op);
+/* Add b into a as snapshots add up: sums, the slowest call a maximum
+ * (stats_export.c). */
+RSV_HIDDEN void stats_merge(ctx_stats *a, const ctx_stats *b);
+/* Add one context's statistics, copied earlier, to a snapshot
+ * (stats_export.c; for the batcher, whose contexts belong to its
+ * workers). */
+RSV_HIDDEN void stats_snapshot_add_copy(rsv_stats_snapshot *snap,
+                                        const ctx_stats *s);
 
 /* ---- ledger (ledger.c) ---- */
 typedef struct ledger_row {

@@ -23,7 +23,7 @@ struct rsv_stats_snapshot {
 };
 
 /* Add b into a: sums, but the slowest call is a maximum. */
-static void stats_merge(ctx_stats *a, const ctx_stats *b)
+void stats_merge(ctx_stats *a, const ctx_stats *b)
 {
     for (int o = 0; o < OP__COUNT; o++) {
         for (int c = 0; c < STATS_CODES; c++)
@@ -68,6 +68,12 @@ RSV_EXTERN int rsv_stats_snapshot_add(rsv_stats_snapshot *snap,
     stats_merge(&snap->s, &ctx->stats);
     snap->contexts++;
     return RSV_OK;
+}
+
+void stats_snapshot_add_copy(rsv_stats_snapshot *snap, const ctx_stats *s)
+{
+    stats_merge(&snap->s, s);
+    snap->contexts++;
 }
 
 RSV_EXTERN int rsv_stats_snapshot_merge(rsv_stats_snapshot *dst,

@@ -416,6 +416,50 @@ class TestConnection(unittest.TestCase):
         with self.assertRaises(rsv.InvalidArgument):
             rsv.Context("mariadb://nobody@/db?no_such_key=1")
 
+    def test_batcher_from_threads(self):
+        # One Batcher, many Python threads: each answered as its own
+        # Context call would be, the requests coalesced on 2 connections.
+        import threading
+        dsn = rsv.make_dsn(DB, user=USER, password=PASSWORD, socket=SOCK)
+        shop = new_shop()
+        with rsv.connect(dsn) as c, rsv.Batcher(dsn, connections=2) as b:
+            c.stock_set(shop, 1, 1, 10)
+            got = {}
+
+            def buyer(i):
+                try:
+                    b.reserve_one(shop, "bt-%d" % i, 1, 1, 1)
+                    got[i] = rsv.OK
+                except rsv.ReserveError as e:
+                    got[i] = e.code
+            threads = [threading.Thread(target=buyer, args=(i,))
+                       for i in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(sorted(got.values()).count(rsv.OK), 10)
+            self.assertEqual(sorted(got.values()).count(rsv.EOUTOFSTOCK), 6)
+            won = [i for i in got if got[i] == rsv.OK]
+            b.claim(shop, "bt-%d" % won[0])
+            b.release(shop, "bt-%d" % won[1])
+            with self.assertRaises(rsv.AlreadyClaimed):
+                b.release(shop, "bt-%d" % won[0])
+            with self.assertRaises(rsv.InvalidToken):
+                b.claim(shop, b"")
+            self.assertEqual(c.stock_get(shop, 1, 1).on_hand, 9)
+            self.assertEqual(b.stats_get(rsv.STAT_CALLS, rsv.OP_RESERVE), 16)
+            with rsv.StatsSnapshot() as snap:
+                b.add_stats_to(snap)
+                self.assertIn("libreserve_contexts 2\n", snap.prometheus())
+        self.assertTrue(b.closed)
+        with self.assertRaises(rsv.InvalidArgument):
+            b.claim(shop, b"x")
+        with self.assertRaises(rsv.InvalidArgument):
+            rsv.Batcher(dsn, connections=0)
+        with self.assertRaises(rsv.InvalidArgument):
+            rsv.Batcher("mariadb://nobody@/db?no_such_key=1")
+
     def test_connect(self):
         # The primary way in: connect(dsn) -> a Context owning its
         # connection; make_dsn escapes every part.

@@ -35,6 +35,12 @@
  *               workloads only (flash*, spread10k, soldout1): the batch
  *               API has no carts, and claim1's holds are libreserve's
  *               own (it sits out carts and claims).
+ * libreserve-batcher  the same buyers, one thread each as in libreserve,
+ *               calling one shared rsv_batcher with one connection per
+ *               BATCH_BUYERS clients (8 for 64): the library coalesces
+ *               whatever the buyers ask at the same time into batches.
+ *               Each buyer's latency is its own call's, queueing
+ *               included.  The workloads of libreserve-batch.
  *
  * Workloads: flash1 (one item), flash1q2 and flash1q5 (one item, 2 and 5
  * units per reserve), spread10k (10,000 items), cart5x3 (5-line carts,
@@ -117,25 +123,31 @@ extern char **environ;
 #define HOLD_TTL_MS 86400000LL
 #define MAXROUNDS 15
 
-enum { D_LIB, D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_BATCH, D_N };
+enum { D_LIB, D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_BATCH, D_BATCHER, D_N };
 static const char *design_name[D_N] = {"libreserve", "hotrow-1rt", "floor-1rt",
-                                       "hotrow", "floor", "libreserve-batch"};
+                                       "hotrow", "floor", "libreserve-batch",
+                                       "libreserve-batcher"};
 /* First byte of the checkout tokens of each design's reserves (tokens are
  * byte-exact, so 'h' and 'H' differ); claims use 'c' and the probes 's'
  * and 'k', so a prefix picks a design's reserves out of its tables. */
-static const char design_tag[D_N] = {'l', 'H', 'F', 'h', 'f', 'b'};
+static const char design_tag[D_N] = {'l', 'H', 'F', 'h', 'f', 'b', 'B'};
 /* Round trips of one single-line reserve, for the labels. */
 static const char *design_trips[D_N] = {"1 CALL", "1 CALL", "1 INSERT",
                                         "3: UPDATE, INSERT, COMMIT",
                                         "2: INSERT, COMMIT",
-                                        "1 CALL per batch of up to 8 buyers"};
-/* Buyers per connection of libreserve-batch. */
+                                        "1 CALL per batch of up to 8 buyers",
+                                        "1 CALL per batch of what the buyers "
+                                        "queued on 8 connections"};
+/* Buyers per connection of libreserve-batch and libreserve-batcher. */
 #define BATCH_BUYERS 8
 static int is_hot(int d) { return d == D_HOT || d == D_HOT1; }
 static int is_floor(int d) { return d == D_FLOOR || d == D_FLOOR1; }
 static int is_1rt(int d) { return d == D_HOT1 || d == D_FLOOR1; }
 /* The designs that call the library. */
-static int is_lib(int d) { return d == D_LIB || d == D_BATCH; }
+static int is_lib(int d)
+{
+    return d == D_LIB || d == D_BATCH || d == D_BATCHER;
+}
 
 enum { W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT,
        W_SOLDCART, W_HOTCART, W_N };
@@ -156,7 +168,7 @@ static int wl_is_soldout(int wl) { return wl == W_SOLDOUT || wl == W_SOLDCART; }
  * sold-out answer, the batch design no carts and no claims of its own. */
 static int sits_out(int wl, int d)
 {
-    if (d == D_BATCH)
+    if (d == D_BATCH || d == D_BATCHER)
         return wl_is_cart(wl) || wl == W_CLAIM;
     return wl_is_soldout(wl) && is_floor(d);
 }
@@ -787,6 +799,7 @@ typedef struct meas {
     long long semisync_no_tx, semisync_yes_tx;
     int exhausted;
     int valid;
+    rsv_batcher *batcher;    /* libreserve-batcher: shared by the clients */
 } meas;
 
 typedef struct worker {
@@ -952,14 +965,16 @@ static int worker_setup(worker *w)
     meas *m = w->m;
     if (m->design == D_BATCH && batch_buyers(w) == 0)
         return 0; /* a buyer served by another thread's connection */
-    w->conn = connect_rtt(m->rtt_idx, dbname);
-    if (!w->conn)
-        return -1;
     params *p = &w->p;
     p->shop = SHOP;
     p->q = (unsigned long long)wl_qty[m->workload];
     p->ttl_us = (unsigned long long)HOLD_TTL_MS * 1000u;
     p->loc = 1;
+    if (m->design == D_BATCHER) /* its connections are the batcher's */
+        return m->batcher ? 0 : -1;
+    w->conn = connect_rtt(m->rtt_idx, dbname);
+    if (!w->conn)
+        return -1;
     if (is_lib(m->design)) {
         int rc = lib_open(&w->ctx, w->conn);
         if (rc != RSV_OK) {
@@ -1359,6 +1374,26 @@ static int op_lib(worker *w)
     return 0;
 }
 
+/* libreserve-batcher: this buyer's own reserve, through the shared
+ * batcher; answered as op_lib's rsv_reserve_one. */
+static int op_batcher(worker *w)
+{
+    meas *m = w->m;
+    params *p = &w->p;
+    int sold = wl_is_soldout(m->workload);
+    int rc = rsv_batcher_reserve_one(m->batcher, SHOP, p->tok, p->toklen,
+                                     p->item, 1, (int64_t)p->q, HOLD_TTL_MS);
+    if (sold ? rc == RSV_EOUTOFSTOCK : rc == RSV_OK)
+        return 1;
+    /* (no message per call: the code says what happened) */
+    note_err(w, "%s", rsv_code_name(rc) ? rsv_code_name(rc) : "?");
+    if (rc == RSV_EINDOUBT)
+        w->in_doubt++; /* it may have committed: the check allows it */
+    if (rc == RSV_ECONN || rc == RSV_EINDOUBT)
+        return -1;
+    return 0;
+}
+
 /* libreserve-batch: one request of each buyer this connection serves, as
  * one rsv_reserve_batch; every entry counted as an operation of its own,
  * its latency the batch's.  Returns -1 when the thread must stop. */
@@ -1474,7 +1509,9 @@ static void *worker_main(void *arg)
         int by_path = w->ctx && m->workload != W_CLAIM;
         if (by_path)
             path_counters(w, before);
-        int r = m->design == D_LIB ? op_lib(w) : op_base(w);
+        int r = m->design == D_LIB       ? op_lib(w)
+                : m->design == D_BATCHER ? op_batcher(w)
+                                         : op_base(w);
         uint64_t t2 = now_us();
         if (r > 0) {
             /* what the tables must show at the end of the run */
@@ -1675,6 +1712,55 @@ static void print_paths(const meas *m, const worker *w, const char *key)
     printf("\n");
 }
 
+/* "%XX" for every byte outside [A-Za-z0-9], for a dsn. */
+static void dsn_escape(char *out, size_t n, const char *s)
+{
+    size_t w = 0;
+    for (; s && *s && w + 4 < n; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9'))
+            out[w++] = (char)ch;
+        else
+            w += (size_t)snprintf(out + w, n - w, "%%%02X", ch);
+    }
+    out[w] = '\0';
+}
+
+/* libreserve-batcher: the shared batcher of a measurement, on the same
+ * path to the server as the other designs' clients (the socket, or the
+ * delay proxy). */
+static rsv_batcher *batcher_open(const meas *m)
+{
+    char u[256], pw[256], sock[1024], dsn[2048];
+    dsn_escape(u, sizeof u, cfg.user);
+    dsn_escape(pw, sizeof pw, cfg.pass);
+    if (proxy_port[m->rtt_idx] == 0) {
+        dsn_escape(sock, sizeof sock, cfg.sock);
+        snprintf(dsn, sizeof dsn, "mariadb://%s:%s@/%s?socket=%s", u, pw,
+                 dbname, sock);
+    } else {
+        snprintf(dsn, sizeof dsn, "mariadb://%s:%s@127.0.0.1:%d/%s", u, pw,
+                 proxy_port[m->rtt_idx], dbname);
+    }
+    rsv_options o;
+    rsv_options_init(&o, RSV_OPTIONS_VERSION);
+    o.flags = cfg.lib_flags;
+    rsv_batcher *b = NULL;
+    int rc = rsv_batcher_open(&b, dsn, &o, (uint32_t)batch_conns(m));
+    if (rc != RSV_OK)
+        fprintf(stderr, "bench: rsv_batcher_open: %s\n", rsv_strerror(rc));
+    return b;
+}
+
+static void batcher_counters(const meas *m, uint64_t *out)
+{
+    for (size_t j = 0; j < LIB_NSTATS; j++) {
+        out[j] = 0;
+        rsv_batcher_stats_get(m->batcher, lib_stat[j], RSV_OP_ALL, &out[j]);
+    }
+}
+
 static void run_measurement(meas *m, MYSQL *mon, int profile)
 {
     m->id = ++meas_counter;
@@ -1682,6 +1768,8 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     meas_key(m, key, sizeof key);
     worker *w = xcalloc((size_t)m->clients, sizeof *w);
     pthread_t *th = xcalloc((size_t)m->clients, sizeof *th);
+    if (m->design == D_BATCHER)
+        m->batcher = batcher_open(m);
     pthread_barrier_init(&m->ready, NULL, (unsigned)m->clients + 1);
     for (int i = 0; i < m->clients; i++) {
         w[i].m = m;
@@ -1712,14 +1800,26 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     status_snap s0, s1;
     cpu_snap c0, c1;
     cpu_proxy_pid = m->rtt_us ? proxies[m->rtt_idx].pid : 0;
+    uint64_t blib0[LIB_NSTATS] = {0};
     sleep_until(m->t_start);
     status_read(mon, 0, &s0);
     cpu_read(&c0);
+    if (m->batcher)
+        batcher_counters(m, blib0);
     sleep_until(m->t_end);
     cpu_read(&c1);
     status_read(mon, 0, &s1);
     for (int i = 0; i < m->clients; i++)
         pthread_join(th[i], NULL);
+    if (m->batcher) {
+        /* the window and the tail, as the other library designs count:
+         * all on the first client, whose lines are summed below */
+        batcher_counters(m, w[0].lib);
+        for (size_t j = 0; j < LIB_NSTATS; j++)
+            w[0].lib[j] -= blib0[j];
+        rsv_batcher_close(m->batcher);
+        m->batcher = NULL;
+    }
     if (pr) {
         pr->stop = 1;
         pthread_join(pth, NULL);
@@ -2397,7 +2497,8 @@ static void print_cell(int workload, int clients, int rtt_us)
 }
 
 /* The baselines a ratio is taken against, in the order printed. */
-static const int ratio_base[] = {D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_BATCH};
+static const int ratio_base[] = {D_HOT1, D_FLOOR1, D_HOT, D_FLOOR, D_BATCH,
+                                 D_BATCHER};
 #define NRATIO (sizeof ratio_base / sizeof ratio_base[0])
 
 static void print_ratios(void)

@@ -58,7 +58,7 @@ __all__ = [
     "version", "version_number", "schema_version", "strerror", "code_name",
     "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
-    "StatsSnapshot", "connect", "make_dsn",
+    "StatsSnapshot", "connect", "make_dsn", "Batcher",
 ]
 
 # The version of this package: the libreserve release whose reserve.h it
@@ -688,6 +688,41 @@ _PROTOS = {
     "rsv_async_fd": (ctypes.c_int, [_c_p]),
     "rsv_pending": (ctypes.c_int, [_c_p]),
     "rsv_cancel": (ctypes.c_int, [_c_p]),
+    # The batcher (class Batcher).  ctypes lets go of the GIL during each
+    # call, so Python threads wait for their answers in parallel.
+    "rsv_batcher_open": (ctypes.c_int, [_pp, ctypes.c_char_p,
+                                        ctypes.POINTER(Options),
+                                        ctypes.c_uint32]),
+    "rsv_batcher_close": (None, [_c_p]),
+    "rsv_batcher_reserve_one": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                               ctypes.c_size_t,
+                                               ctypes.c_uint64,
+                                               ctypes.c_uint64,
+                                               ctypes.c_int64,
+                                               ctypes.c_int64]),
+    "rsv_batcher_claim": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                         ctypes.c_size_t]),
+    "rsv_batcher_release": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                           ctypes.c_size_t]),
+    "rsv_batcher_stats_get": (ctypes.c_int, [_c_p, ctypes.c_uint32,
+                                             ctypes.c_uint32, _u64p]),
+    "rsv_batcher_stats_snapshot_add": (ctypes.c_int, [_c_p, _c_p]),
+    # its non-blocking form: declared so that its prototypes are checked,
+    # as the contexts' above
+    "rsv_batcher_reserve_one_start": (ctypes.c_int, [_c_p, ctypes.c_uint64,
+                                                     _tok, ctypes.c_size_t,
+                                                     ctypes.c_uint64,
+                                                     ctypes.c_uint64,
+                                                     ctypes.c_int64,
+                                                     ctypes.c_int64, _pp]),
+    "rsv_batcher_claim_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                               ctypes.c_size_t, _pp]),
+    "rsv_batcher_release_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                                 ctypes.c_size_t, _pp]),
+    "rsv_batcher_fd": (ctypes.c_int, [_c_p]),
+    "rsv_batcher_next_done": (ctypes.c_int, [_c_p, _pp,
+                                             ctypes.POINTER(ctypes.c_int)]),
+    "rsv_batcher_call_free": (None, [_c_p]),
 }
 
 for _name, (_res, _args) in _PROTOS.items():
@@ -1237,6 +1272,108 @@ class StatsSnapshot(_Closable):
             self._p = None
 
     free = close
+
+    @property
+    def closed(self):
+        return not self._p
+
+
+class Batcher(_Closable):
+    """rsv_batcher: one handle for every thread of a server, which
+    coalesces their reserves, claims and releases into batches on
+    `connections` connections of its own (rsv_batcher_open()).
+
+        with rsv.Batcher(dsn, connections=8) as b:
+            # on any number of threads:
+            b.reserve_one(shop, token, item, location, 1)
+            b.claim(shop, token)
+
+    Each call blocks only its own thread (ctypes lets go of the GIL) and
+    raises what the same Context call would raise; the exceptions carry
+    rsv_strerror()'s text, as there is no message per call.  Close it once
+    no thread calls it any more.
+    """
+
+    def __init__(self, dsn, connections=4, options=None, **fields):
+        self._p = None
+        if not isinstance(dsn, (str, bytes)):
+            raise InvalidArgument(EINVAL, "dsn must be a str, not %s"
+                                  % type(dsn).__name__)
+        if fields:
+            if options is None:
+                options = Options()
+            for k, v in fields.items():
+                setattr(options, k, v)
+        dsn = dsn.encode("utf-8") if isinstance(dsn, str) else dsn
+        if isinstance(connections, bool) or not isinstance(connections, int) \
+                or not 0 <= connections <= 0xFFFFFFFF:
+            raise InvalidArgument(EINVAL, "connections must be an int, not %r"
+                                  % (connections,))
+        p = ctypes.c_void_p()
+        rc = lib.rsv_batcher_open(ctypes.byref(p), dsn,
+                                  ctypes.byref(options) if options is not None
+                                  else None, connections)
+        if rc != OK:
+            _raise(rc, strerror(rc), "rsv_batcher_open")
+        self._p = p.value
+
+    def _ptr(self):
+        if not self._p:
+            raise InvalidArgument(EINVAL, "the batcher is closed")
+        return self._p
+
+    @staticmethod
+    def _check(rc, function):
+        if rc != OK:
+            _raise(rc, strerror(rc), function)
+
+    def reserve_one(self, shop_id, token, item_id, location_id, quantity,
+                    ttl_ms=0):
+        """rsv_batcher_reserve_one(): as Context.reserve_one."""
+        tok = _token(token)
+        self._check(lib.rsv_batcher_reserve_one(
+            self._ptr(), _u64(shop_id, "shop_id"), tok, len(tok),
+            _u64(item_id, "item_id"), _u64(location_id, "location_id"),
+            _i64(quantity, "quantity"), _i64(ttl_ms, "ttl_ms")),
+            "rsv_batcher_reserve_one")
+
+    def claim(self, shop_id, token):
+        """rsv_batcher_claim(): as Context.claim, never joining a
+        transaction (the connections are the batcher's)."""
+        tok = _token(token)
+        self._check(lib.rsv_batcher_claim(self._ptr(),
+                                          _u64(shop_id, "shop_id"), tok,
+                                          len(tok)), "rsv_batcher_claim")
+
+    def release(self, shop_id, token):
+        """rsv_batcher_release(): as Context.release."""
+        tok = _token(token)
+        self._check(lib.rsv_batcher_release(self._ptr(),
+                                            _u64(shop_id, "shop_id"), tok,
+                                            len(tok)), "rsv_batcher_release")
+
+    def stats_get(self, stat, op=0):
+        """rsv_batcher_stats_get(): a counter summed over the connections
+        (RSV_STAT_* number, RSV_OP_* number, 0 = every kind)."""
+        out = ctypes.c_uint64()
+        self._check(lib.rsv_batcher_stats_get(self._ptr(), stat, op,
+                                              ctypes.byref(out)),
+                    "rsv_batcher_stats_get")
+        return out.value
+
+    def add_stats_to(self, snapshot):
+        """rsv_batcher_stats_snapshot_add(): add the statistics of every
+        connection to a StatsSnapshot."""
+        self._check(lib.rsv_batcher_stats_snapshot_add(snapshot._ptr(),
+                                                       self._ptr()),
+                    "rsv_batcher_stats_snapshot_add")
+
+    def close(self):
+        """rsv_batcher_close(): runs what is queued, then frees it;
+        idempotent."""
+        if self._p:
+            lib.rsv_batcher_close(self._p)
+            self._p = None
 
     @property
     def closed(self):
