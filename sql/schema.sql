@@ -540,6 +540,11 @@ DELIMITER ;
 -- other way to answer a variable number of rows), and those SELECTs and
 -- the sends after each were a fifth of a 5-line cart's CALL (measured:
 -- docs/performance.md).
+-- Text, not JSON: the same statements with the keys as a JSON array read
+-- with JSON_TABLE, the keys left for pass 2 as JSON, and a row per key
+-- sent by a SELECT over JSON_TABLE cost the CALL 11-20 % more server CPU
+-- (a JSON value as the answer instead: 5-10 %; measured:
+-- docs/performance.md).
 -- The statements inside cost the server about as much as the statement
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
