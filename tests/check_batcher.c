@@ -14,23 +14,9 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "loadlib.h"
 
 #define TOK(s) (s), strlen(s)
-
-/* "%XX" for every byte outside [A-Za-z0-9]: any path or name fits. */
-static void escape(char *out, size_t n, const char *s)
-{
-    size_t w = 0;
-    for (; *s && w + 4 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= '0' && c <= '9'))
-            out[w++] = (char)c;
-        else
-            w += (size_t)snprintf(out + w, n - w, "%%%02X", c);
-    }
-    out[w] = '\0';
-}
 
 /* The test server and the suite's database, as a dsn. */
 static void test_dsn(char *out, size_t n)
@@ -38,9 +24,9 @@ static void test_dsn(char *out, size_t n)
     char sock[600], u[200], p[200];
     const char *user = getenv("RSV_TEST_USER");
     const char *pw = getenv("RSV_TEST_PASSWORD");
-    escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
-    escape(u, sizeof u, user ? user : "root");
-    escape(p, sizeof p, pw ? pw : "");
+    ll_dsn_escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
+    ll_dsn_escape(u, sizeof u, user ? user : "root");
+    ll_dsn_escape(p, sizeof p, pw ? pw : "");
     snprintf(out, n, "mariadb://%s%s%s@/%s?socket=%s", u, pw ? ":" : "",
              pw ? p : "", tu_db_name(), sock);
 }

@@ -9,32 +9,18 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "loadlib.h"
 
 #define TOK(s) (s), strlen(s)
-
-/* "%XX" for every byte outside [A-Za-z0-9]: any path or name fits. */
-static void escape(char *out, size_t n, const char *s)
-{
-    size_t w = 0;
-    for (; *s && w + 4 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= '0' && c <= '9'))
-            out[w++] = (char)c;
-        else
-            w += (size_t)snprintf(out + w, n - w, "%%%02X", c);
-    }
-    out[w] = '\0';
-}
 
 /* The test server, as a dsn for user:password. */
 static void dsn_for(char *out, size_t n, const char *user, const char *pw,
                     const char *extra)
 {
     char sock[600], u[200], p[200];
-    escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
-    escape(u, sizeof u, user);
-    escape(p, sizeof p, pw ? pw : "");
+    ll_dsn_escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
+    ll_dsn_escape(u, sizeof u, user);
+    ll_dsn_escape(p, sizeof p, pw ? pw : "");
     snprintf(out, n, "mariadb://%s%s%s@/%s?socket=%s%s", u, pw ? ":" : "",
              pw ? p : "", tu_db_name(), sock, extra ? extra : "");
 }

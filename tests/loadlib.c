@@ -224,3 +224,17 @@ void ll_format_allocations(const ll_alloc *a, int n, char *buf, size_t len)
                               (unsigned long long)a[y].loc,
                               (long long)a[y].qty);
 }
+
+void ll_dsn_escape(char *out, size_t n, const char *s)
+{
+    size_t w = 0;
+    for (; s && *s && w + 4 < n; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9'))
+            out[w++] = (char)ch;
+        else
+            w += (size_t)snprintf(out + w, n - w, "%%%02X", ch);
+    }
+    out[w] = '\0';
+}

@@ -128,4 +128,8 @@ int ll_cart_allocations(const rsv_cart *cart, const uint64_t *items,
  * early rather than cut an entry short. */
 void ll_format_allocations(const ll_alloc *a, int n, char *buf, size_t len);
 
+/* s with every byte outside [A-Za-z0-9] written as %XX, for a dsn (any
+ * path, user or password fits); at most n bytes with the NUL. */
+void ll_dsn_escape(char *out, size_t n, const char *s);
+
 #endif

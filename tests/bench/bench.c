@@ -1712,31 +1712,16 @@ static void print_paths(const meas *m, const worker *w, const char *key)
     printf("\n");
 }
 
-/* "%XX" for every byte outside [A-Za-z0-9], for a dsn. */
-static void dsn_escape(char *out, size_t n, const char *s)
-{
-    size_t w = 0;
-    for (; s && *s && w + 4 < n; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-            (ch >= '0' && ch <= '9'))
-            out[w++] = (char)ch;
-        else
-            w += (size_t)snprintf(out + w, n - w, "%%%02X", ch);
-    }
-    out[w] = '\0';
-}
-
 /* libreserve-batcher: the shared batcher of a measurement, on the same
  * path to the server as the other designs' clients (the socket, or the
  * delay proxy). */
 static rsv_batcher *batcher_open(const meas *m)
 {
     char u[256], pw[256], sock[1024], dsn[2048];
-    dsn_escape(u, sizeof u, cfg.user);
-    dsn_escape(pw, sizeof pw, cfg.pass);
+    ll_dsn_escape(u, sizeof u, cfg.user);
+    ll_dsn_escape(pw, sizeof pw, cfg.pass);
     if (proxy_port[m->rtt_idx] == 0) {
-        dsn_escape(sock, sizeof sock, cfg.sock);
+        ll_dsn_escape(sock, sizeof sock, cfg.sock);
         snprintf(dsn, sizeof dsn, "mariadb://%s:%s@/%s?socket=%s", u, pw,
                  dbname, sock);
     } else {
