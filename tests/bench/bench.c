@@ -660,6 +660,19 @@ static void bind_tok(pstmt *s, params *p)
     b->length = &p->toklen;
 }
 
+/* One hold's parameters, in the order every hold statement and the
+ * hot-row procedure take them: shop, token, item, location, units, ttl. */
+static void bind_hold(pstmt *s, params *p, unsigned long long *item,
+                      unsigned long long *loc)
+{
+    bind_u64(s, &p->shop);
+    bind_tok(s, p);
+    bind_u64(s, item);
+    bind_u64(s, loc);
+    bind_u64(s, &p->q);
+    bind_u64(s, &p->ttl_us);
+}
+
 static int pstmt_prepare(MYSQL *c, pstmt *s, const char *sql)
 {
     s->st = mysql_stmt_init(c);
@@ -919,12 +932,7 @@ static int setup_hot1(worker *w)
     if (pstmt_prepare(w->conn, &w->st_call_one,
                       "CALL bench_hot1_reserve(?, ?, ?, ?, ?, ?)"))
         return -1;
-    bind_u64(&w->st_call_one, &p->shop);
-    bind_tok(&w->st_call_one, p);
-    bind_u64(&w->st_call_one, &p->item);
-    bind_u64(&w->st_call_one, &p->loc);
-    bind_u64(&w->st_call_one, &p->q);
-    bind_u64(&w->st_call_one, &p->ttl_us);
+    bind_hold(&w->st_call_one, p, &p->item, &p->loc);
     if (pstmt_finish(&w->st_call_one))
         return -1;
     if (pstmt_prepare(w->conn, &w->st_call_cart,
@@ -1030,12 +1038,7 @@ static int worker_setup(worker *w)
              "MICROSECOND, NOW(6))", tbl);
     if (pstmt_prepare(w->conn, &w->st_hold1, sql))
         return -1;
-    bind_u64(&w->st_hold1, &p->shop);
-    bind_tok(&w->st_hold1, p);
-    bind_u64(&w->st_hold1, &p->item);
-    bind_u64(&w->st_hold1, &p->loc);
-    bind_u64(&w->st_hold1, &p->q);
-    bind_u64(&w->st_hold1, &p->ttl_us);
+    bind_hold(&w->st_hold1, p, &p->item, &p->loc);
     if (pstmt_finish(&w->st_hold1))
         return -1;
     size_t len = (size_t)snprintf(sql, sizeof sql,
@@ -1049,14 +1052,8 @@ static int worker_setup(worker *w)
                                 "MICROSECOND, NOW(6))", i ? ", " : "");
     if (pstmt_prepare(w->conn, &w->st_hold5, sql))
         return -1;
-    for (int i = 0; i < CART_LINES; i++) {
-        bind_u64(&w->st_hold5, &p->shop);
-        bind_tok(&w->st_hold5, p);
-        bind_u64(&w->st_hold5, &p->items[i]);
-        bind_u64(&w->st_hold5, &p->locs[i]);
-        bind_u64(&w->st_hold5, &p->q);
-        bind_u64(&w->st_hold5, &p->ttl_us);
-    }
+    for (int i = 0; i < CART_LINES; i++)
+        bind_hold(&w->st_hold5, p, &p->items[i], &p->locs[i]);
     if (pstmt_finish(&w->st_hold5))
         return -1;
     snprintf(sql, sizeof sql,
