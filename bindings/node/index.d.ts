@@ -120,6 +120,21 @@ export type StatName = 'calls' | 'ok' | 'expected' | 'failed' | 'retries' | 'dea
 
 export type Stats = Record<StatName, number | bigint>;
 
+/** One checkout of reserveBatch(): quantity units of itemId at locationId. */
+export interface BatchReserve {
+  shopId: Id;
+  token: Token;
+  itemId: Id;
+  locationId: Id;
+  quantity: Int64;
+}
+
+/** One checkout of claimBatch() / releaseBatch(). */
+export interface BatchCheckout {
+  shopId: Id;
+  token: Token;
+}
+
 /**
  * A context on a connection of its own (open()).  Every method returns a
  * promise; the C call runs on a worker thread, and the calls on one
@@ -142,6 +157,15 @@ export class Context {
   /** Push the deadline to now + ttlMs (0: the default). */
   extend(shopId: Id, token: Token, ttlMs?: Int64): Promise<void>;
   checkoutStatus(shopId: Id, token: Token): Promise<CheckoutStatus>;
+
+  /**
+   * Up to BATCH_MAX checkouts in one call.  Resolves to one code per entry
+   * (codes.OK or the code the single call would reject with); rejects only
+   * when the batch fails as a whole.
+   */
+  reserveBatch(entries: BatchReserve[], ttlMs?: Int64): Promise<number[]>;
+  claimBatch(entries: BatchCheckout[]): Promise<number[]>;
+  releaseBatch(entries: BatchCheckout[]): Promise<number[]>;
 
   /** Top the pool up from the ledger; resolves to the rows added. */
   replenish(shopId: Id, itemId: Id, locationId: Id): Promise<Int64>;
@@ -168,6 +192,28 @@ export class Context {
   statsPrometheus(labels?: Record<string, string | number> | string | null): Promise<string>;
   /** The kill switch: false makes every call that writes fail with Disabled. */
   setEnabled(enabled: boolean): Promise<void>;
+}
+
+/**
+ * Coalesces concurrent reserves, claims and releases into batches on
+ * connections of its own (rsv_batcher_*).  Any number of calls may be in
+ * flight; each settles as the same Context call would, with the code's
+ * short text as message.
+ */
+export class Batcher {
+  private constructor();
+  /** Open connections (1..BATCHER_MAX_CONNECTIONS, default 4) contexts on dsn. */
+  static open(dsn: string, options?: Options, connections?: number): Promise<Batcher>;
+  /** true once close() was called */
+  readonly closed: boolean;
+  reserveOne(shopId: Id, token: Token, itemId: Id, locationId: Id, quantity: Int64,
+    ttlMs?: Int64): Promise<void>;
+  claim(shopId: Id, token: Token): Promise<void>;
+  release(shopId: Id, token: Token): Promise<void>;
+  /** Every counter of an operation kind, summed over the connections. */
+  stats(op?: OpName): Promise<Stats>;
+  /** Close once the calls already made are answered; later calls are refused. */
+  close(): Promise<void>;
 }
 
 /** Open a context on a connection of its own (rsv_open_dsn). */
@@ -254,3 +300,5 @@ export const TOKEN_MAX: 128;
 export const QUANTITY_MAX: 1000000000;
 export const CART_MAX_LINES: 1000;
 export const LINE_MAX_LOCATIONS: 16;
+export const BATCH_MAX: 256;
+export const BATCHER_MAX_CONNECTIONS: 64;

@@ -6,7 +6,8 @@
 // the database.  A context is single-threaded, so calls on one context are
 // queued and run one at a time, in the order they were made; different
 // contexts run in parallel (up to the size of libuv's thread pool,
-// UV_THREADPOOL_SIZE, default 4).
+// UV_THREADPOOL_SIZE, default 4).  A Batcher's calls are not bound by that
+// pool: each is queued at once in the C batcher, which coalesces them.
 //
 // Which libreserve.so is loaded (first match wins):
 //   1. $LIBRESERVE_PATH: the library file, or a directory holding
@@ -44,8 +45,11 @@ const TOKEN_MAX = 128;
 const QUANTITY_MAX = 1000000000;
 const CART_MAX_LINES = 1000;
 const LINE_MAX_LOCATIONS = 16;
+const BATCH_MAX = 256;
+const BATCHER_MAX_CONNECTIONS = 64;
 const LINE_SPLIT = 0x1;
 const OPTIONS_VERSION = 1;
+const PENDING = 1; // RSV_PENDING: a non-blocking call was started
 
 const OPT = Object.freeze({
   NO_PROACTIVE_REFILL: 0x2,
@@ -214,6 +218,9 @@ const { lib, name: LIB_NAME } = loadLibrary();
 koffi.opaque('rsv_ctx');
 koffi.opaque('rsv_cart');
 koffi.opaque('rsv_stats_snapshot');
+koffi.opaque('rsv_batcher');
+koffi.opaque('rsv_batcher_call');
+koffi.struct('pollfd', { fd: 'int', events: 'short', revents: 'short' });
 const Options = koffi.struct('rsv_options', {
   version: 'uint',
   flags: 'uint32_t',
@@ -282,12 +289,37 @@ const PROTOS = [
   'int rsv_stats_prometheus(const rsv_stats_snapshot *snap, const char *labels, ' +
     'uint8_t *buf, size_t len, _Out_ size_t *needed)',
   'int rsv_set_enabled(rsv_ctx *ctx, int enabled)',
+  'int rsv_reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, const uint64_t *item_ids, ' +
+    'const uint64_t *location_ids, const int64_t *quantities, int64_t ttl_ms, int *results)',
+  'int rsv_claim_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, int *results)',
+  'int rsv_release_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, int *results)',
+  'int rsv_batcher_open(_Out_ rsv_batcher **out, const char *dsn, const rsv_options *opts, ' +
+    'uint32_t connections)',
+  'void rsv_batcher_close(rsv_batcher *b)',
+  'int rsv_batcher_reserve_one_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, uint64_t item_id, uint64_t location_id, int64_t quantity, ' +
+    'int64_t ttl_ms, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_claim_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_release_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_fd(const rsv_batcher *b)',
+  'int rsv_batcher_next_done(rsv_batcher *b, _Out_ rsv_batcher_call **done, _Out_ int *code)',
+  'void rsv_batcher_call_free(rsv_batcher_call *call)',
+  'int rsv_batcher_stats_get(const rsv_batcher *b, uint32_t stat, uint32_t op, ' +
+    '_Out_ uint64_t *out)',
+  // libc's, found through libreserve.so's own dependencies: the batcher
+  // waits on its completion pipe with it (see Batcher).
+  'int poll(pollfd *fds, unsigned long nfds, int timeout)',
 ];
 
 const C = {};
 for (const proto of PROTOS) {
   const fn = lib.func(proto);
-  C[/(rsv_\w+)\(/.exec(proto)[1]] = fn;
+  C[/(\w+)\(/.exec(proto)[1]] = fn;
 }
 
 if (Number(C.rsv_options_size()) < koffi.sizeof(Options)) {
@@ -406,6 +438,31 @@ function cartLines(lines) {
       itemId: line.itemId,
     };
   });
+}
+
+// The arrays of a batch call, from entries [{shopId, token, ...}]: checked
+// here, the tokens copied (the call runs later).
+function batchArgs(entries, fn, withLines) {
+  if (!Array.isArray(entries)) throw invalid('entries must be an array', fn);
+  const shops = [];
+  const toks = [];
+  const lens = [];
+  const items = [];
+  const locs = [];
+  const qtys = [];
+  entries.forEach((e, i) => {
+    if (e === null || typeof e !== 'object') throw invalid(`entry ${i} must be an object`, fn);
+    shops.push(u64(e.shopId, `entry ${i}: shopId`));
+    const [b, len] = tokenArgs(e.token);
+    toks.push(b);
+    lens.push(len);
+    if (withLines) {
+      items.push(u64(e.itemId, `entry ${i}: itemId`));
+      locs.push(u64(e.locationId, `entry ${i}: locationId`));
+      qtys.push(i64(e.quantity, `entry ${i}: quantity`));
+    }
+  });
+  return { n: entries.length, shops, toks, lens, items, locs, qtys };
 }
 
 class Context {
@@ -538,6 +595,43 @@ class Context {
       () => ({ status: STATUS[st[0]], statusCode: st[0], units: units[0], expiresInMs: ms[0] }));
   }
 
+  // ---- batches ----
+
+  // One batch call; resolves to its per-entry codes, rejects only when
+  // the call fails as a whole (then every entry holds that code).
+  _batch(fn, a, args) {
+    return this._run(fn, async (ptr) => {
+      // (never empty: koffi passes an empty array as NULL, and the
+      // library's message would then be about that, not about n)
+      const res = new Int32Array(Math.max(a.n, 1));
+      const rc = await callAsync(C[fn], ptr, a.n, a.shops, a.toks, a.lens, ...args, res);
+      this._check(ptr, rc, fn);
+      return Array.from(res.subarray(0, a.n));
+    });
+  }
+
+  /**
+   * Reserve up to BATCH_MAX one-line checkouts at once: entries [{shopId,
+   * token, itemId, locationId, quantity}], all for ttlMs.  Resolves to one
+   * code per entry, what reserveOne would have answered (codes.OK, or
+   * codes.EOUTOFSTOCK, ...); rejects only for the batch as a whole.
+   */
+  async reserveBatch(entries, ttlMs = 0) {
+    const a = batchArgs(entries, 'rsv_reserve_batch', true);
+    return this._batch('rsv_reserve_batch', a,
+      [a.items, a.locs, a.qtys, i64(ttlMs, 'ttlMs')]);
+  }
+
+  /** Claim checkouts [{shopId, token}] at once: one code per entry, as claim would answer. */
+  async claimBatch(entries) {
+    return this._batch('rsv_claim_batch', batchArgs(entries, 'rsv_claim_batch', false), []);
+  }
+
+  /** Release checkouts [{shopId, token}] at once: one code per entry, as release would answer. */
+  async releaseBatch(entries) {
+    return this._batch('rsv_release_batch', batchArgs(entries, 'rsv_release_batch', false), []);
+  }
+
   // ---- pools, expiry, stock ----
 
   /** Top the pool up from the ledger; resolves to the rows added. */
@@ -630,18 +724,8 @@ class Context {
 
   /** Every counter of operation kind op ('all', 'reserve', 'claim', ...): {calls, ok, ...}. */
   async stats(op = 'all') {
-    const k = OPS.indexOf(op);
-    if (k < 0) throw invalid(`unknown operation kind ${show(op)}; known: ${OPS.join(', ')}`, 'rsv_stats_get');
-    return this._run('rsv_stats_get', async (ptr) => {
-      const out = {};
-      STATS.forEach((name, stat) => {
-        const v = [0];
-        const rc = C.rsv_stats_get(ptr, stat, k, v);
-        if (rc !== 0) throw makeError(rc, strerror(rc), 'rsv_stats_get');
-        out[name] = asU64(v[0]);
-      });
-      return out;
-    });
+    const k = opKind(op, 'rsv_stats_get');
+    return this._run('rsv_stats_get', async (ptr) => readStats('rsv_stats_get', ptr, k));
   }
 
   /**
@@ -692,6 +776,26 @@ if (typeof Symbol.asyncDispose === 'symbol') {
 }
 
 function noop() {}
+
+// The enum rsv_op_kind number of op ('all', 'reserve', ...).
+function opKind(op, fn) {
+  const k = OPS.indexOf(op);
+  if (k < 0) throw invalid(`unknown operation kind ${show(op)}; known: ${OPS.join(', ')}`, fn);
+  return k;
+}
+
+// Every counter of operation kind k through rsv_stats_get or
+// rsv_batcher_stats_get (fn), by its name in STATS.
+function readStats(fn, ptr, k) {
+  const out = {};
+  STATS.forEach((name, stat) => {
+    const v = [0];
+    const rc = C[fn](ptr, stat, k, v);
+    if (rc !== 0) throw makeError(rc, strerror(rc), fn);
+    out[name] = asU64(v[0]);
+  });
+  return out;
+}
 
 function atSite(e, site) {
   const frames = String(site.stack).split('\n').slice(1);
@@ -755,6 +859,169 @@ function makeDsn({ database, user, password, host, port, ...params } = {}) {
 }
 
 // ---------------------------------------------------------------------------
+// The batcher
+// ---------------------------------------------------------------------------
+
+// How long one wait on the completion pipe lasts (ms) before it is made
+// again: a bound on a missed wake-up, not a delay of the answers.
+const POLL_MS = 1000;
+const POLLIN = 0x1;
+
+// A batcher the program dropped without close(): closed when collected.
+// Calls in flight keep it reachable, so none is lost this way.
+const batcherFinalizer = new FinalizationRegistry((ptr) => C.rsv_batcher_close(ptr));
+
+class Batcher {
+  // Every call starts the request at once on the main thread (the
+  // rsv_batcher_*_start forms only queue it) and returns a promise, so
+  // any number of calls can be in flight: the batcher's workers coalesce
+  // them into batches.  While any is in flight one worker thread of
+  // libuv's pool waits on the completion pipe (poll(2)), and the main
+  // thread collects the answers.  Made by Batcher.open().
+  constructor(ptr) {
+    this._ptr = ptr;
+    this._fd = C.rsv_batcher_fd(ptr);
+    this._calls = new Map(); // a call's address -> {resolve, reject, fn, site}
+    this._collector = null; // the loop collecting answers while calls are out
+    this._closing = null; // close()'s promise
+    batcherFinalizer.register(this, ptr, this);
+  }
+
+  /**
+   * Open a batcher (rsv_batcher_open): connections (1..64) contexts on
+   * dsn with options, as open() takes them.
+   */
+  static async open(dsn, options = {}, connections = 4) {
+    const fn = 'rsv_batcher_open';
+    if (typeof dsn !== 'string') throw invalid('dsn must be a string', fn);
+    if (!Number.isInteger(connections) || connections < 1 || connections > BATCHER_MAX_CONNECTIONS)
+      throw invalid(`connections must be an integer in 1..${BATCHER_MAX_CONNECTIONS}, not ${show(connections)}`, fn);
+    const o = cOptions(options);
+    const out = [null];
+    const rc = await callAsync(C.rsv_batcher_open, out, dsn, o, connections);
+    if (rc !== 0) {
+      // The batcher keeps no message: one context on the same dsn says
+      // what went wrong (rsv_errmsg), if it fails the same way.
+      let msg = null;
+      const probe = [null];
+      const prc = await callAsync(C.rsv_open_dsn, probe, dsn, o);
+      if (probe[0]) {
+        if (prc === rc) msg = C.rsv_errmsg(probe[0]);
+        await callAsync(C.rsv_close, probe[0]);
+      }
+      throw makeError(rc, msg || strerror(rc), fn);
+    }
+    return new Batcher(out[0]);
+  }
+
+  /** true once close() was called. */
+  get closed() {
+    return this._closing !== null;
+  }
+
+  // Start one request; its promise settles when the batcher answers it.
+  _start(fn, start, args) {
+    const site = {};
+    Error.captureStackTrace(site, Batcher.prototype._start);
+    if (this._closing) return Promise.reject(atSite(invalid('the batcher is closed', fn), site));
+    const out = [null];
+    const rc = C[start](this._ptr, ...args, out);
+    if (rc !== PENDING) {
+      // decided at once: the single call's argument checks
+      return rc === 0 ? Promise.resolve() : Promise.reject(atSite(makeError(rc, strerror(rc), fn), site));
+    }
+    return new Promise((resolve, reject) => {
+      this._calls.set(koffi.address(out[0]), { resolve, reject, fn, site });
+      if (!this._collector) this._collector = this._collect();
+    });
+  }
+
+  // While calls are out: wait for the pipe on a worker thread, then
+  // collect here; a failing wait fails the calls rather than strand them.
+  async _collect() {
+    try {
+      while (this._calls.size > 0) {
+        await callAsync(C.poll, { fd: this._fd, events: POLLIN, revents: 0 }, 1, POLL_MS);
+        this._answer();
+      }
+    } catch (e) {
+      for (const call of this._calls.values()) call.reject(e);
+      this._calls.clear();
+    } finally {
+      this._collector = null;
+    }
+  }
+
+  // Hand every completed call's code to its promise, and free the call.
+  _answer() {
+    const done = [null];
+    const code = [0];
+    while (C.rsv_batcher_next_done(this._ptr, done, code) === 0) {
+      const key = koffi.address(done[0]);
+      C.rsv_batcher_call_free(done[0]);
+      const call = this._calls.get(key);
+      if (!call) continue;
+      this._calls.delete(key);
+      const rc = code[0];
+      if (rc === 0) call.resolve();
+      else call.reject(atSite(makeError(rc, strerror(rc), call.fn), call.site));
+    }
+  }
+
+  /** reserveOne through the batcher (ttlMs 0: the default); rejects as Context.reserveOne. */
+  async reserveOne(shopId, tok, itemId, locationId, quantity, ttlMs = 0) {
+    const t = tokenArgs(tok);
+    return this._start('rsv_batcher_reserve_one', 'rsv_batcher_reserve_one_start',
+      [u64(shopId, 'shopId'), ...t, u64(itemId, 'itemId'), u64(locationId, 'locationId'),
+        i64(quantity, 'quantity'), i64(ttlMs, 'ttlMs')]);
+  }
+
+  /** claim through the batcher; rejects as Context.claim. */
+  async claim(shopId, tok) {
+    const t = tokenArgs(tok);
+    return this._start('rsv_batcher_claim', 'rsv_batcher_claim_start', [u64(shopId, 'shopId'), ...t]);
+  }
+
+  /** release through the batcher; rejects as Context.release. */
+  async release(shopId, tok) {
+    const t = tokenArgs(tok);
+    return this._start('rsv_batcher_release', 'rsv_batcher_release_start', [u64(shopId, 'shopId'), ...t]);
+  }
+
+  /** Every counter of operation kind op, summed over the connections: {calls, ok, ...}. */
+  async stats(op = 'all') {
+    const k = opKind(op, 'rsv_batcher_stats_get');
+    if (this._closing) throw invalid('the batcher is closed', 'rsv_batcher_stats_get');
+    return readStats('rsv_batcher_stats_get', this._ptr, k);
+  }
+
+  /**
+   * Close the batcher once the calls already made are answered (later
+   * ones are refused), then its connections.
+   */
+  async close() {
+    if (!this._closing) {
+      this._closing = (async () => {
+        // Collected here, not by rsv_batcher_close, which would free the
+        // calls still out without answering them.
+        while (this._collector) await this._collector;
+        batcherFinalizer.unregister(this);
+        const ptr = this._ptr;
+        this._ptr = null;
+        await callAsync(C.rsv_batcher_close, ptr);
+      })();
+    }
+    return this._closing;
+  }
+}
+
+if (typeof Symbol.asyncDispose === 'symbol') {
+  Batcher.prototype[Symbol.asyncDispose] = function dispose() {
+    return this.close();
+  };
+}
+
+// ---------------------------------------------------------------------------
 // Library information
 // ---------------------------------------------------------------------------
 
@@ -814,6 +1081,7 @@ module.exports = {
   findSchema,
   errorClass,
   Context,
+  Batcher,
   ReserveError,
   ExpectedOutcome,
   Failure,
@@ -851,4 +1119,6 @@ module.exports = {
   QUANTITY_MAX,
   CART_MAX_LINES,
   LINE_MAX_LOCATIONS,
+  BATCH_MAX,
+  BATCHER_MAX_CONNECTIONS,
 };

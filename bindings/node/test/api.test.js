@@ -97,6 +97,15 @@ test('arguments are checked before anything is sent', async () => {
     e.function === 'rsv_open_dsn' && /no_such_key/.test(e.message));
   await assert.rejects(rsv.open(dsn), (e) =>
     e instanceof rsv.ConnectionLost && e.codeName === 'RSV_ECONN' && /cannot connect/.test(e.message));
+  // the batcher: the same checks, and the message of a context on its dsn
+  await assert.rejects(rsv.Batcher.open(42), rsv.InvalidArgument);
+  for (const n of [0, rsv.BATCHER_MAX_CONNECTIONS + 1, 1.5, '2']) {
+    await assert.rejects(rsv.Batcher.open(dsn, {}, n), (e) =>
+      e instanceof rsv.InvalidArgument && /connections must be an integer in 1\.\.64/.test(e.message));
+  }
+  await assert.rejects(rsv.Batcher.open(dsn, { poolKap: 1 }), rsv.InvalidArgument);
+  await assert.rejects(rsv.Batcher.open(dsn, {}, 2), (e) =>
+    e instanceof rsv.ConnectionLost && e.function === 'rsv_batcher_open' && /cannot connect/.test(e.message));
 });
 
 test('index.d.ts declares every export of index.js', () => {
@@ -151,20 +160,31 @@ async function main(): Promise<void> {
   await ctx.poolDrain(1, 42, 7);
   await ctx.setEnabled(false);
   await ctx.reconnect();
+  const results: number[] = await ctx.reserveBatch([
+    { shopId: 1, token: 'b-1', itemId: 42n, locationId: 7, quantity: 1 },
+  ], 60000);
+  await ctx.claimBatch([{ shopId: 1, token: Buffer.from('b-1') }]);
+  await ctx.releaseBatch([{ shopId: 1n, token: 'b-1' }]);
   await ctx.close();
+  const b: rsv.Batcher = await rsv.Batcher.open(dsn, { holdTtlMs: 60000 }, 8);
+  await Promise.all([b.reserveOne(1, 'b-2', 42, 7, 1, 1000), b.claim(1, 'b-2'), b.release(1, 'b-3')]);
+  const bs: rsv.Stats = await b.stats('reserve');
+  await b.close();
   const closed: boolean = ctx.closed;
   const code: number = rsv.codes.EOUTOFSTOCK;
   const version: string = rsv.version();
   console.log(name, stock.available, onHand, swept, v.length, s.calls, text, closed, code, version,
     rsv.versionNumber(), rsv.schemaVersion(), rsv.strerror(-1), rsv.codeName(-1), rsv.libraryPath(),
     rsv.findSchema(), rsv.defaultOptions().poolCap, rsv.OPT.NO_PROACTIVE_REFILL, rsv.STATUS[1],
-    rsv.errorClass(-1) === rsv.OutOfStock, rsv.TOKEN_MAX);
+    rsv.errorClass(-1) === rsv.OutOfStock, rsv.TOKEN_MAX, results[0] === rsv.codes.OK, bs.statements,
+    b.closed, rsv.BATCH_MAX, rsv.BATCHER_MAX_CONNECTIONS);
 }
 main();
 `);
     fs.writeFileSync(path.join(dir, 'bad.ts'), `
 import * as rsv from 'libreserve';
 async function f(ctx: rsv.Context) { await ctx.reserveOne(1, 42, 1, 1, 1); }
+async function g(b: rsv.Batcher) { await b.claim(1, 42); }
 `);
     // No @types/node needed: the two globals the program uses.
     fs.writeFileSync(path.join(dir, 'globals.d.ts'),
@@ -181,7 +201,8 @@ async function f(ctx: rsv.Context) { await ctx.reserveOne(1, 42, 1, 1, 1); }
       }
     };
     assert.equal(run('app.ts'), '');
-    assert.match(run('bad.ts'), /TS2345/); // a number is not a token
+    const bad = run('bad.ts');
+    assert.equal((bad.match(/TS2345/g) || []).length, 2, bad); // a number is not a token
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -377,3 +377,182 @@ serverTest('stats, Prometheus text and the kill switch', async (ctx, s) => {
   await ctx.claim(s, 'k');
   assert.equal((await ctx.stockGet(s, 1, 1)).onHand, 0);
 });
+
+// ---- batches ----
+
+const { OK, EOUTOFSTOCK, ECLAIMED, ERELEASED, ENOTFOUND, ETOKEN, ENOITEM, EQUANTITY } = rsv.codes;
+
+serverTest('reserveBatch: each entry its own code, one sold out, a repeat changes nothing', async (ctx, s) => {
+  await ctx.stockSet(s, 1, 1, 5);
+  await ctx.stockSet(s, 2, 1, 10);
+  await ctx.stockSet(s, U64_MAX, 1n << 60n, 2);
+  const batch = [
+    { shopId: s, token: 'b-1', itemId: 1, locationId: 1, quantity: 3 },
+    { shopId: s, token: 'b-2', itemId: 1, locationId: 1, quantity: 3 }, // 2 left: sold out
+    { shopId: s, token: Buffer.from('b-\0'), itemId: 2, locationId: 1, quantity: 4 },
+    { shopId: s, token: 'b-3', itemId: 1, locationId: 1, quantity: 2 },
+    { shopId: s, token: '', itemId: 1, locationId: 1, quantity: 1 },
+    { shopId: s, token: 'b-4', itemId: 9, locationId: 1, quantity: 1 },
+    { shopId: s, token: 'b-5', itemId: 2, locationId: 1, quantity: 0 },
+    { shopId: BigInt(s), token: 'b-6', itemId: U64_MAX, locationId: 1n << 60n, quantity: 2n },
+  ];
+  const want = [OK, EOUTOFSTOCK, OK, OK, ETOKEN, ENOITEM, EQUANTITY, OK];
+  assert.deepEqual(await ctx.reserveBatch(batch), want);
+  const held = async () => [(await ctx.stockGet(s, 1, 1)).held, (await ctx.stockGet(s, 2, 1)).held,
+    (await ctx.stockGet(s, U64_MAX, 1n << 60n)).held];
+  assert.deepEqual(await held(), [5, 4, 2]);
+  await rejection(ctx.checkoutStatus(s, 'b-2'), rsv.NotFound, rsv.codes.ENOTFOUND);
+  assert.equal((await ctx.checkoutStatus(s, 'b-1')).units, 3);
+  // the same batch again (a client's retry): every checkout held once
+  assert.deepEqual(await ctx.reserveBatch(batch, 60000), want);
+  assert.deepEqual(await held(), [5, 4, 2]);
+  assert.equal((await ctx.stats('reserve')).calls, 16); // each entry one call
+  assert.deepEqual(await ctx.releaseBatch(['b-1', 'b-\0', 'b-3', 'b-6'].map((token) => ({
+    shopId: s, token: token === 'b-\0' ? Buffer.from(token) : token,
+  }))), [OK, OK, OK, OK]);
+  assert.deepEqual(await held(), [0, 0, 0]);
+});
+
+serverTest('claimBatch / releaseBatch: per-entry codes, idempotent repeats', async (ctx, s) => {
+  await ctx.stockSet(s, 1, 1, 10);
+  const mk = (...tokens) => tokens.map((token) => ({ shopId: s, token }));
+  assert.deepEqual(await ctx.reserveBatch(['a', 'b', 'c', 'd'].map((token) =>
+    ({ shopId: s, token, itemId: 1, locationId: 1, quantity: 2 }))), [OK, OK, OK, OK]);
+  // a token listed twice is claimed once
+  assert.deepEqual(await ctx.claimBatch(mk('a', 'a', 'nobody', 'c', '')),
+    [OK, ECLAIMED, ENOTFOUND, OK, ETOKEN]);
+  assert.deepEqual(await ctx.releaseBatch(mk('b', 'a', 'b', 'nobody')), [OK, ECLAIMED, OK, ENOTFOUND]);
+  // repeated: a claim that went through answers ECLAIMED, never takes twice;
+  // a release stays OK
+  assert.deepEqual(await ctx.claimBatch(mk('a', 'c', 'b')), [ECLAIMED, ECLAIMED, ERELEASED]);
+  assert.deepEqual(await ctx.releaseBatch(mk('b', 'b')), [OK, OK]);
+  let st = await ctx.stockGet(s, 1, 1);
+  assert.deepEqual([st.onHand, st.held, st.available], [6, 2, 4]);
+  assert.equal((await ctx.stats('claim')).calls, 8);
+  await ctx.releaseBatch(mk('d'));
+  st = await ctx.stockGet(s, 1, 1);
+  assert.deepEqual([st.onHand, st.held, st.available], [6, 0, 6]);
+});
+
+serverTest('batches: what fails as a whole rejects, checked arguments send nothing', async (ctx, s) => {
+  await ctx.stockSet(s, 1, 1, 10);
+  const one = { shopId: s, token: 't', itemId: 1, locationId: 1, quantity: 1 };
+  let e = await rejection(ctx.reserveBatch([]), rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.equal(e.function, 'rsv_reserve_batch');
+  assert.match(e.message, /1\.\.256 entries, not 0/);
+  e = await rejection(ctx.claimBatch(Array.from({ length: rsv.BATCH_MAX + 1 }, () => ({ shopId: s, token: 'x' }))),
+    rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.match(e.message, /not 257/);
+  e = await rejection(ctx.reserveBatch([one], -1), rsv.InvalidQuantity, rsv.codes.EQUANTITY);
+  assert.match(e.stack, /server\.test\.js/);
+  const calls = (await ctx.stats('reserve')).calls + (await ctx.stats('claim')).calls +
+    (await ctx.stats('release')).calls;
+  assert.equal(calls, 3); // a batch refused as a whole is one call
+  e = await rejection(ctx.reserveBatch([one, { ...one, token: 7 }]), rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.match(e.message, /token must be/);
+  e = await rejection(ctx.releaseBatch([{ shopId: s, token: 'x' }, { shopId: -1, token: 'y' }]),
+    rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.match(e.message, /entry 1: shopId/);
+  await rejection(ctx.claimBatch('t'), rsv.InvalidArgument, rsv.codes.EINVAL);
+  await rejection(ctx.claimBatch([null]), rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.equal((await ctx.stats('reserve')).calls + (await ctx.stats('claim')).calls +
+    (await ctx.stats('release')).calls, 3);
+  await ctx.setEnabled(false);
+  await rejection(ctx.reserveBatch([one]), rsv.Disabled, rsv.codes.EDISABLED);
+  await ctx.setEnabled(true);
+  assert.equal((await ctx.stockGet(s, 1, 1)).held, 0);
+});
+
+// ---- the batcher ----
+
+test('Batcher: many concurrent calls coalesce, the stock ends exactly right', { skip: missing || false }, async () => {
+  const s = h.newShop();
+  const ctx = await rsv.open(h.dsn(DB));
+  const b = await rsv.Batcher.open(h.dsn(DB), { holdTtlMs: 60000 }, 3);
+  try {
+    await ctx.stockSet(s, 1, 1, 40);
+    await ctx.stockSet(s, 2, 1, 1000);
+    // 300 buyers at once for 40 units: 40 holds, no more
+    const N = 300;
+    const got = await Promise.allSettled(Array.from({ length: N }, (_, i) =>
+      b.reserveOne(s, `buyer-${i}`, 1, 1, 1)));
+    const won = got.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+    assert.equal(won.length, 40);
+    for (const r of got.filter((x) => x.status === 'rejected')) {
+      assert.ok(r.reason instanceof rsv.OutOfStock, r.reason.stack);
+      assert.equal(r.reason.function, 'rsv_batcher_reserve_one');
+      assert.equal(r.reason.message, rsv.strerror(rsv.codes.EOUTOFSTOCK));
+    }
+    let st = await ctx.stockGet(s, 1, 1);
+    assert.deepEqual([st.onHand, st.held, st.available], [40, 40, 0]);
+    let stats = await b.stats('reserve');
+    assert.deepEqual([stats.calls, stats.ok, stats.expected], [N, 40, N - 40]);
+
+    // where every reserve can be served at once (a full pool) they share
+    // statements (how many depends on how fast the workers keep up)
+    assert.ok(await ctx.replenish(s, 2, 1) > 0);
+    const before = stats.statements;
+    await Promise.all(Array.from({ length: N }, (_, i) => b.reserveOne(s, `many-${i}`, 2, 1, 1)));
+    stats = await b.stats('reserve');
+    assert.equal(stats.ok, 40 + N);
+    assert.ok(stats.statements - before < N, `${stats.statements - before} statements for ${N} reserves`);
+    assert.equal((await ctx.stockGet(s, 2, 1)).held, N);
+
+    // claims and releases, interleaved, each made twice at once: one of
+    // the two claims takes the units (either: they may go to different
+    // connections), the other answers AlreadyClaimed
+    const half = won.length / 2;
+    const twice = await Promise.all(won.map((i, k) => Promise.allSettled(k < half
+      ? [b.claim(s, `buyer-${i}`), b.claim(s, `buyer-${i}`)]
+      : [b.release(s, `buyer-${i}`), b.release(s, `buyer-${i}`)])));
+    twice.forEach((pair, k) => {
+      const codes = pair.map((r) => (r.status === 'fulfilled' ? OK : r.reason.code)).sort();
+      assert.deepEqual(codes, k < half ? [ECLAIMED, OK] : [OK, OK]);
+    });
+    await Promise.all(Array.from({ length: N }, (_, i) => b.release(s, `many-${i}`)));
+    await rejection(b.release(s, `buyer-${won[0]}`), rsv.AlreadyClaimed, rsv.codes.ECLAIMED);
+    await rejection(b.claim(s, `buyer-${won[half]}`), rsv.AlreadyReleased, rsv.codes.ERELEASED);
+    await rejection(b.claim(s, 'nobody'), rsv.NotFound, rsv.codes.ENOTFOUND);
+    // decided before the queue: not counted
+    await rejection(b.claim(s, ''), rsv.InvalidToken, rsv.codes.ETOKEN);
+    await rejection(b.reserveOne(s, 'q', 1, 1, 0), rsv.InvalidQuantity, rsv.codes.EQUANTITY);
+    await rejection(b.reserveOne(s, 7, 1, 1, 1), rsv.InvalidArgument, rsv.codes.EINVAL);
+    await rejection(b.stats('nothing'), rsv.InvalidArgument, rsv.codes.EINVAL);
+    st = await ctx.stockGet(s, 1, 1);
+    assert.deepEqual([st.onHand, st.held, st.available], [20, 0, 20]);
+    st = await ctx.stockGet(s, 2, 1);
+    assert.deepEqual([st.onHand, st.held, st.available], [1000, 0, 1000]);
+    assert.equal((await b.stats('claim')).calls, 2 * half + 2);
+    assert.deepEqual(await ctx.audit(s), []);
+  } finally {
+    await b.close();
+    await ctx.close();
+  }
+});
+
+test('Batcher: close answers the calls made before it, refuses later ones', { skip: missing || false }, async () => {
+  const s = h.newShop();
+  const ctx = await rsv.open(h.dsn(DB));
+  await ctx.stockSet(s, 1, 1, 10);
+  const b = await rsv.Batcher.open(h.dsn(DB), {}, 1);
+  assert.equal(b.closed, false);
+  const calls = Array.from({ length: 20 }, (_, i) => b.reserveOne(s, `c-${i}`, 1, 1, 1));
+  const closing = b.close();
+  assert.equal(b.closed, true);
+  let e = await rejection(b.claim(s, 'c-0'), rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.equal(e.message, 'the batcher is closed');
+  const got = await Promise.allSettled(calls);
+  assert.equal(got.filter((r) => r.status === 'fulfilled').length, 10);
+  await closing;
+  await b.close(); // again: nothing
+  await rejection(b.stats(), rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.equal((await ctx.stockGet(s, 1, 1)).held, 10);
+  assert.deepEqual(await ctx.releaseBatch(got.flatMap((r, i) => (r.status === 'fulfilled'
+    ? [{ shopId: s, token: `c-${i}` }] : []))), Array(10).fill(OK));
+  // what the library refuses, with the message a context gets
+  e = await rejection(rsv.Batcher.open(h.dsn(`${DB}_empty`)), rsv.SchemaError, rsv.codes.ESCHEMA);
+  assert.match(e.message, /rsv_ledger/);
+  e = await rejection(rsv.Batcher.open(h.dsn(DB, '&no_such_key=1')), rsv.InvalidArgument, rsv.codes.EINVAL);
+  assert.match(e.message, /no_such_key/);
+  await ctx.close();
+});
