@@ -292,7 +292,8 @@ static int check_schema(rsv_ctx *ctx)
                                         RSV_PROC_TOP_UP, RSV_PROC_SETTLE,
                                         RSV_PROC_POOL_TAKE,
                                         RSV_PROC_RESERVE_BATCH,
-                                        RSV_PROC_SETTLE_BATCH};
+                                        RSV_PROC_SETTLE_BATCH,
+                                        RSV_PROC_TAKE_UNITS};
     enum { NPROCS = sizeof procs / sizeof procs[0] };
     for (size_t i = 0; i < NPROCS; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
@@ -341,8 +342,9 @@ static int check_schema(rsv_ctx *ctx)
      * for a Galera node, where they are not used (check_galera). */
     int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY) &&
                     !ctx->galera;
-    int procs_ok = use_procs &&
-                   found[NTABLES + 2] == '1'; /* (both call the top-up) */
+    /* (every reserve procedure calls the top-up and the unit take) */
+    int procs_ok = use_procs && found[NTABLES + 2] == '1' &&
+                   found[NTABLES + 7] == '1';
     ctx->has_proc = procs_ok && found[NTABLES] == '1' &&
                     found[NTABLES + 4] == '1'; /* (it calls the pool take) */
     ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';

@@ -34,6 +34,8 @@
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
 #define RSV_PROC_POOL_TAKE "rsv_pool_take_v2" /* called by ..._RESERVE */
+/* a key's units off its pool: called by every reserve procedure */
+#define RSV_PROC_TAKE_UNITS "rsv_pool_take_units_v1"
 #define RSV_PROC_SETTLE "rsv_settle_v2"     /* claim and release */
 /* Many checkouts in one CALL (batch.c): reserves, and claims or
  * releases. */

@@ -1776,6 +1776,94 @@ START_TEST(unreadable_cart_answer_is_an_error)
 }
 END_TEST
 
+/* The pool row id at offset `nth` of an item's pool (0: the lowest). */
+static int64_t nth_pool_id(MYSQL *c, uint64_t shop, uint64_t item, int nth)
+{
+    char q[256];
+    snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = %llu AND "
+             "item_id = %llu AND location_id = 1 ORDER BY id LIMIT 1 "
+             "OFFSET %d", (unsigned long long)shop,
+             (unsigned long long)item, nth);
+    return tu_i64(c, q);
+}
+
+static int64_t pool_rows_below(MYSQL *c, uint64_t shop, uint64_t item,
+                               int64_t id)
+{
+    char q[256];
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = "
+             "%llu AND item_id = %llu AND location_id = 1 AND id <= %lld",
+             (unsigned long long)shop, (unsigned long long)item,
+             (long long)id);
+    return tu_i64(c, q);
+}
+
+/* The procedures take a key's units with one read and one DELETE.  The
+ * DELETE must never reach a row another transaction holds (it would wait
+ * for it): here another buyer holds the third unit of each pool, so the
+ * units taken from the bottom have a gap, on the one-key path, in a cart
+ * and in a batch.  A wait would end in RSV_EBUSY (1 s lock waits). */
+START_TEST(units_taken_around_a_held_row)
+{
+    MYSQL *c;
+    rsv_ctx *ctx = tu_open_with(&c, TEST_OPT_READ_FROM_BOTTOM, 0);
+    tu_exec(c, "SET SESSION innodb_lock_wait_timeout = 1");
+    uint64_t shop = tu_shop();
+    int64_t held[3];
+    MYSQL *other = tu_connect_in_txn();
+    for (int i = 0; i < 3; i++) {
+        /* all 10 units pooled: none left on the ledger row to take */
+        pooled_stock(ctx, c, shop, 90 + (uint64_t)i, 10, 10);
+        held[i] = nth_pool_id(c, shop, 90 + (uint64_t)i, 2);
+        char q[256];
+        snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = %llu "
+                 "AND item_id = %d AND location_id = 1 AND id = %lld FOR "
+                 "UPDATE", (unsigned long long)shop, 90 + i,
+                 (long long)held[i]);
+        tu_exec(other, q);
+    }
+
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("gap-one"), 90, 1, 4, 0));
+    ck_assert_uint_eq(one_trips(ctx), 1);
+    ck_assert_int_eq(key_count(c, "pool", shop, 90), 6);
+    ck_assert_int_eq(pool_rows_below(c, shop, 90, held[0]), 1);
+
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l1[1] = {1};
+    ck_assert_int_eq(rsv_cart_add(cart, 90, l1, 1, 2, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 91, l1, 1, 3, 0), RSV_OK);
+    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("gap-cart"), cart, 0));
+    ck_assert_uint_eq(one_trips(ctx), 2);
+    ck_assert_int_eq(key_count(c, "pool", shop, 90), 4);
+    ck_assert_int_eq(key_count(c, "pool", shop, 91), 7);
+    ck_assert_int_eq(pool_rows_below(c, shop, 91, held[1]), 1);
+
+    uint64_t shops[2] = {shop, shop}, items[2] = {92, 92}, locs[2] = {1, 1};
+    int64_t qty[2] = {3, 2};
+    const void *toks[2] = {"gap-b1", "gap-b2"};
+    size_t lens[2] = {6, 6};
+    int results[2] = {-1, -1};
+    TU_OK(ctx, rsv_reserve_batch(ctx, 2, shops, toks, lens, items, locs, qty,
+                                 0, results));
+    ck_assert_int_eq(results[0], RSV_OK);
+    ck_assert_int_eq(results[1], RSV_OK);
+    ck_assert_int_eq(key_count(c, "pool", shop, 92), 5);
+    ck_assert_int_eq(pool_rows_below(c, shop, 92, held[2]), 1);
+    tu_exec(other, "ROLLBACK");
+    mysql_close(other);
+
+    ck_assert_int_eq(tu_held(ctx, shop, 90, 1), 6);
+    ck_assert_int_eq(tu_held(ctx, shop, 91, 1), 3);
+    ck_assert_int_eq(tu_held(ctx, shop, 92, 1), 5);
+    TU_OK(ctx, rsv_claim(ctx, shop, TOK("gap-one")));
+    TU_OK(ctx, rsv_release(ctx, shop, TOK("gap-cart")));
+    rsv_cart_free(cart);
+    rsv_close(ctx);
+    mysql_close(c);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("semantics");
@@ -1820,6 +1908,8 @@ int main(void)
            slow_path_goes_back_when_refilled);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
            cursor_read_short_rescans_from_bottom);
+    tu_add_timeout(s, "units_taken_around_a_held_row",
+                   units_taken_around_a_held_row, 30);
     tu_add_timeout(s, "statement_failed_mid_result_is_reusable",
                    statement_failed_mid_result_is_reusable, 15);
     int rc = tu_run(s);
