@@ -288,13 +288,21 @@ static int check_schema(rsv_ctx *ctx)
                                 "(SELECT COUNT(*) FROM information_schema."
                                 "tables WHERE table_schema = DATABASE() AND "
                                 "table_name = '%s'), ", tables[i]);
-    static const char *const procs[] = {RSV_PROC_RESERVE, RSV_PROC_CART,
-                                        RSV_PROC_TOP_UP, RSV_PROC_SETTLE,
-                                        RSV_PROC_POOL_TAKE,
-                                        RSV_PROC_RESERVE_BATCH,
-                                        RSV_PROC_SETTLE_BATCH,
-                                        RSV_PROC_TAKE_UNITS};
-    enum { NPROCS = sizeof procs / sizeof procs[0] };
+    enum {
+        P_RESERVE, P_CART, P_TOP_UP, P_TAKE_UNITS, P_RESERVE_KEY,
+        P_RESERVE_BATCH, P_SETTLE, P_SETTLE_CHECKOUT, P_SETTLE_BATCH, NPROCS
+    };
+    static const char *const procs[NPROCS] = {
+        [P_RESERVE] = RSV_PROC_RESERVE,
+        [P_CART] = RSV_PROC_CART,
+        [P_TOP_UP] = RSV_PROC_TOP_UP,
+        [P_TAKE_UNITS] = RSV_PROC_TAKE_UNITS,
+        [P_RESERVE_KEY] = RSV_PROC_RESERVE_KEY,
+        [P_RESERVE_BATCH] = RSV_PROC_RESERVE_BATCH,
+        [P_SETTLE] = RSV_PROC_SETTLE,
+        [P_SETTLE_CHECKOUT] = RSV_PROC_SETTLE_CHECKOUT,
+        [P_SETTLE_BATCH] = RSV_PROC_SETTLE_BATCH,
+    };
     for (size_t i = 0; i < NPROCS; i++)
         len += (size_t)snprintf(q + len, sizeof q - len,
                                 "%s(SELECT COUNT(*) FROM information_schema."
@@ -342,15 +350,17 @@ static int check_schema(rsv_ctx *ctx)
      * for a Galera node, where they are not used (check_galera). */
     int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY) &&
                     !ctx->galera;
-    /* (every reserve procedure calls the top-up and the unit take) */
-    int procs_ok = use_procs && found[NTABLES + 2] == '1' &&
-                   found[NTABLES + 7] == '1';
-    ctx->has_proc = procs_ok && found[NTABLES] == '1' &&
-                    found[NTABLES + 4] == '1'; /* (it calls the pool take) */
-    ctx->has_cart_proc = procs_ok && found[NTABLES + 1] == '1';
-    ctx->has_settle_proc = use_procs && found[NTABLES + 3] == '1';
-    ctx->has_batch_proc = procs_ok && found[NTABLES + 5] == '1';
-    ctx->has_settle_batch_proc = use_procs && found[NTABLES + 6] == '1';
+    const char *have = found + NTABLES;
+    /* (what each calls must be there too) */
+    int take_ok = use_procs && have[P_TOP_UP] == '1' &&
+                  have[P_TAKE_UNITS] == '1';
+    int key_ok = take_ok && have[P_RESERVE_KEY] == '1';
+    int settle_ok = use_procs && have[P_SETTLE_CHECKOUT] == '1';
+    ctx->has_proc = key_ok && have[P_RESERVE] == '1';
+    ctx->has_batch_proc = key_ok && have[P_RESERVE_BATCH] == '1';
+    ctx->has_cart_proc = take_ok && have[P_CART] == '1';
+    ctx->has_settle_proc = settle_ok && have[P_SETTLE] == '1';
+    ctx->has_settle_batch_proc = settle_ok && have[P_SETTLE_BATCH] == '1';
     return RSV_OK;
 }
 

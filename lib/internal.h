@@ -27,16 +27,20 @@
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
-/* The reserve fast path as stored procedures (sql/schema.sql), for one
- * key and for a cart; the version in a name changes whenever its body or
- * arguments do. */
+/* The stored procedures (sql/schema.sql) the library calls, and those
+ * they call; the version in a name changes whenever its arguments, answer
+ * or tables do. */
 #define RSV_PROC_RESERVE "rsv_fast_reserve_v6"
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
-#define RSV_PROC_POOL_TAKE "rsv_pool_take_v2" /* called by ..._RESERVE */
+/* one key of a new checkout: called by ..._RESERVE and ..._RESERVE_BATCH */
+#define RSV_PROC_RESERVE_KEY "rsv_reserve_key_v1"
 /* a key's units off its pool: called by every reserve procedure */
 #define RSV_PROC_TAKE_UNITS "rsv_pool_take_units_v1"
 #define RSV_PROC_SETTLE "rsv_settle_v2"     /* claim and release */
+/* one checkout's claim or release: called by ..._SETTLE and
+ * ..._SETTLE_BATCH */
+#define RSV_PROC_SETTLE_CHECKOUT "rsv_settle_checkout_v1"
 /* Many checkouts in one CALL (batch.c): reserves, and claims or
  * releases. */
 #define RSV_PROC_RESERVE_BATCH "rsv_reserve_batch_v1"

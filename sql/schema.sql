@@ -367,29 +367,143 @@ BEGIN
 END//
 DELIMITER ;
 
+-- One new checkout taking p_want units at one item and location, in the
+-- caller's transaction, which it neither starts nor ends: the reserve
+-- procedure below and every entry of the batch procedure run it
+-- (libreserve calls those; never call it yourself).  Lock order as in
+-- docs/internals.md section 3, but the hold (4) comes right after the
+-- checkout row (1): nobody can reach it while this transaction holds that
+-- row, and it shortens the time a hot ledger row is held.  The units come
+-- straight from the ledger row when no other transaction holds it (SKIP
+-- LOCKED: never waited for) and it has enough not yet issued; otherwise
+-- from the pool (lock order 3), read upward from p_start (0: the bottom).
+-- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
+-- this transaction holds the ledger row (rsv_pool_top_up_v2).
+-- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
+-- re-reserve, which the library does with statements), 2 = the pool had
+-- fewer rows free than wanted, 3 = no ledger row (the caller rolls back
+-- whatever this wrote).  o_taken units taken from the pool, o_first and
+-- o_last the pool ids taken; o_next the ledger's next_unit_id and o_avail
+-- its on_hand - issued (after this reserve when it held the ledger row;
+-- NULL when the row was held elsewhere and a read from p_start succeeded
+-- without reading it); o_direct units taken from the ledger; o_mint pool
+-- rows minted by the top-up (-1: due, but the row was held elsewhere).
+DROP PROCEDURE IF EXISTS rsv_reserve_key_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_reserve_key_v1(
+    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
+    IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
+    IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT,
+    IN p_fill BIGINT, OUT o_status INT, OUT o_taken INT,
+    OUT o_first BIGINT UNSIGNED, OUT o_last BIGINT UNSIGNED,
+    OUT o_next BIGINT UNSIGNED, OUT o_avail BIGINT, OUT o_direct BIGINT,
+    OUT o_mint BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_dup INT DEFAULT 0;
+  DECLARE v_cap BIGINT;
+  -- held here (but short), or held elsewhere
+  DECLARE v_locked INT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+  SET o_status = 0, o_taken = 0, o_first = NULL, o_last = NULL,
+      o_next = NULL, o_avail = NULL, o_direct = 0, o_mint = 0;
+  -- Creating the row locks it (lock order 1).
+  INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
+      generation, hold_count, expires_at, created_at, updated_at)
+    VALUES (p_shop, p_token, 1, 1, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND,
+            NOW(6), NOW(6));
+  IF v_dup THEN
+    SET o_status = 1;
+  ELSE
+    -- The hold, before the ledger row (see above).
+    INSERT INTO rsv_holds (shop_id, checkout_token,
+        item_id, location_id, quantity, generation,
+        expires_at, created_at)
+      VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
+              NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
+    -- The ledger row, if no other transaction holds it (lock order 2); in
+    -- a batch an earlier entry may hold it: then it is ours.
+    SELECT next_unit_id, on_hand - issued, pool_cap
+      INTO o_next, o_avail, v_cap
+      FROM rsv_ledger
+     WHERE shop_id = p_shop AND item_id = p_item
+       AND location_id = p_loc FOR UPDATE SKIP LOCKED;
+    IF o_avail >= p_want THEN
+      -- The units from the ledger row, and a pending top-up if one is
+      -- due, minted from what is left after this reserve.
+      IF p_fill > 0 THEN
+        CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, o_next,
+                                COALESCE(v_cap, p_fill), o_avail - p_want,
+                                o_mint);
+      END IF;
+      UPDATE rsv_ledger
+         SET issued = issued + p_want + o_mint,
+             next_unit_id = next_unit_id + o_mint, updated_at = NOW(6)
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc;
+      SET o_direct = p_want, o_next = o_next + o_mint,
+          o_avail = o_avail - p_want - o_mint;
+    ELSE
+      SET v_locked = o_next IS NOT NULL;
+      -- Held elsewhere: read as last committed, without a lock, when the
+      -- caller needs it: to place its read cursor after a read from the
+      -- bottom of the pool (p_start 0), and to decide what to do after a
+      -- short read.  A read from the cursor that succeeds, the usual case
+      -- under contention, does without.  A missing ledger row shows as an
+      -- empty pool.
+      IF p_start = 0 AND o_next IS NULL THEN
+        SELECT next_unit_id, on_hand - issued INTO o_next, o_avail
+          FROM rsv_ledger
+         WHERE shop_id = p_shop AND item_id = p_item
+           AND location_id = p_loc;
+      END IF;
+      IF p_start = 0 AND o_next IS NULL THEN
+        SET o_status = 3;
+      ELSE
+        CALL rsv_pool_take_units_v1(p_shop, p_item, p_loc, p_want, p_start,
+                                    o_taken, o_first, o_last);
+        IF o_taken < p_want AND o_next IS NULL THEN
+          SELECT next_unit_id, on_hand - issued INTO o_next, o_avail
+            FROM rsv_ledger
+           WHERE shop_id = p_shop AND item_id = p_item
+             AND location_id = p_loc;
+        END IF;
+        IF o_taken < p_want THEN
+          SET o_status = IF(o_next IS NULL, 3, 2);
+        END IF;
+      END IF;
+      IF o_status = 0 AND p_fill > 0 THEN
+        IF v_locked THEN
+          CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, o_next,
+                                  COALESCE(v_cap, p_fill), o_avail, o_mint);
+        ELSE
+          SET o_mint = -1;
+        END IF;
+      END IF;
+      IF o_status = 0 AND o_mint > 0 THEN
+        UPDATE rsv_ledger
+           SET issued = issued + o_mint,
+               next_unit_id = next_unit_id + o_mint, updated_at = NOW(6)
+         WHERE shop_id = p_shop AND item_id = p_item
+           AND location_id = p_loc;
+        SET o_next = o_next + o_mint, o_avail = o_avail - o_mint;
+      END IF;
+    END IF;
+  END IF;
+END//
+DELIMITER ;
+
 -- The reserve fast path in one round trip (libreserve calls it; never call
--- it yourself): a new checkout taking units at one item and location, the
--- statements run on the server, since on a network the round trips were
--- most of a reserve's time.  Lock order as in docs/internals.md section
--- 3, but the hold (4) comes right after the checkout row (1): nobody can
--- reach it while this CALL holds that row, and it shortens the time a hot
--- ledger row is held.  The units come straight from the ledger row when no
--- other transaction holds it (SKIP LOCKED: never waited for) and it has
--- enough not yet issued; the row is held only while this CALL runs, never
--- across a round trip.  Otherwise the pool path (rsv_pool_take_v2, a
--- procedure of its own so a ledger take does without its variables).
--- It commits only when it could do everything; otherwise it rolls back
+-- it yourself): rsv_reserve_key_v1 in a transaction of its own, since on a
+-- network the round trips were most of a reserve's time.  The ledger row
+-- is held only while this CALL runs, never across a round trip.  It
+-- commits only when the key could do everything; otherwise it rolls back
 -- and answers why, and the library sends statements (re-reserves, short
 -- pools, unknown items).
--- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
--- this CALL gets the ledger row (rsv_pool_top_up_v2).
--- Answer, one row: (status, units taken from the pool, first and last pool
--- id taken, ledger next_unit_id, ledger on_hand - issued (both after this
--- reserve when it held the ledger row; both 0 when the row was held
--- elsewhere and a read from the cursor succeeded without reading it),
--- units taken from the ledger, pool rows minted by the top-up (-1: due,
--- but the row was held elsewhere)); status 0 = committed, 1 = the checkout
--- exists, 2 = the pool had fewer rows free than wanted, 3 = no ledger row.
+-- Answer, one row: (status, units taken from the pool, first and last
+-- pool id taken, ledger next_unit_id, ledger on_hand - issued, units
+-- taken from the ledger, pool rows minted), rsv_reserve_key_v1's out
+-- values with NULL as 0; status 0 = committed.
 -- SQL SECURITY INVOKER (no definer account to keep alive); READ WRITE and
 -- AND NO CHAIN NO RELEASE, whatever the session's defaults.  The version
 -- in the name changes whenever its arguments, answer or tables do; older
@@ -410,139 +524,26 @@ CREATE PROCEDURE rsv_fast_reserve_v6(
     IN p_fill BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_dup INT DEFAULT 0;
-  DECLARE v_next BIGINT UNSIGNED;
-  DECLARE v_avail, v_cap BIGINT;
-  DECLARE v_mint BIGINT DEFAULT 0;
+  DECLARE v_status, v_taken INT;
+  DECLARE v_first, v_last, v_next BIGINT UNSIGNED;
+  DECLARE v_avail, v_direct, v_mint BIGINT;
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
-  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
   -- READ COMMITTED for this transaction only, as in the statement path:
   -- no gap locks, so refills never wait for buyers.
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION READ WRITE;
-  -- Creating the row locks it (lock order 1); an existing checkout is a
-  -- re-reserve, which the statement path settles.
-  INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
-      generation, hold_count, expires_at, created_at, updated_at)
-    VALUES (p_shop, p_token, 1, 1, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND,
-            NOW(6), NOW(6));
-  IF v_dup THEN
-    ROLLBACK AND NO CHAIN NO RELEASE;
-    SELECT 1, 0, 0, 0, 0, 0, 0, 0;
-  ELSE
-    -- The hold, before the ledger row (see above).
-    INSERT INTO rsv_holds (shop_id, checkout_token,
-        item_id, location_id, quantity, generation,
-        expires_at, created_at)
-      VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
-              NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
-    -- The ledger row, if no other transaction holds it (lock order 2).
-    SELECT next_unit_id, on_hand - issued, pool_cap
-      INTO v_next, v_avail, v_cap
-      FROM rsv_ledger
-     WHERE shop_id = p_shop AND item_id = p_item
-       AND location_id = p_loc FOR UPDATE SKIP LOCKED;
-    IF v_avail >= p_want THEN
-      -- The units from the ledger row, and a pending top-up if one is
-      -- due, minted from what is left after this reserve.
-      IF p_fill > 0 THEN
-        CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, v_next,
-                                COALESCE(v_cap, p_fill), v_avail - p_want,
-                                v_mint);
-      END IF;
-      UPDATE rsv_ledger
-         SET issued = issued + p_want + v_mint,
-             next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-       WHERE shop_id = p_shop AND item_id = p_item
-         AND location_id = p_loc;
-      COMMIT AND NO CHAIN NO RELEASE;
-      SELECT 0, 0, 0, 0, v_next + v_mint, v_avail - p_want - v_mint, p_want,
-             v_mint;
-    ELSE
-      -- Held elsewhere, or short: the pool (lock order 3).
-      CALL rsv_pool_take_v2(p_shop, p_item, p_loc, p_want, p_start, p_fill,
-                            v_next, v_avail, v_cap);
-    END IF;
-  END IF;
-END//
-DELIMITER ;
-
--- The pool path of rsv_fast_reserve_v6 (which calls it; never call it
--- yourself), in the caller's transaction, which it ends: p_want units of
--- the pool, read upward from p_start with SKIP LOCKED and deleted; the
--- pending top-up (p_fill) if the caller holds the ledger row (p_next not
--- NULL: held here, but short); commit if every unit was taken, else roll
--- back; and the caller's answer row, as described above.  p_next, p_avail
--- and p_cap are what the caller read of the ledger row (NULL: held
--- elsewhere).
-DELIMITER //
-CREATE PROCEDURE rsv_pool_take_v2(
-    IN p_shop BIGINT UNSIGNED, IN p_item BIGINT UNSIGNED,
-    IN p_loc BIGINT UNSIGNED, IN p_want INT, IN p_start BIGINT UNSIGNED,
-    IN p_fill BIGINT, IN p_next BIGINT UNSIGNED, IN p_avail BIGINT,
-    IN p_cap BIGINT)
-  MODIFIES SQL DATA SQL SECURITY INVOKER
-BEGIN
-  DECLARE v_status, v_taken INT DEFAULT 0;
-  DECLARE v_first, v_last BIGINT UNSIGNED;
-  DECLARE v_from BIGINT UNSIGNED DEFAULT p_start;
-  DECLARE v_next BIGINT UNSIGNED DEFAULT p_next;
-  DECLARE v_avail BIGINT DEFAULT p_avail;
-  DECLARE v_mint BIGINT DEFAULT 0;
-  -- held here (but short), or held elsewhere
-  DECLARE v_locked INT DEFAULT p_next IS NOT NULL;
-  -- Held elsewhere: read as last committed, without a lock, when the
-  -- caller needs it: to place its read cursor after a read from the
-  -- bottom of the pool (p_start 0), and to decide what to do after a short
-  -- read.  A read from the cursor that succeeds, the usual case under
-  -- contention, does without.  A missing ledger row shows as an empty
-  -- pool.
-  IF p_start = 0 AND v_next IS NULL THEN
-    SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-      FROM rsv_ledger
-     WHERE shop_id = p_shop AND item_id = p_item
-       AND location_id = p_loc;
-  END IF;
-  IF p_start = 0 AND v_next IS NULL THEN
-    SET v_status = 3;
-  ELSE
-    CALL rsv_pool_take_units_v1(p_shop, p_item, p_loc, p_want, v_from,
-                                v_taken, v_first, v_last);
-    IF v_taken < p_want AND v_next IS NULL THEN
-      SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-        FROM rsv_ledger
-       WHERE shop_id = p_shop AND item_id = p_item
-         AND location_id = p_loc;
-    END IF;
-    IF v_taken < p_want THEN
-      SET v_status = IF(v_next IS NULL, 3, 2);
-    END IF;
-  END IF;
-  IF v_status = 0 AND p_fill > 0 THEN
-    IF v_locked THEN
-      CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, v_next,
-                              COALESCE(p_cap, p_fill), v_avail, v_mint);
-    ELSE
-      SET v_mint = -1;
-    END IF;
-  END IF;
-  IF v_status = 0 AND v_mint > 0 THEN
-    UPDATE rsv_ledger
-       SET issued = issued + v_mint,
-           next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-     WHERE shop_id = p_shop AND item_id = p_item
-       AND location_id = p_loc;
-    SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
-  END IF;
+  CALL rsv_reserve_key_v1(p_shop, p_token, p_item, p_loc, p_want, p_start,
+                          p_ttl_us, p_fill, v_status, v_taken, v_first,
+                          v_last, v_next, v_avail, v_direct, v_mint);
   IF v_status = 0 THEN
     COMMIT AND NO CHAIN NO RELEASE;
   ELSE
     ROLLBACK AND NO CHAIN NO RELEASE;
   END IF;
   SELECT v_status, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
-         COALESCE(v_next, 0), COALESCE(v_avail, 0), 0, v_mint;
+         COALESCE(v_next, 0), COALESCE(v_avail, 0), v_direct, v_mint;
 END//
 DELIMITER ;
 
@@ -590,10 +591,8 @@ DELIMITER ;
 -- The statements inside cost the server about as much as the statement
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
--- Pass 2's loop over a key's pool rows is the loop of rsv_pool_take_v2,
--- written out: one procedure for both, called once per key, cost carts
--- 2-10 % of their throughput (a nested CALL is not free; measured:
--- docs/performance.md).
+-- Pass 2 takes each key's units with rsv_pool_take_units_v1, as
+-- rsv_reserve_key_v1 does.
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
@@ -784,50 +783,45 @@ BEGIN
 END//
 DELIMITER ;
 
--- Claim or release in one round trip (libreserve calls it; never call it
--- yourself): the statements of rsv_claim and rsv_release (lib/checkout.c)
--- run on the server, in the same order and transaction: lock the checkout
--- row and its holds (lock order 1 then 4), move the holds into the
--- settlement journal, delete them, set the checkout's status, commit.  It
--- never touches the ledger row (the journal is folded by the next refill),
--- so claims of one hot item do not queue on one row.  The library uses it
--- only when the caller has no transaction open (a claim may join the
--- caller's transaction; this procedure commits its own).
--- p_kind: 2 claim, 3 release.  Answer, one row: (found, status before,
--- the checkout's hold_count, its holds still there, what was done: 0
--- nothing (rolled back), 1 settled as p_kind, 2 a claim found some holds
--- already given back by the reaper and released the rest, and the checkout
--- is now expired).  The library turns that into its return code.
-DROP PROCEDURE IF EXISTS rsv_settle_v1;
-DROP PROCEDURE IF EXISTS rsv_settle_v2;
+-- Claim or release one checkout, in the caller's transaction, which it
+-- neither starts nor ends: the settle procedure below and every entry of
+-- the batch settle procedure run it (libreserve calls those; never call it
+-- yourself).  The statements of rsv_claim and rsv_release
+-- (lib/checkout.c), in the same order: lock the checkout row and its holds
+-- (lock order 1 then 4), move the holds into the settlement journal,
+-- delete them, set the checkout's status.  It never touches the ledger
+-- row (the journal is folded by the next refill), so claims of one hot
+-- item do not queue on one row.  p_kind: 2 claim, 3 release.
+-- Out: o_status the checkout's status before (0: no such checkout),
+-- o_count its hold_count, o_holds its holds still there, o_done what was
+-- done: 0 nothing (nothing written), 1 settled as p_kind, 2 a claim found
+-- some holds already given back by the reaper and released the rest, and
+-- the checkout is now expired.
+DROP PROCEDURE IF EXISTS rsv_settle_checkout_v1;
 DELIMITER //
-CREATE PROCEDURE rsv_settle_v2(
-    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128), IN p_kind INT)
+CREATE PROCEDURE rsv_settle_checkout_v1(
+    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128), IN p_kind INT,
+    OUT o_status INT, OUT o_count INT, OUT o_holds INT, OUT o_done INT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_status, v_holds, v_done INT DEFAULT 0;
-  DECLARE v_gen, v_count INT UNSIGNED DEFAULT 0; -- (as the columns)
+  DECLARE v_gen INT UNSIGNED DEFAULT 0; -- (as the column)
   DECLARE v_kind INT DEFAULT p_kind;
-  -- A deadlock, lock-wait timeout or any other error: give everything
-  -- back and tell the caller (who retries or reports it).
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION READ WRITE;
+  SET o_done = 0;
   -- The checkout row, then its holds, locked (as lib/checkout.c's
   -- lock_checkout); an unknown checkout reads status 0.
   SELECT COALESCE(MAX(c.status), 0), COALESCE(MAX(c.generation), 0),
          COALESCE(MAX(c.hold_count), 0), COUNT(h.quantity)
-    INTO v_status, v_gen, v_count, v_holds
+    INTO o_status, v_gen, o_count, o_holds
     FROM rsv_checkouts c LEFT JOIN rsv_holds h
       ON h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token
    WHERE c.shop_id = p_shop AND c.checkout_token = p_token FOR UPDATE;
-  IF v_status = 1 THEN
+  IF o_status = 1 THEN
     -- Some holds given back by the reaper: a claim cannot take the rest
     -- either, so it releases them and the checkout expires.
-    IF p_kind = 2 AND v_holds < v_count THEN
-      SET v_kind = 3, v_done = 2;
+    IF p_kind = 2 AND o_holds < o_count THEN
+      SET v_kind = 3, o_done = 2;
     ELSE
-      SET v_done = 1;
+      SET o_done = 1;
     END IF;
     -- FOR UPDATE: see b_settle_insert in lib/checkout.c (a consistent read
     -- would still see a hold the reaper has deleted but not committed).
@@ -841,8 +835,36 @@ BEGIN
     DELETE FROM rsv_holds
      WHERE shop_id = p_shop AND checkout_token = p_token;
     UPDATE rsv_checkouts
-       SET status = IF(v_done = 2, 4, p_kind), updated_at = NOW(6)
+       SET status = IF(o_done = 2, 4, p_kind), updated_at = NOW(6)
      WHERE shop_id = p_shop AND checkout_token = p_token;
+  END IF;
+END//
+DELIMITER ;
+
+-- Claim or release in one round trip (libreserve calls it; never call it
+-- yourself): rsv_settle_checkout_v1 in a transaction of its own.  The
+-- library uses it only when the caller has no transaction open (a claim
+-- may join the caller's transaction; this procedure commits its own).
+-- p_kind: 2 claim, 3 release.  Answer, one row: (found, status before,
+-- the checkout's hold_count, its holds still there, what was done), as
+-- rsv_settle_checkout_v1 gives them; it commits when something was done,
+-- else rolls back.  The library turns that into its return code.
+DROP PROCEDURE IF EXISTS rsv_settle_v1;
+DROP PROCEDURE IF EXISTS rsv_settle_v2;
+DELIMITER //
+CREATE PROCEDURE rsv_settle_v2(
+    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128), IN p_kind INT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_status, v_count, v_holds, v_done INT DEFAULT 0;
+  -- A deadlock, lock-wait timeout or any other error: give everything
+  -- back and tell the caller (who retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION READ WRITE;
+  CALL rsv_settle_checkout_v1(p_shop, p_token, p_kind, v_status, v_count,
+                              v_holds, v_done);
+  IF v_done > 0 THEN
     COMMIT AND NO CHAIN NO RELEASE;
   ELSE
     ROLLBACK AND NO CHAIN NO RELEASE;
@@ -853,8 +875,8 @@ DELIMITER ;
 
 -- Many new checkouts in one round trip and one commit (libreserve calls
 -- it for rsv_reserve_batch; never call it yourself): for each entry of
--- p_batch, the statements rsv_fast_reserve_v6 and rsv_pool_take_v2 run
--- for one checkout of one item at one location, in one transaction for
+-- p_batch, rsv_reserve_key_v1 runs for one checkout of one item at one
+-- location, in one transaction for
 -- the whole batch, so that one COMMIT (one flush of the redo log and the
 -- binary log) serves every checkout of it.  Each entry runs after a
 -- SAVEPOINT; an entry the fast path cannot decide (the checkout exists,
@@ -892,12 +914,11 @@ CREATE PROCEDURE rsv_reserve_batch_v1(
     IN p_batch MEDIUMTEXT CHARACTER SET utf8mb4, IN p_ttl_us BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_eof, v_dup, v_idx, v_want, v_taken, v_status, v_locked INT
-    DEFAULT 0;
-  DECLARE v_shop, v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
+  DECLARE v_eof, v_idx, v_want, v_taken, v_status INT DEFAULT 0;
+  DECLARE v_shop, v_item, v_loc, v_start BIGINT UNSIGNED;
   DECLARE v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_tok VARBINARY(128);
-  DECLARE v_avail, v_cap BIGINT;
+  DECLARE v_avail BIGINT;
   DECLARE v_fill, v_mint, v_direct BIGINT DEFAULT 0;
   DECLARE v_answer MEDIUMTEXT CHARACTER SET latin1 DEFAULT '';
   DECLARE entries CURSOR FOR
@@ -913,9 +934,9 @@ BEGIN
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
-  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-  -- Also set by a SELECT ... INTO that finds no row (a ledger row held
-  -- elsewhere, a pool read that ran dry): cleared before every FETCH.
+  -- Also set by a SELECT ... INTO in rsv_reserve_key_v1 that finds no row
+  -- (a ledger row held elsewhere, a pool read that ran dry): cleared
+  -- before every FETCH.
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_eof = 1;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION READ WRITE;
@@ -927,91 +948,12 @@ BEGIN
     IF v_eof THEN
       LEAVE each_entry;
     END IF;
-    SET v_dup = 0, v_status = 0, v_taken = 0, v_first = NULL, v_last = NULL,
-        v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0,
-        v_direct = 0;
     SAVEPOINT rsv_entry;
-    -- Creating the row locks it (lock order 1); an existing checkout is a
-    -- re-reserve, which the library does on its own.
-    INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
-        generation, hold_count, expires_at, created_at, updated_at)
-      VALUES (v_shop, v_tok, 1, 1, 1,
-              NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
-    IF v_dup THEN
-      SET v_status = 1;
-    ELSE
-      -- The hold, before the ledger row (as rsv_fast_reserve_v6).
-      INSERT INTO rsv_holds (shop_id, checkout_token,
-          item_id, location_id, quantity, generation,
-          expires_at, created_at)
-        VALUES (v_shop, v_tok, v_item, v_loc, v_want, 1,
-                NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
-      -- The ledger row, if no other transaction holds it (lock order 2);
-      -- an earlier entry of this batch may hold it: then it is ours.
-      SELECT next_unit_id, on_hand - issued, pool_cap
-        INTO v_next, v_avail, v_cap
-        FROM rsv_ledger
-       WHERE shop_id = v_shop AND item_id = v_item
-         AND location_id = v_loc FOR UPDATE SKIP LOCKED;
-      IF v_avail >= v_want THEN
-        IF v_fill > 0 THEN
-          CALL rsv_pool_top_up_v2(v_shop, v_item, v_loc, v_next,
-                                  COALESCE(v_cap, v_fill), v_avail - v_want,
-                                  v_mint);
-        END IF;
-        UPDATE rsv_ledger
-           SET issued = issued + v_want + v_mint,
-               next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-         WHERE shop_id = v_shop AND item_id = v_item
-           AND location_id = v_loc;
-        SET v_direct = v_want, v_next = v_next + v_mint,
-            v_avail = v_avail - v_want - v_mint;
-      ELSE
-        -- Held elsewhere, or short: the pool (lock order 3), as
-        -- rsv_pool_take_v2.
-        SET v_locked = v_next IS NOT NULL, v_from = v_start;
-        IF v_start = 0 AND v_next IS NULL THEN
-          SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-            FROM rsv_ledger
-           WHERE shop_id = v_shop AND item_id = v_item
-             AND location_id = v_loc;
-        END IF;
-        IF v_start = 0 AND v_next IS NULL THEN
-          SET v_status = 3;
-        ELSE
-          CALL rsv_pool_take_units_v1(v_shop, v_item, v_loc, v_want, v_from,
-                                      v_taken, v_first, v_last);
-          IF v_taken < v_want AND v_next IS NULL THEN
-            SELECT next_unit_id, on_hand - issued INTO v_next, v_avail
-              FROM rsv_ledger
-             WHERE shop_id = v_shop AND item_id = v_item
-               AND location_id = v_loc;
-          END IF;
-          IF v_taken < v_want THEN
-            SET v_status = IF(v_next IS NULL, 3, 2);
-          END IF;
-        END IF;
-        IF v_status = 0 AND v_fill > 0 THEN
-          IF v_locked THEN
-            CALL rsv_pool_top_up_v2(v_shop, v_item, v_loc, v_next,
-                                    COALESCE(v_cap, v_fill), v_avail,
-                                    v_mint);
-          ELSE
-            SET v_mint = -1;
-          END IF;
-        END IF;
-        IF v_status = 0 AND v_mint > 0 THEN
-          UPDATE rsv_ledger
-             SET issued = issued + v_mint,
-                 next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-           WHERE shop_id = v_shop AND item_id = v_item
-             AND location_id = v_loc;
-          SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
-        END IF;
-      END IF;
-      IF v_status <> 0 THEN
-        ROLLBACK TO SAVEPOINT rsv_entry;
-      END IF;
+    CALL rsv_reserve_key_v1(v_shop, v_tok, v_item, v_loc, v_want, v_start,
+                            p_ttl_us, v_fill, v_status, v_taken, v_first,
+                            v_last, v_next, v_avail, v_direct, v_mint);
+    IF v_status <> 0 THEN
+      ROLLBACK TO SAVEPOINT rsv_entry;
     END IF;
     SET v_answer = CONCAT(v_answer, IF(v_answer = '', '', ','), '[', v_idx,
         ',', v_status, ',', v_taken, ',"', COALESCE(v_first, 0), '","',
@@ -1033,8 +975,8 @@ DELIMITER ;
 
 -- Claims or releases of many checkouts in one round trip and one commit
 -- (libreserve calls it for rsv_claim_batch and rsv_release_batch; never
--- call it yourself): for each entry of p_batch the statements of
--- rsv_settle_v2, in one transaction for the whole batch.  p_batch: a JSON
+-- call it yourself): for each entry of p_batch rsv_settle_checkout_v1, in
+-- one transaction for the whole batch.  p_batch: a JSON
 -- array of [idx, "shop", "token in hex"] in ascending (shop, token) order
 -- (the caller sorts it), so that two batches lock the checkout rows they
 -- share in the same order; each entry takes its checkout row and holds,
@@ -1050,8 +992,7 @@ CREATE PROCEDURE rsv_settle_batch_v1(
     IN p_batch MEDIUMTEXT CHARACTER SET utf8mb4, IN p_kind INT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_eof, v_idx, v_status, v_holds, v_done, v_kind INT DEFAULT 0;
-  DECLARE v_gen, v_count INT UNSIGNED DEFAULT 0; -- (as the columns)
+  DECLARE v_eof, v_idx, v_status, v_count, v_holds, v_done INT DEFAULT 0;
   DECLARE v_shop BIGINT UNSIGNED;
   DECLARE v_tok VARBINARY(128);
   DECLARE v_answer MEDIUMTEXT CHARACTER SET latin1 DEFAULT '';
@@ -1071,34 +1012,8 @@ BEGIN
     IF v_eof THEN
       LEAVE each_entry;
     END IF;
-    SET v_kind = p_kind, v_done = 0;
-    -- The checkout row, then its holds, locked (as rsv_settle_v2).
-    SELECT COALESCE(MAX(c.status), 0), COALESCE(MAX(c.generation), 0),
-           COALESCE(MAX(c.hold_count), 0), COUNT(h.quantity)
-      INTO v_status, v_gen, v_count, v_holds
-      FROM rsv_checkouts c LEFT JOIN rsv_holds h
-        ON h.shop_id = c.shop_id AND h.checkout_token = c.checkout_token
-     WHERE c.shop_id = v_shop AND c.checkout_token = v_tok FOR UPDATE;
-    IF v_status = 1 THEN
-      IF p_kind = 2 AND v_holds < v_count THEN
-        SET v_kind = 3, v_done = 2;
-      ELSE
-        SET v_done = 1;
-      END IF;
-      -- FOR UPDATE: see b_settle_insert in lib/checkout.c.
-      INSERT INTO rsv_journal (shop_id, item_id,
-          location_id, checkout_token, generation, kind, quantity,
-          settled_at)
-        SELECT shop_id, item_id, location_id,
-               checkout_token, v_gen, v_kind, quantity, NOW(6)
-          FROM rsv_holds
-         WHERE shop_id = v_shop AND checkout_token = v_tok FOR UPDATE;
-      DELETE FROM rsv_holds
-       WHERE shop_id = v_shop AND checkout_token = v_tok;
-      UPDATE rsv_checkouts
-         SET status = IF(v_done = 2, 4, p_kind), updated_at = NOW(6)
-       WHERE shop_id = v_shop AND checkout_token = v_tok;
-    END IF;
+    CALL rsv_settle_checkout_v1(v_shop, v_tok, p_kind, v_status, v_count,
+                                v_holds, v_done);
     SET v_answer = CONCAT(v_answer, IF(v_answer = '', '', ','), '[', v_idx,
         ',', v_status > 0, ',', v_status, ',', v_count, ',', v_holds, ',',
         v_done, ']');

@@ -1572,13 +1572,13 @@ START_TEST(reserve_without_the_procedure)
 }
 END_TEST
 
-/* The reserve procedure's pool path is a procedure of its own
- * (rsv_pool_take_v2).  Dropped under an open context, a reserve that needs
- * it fails inside the CALL after the checkout and hold were written: they
- * are rolled back there, and the statements hold the units once.  The
- * context then holds one key with the cart procedure, as does a context
- * opened without the pool take. */
-START_TEST(reserve_without_the_pool_take_procedure)
+/* The reserve procedure's body is a procedure of its own
+ * (rsv_reserve_key_v1, which the batch procedure calls too).  Dropped
+ * under an open context, a reserve fails at that inner CALL, nothing
+ * written, and the statements hold the units once.  The context then
+ * holds one key with the cart procedure, as does a context opened without
+ * it. */
+START_TEST(reserve_without_the_reserve_key_procedure)
 {
     MYSQL *c = tu_connect();
     MYSQL *adm = tu_connect();
@@ -1592,7 +1592,7 @@ START_TEST(reserve_without_the_pool_take_procedure)
     TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-2"), 8, 1, 1, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_pool_take_v2");
+    tu_exec(adm, "DROP PROCEDURE rsv_reserve_key_v1");
     TU_OK(a, rsv_reserve_one(a, shop, TOK("pt-3"), 7, 1, 2, 0));
     ck_assert_uint_eq(one_trips(a), 2); /* the CALL failed, statements held */
     ck_assert_int_eq(tu_held(a, shop, 7, 1), 3);
@@ -1881,8 +1881,8 @@ int main(void)
     tu_add(s, "stock_changes_keep_invariants", stock_changes_keep_invariants);
     tu_add(s, "lock_wait_timeout_reports_busy", lock_wait_timeout_reports_busy);
     tu_add(s, "reserve_without_the_procedure", reserve_without_the_procedure);
-    tu_add(s, "reserve_without_the_pool_take_procedure",
-           reserve_without_the_pool_take_procedure);
+    tu_add(s, "reserve_without_the_reserve_key_procedure",
+           reserve_without_the_reserve_key_procedure);
     tu_add(s, "unreadable_cart_answer_is_an_error",
            unreadable_cart_answer_is_an_error);
     tu_add(s, "claim_and_release_in_one_call", claim_and_release_in_one_call);
