@@ -27,40 +27,39 @@ static int64_t shop_rows(MYSQL *c, uint64_t shop)
 
 START_TEST(null_pointers)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     rsv_cart *cart = NULL;
     uint64_t loc = 1;
-    ck_assert_int_eq(rsv_open(NULL, c, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_open(NULL, f.conn, NULL), RSV_EINVAL);
     rsv_ctx *other = (rsv_ctx *)1;
     ck_assert_int_eq(rsv_open(&other, NULL, NULL), RSV_EINVAL);
     ck_assert_ptr_null(other);
     ck_assert_int_eq(rsv_cart_new(NULL), RSV_EINVAL);
     ck_assert_int_eq(rsv_cart_add(NULL, 1, &loc, 1, 1, 0), RSV_EINVAL);
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     ck_assert_int_eq(rsv_cart_add(cart, 1, NULL, 1, 1, 0), RSV_EINVAL);
     ck_assert_int_eq(rsv_cart_add(cart, 1, &loc, 0, 1, 0), RSV_EINVAL);
     ck_assert_int_eq(rsv_cart_add(cart, 1, &loc, 1, 1, 0x80), RSV_EINVAL);
     uint64_t twice[2] = {3, 3};
     ck_assert_int_eq(rsv_cart_add(cart, 1, twice, 2, 1, 0), RSV_EINVAL);
-    ck_assert_int_eq(rsv_reserve(NULL, shop, TOK("t"), cart, 0), RSV_EINVAL);
-    int rc = rsv_reserve(ctx, shop, TOK("t"), NULL, 0);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    ck_assert(strstr(rsv_errmsg(ctx), "cart") != NULL);
-    TU_OK(ctx, rsv_cart_add(cart, 1, &loc, 1, 1, 0));
-    rc = rsv_reserve(ctx, shop, NULL, 3, cart, 0);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    rc = rsv_claim(ctx, shop, NULL, 1);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    ck_assert_int_eq(rsv_claim(NULL, shop, TOK("t")), RSV_EINVAL);
-    ck_assert_int_eq(rsv_release(NULL, shop, TOK("t")), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stock_set(NULL, shop, 1, 1, 1), RSV_EINVAL);
+    ck_assert_int_eq(rsv_reserve(NULL, f.shop, TOK("t"), cart, 0), RSV_EINVAL);
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("t"), NULL, 0);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "cart") != NULL);
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &loc, 1, 1, 0));
+    rc = rsv_reserve(f.ctx, f.shop, NULL, 3, cart, 0);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
+    rc = rsv_claim(f.ctx, f.shop, NULL, 1);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
+    ck_assert_int_eq(rsv_claim(NULL, f.shop, TOK("t")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_release(NULL, f.shop, TOK("t")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stock_set(NULL, f.shop, 1, 1, 1), RSV_EINVAL);
     int64_t drained = 5;
-    ck_assert_int_eq(rsv_pool_drain(NULL, shop, 1, 1, &drained), RSV_EINVAL);
+    ck_assert_int_eq(rsv_pool_drain(NULL, f.shop, 1, 1, &drained), RSV_EINVAL);
     ck_assert_int_eq(drained, 0);
-    rc = rsv_checkout_status(ctx, shop, TOK("t"), NULL, NULL, NULL);
-    TU_RC(ctx, rc, RSV_EINVAL);
+    rc = rsv_checkout_status(f.ctx, f.shop, TOK("t"), NULL, NULL, NULL);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
     ck_assert_int_eq(rsv_options_init(NULL, RSV_OPTIONS_VERSION), RSV_EINVAL);
     rsv_options o;
     ck_assert_int_eq(rsv_options_init(&o, 999), RSV_EINVAL);
@@ -71,169 +70,161 @@ START_TEST(null_pointers)
     rsv_close(NULL);
     rsv_cart_free(NULL);
     rsv_cart_free(cart);
-    ck_assert_int_eq(shop_rows(c, shop), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_int_eq(shop_rows(f.conn, f.shop), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(bad_quantities)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    int64_t before = shop_rows(c, shop);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
+    int64_t before = shop_rows(f.conn, f.shop);
     rsv_cart *cart;
     uint64_t loc = 1;
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     const int64_t bad[] = {0, -1, INT64_MIN, RSV_QUANTITY_MAX + 1LL, INT64_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_int_eq(rsv_cart_add(cart, 1, &loc, 1, bad[i], 0), RSV_EQUANTITY);
-        int rc = rsv_reserve_one(ctx, shop, TOK("q"), 1, 1, bad[i], 0);
-        TU_RC(ctx, rc, RSV_EQUANTITY);
-        ck_assert(strstr(rsv_errmsg(ctx), "quantity") != NULL);
+        int rc = rsv_reserve_one(f.ctx, f.shop, TOK("q"), 1, 1, bad[i], 0);
+        TU_RC(f.ctx, rc, RSV_EQUANTITY);
+        ck_assert(strstr(rsv_errmsg(f.ctx), "quantity") != NULL);
     }
     ck_assert_uint_eq(rsv_cart_lines(cart), 0);
-    int rc = rsv_stock_set(ctx, shop, 1, 1, -5);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
-    rc = rsv_stock_set(ctx, shop, 1, 1, INT64_MAX);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
-    rc = rsv_stock_adjust(ctx, shop, 1, 1, INT64_MIN, NULL);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
-    rc = rsv_stock_adjust(ctx, shop, 1, 1, -11, NULL);
-    TU_RC(ctx, rc, RSV_ESTOCK);
-    rc = rsv_reserve_one(ctx, shop, TOK("q"), 1, 1, 1, -5);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
-    ck_assert(strstr(rsv_errmsg(ctx), "ttl") != NULL);
-    rc = rsv_reserve_one(ctx, shop, TOK("q"), 1, 1, 1, INT64_MAX);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
+    int rc = rsv_stock_set(f.ctx, f.shop, 1, 1, -5);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
+    rc = rsv_stock_set(f.ctx, f.shop, 1, 1, INT64_MAX);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
+    rc = rsv_stock_adjust(f.ctx, f.shop, 1, 1, INT64_MIN, NULL);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
+    rc = rsv_stock_adjust(f.ctx, f.shop, 1, 1, -11, NULL);
+    TU_RC(f.ctx, rc, RSV_ESTOCK);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("q"), 1, 1, 1, -5);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "ttl") != NULL);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("q"), 1, 1, 1, INT64_MAX);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
     /* a cart whose lines add up past what one item can hold */
     for (int i = 0; i < 3; i++)
-        TU_OK(ctx, rsv_cart_add(cart, 1, &loc, 1, RSV_QUANTITY_MAX, 0));
-    rc = rsv_reserve(ctx, shop, TOK("q"), cart, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_int_eq(shop_rows(c, shop), before);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 10);
+        TU_OK(f.ctx, rsv_cart_add(cart, 1, &loc, 1, RSV_QUANTITY_MAX, 0));
+    rc = rsv_reserve(f.ctx, f.shop, TOK("q"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(shop_rows(f.conn, f.shop), before);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 10);
     /* stock at the top of its range plus the largest delta: refused
      * before the sum is formed (it would overflow int64) */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, INT64_C(1) << 62));
-    rc = rsv_stock_adjust(ctx, shop, 2, 1, INT64_C(1) << 62, NULL);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 2, 1), INT64_C(1) << 62);
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 2, 1, INT64_C(1) << 62));
+    rc = rsv_stock_adjust(f.ctx, f.shop, 2, 1, INT64_C(1) << 62, NULL);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 2, 1), INT64_C(1) << 62);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(empty_cart_and_too_big)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     rsv_cart *cart;
-    TU_OK(ctx, rsv_cart_new(&cart));
-    int rc = rsv_reserve(ctx, shop, TOK("e"), cart, 0);
-    TU_RC(ctx, rc, RSV_EEMPTY);
+    TU_OK(f.ctx, rsv_cart_new(&cart));
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("e"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_EEMPTY);
     uint64_t locs[RSV_LINE_MAX_LOCATIONS + 1];
     for (size_t i = 0; i <= RSV_LINE_MAX_LOCATIONS; i++)
         locs[i] = i + 1;
     ck_assert_int_eq(rsv_cart_add(cart, 1, locs, RSV_LINE_MAX_LOCATIONS + 1, 1, 0),
                      RSV_ETOOBIG);
     for (int i = 0; i < RSV_CART_MAX_LINES; i++)
-        TU_OK(ctx, rsv_cart_add(cart, (uint64_t)i, locs, 1, 1, 0));
+        TU_OK(f.ctx, rsv_cart_add(cart, (uint64_t)i, locs, 1, 1, 0));
     ck_assert_int_eq(rsv_cart_add(cart, 9999, locs, 1, 1, 0), RSV_ETOOBIG);
-    ck_assert_int_eq(shop_rows(c, shop), 0);
+    ck_assert_int_eq(shop_rows(f.conn, f.shop), 0);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(tokens_byte_exact)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
     char longtok[RSV_TOKEN_MAX + 1];
     memset(longtok, 'x', sizeof longtok);
-    int rc = rsv_reserve_one(ctx, shop, longtok, sizeof longtok, 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_ETOKEN);
-    rc = rsv_reserve_one(ctx, shop, "", 0, 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_ETOKEN);
-    rc = rsv_claim(ctx, shop, longtok, sizeof longtok);
-    TU_RC(ctx, rc, RSV_ETOKEN);
+    int rc = rsv_reserve_one(f.ctx, f.shop, longtok, sizeof longtok, 1, 1, 1,
+                             0);
+    TU_RC(f.ctx, rc, RSV_ETOKEN);
+    rc = rsv_reserve_one(f.ctx, f.shop, "", 0, 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_ETOKEN);
+    rc = rsv_claim(f.ctx, f.shop, longtok, sizeof longtok);
+    TU_RC(f.ctx, rc, RSV_ETOKEN);
     /* the longest token is fine */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, longtok, RSV_TOKEN_MAX, 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, longtok, RSV_TOKEN_MAX, 1, 1,
+                                 1, 0));
 
     static const char nasty[] = "a'b\"c\\d\0e;--%_\xff";
     size_t nlen = sizeof nasty - 1;
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, nasty, nlen, 1, 1, 2, 0));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, nasty, nlen, 1, 1, 2, 0));
     char q[512];
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts WHERE "
              "shop_id=%llu AND checkout_token = X'61276222635C6400653B2D2D255FFF'",
-             (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 1);
+             (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(f.conn, q), 1);
     /* a prefix (up to the NUL) and a case variant are other tokens */
-    rc = rsv_claim(ctx, shop, nasty, 6);
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("Token"), 1, 1, 1, 0));
-    rc = rsv_claim(ctx, shop, TOK("token"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rc = rsv_claim(ctx, shop, TOK("token "));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    TU_OK(ctx, rsv_claim(ctx, shop, nasty, nlen));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 8);
-    rsv_close(ctx);
-    mysql_close(c);
+    rc = rsv_claim(f.ctx, f.shop, nasty, 6);
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("Token"), 1, 1, 1, 0));
+    rc = rsv_claim(f.ctx, f.shop, TOK("token"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_claim(f.ctx, f.shop, TOK("token "));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, nasty, nlen));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 8);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(unknown_item_or_location)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
-    int64_t before = shop_rows(c, shop);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_pooled(&f, 1, 1, 10);
+    int64_t before = shop_rows(f.conn, f.shop);
     rsv_cart *cart;
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     uint64_t l1 = 1, l2[2] = {1, 77};
-    TU_OK(ctx, rsv_cart_add(cart, 1, &l1, 1, 1, 0));
-    TU_OK(ctx, rsv_cart_add(cart, 555, &l1, 1, 1, 0)); /* unknown item */
-    int rc = rsv_reserve(ctx, shop, TOK("u"), cart, 0);
-    TU_RC(ctx, rc, RSV_ENOITEM);
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &l1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_cart_add(cart, 555, &l1, 1, 1, 0)); /* unknown item */
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("u"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_ENOITEM);
     ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    ck_assert(strstr(rsv_errmsg(ctx), "item 555") != NULL);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "item 555") != NULL);
     rsv_cart_clear(cart);
-    TU_OK(ctx, rsv_cart_add(cart, 1, l2, 2, 1, 0)); /* unknown location 77 */
-    rc = rsv_reserve(ctx, shop, TOK("u"), cart, 0);
-    TU_RC(ctx, rc, RSV_ENOITEM);
-    ck_assert(strstr(rsv_errmsg(ctx), "location 77") != NULL);
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, l2, 2, 1, 0)); /* unknown location 77 */
+    rc = rsv_reserve(f.ctx, f.shop, TOK("u"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_ENOITEM);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "location 77") != NULL);
     /* also when the first location covers the line (its pool is full),
      * whichever path (one round trip or statements) the reserve takes */
     for (int i = 0; i < 2; i++) {
-        rc = rsv_reserve(ctx, shop, TOK("u"), cart, 0);
-        TU_RC(ctx, rc, RSV_ENOITEM);
-        ck_assert(strstr(rsv_errmsg(ctx), "location 77") != NULL);
+        rc = rsv_reserve(f.ctx, f.shop, TOK("u"), cart, 0);
+        TU_RC(f.ctx, rc, RSV_ENOITEM);
+        ck_assert(strstr(rsv_errmsg(f.ctx), "location 77") != NULL);
         ck_assert_uint_eq(rsv_cart_failed_line(cart), 0);
     }
-    rc = rsv_stock_adjust(ctx, shop, 1, 78, 1, NULL);
-    TU_RC(ctx, rc, RSV_ENOITEM);
-    rc = rsv_stock_get(ctx, shop, 1, 78, NULL, NULL, NULL, NULL);
-    TU_RC(ctx, rc, RSV_ENOITEM);
+    rc = rsv_stock_adjust(f.ctx, f.shop, 1, 78, 1, NULL);
+    TU_RC(f.ctx, rc, RSV_ENOITEM);
+    rc = rsv_stock_get(f.ctx, f.shop, 1, 78, NULL, NULL, NULL, NULL);
+    TU_RC(f.ctx, rc, RSV_ENOITEM);
     int64_t drained = 5;
-    rc = rsv_pool_drain(ctx, shop, 1, 78, &drained);
-    TU_RC(ctx, rc, RSV_ENOITEM);
-    ck_assert(strstr(rsv_errmsg(ctx), "location 78") != NULL);
+    rc = rsv_pool_drain(f.ctx, f.shop, 1, 78, &drained);
+    TU_RC(f.ctx, rc, RSV_ENOITEM);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "location 78") != NULL);
     ck_assert_int_eq(drained, 0);
-    ck_assert_int_eq(shop_rows(c, shop), before);
+    ck_assert_int_eq(shop_rows(f.conn, f.shop), before);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -291,28 +282,26 @@ END_TEST
 
 START_TEST(caller_in_transaction)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    tu_exec(c, "START TRANSACTION");
-    int rc = rsv_reserve_one(ctx, shop, TOK("tx"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    rc = rsv_stock_set(ctx, shop, 1, 1, 3);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    rc = rsv_replenish(ctx, shop, 1, 1, NULL);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    rc = rsv_sweep(ctx, shop, 0, NULL);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    rc = rsv_pool_drain(ctx, shop, 1, 1, NULL);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    rc = rsv_audit(ctx, shop, 0, NULL, NULL, NULL);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    tu_exec(c, "ROLLBACK");
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 10);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
+    tu_exec(f.conn, "START TRANSACTION");
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("tx"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    rc = rsv_stock_set(f.ctx, f.shop, 1, 1, 3);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    rc = rsv_replenish(f.ctx, f.shop, 1, 1, NULL);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    rc = rsv_sweep(f.ctx, f.shop, 0, NULL);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    rc = rsv_pool_drain(f.ctx, f.shop, 1, 1, NULL);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    rc = rsv_audit(f.ctx, f.shop, 0, NULL, NULL, NULL);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    tu_exec(f.conn, "ROLLBACK");
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 10);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 

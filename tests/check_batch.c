@@ -98,17 +98,17 @@ static void mixed(tbatch *b, uint64_t shop)
 
 START_TEST(outcomes_match_single_calls)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t bshop = tu_shop(), sshop = tu_shop();
-    fixture(ctx, bshop);
-    fixture(ctx, sshop);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    uint64_t bshop = f.shop, sshop = tu_shop();
+    fixture(f.ctx, bshop);
+    fixture(f.ctx, sshop);
     static tbatch b, s;
     mixed(&b, bshop);
-    TU_OK(ctx, reserve(ctx, &b));
+    TU_OK(f.ctx, reserve(f.ctx, &b));
     mixed(&s, sshop);
     for (size_t i = 0; i < s.n; i++)
-        s.res[i] = rsv_reserve_one(ctx, sshop, s.tok[i], s.len[i], s.item[i],
+        s.res[i] = rsv_reserve_one(f.ctx, sshop, s.tok[i], s.len[i], s.item[i],
                                    s.loc[i], s.qty[i], 0);
     for (size_t i = 0; i < b.n; i++)
         ck_assert_msg(b.res[i] == s.res[i], "entry %zu: batch %s, single %s",
@@ -121,43 +121,40 @@ START_TEST(outcomes_match_single_calls)
     ck_assert_int_eq(b.res[8], RSV_EQUANTITY);
     ck_assert_int_eq(b.res[9], RSV_ENOITEM);
     for (uint64_t item = 1; item <= 3; item++)
-        ck_assert_int_eq(tu_held(ctx, bshop, item, 1),
-                         tu_held(ctx, sshop, item, 1));
+        ck_assert_int_eq(tu_held(f.ctx, bshop, item, 1),
+                         tu_held(f.ctx, sshop, item, 1));
     int32_t st = 0;
     int64_t units = 0;
-    TU_OK(ctx, rsv_checkout_status(ctx, bshop, TOK("new-a"), &st, &units,
-                                   NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, bshop, TOK("new-a"), &st, &units,
+                                     NULL));
     ck_assert_int_eq(units, 1); /* the second entry re-reserved it */
-    TU_OK(ctx, rsv_checkout_status(ctx, bshop, TOK("held"), &st, &units,
-                                   NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, bshop, TOK("held"), &st, &units,
+                                     NULL));
     ck_assert_int_eq(units, 2);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(repeat_is_idempotent)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 20));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 20));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 20);
+    tu_fix_stock(&f, 2, 1, 20);
     static tbatch b;
     memset(&b, 0, sizeof b);
-    add(&b, shop, "r1", 2, 1, 2);
-    add(&b, shop, "r2", 1, 1, 3);
-    add(&b, shop, "r3", 1, 1, 1);
-    add(&b, shop, "r4", 2, 1, 4);
+    add(&b, f.shop, "r1", 2, 1, 2);
+    add(&b, f.shop, "r2", 1, 1, 3);
+    add(&b, f.shop, "r3", 1, 1, 1);
+    add(&b, f.shop, "r4", 2, 1, 4);
     for (int round = 0; round < 3; round++) {
-        TU_OK(ctx, reserve(ctx, &b));
+        TU_OK(f.ctx, reserve(f.ctx, &b));
         for (size_t i = 0; i < b.n; i++)
             ck_assert_int_eq(b.res[i], RSV_OK);
-        ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 4);
-        ck_assert_int_eq(tu_held(ctx, shop, 2, 1), 6);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 4);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 6);
     }
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -185,23 +182,23 @@ static void settle_list(tbatch *b, uint64_t shop)
 
 START_TEST(claims_and_releases_match_single_calls)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     for (int release = 0; release < 2; release++) {
         uint64_t bshop = tu_shop(), sshop = tu_shop();
-        settle_fixture(ctx, bshop);
-        settle_fixture(ctx, sshop);
+        settle_fixture(f.ctx, bshop);
+        settle_fixture(f.ctx, sshop);
         static tbatch b, s;
         settle_list(&b, bshop);
         settle_list(&s, sshop);
-        int rc = release ? rsv_release_batch(ctx, b.n, b.shop, b.tok, b.len,
+        int rc = release ? rsv_release_batch(f.ctx, b.n, b.shop, b.tok, b.len,
                                              b.res)
-                         : rsv_claim_batch(ctx, b.n, b.shop, b.tok, b.len,
+                         : rsv_claim_batch(f.ctx, b.n, b.shop, b.tok, b.len,
                                            b.res);
-        TU_OK(ctx, rc);
+        TU_OK(f.ctx, rc);
         for (size_t i = 0; i < s.n; i++)
-            s.res[i] = release ? rsv_release(ctx, sshop, s.tok[i], s.len[i])
-                               : rsv_claim(ctx, sshop, s.tok[i], s.len[i]);
+            s.res[i] = release ? rsv_release(f.ctx, sshop, s.tok[i], s.len[i])
+                               : rsv_claim(f.ctx, sshop, s.tok[i], s.len[i]);
         for (size_t i = 0; i < b.n; i++)
             ck_assert_msg(b.res[i] == s.res[i], "%s entry %zu: batch %s, "
                           "single %s", release ? "release" : "claim", i,
@@ -215,49 +212,50 @@ START_TEST(claims_and_releases_match_single_calls)
             ck_assert_int_eq(b.res[4], RSV_EEXPIRED);
             ck_assert_int_eq(b.res[6], RSV_ECLAIMED); /* listed twice */
         }
-        ck_assert_int_eq(tu_held(ctx, bshop, 1, 1), tu_held(ctx, sshop, 1, 1));
-        ck_assert_int_eq(tu_on_hand(ctx, bshop, 1, 1),
-                         tu_on_hand(ctx, sshop, 1, 1));
+        ck_assert_int_eq(tu_held(f.ctx, bshop, 1, 1),
+                         tu_held(f.ctx, sshop, 1, 1));
+        ck_assert_int_eq(tu_on_hand(f.ctx, bshop, 1, 1),
+                         tu_on_hand(f.ctx, sshop, 1, 1));
         /* and again: idempotent */
-        rc = release ? rsv_release_batch(ctx, b.n, b.shop, b.tok, b.len, b.res)
-                     : rsv_claim_batch(ctx, b.n, b.shop, b.tok, b.len, b.res);
-        TU_OK(ctx, rc);
+        rc = release ? rsv_release_batch(f.ctx, b.n, b.shop, b.tok, b.len,
+                                         b.res)
+                     : rsv_claim_batch(f.ctx, b.n, b.shop, b.tok, b.len,
+                                       b.res);
+        TU_OK(f.ctx, rc);
         ck_assert_int_eq(b.res[0], release ? RSV_OK : RSV_ECLAIMED);
-        ck_assert_int_eq(tu_on_hand(ctx, bshop, 1, 1),
-                         tu_on_hand(ctx, sshop, 1, 1));
+        ck_assert_int_eq(tu_on_hand(f.ctx, bshop, 1, 1),
+                         tu_on_hand(f.ctx, sshop, 1, 1));
     }
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(one_and_the_most)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 200));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 200);
     static tbatch b;
     memset(&b, 0, sizeof b);
-    add(&b, shop, "one", 1, 1, 1);
-    TU_OK(ctx, reserve(ctx, &b));
+    add(&b, f.shop, "one", 1, 1, 1);
+    TU_OK(f.ctx, reserve(f.ctx, &b));
     ck_assert_int_eq(b.res[0], RSV_OK);
     memset(&b, 0, sizeof b);
     char tok[32];
     for (int i = 0; i < RSV_BATCH_MAX; i++) {
         snprintf(tok, sizeof tok, "max-%d", i);
-        add(&b, shop, tok, 1, 1, 1);
+        add(&b, f.shop, tok, 1, 1, 1);
     }
-    TU_OK(ctx, reserve(ctx, &b));
+    TU_OK(f.ctx, reserve(f.ctx, &b));
     int ok = 0;
     for (int i = 0; i < RSV_BATCH_MAX; i++) {
         ck_assert(b.res[i] == RSV_OK || b.res[i] == RSV_EOUTOFSTOCK);
         ok += b.res[i] == RSV_OK;
     }
     ck_assert_int_eq(ok, 199);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 200);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 200);
     /* and the claims of all of them */
-    TU_OK(ctx, rsv_claim_batch(ctx, b.n, b.shop, b.tok, b.len, b.res));
+    TU_OK(f.ctx, rsv_claim_batch(f.ctx, b.n, b.shop, b.tok, b.len, b.res));
     ok = 0;
     for (int i = 0; i < RSV_BATCH_MAX; i++)
         ok += b.res[i] == RSV_OK;
@@ -271,54 +269,51 @@ START_TEST(one_and_the_most)
         toks[i] = "x";
         lens[i] = 1;
     }
-    int rc = rsv_claim_batch(ctx, RSV_BATCH_MAX + 1, shops, toks, lens, res);
-    TU_RC(ctx, rc, RSV_EINVAL);
+    int rc = rsv_claim_batch(f.ctx, RSV_BATCH_MAX + 1, shops, toks, lens, res);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
     ck_assert_int_eq(res[RSV_BATCH_MAX], RSV_EINVAL);
-    rc = rsv_claim_batch(ctx, 0, shops, toks, lens, res);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    rc = rsv_claim_batch(ctx, 1, shops, NULL, lens, res);
-    TU_RC(ctx, rc, RSV_EINVAL);
+    rc = rsv_claim_batch(f.ctx, 0, shops, toks, lens, res);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
+    rc = rsv_claim_batch(f.ctx, 1, shops, NULL, lens, res);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
     ck_assert_int_eq(res[0], RSV_EINVAL);
-    rc = rsv_reserve_batch(ctx, 1, b.shop, b.tok, b.len, b.item, NULL, b.qty,
+    rc = rsv_reserve_batch(f.ctx, 1, b.shop, b.tok, b.len, b.item, NULL, b.qty,
                            0, res);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    rc = rsv_reserve_batch(ctx, 1, b.shop, b.tok, b.len, b.item, b.loc,
+    TU_RC(f.ctx, rc, RSV_EINVAL);
+    rc = rsv_reserve_batch(f.ctx, 1, b.shop, b.tok, b.len, b.item, b.loc,
                            b.qty, -1, res);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
     ck_assert_int_eq(rsv_reserve_batch(NULL, 1, b.shop, b.tok, b.len, b.item,
                                        b.loc, b.qty, 0, res), RSV_EINVAL);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(refused_as_a_whole)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 20));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 20);
     static tbatch b;
     memset(&b, 0, sizeof b);
-    add(&b, shop, "w1", 1, 1, 1);
-    add(&b, shop, "w2", 1, 1, 1);
-    tu_exec(c, "START TRANSACTION");
-    int rc = reserve(ctx, &b);
-    TU_RC(ctx, rc, RSV_EINTXN);
+    add(&b, f.shop, "w1", 1, 1, 1);
+    add(&b, f.shop, "w2", 1, 1, 1);
+    tu_exec(f.conn, "START TRANSACTION");
+    int rc = reserve(f.ctx, &b);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
     ck_assert_int_eq(b.res[1], RSV_EINTXN);
-    rc = rsv_claim_batch(ctx, b.n, b.shop, b.tok, b.len, b.res);
-    TU_RC(ctx, rc, RSV_EINTXN);
-    tu_exec(c, "ROLLBACK");
-    TU_OK(ctx, rsv_set_enabled(ctx, 0));
-    rc = reserve(ctx, &b);
-    TU_RC(ctx, rc, RSV_EDISABLED);
+    rc = rsv_claim_batch(f.ctx, b.n, b.shop, b.tok, b.len, b.res);
+    TU_RC(f.ctx, rc, RSV_EINTXN);
+    tu_exec(f.conn, "ROLLBACK");
+    TU_OK(f.ctx, rsv_set_enabled(f.ctx, 0));
+    rc = reserve(f.ctx, &b);
+    TU_RC(f.ctx, rc, RSV_EDISABLED);
     ck_assert_int_eq(b.res[0], RSV_EDISABLED);
-    TU_OK(ctx, rsv_set_enabled(ctx, 1));
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 0);
-    TU_OK(ctx, reserve(ctx, &b));
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 2);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_set_enabled(f.ctx, 1));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
+    TU_OK(f.ctx, reserve(f.ctx, &b));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 2);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -326,30 +321,29 @@ END_TEST
  * (no top-up is due: the units come from the free ledger row). */
 START_TEST(one_statement_per_batch)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 100));
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    tu_fix_stock(&f, 1, 1, 100);
+    tu_fix_stock(&f, 2, 1, 100);
     static tbatch b;
     memset(&b, 0, sizeof b);
     char tok[32];
     for (int i = 0; i < 8; i++) {
         snprintf(tok, sizeof tok, "s-%d", i);
-        add(&b, shop, tok, 1 + (uint64_t)(i % 2), 1, 1 + i % 3);
+        add(&b, f.shop, tok, 1 + (uint64_t)(i % 2), 1, 1 + i % 3);
     }
     /* the context sees both ledger rows once */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("seen-1"), 1, 1, 1, 0));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("seen-2"), 2, 1, 1, 0));
-    rsv_stats_reset(ctx);
-    TU_OK(ctx, reserve(ctx, &b));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("seen-1"), 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("seen-2"), 2, 1, 1, 0));
+    rsv_stats_reset(f.ctx);
+    TU_OK(f.ctx, reserve(f.ctx, &b));
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(b.res[i], RSV_OK);
-    ck_assert_uint_eq(stat(ctx, RSV_STAT_STATEMENTS), 1);
-    ck_assert_uint_eq(stat(ctx, RSV_STAT_ONE_TRIP), 8);
-    ck_assert_uint_eq(stat(ctx, RSV_STAT_CALLS), 8);
-    ck_assert_uint_eq(stat(ctx, RSV_STAT_OK), 8);
-    ck_assert_uint_eq(stat(ctx, RSV_STAT_LEDGER_TAKES), 8);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_STATEMENTS), 1);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_ONE_TRIP), 8);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_CALLS), 8);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_OK), 8);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_LEDGER_TAKES), 8);
     /* without the procedures: the same outcomes, one by one */
     MYSQL *c2;
     rsv_ctx *sctx = tu_open_with(&c2, TEST_OPT_STATEMENTS_ONLY, 0);
@@ -362,18 +356,19 @@ START_TEST(one_statement_per_batch)
     ck_assert_uint_eq(stat(sctx, RSV_STAT_CALLS), 8);
     ck_assert_uint_eq(stat(sctx, RSV_STAT_STATEMENTS) > 8, 1);
     uint64_t claims = 0, stmts = 0;
-    TU_OK(ctx, rsv_stats_reset(ctx));
-    TU_OK(ctx, rsv_claim_batch(ctx, b.n, b.shop, b.tok, b.len, b.res));
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_CLAIM, &claims));
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM, &stmts));
+    TU_OK(f.ctx, rsv_stats_reset(f.ctx));
+    TU_OK(f.ctx, rsv_claim_batch(f.ctx, b.n, b.shop, b.tok, b.len, b.res));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_CALLS, RSV_OP_CLAIM, &claims));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM,
+                               &stmts));
     ck_assert_uint_eq(claims, 8);
     ck_assert_uint_eq(stmts, 1);
     /* what is left: the s- checkouts (15 units) and the two seen- ones */
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1) + tu_held(ctx, shop, 2, 1), 17);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1) +
+                         tu_held(f.ctx, f.shop, 2, 1), 17);
     rsv_close(sctx);
     mysql_close(c2);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -416,10 +411,10 @@ static void *hot_buyer(void *arg)
 
 START_TEST(hot_item_never_oversold)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    hot_shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, hot_shop, 1, 1, HOT_STOCK));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    hot_shop = f.shop;
+    tu_fix_stock(&f, 1, 1, HOT_STOCK);
     pthread_t th[HOT_THREADS];
     for (int t = 0; t < HOT_THREADS; t++) {
         hot_ok[t] = 0;
@@ -432,11 +427,10 @@ START_TEST(hot_item_never_oversold)
     }
     /* 8 x 6 x 8 entries asking for 576 units of 150: every unit sold
      * once, no more */
-    ck_assert_int_eq(tu_held(ctx, hot_shop, 1, 1), total);
+    ck_assert_int_eq(tu_held(f.ctx, hot_shop, 1, 1), total);
     ck_assert_int_le(total, HOT_STOCK);
     ck_assert_int_ge(total, HOT_STOCK - 1); /* (the last may ask for 2) */
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 

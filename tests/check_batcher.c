@@ -131,13 +131,13 @@ static int hot_wave(rsv_ctx *ctx, int wave, int each)
  * every success a real hold. */
 START_TEST(hot_item_many_threads)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    hot.shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, hot.shop, 1, 1, HOT_STOCK));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    hot.shop = f.shop;
+    tu_fix_stock(&f, 1, 1, HOT_STOCK);
     hot.b = open_batcher(4, NULL);
     int first = HOT_THREADS * HOT_EACH;
-    ck_assert_int_eq(hot_wave(ctx, 1, HOT_EACH), first);
+    ck_assert_int_eq(hot_wave(f.ctx, 1, HOT_EACH), first);
     uint64_t calls = bstat(hot.b, RSV_STAT_CALLS, RSV_OP_RESERVE);
     uint64_t stmts = bstat(hot.b, RSV_STAT_STATEMENTS, RSV_OP_RESERVE);
     ck_assert_int_eq(calls, first);
@@ -148,18 +148,17 @@ START_TEST(hot_item_many_threads)
      * finds its pool short is run on its own) */
     ck_assert_msg(stmts * 4 < calls * 3, "%llu statements for %llu reserves",
                   (unsigned long long)stmts, (unsigned long long)calls);
-    ck_assert_int_eq(hot_wave(ctx, 2, HOT_MORE), HOT_STOCK - first);
-    ck_assert_int_eq(tu_held(ctx, hot.shop, 1, 1), HOT_STOCK);
+    ck_assert_int_eq(hot_wave(f.ctx, 2, HOT_MORE), HOT_STOCK - first);
+    ck_assert_int_eq(tu_held(f.ctx, hot.shop, 1, 1), HOT_STOCK);
     /* sold out also for a lone caller */
-    TU_RC(ctx, rsv_batcher_reserve_one(hot.b, hot.shop, TOK("late"), 1, 1, 1,
-                                       0),
+    TU_RC(f.ctx, rsv_batcher_reserve_one(hot.b, hot.shop, TOK("late"), 1, 1, 1,
+                                         0),
           RSV_EOUTOFSTOCK);
     ck_assert_int_eq(bstat(hot.b, RSV_STAT_CALLS, RSV_OP_RESERVE),
                      first + HOT_THREADS * HOT_MORE + 1);
     ck_assert_int_eq(bstat(hot.b, RSV_STAT_OK, RSV_OP_RESERVE), HOT_STOCK);
     rsv_batcher_close(hot.b);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -167,19 +166,18 @@ END_TEST
 
 START_TEST(lone_caller_is_a_batch_of_one)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 5);
     rsv_batcher *b = open_batcher(2, NULL);
-    TU_OK(ctx, rsv_batcher_reserve_one(b, shop, TOK("alone"), 1, 1, 2, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 2);
+    TU_OK(f.ctx, rsv_batcher_reserve_one(b, f.shop, TOK("alone"), 1, 1, 2, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 2);
     /* what the single call costs: one statement (the schema's procedure) */
     ck_assert_int_eq(bstat(b, RSV_STAT_CALLS, RSV_OP_RESERVE), 1);
     ck_assert_int_eq(bstat(b, RSV_STAT_STATEMENTS, RSV_OP_RESERVE), 1);
     ck_assert_int_eq(bstat(b, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE), 1);
-    TU_OK(ctx, rsv_batcher_claim(b, shop, TOK("alone")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 3);
+    TU_OK(f.ctx, rsv_batcher_claim(b, f.shop, TOK("alone")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 3);
     /* the statistics also go to a snapshot, one context per connection */
     rsv_stats_snapshot *snap = NULL;
     ck_assert_int_eq(rsv_stats_snapshot_new(&snap), RSV_OK);
@@ -193,8 +191,7 @@ START_TEST(lone_caller_is_a_batch_of_one)
                            "class=\"ok\"} 1\n") != NULL);
     rsv_stats_snapshot_free(snap);
     rsv_batcher_close(b);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -230,19 +227,19 @@ static void *settler(void *arg)
 
 START_TEST(claims_and_releases)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    st.shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, st.shop, 1, 1, 100));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    st.shop = f.shop;
+    tu_fix_stock(&f, 1, 1, 100);
     st.b = open_batcher(3, NULL);
     for (int t = 0; t < SETTLE_THREADS; t++) {
         char a[32], r[32];
         snprintf(a, sizeof a, "claim-%d", t);
         snprintf(r, sizeof r, "release-%d", t);
-        TU_OK(ctx, rsv_batcher_reserve_one(st.b, st.shop, TOK(a), 1, 1, 2,
-                                           0));
-        TU_OK(ctx, rsv_batcher_reserve_one(st.b, st.shop, TOK(r), 1, 1, 1,
-                                           0));
+        TU_OK(f.ctx, rsv_batcher_reserve_one(st.b, st.shop, TOK(a), 1, 1, 2,
+                                             0));
+        TU_OK(f.ctx, rsv_batcher_reserve_one(st.b, st.shop, TOK(r), 1, 1, 1,
+                                             0));
     }
     pthread_barrier_init(&st.go, NULL, SETTLE_THREADS);
     pthread_t th[SETTLE_THREADS];
@@ -258,20 +255,19 @@ START_TEST(claims_and_releases)
         for (int k = 0; k < 6; k++)
             ck_assert_msg(st.rc[t][k] == want[k], "thread %d call %d: %s",
                           t, k, rsv_code_name(st.rc[t][k]));
-    ck_assert_int_eq(tu_on_hand(ctx, st.shop, 1, 1),
+    ck_assert_int_eq(tu_on_hand(f.ctx, st.shop, 1, 1),
                      100 - 2 * SETTLE_THREADS);
-    ck_assert_int_eq(tu_held(ctx, st.shop, 1, 1), 0);
-    TU_RC(ctx, rsv_batcher_claim(st.b, st.shop, TOK("nobody")),
+    ck_assert_int_eq(tu_held(f.ctx, st.shop, 1, 1), 0);
+    TU_RC(f.ctx, rsv_batcher_claim(st.b, st.shop, TOK("nobody")),
           RSV_ENOTFOUND);
-    TU_RC(ctx, rsv_batcher_release(st.b, st.shop, TOK("nobody")),
+    TU_RC(f.ctx, rsv_batcher_release(st.b, st.shop, TOK("nobody")),
           RSV_ENOTFOUND);
     ck_assert_int_eq(bstat(st.b, RSV_STAT_CALLS, RSV_OP_CLAIM),
                      3 * SETTLE_THREADS + 1);
     ck_assert_int_eq(bstat(st.b, RSV_STAT_CALLS, RSV_OP_RELEASE),
                      3 * SETTLE_THREADS + 1);
     rsv_batcher_close(st.b);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -309,28 +305,26 @@ static int kill_others(MYSQL *keep)
  * only sees the answer. */
 START_TEST(lost_connection_is_repeated)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
     rsv_batcher *b = open_batcher(1, NULL);
-    TU_OK(ctx, rsv_batcher_reserve_one(b, shop, TOK("before"), 1, 1, 1, 0));
-    ck_assert_int_eq(kill_others(c), 1);
+    TU_OK(f.ctx, rsv_batcher_reserve_one(b, f.shop, TOK("before"), 1, 1, 1, 0));
+    ck_assert_int_eq(kill_others(f.conn), 1);
     sleep_ms(100);
-    TU_OK(ctx, rsv_batcher_reserve_one(b, shop, TOK("after"), 1, 1, 2, 0));
-    ck_assert_int_eq(kill_others(c), 1);
+    TU_OK(f.ctx, rsv_batcher_reserve_one(b, f.shop, TOK("after"), 1, 1, 2, 0));
+    ck_assert_int_eq(kill_others(f.conn), 1);
     sleep_ms(100);
-    TU_OK(ctx, rsv_batcher_claim(b, shop, TOK("after")));
-    ck_assert_int_eq(kill_others(c), 1);
+    TU_OK(f.ctx, rsv_batcher_claim(b, f.shop, TOK("after")));
+    ck_assert_int_eq(kill_others(f.conn), 1);
     sleep_ms(100);
-    TU_OK(ctx, rsv_batcher_release(b, shop, TOK("before")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 8);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 0);
+    TU_OK(f.ctx, rsv_batcher_release(b, f.shop, TOK("before")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 8);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
     /* the lost tries were counted, as failures */
     ck_assert_uint_ge(bstat(b, RSV_STAT_FAILED, RSV_OP_ALL), 1);
     rsv_batcher_close(b);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -397,13 +391,13 @@ static int started(void)
  * or leaks. */
 START_TEST(close_with_callers_waiting)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    cl.shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    cl.shop = f.shop;
     cl.started = 0;
     pthread_mutex_init(&cl.mu, NULL);
-    TU_OK(ctx, rsv_stock_set(ctx, cl.shop, 1, 1, 100));
-    TU_OK(ctx, rsv_reserve_one(ctx, cl.shop, TOK("gate"), 1, 1, 1, 0));
+    tu_fix_stock(&f, 1, 1, 100);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, cl.shop, TOK("gate"), 1, 1, 1, 0));
     rsv_options o;
     rsv_options_init(&o, RSV_OPTIONS_VERSION);
     o.call_timeout_ms = 0;
@@ -419,7 +413,7 @@ START_TEST(close_with_callers_waiting)
     pthread_create(&gate, NULL, gate_claimer, NULL);
     /* until the worker waits for the lock */
     for (int i = 0; i < 600 &&
-                    tu_i64(c, "SELECT COUNT(*) FROM information_schema."
+                    tu_i64(f.conn, "SELECT COUNT(*) FROM information_schema."
                               "innodb_trx WHERE trx_state = 'LOCK WAIT'") == 0;
          i++)
         sleep_ms(50);
@@ -445,11 +439,10 @@ START_TEST(close_with_callers_waiting)
                       rsv_code_name(cl.rc[t]));
     }
     ck_assert_int_eq(cl.gate_rc, RSV_OK);
-    ck_assert_int_eq(tu_held(ctx, cl.shop, 1, 1), CLOSE_QUEUED);
+    ck_assert_int_eq(tu_held(f.ctx, cl.shop, 1, 1), CLOSE_QUEUED);
     mysql_close(lock);
     pthread_mutex_destroy(&cl.mu);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -458,10 +451,9 @@ END_TEST
 /* Each bad call answered as the single call answers it. */
 START_TEST(bad_input_as_the_single_call)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 5);
     rsv_batcher *b = open_batcher(1, NULL);
     char big[RSV_TOKEN_MAX + 1];
     memset(big, 'x', sizeof big);
@@ -484,25 +476,25 @@ START_TEST(bad_input_as_the_single_call)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const void *tok = cases[i].null_token ? NULL : big;
-        int single = rsv_reserve_one(ctx, shop, tok, cases[i].len,
+        int single = rsv_reserve_one(f.ctx, f.shop, tok, cases[i].len,
                                      cases[i].item, 1, cases[i].qty,
                                      cases[i].ttl);
-        int batched = rsv_batcher_reserve_one(b, shop, tok, cases[i].len,
+        int batched = rsv_batcher_reserve_one(b, f.shop, tok, cases[i].len,
                                               cases[i].item, 1, cases[i].qty,
                                               cases[i].ttl);
         ck_assert_msg(single != RSV_OK && batched == single,
                       "case %zu: batcher %s, single %s", i,
                       rsv_code_name(batched), rsv_code_name(single));
-        ck_assert_int_eq(rsv_batcher_claim(b, shop, tok, cases[i].len),
-                         rsv_claim(ctx, shop, tok, cases[i].len));
-        ck_assert_int_eq(rsv_batcher_release(b, shop, tok, cases[i].len),
-                         rsv_release(ctx, shop, tok, cases[i].len));
+        ck_assert_int_eq(rsv_batcher_claim(b, f.shop, tok, cases[i].len),
+                         rsv_claim(f.ctx, f.shop, tok, cases[i].len));
+        ck_assert_int_eq(rsv_batcher_release(b, f.shop, tok, cases[i].len),
+                         rsv_release(f.ctx, f.shop, tok, cases[i].len));
     }
-    ck_assert_int_eq(rsv_batcher_reserve_one(NULL, shop, TOK("x"), 1, 1, 1,
+    ck_assert_int_eq(rsv_batcher_reserve_one(NULL, f.shop, TOK("x"), 1, 1, 1,
                                              0),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_batcher_claim(NULL, shop, TOK("x")), RSV_EINVAL);
-    ck_assert_int_eq(rsv_batcher_release(NULL, shop, TOK("x")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_batcher_claim(NULL, f.shop, TOK("x")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_batcher_release(NULL, f.shop, TOK("x")), RSV_EINVAL);
     uint64_t v;
     ck_assert_int_eq(rsv_batcher_stats_get(NULL, RSV_STAT_CALLS, 0, &v),
                      RSV_EINVAL);
@@ -516,11 +508,10 @@ START_TEST(bad_input_as_the_single_call)
     ck_assert_int_eq(rsv_stats_snapshot_new(&snap), RSV_OK);
     ck_assert_int_eq(rsv_batcher_stats_snapshot_add(snap, NULL), RSV_EINVAL);
     rsv_stats_snapshot_free(snap);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
     rsv_batcher_close(b);
     rsv_batcher_close(NULL);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -609,10 +600,9 @@ static void collect(rsv_batcher *b, rsv_batcher_call **calls, int *codes,
 
 START_TEST(nonblocking_calls)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, NB_STOCK));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, NB_STOCK);
     rsv_batcher *b = open_batcher(2, NULL);
     rsv_batcher_call *calls[NB_CALLS], *none = (rsv_batcher_call *)1;
     int codes[NB_CALLS];
@@ -625,7 +615,7 @@ START_TEST(nonblocking_calls)
         snprintf(tok, sizeof tok, "nb-%d", i);
         snprintf(toks[i], sizeof toks[i], "%s", tok);
         /* the token is copied: this one is gone when the call runs */
-        ck_assert_int_eq(rsv_batcher_reserve_one_start(b, shop, TOK(tok), 1,
+        ck_assert_int_eq(rsv_batcher_reserve_one_start(b, f.shop, TOK(tok), 1,
                                                        1, 1, 0, &calls[i]),
                          RSV_PENDING);
         ck_assert(calls[i] != NULL);
@@ -638,14 +628,14 @@ START_TEST(nonblocking_calls)
         ok += codes[i] == RSV_OK;
     }
     ck_assert_int_eq(ok, NB_STOCK);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), NB_STOCK);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), NB_STOCK);
     /* claim half of the held ones, release the others */
     int n = 0, want[NB_CALLS];
     for (int i = 0; i < NB_CALLS; i++) {
         int rc = codes[i] != RSV_OK ? RSV_OK
-                 : n % 2 ? rsv_batcher_claim_start(b, shop, TOK(toks[i]),
+                 : n % 2 ? rsv_batcher_claim_start(b, f.shop, TOK(toks[i]),
                                                    &calls[n])
-                         : rsv_batcher_release_start(b, shop, TOK(toks[i]),
+                         : rsv_batcher_release_start(b, f.shop, TOK(toks[i]),
                                                      &calls[n]);
         if (codes[i] != RSV_OK)
             continue;
@@ -655,22 +645,22 @@ START_TEST(nonblocking_calls)
     collect(b, calls, codes, n);
     for (int i = 0; i < n; i++)
         ck_assert_int_eq(codes[i], want[i]);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), NB_STOCK - NB_STOCK / 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 0);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), NB_STOCK - NB_STOCK / 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
     /* answered at once, as the single calls */
     rsv_batcher_call *c1 = (rsv_batcher_call *)1;
-    ck_assert_int_eq(rsv_batcher_claim_start(b, shop, "", 0, &c1),
+    ck_assert_int_eq(rsv_batcher_claim_start(b, f.shop, "", 0, &c1),
                      RSV_ETOKEN);
     ck_assert(c1 == NULL);
-    ck_assert_int_eq(rsv_batcher_release_start(b, shop, NULL, 1, &c1),
+    ck_assert_int_eq(rsv_batcher_release_start(b, f.shop, NULL, 1, &c1),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_batcher_reserve_one_start(b, shop, TOK("q"), 1, 1,
+    ck_assert_int_eq(rsv_batcher_reserve_one_start(b, f.shop, TOK("q"), 1, 1,
                                                    0, 0, &c1),
                      RSV_EQUANTITY);
-    ck_assert_int_eq(rsv_batcher_reserve_one_start(b, shop, TOK("q"), 1, 1,
+    ck_assert_int_eq(rsv_batcher_reserve_one_start(b, f.shop, TOK("q"), 1, 1,
                                                    1, 0, NULL),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_batcher_claim_start(NULL, shop, TOK("q"), &c1),
+    ck_assert_int_eq(rsv_batcher_claim_start(NULL, f.shop, TOK("q"), &c1),
                      RSV_EINVAL);
     ck_assert_int_eq(rsv_batcher_fd(NULL), RSV_EINVAL);
     ck_assert_int_eq(rsv_batcher_next_done(NULL, &c1, &code), RSV_EINVAL);
@@ -681,13 +671,12 @@ START_TEST(nonblocking_calls)
     for (int i = 0; i < 10; i++) {
         char tok[16];
         snprintf(tok, sizeof tok, "left-%d", i);
-        ck_assert_int_eq(rsv_batcher_release_start(b, shop, TOK(tok),
+        ck_assert_int_eq(rsv_batcher_release_start(b, f.shop, TOK(tok),
                                                    &calls[i]),
                          RSV_PENDING);
     }
     rsv_batcher_close(b);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 

@@ -61,15 +61,14 @@ static void *race(void *p)
 
 static void run_race(int threads, int64_t stock, int64_t cap, int64_t qty)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, stock));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, stock);
     struct racer r[64];
     pthread_t t[64];
     for (int i = 0; i < threads; i++) {
         memset(&r[i], 0, sizeof r[i]);
-        r[i].shop = shop;
+        r[i].shop = f.shop;
         r[i].id = i;
         r[i].pool_cap = cap;
         r[i].qty = qty;
@@ -87,9 +86,8 @@ static void run_race(int threads, int64_t stock, int64_t cap, int64_t qty)
      * stock", fewer than qty units may be left, never more */
     ck_assert_int_le(total, stock);
     ck_assert_int_gt(total, stock - qty);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), total);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), total);
+    tu_fix_close(&f);
 }
 
 START_TEST(last_units_one_at_a_time)
@@ -139,12 +137,11 @@ static void *hold_then_rollback(void *p)
 
 START_TEST(in_flight_rows_are_not_out_of_stock)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    struct holder h = {tu_shop(), 0, PTHREAD_MUTEX_INITIALIZER,
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    struct holder h = {f.shop, 0, PTHREAD_MUTEX_INITIALIZER,
                        PTHREAD_COND_INITIALIZER};
-    TU_OK(ctx, rsv_stock_set(ctx, h.shop, 1, 1, 3));
-    TU_OK(ctx, rsv_replenish(ctx, h.shop, 1, 1, NULL));
+    tu_fix_pooled(&f, 1, 1, 3);
     pthread_t t;
     pthread_create(&t, NULL, hold_then_rollback, &h);
     pthread_mutex_lock(&h.mu);
@@ -153,16 +150,15 @@ START_TEST(in_flight_rows_are_not_out_of_stock)
     pthread_mutex_unlock(&h.mu);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    TU_OK(ctx, rsv_reserve_one(ctx, h.shop, TOK("patient"), 1, 1, 3, 0));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, h.shop, TOK("patient"), 1, 1, 3, 0));
     clock_gettime(CLOCK_MONOTONIC, &b);
     double waited = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
     ck_assert_msg(waited > 0.2, "reserve did not wait for the in-flight rows");
     pthread_join(t, NULL);
     /* and when the holder commits its deletion instead, it is out of stock */
-    int rc = rsv_reserve_one(ctx, h.shop, TOK("late"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    rsv_close(ctx);
-    mysql_close(c);
+    int rc = rsv_reserve_one(f.ctx, h.shop, TOK("late"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    tu_fix_close(&f);
 }
 END_TEST
 

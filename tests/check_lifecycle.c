@@ -15,112 +15,105 @@
 
 START_TEST(stock_set_get_adjust)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
     int64_t on_hand, held, pooled, avail;
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, &on_hand, &held, &pooled, &avail));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, &on_hand, &held, &pooled, &avail));
     ck_assert_int_eq(on_hand, 10);
     ck_assert_int_eq(held, 0);
     ck_assert_int_eq(pooled, 0);
     ck_assert_int_eq(avail, 10);
     int64_t now = 0;
-    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, 5, &now));
+    TU_OK(f.ctx, rsv_stock_adjust(f.ctx, f.shop, 1, 1, 5, &now));
     ck_assert_int_eq(now, 15);
-    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, -3, &now));
+    TU_OK(f.ctx, rsv_stock_adjust(f.ctx, f.shop, 1, 1, -3, &now));
     ck_assert_int_eq(now, 12);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 12);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 12);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(reserve_claim_takes_stock_once)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 42, 7, 6));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("checkout-1"), 42, 7, 2, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 42, 7), 2);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 6);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 42, 7, 6);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("checkout-1"), 42, 7, 2,
+                                 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 42, 7), 2);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 42, 7), 6);
     int32_t st = 0;
     int64_t units = 0, ms = 0;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("checkout-1"), &st, &units, &ms));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("checkout-1"), &st, &units, &ms));
     ck_assert_int_eq(st, RSV_STATUS_HELD);
     ck_assert_int_eq(units, 2);
     ck_assert(ms > 0 && ms <= 600000);
 
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("checkout-1")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
-    ck_assert_int_eq(tu_held(ctx, shop, 42, 7), 0);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("checkout-1")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 42, 7), 4);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 42, 7), 0);
     /* a retried claim takes nothing */
-    int rc = rsv_claim(ctx, shop, TOK("checkout-1"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("checkout-1"), &st, &units, NULL));
+    int rc = rsv_claim(f.ctx, f.shop, TOK("checkout-1"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 42, 7), 4);
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("checkout-1"), &st, &units, NULL));
     ck_assert_int_eq(st, RSV_STATUS_CLAIMED);
     ck_assert_int_eq(units, 0);
     /* the claim is folded into the ledger row by the next refill */
-    TU_OK(ctx, rsv_replenish(ctx, shop, 42, 7, NULL));
-    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM rsv_journal"), 0);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 42, 7), 4);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 42, 7, NULL));
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT COUNT(*) FROM rsv_journal"), 0);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 42, 7), 4);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(release_gives_units_back)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 3));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 1, 1, 3, 0));
-    int rc = rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("a")));
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("a"))); /* idempotent */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 3, 0));
-    rc = rsv_claim(ctx, shop, TOK("a"));
-    TU_RC(ctx, rc, RSV_ERELEASED);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("b")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
-    rc = rsv_release(ctx, shop, TOK("b"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 3);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("a"), 1, 1, 3, 0));
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("b"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("a")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("a"))); /* idempotent */
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("b"), 1, 1, 3, 0));
+    rc = rsv_claim(f.ctx, f.shop, TOK("a"));
+    TU_RC(f.ctx, rc, RSV_ERELEASED);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("b")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 0);
+    rc = rsv_release(f.ctx, f.shop, TOK("b"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(replenish_fills_to_cap)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 5, 1, 2500));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 5, 1, 2500);
     int64_t added = -1, pooled = -1;
-    TU_OK(ctx, rsv_replenish(ctx, shop, 5, 1, &added));
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 5, 1, &added));
     ck_assert_int_eq(added, 1000);
-    TU_OK(ctx, rsv_replenish(ctx, shop, 5, 1, &added));
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 5, 1, &added));
     ck_assert_int_eq(added, 0);
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 5, 1, NULL, NULL, &pooled, NULL));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 5, 1, NULL, NULL, &pooled, NULL));
     ck_assert_int_eq(pooled, 1000);
     /* small stock: the pool never exceeds the ledger */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 6, 1, 7));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 6, 1, &added));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 6, 1, 7));
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 6, 1, &added));
     ck_assert_int_eq(added, 7);
     /* a quantity above the pool cap is still served, from the ledger */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("big"), 5, 1, 2400, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 5, 1), 2400);
-    int rc = rsv_reserve_one(ctx, shop, TOK("big2"), 5, 1, 101, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("big2"), 5, 1, 100, 0));
-    rc = rsv_replenish(ctx, shop, 99, 1, &added);
-    TU_RC(ctx, rc, RSV_ENOITEM);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("big"), 5, 1, 2400, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 5, 1), 2400);
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("big2"), 5, 1, 101, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("big2"), 5, 1, 100, 0));
+    rc = rsv_replenish(f.ctx, f.shop, 99, 1, &added);
+    TU_RC(f.ctx, rc, RSV_ENOITEM);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -167,28 +160,22 @@ END_TEST
 
 START_TEST(pool_refills_inline)
 {
-    MYSQL *c;
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.pool_cap = 10;
-    c = tu_connect();
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 95));
+    tu_fix f;
+    tu_fix_open(&f, 0, 10);
+    tu_fix_stock(&f, 1, 1, 95);
     char tok[32];
     for (int i = 0; i < 95; i++) {
         snprintf(tok, sizeof tok, "t%d", i);
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 1, 1, 1, 0));
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(tok), 1, 1, 1, 0));
         int64_t pooled = -1;
-        TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, &pooled, NULL));
+        TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, NULL, NULL, &pooled,
+                                   NULL));
         ck_assert_int_le(pooled, 10);
     }
-    int rc = rsv_reserve_one(ctx, shop, TOK("last"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 95);
-    rsv_close(ctx);
-    mysql_close(c);
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("last"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 95);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -237,38 +224,36 @@ static MYSQL *other_locks(const char *what, uint64_t shop, uint64_t item)
  * can reserve does not change, holds stay, and the item sells on. */
 START_TEST(pool_drain_gives_rows_back)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 100);
     int64_t added = 0, avail = -1, drained = -1;
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, &added));
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 1, 1, &added));
     ck_assert_int_eq(added, 100);
     /* the ledger row has nothing left to issue: these come from the pool */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 1, 1, 3, 0));
-    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 97);
-    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("a"), 1, 1, 3, 0));
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 97);
+    TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
     ck_assert_int_eq(drained, 97);
-    ck_assert_uint_eq(drained_by(ctx, RSV_OP_REPLENISH), 97);
-    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 0);
-    ck_assert_int_eq(issued_of(c, shop, 1), 3); /* the hold's */
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, NULL, &avail));
+    ck_assert_uint_eq(drained_by(f.ctx, RSV_OP_REPLENISH), 97);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 0);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 3); /* the hold's */
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, NULL, NULL, NULL, &avail));
     ck_assert_int_eq(avail, 97);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 3);
-    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 3);
+    TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
     ck_assert_int_eq(drained, 0);
     /* sells on, to the last unit, and the old hold is still claimable */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 97, 0));
-    int rc = rsv_reserve_one(ctx, shop, TOK("c"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("a")));
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("b")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 97);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("b"), 1, 1, 97, 0));
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("c"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("a")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("b")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 97);
     /* a drained item gets a pool again from the next refill */
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, &added));
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 1, 1, &added));
     ck_assert_int_eq(added, 97);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -276,24 +261,21 @@ END_TEST
  * passed over, without waiting, and stays counted as issued. */
 START_TEST(pool_drain_leaves_rows_in_flight)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 0);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
-    MYSQL *other = other_locks("id FROM rsv_pool", shop, 1);
+    tu_fix f;
+    tu_fix_open_impatient(&f, 0);
+    tu_fix_pooled(&f, 1, 1, 10);
+    MYSQL *other = other_locks("id FROM rsv_pool", f.shop, 1);
     int64_t drained = -1;
-    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
     ck_assert_int_eq(drained, 9);
-    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 1);
-    ck_assert_int_eq(issued_of(c, shop, 1), 1);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 1);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 1);
     tu_exec(other, "ROLLBACK");
     mysql_close(other);
-    TU_OK(ctx, rsv_pool_drain(ctx, shop, 1, 1, &drained));
+    TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
     ck_assert_int_eq(drained, 1);
-    ck_assert_int_eq(issued_of(c, shop, 1), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -314,28 +296,25 @@ static void make_idle(MYSQL *c, uint64_t shop, uint64_t item, uint64_t loc)
  * key (0, 0), are all found. */
 START_TEST(sweep_drains_idle_pools)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 0);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open_impatient(&f, 0);
     uint64_t items[3] = {1, 2, 3};
-    for (int i = 0; i < 3; i++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop, items[i], 1, 10));
-        TU_OK(ctx, rsv_replenish(ctx, shop, items[i], 1, NULL));
-    }
-    make_idle(c, shop, 1, 1);
-    make_idle(c, shop, 3, 1);
-    MYSQL *other = other_locks("on_hand FROM rsv_ledger", shop, 3);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
-    ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP), 10);
-    ck_assert_int_eq(pooled_of(ctx, shop, 1, 1), 0);
-    ck_assert_int_eq(pooled_of(ctx, shop, 2, 1), 10);
-    ck_assert_int_eq(pooled_of(ctx, shop, 3, 1), 10);
+    for (int i = 0; i < 3; i++)
+        tu_fix_pooled(&f, items[i], 1, 10);
+    make_idle(f.conn, f.shop, 1, 1);
+    make_idle(f.conn, f.shop, 3, 1);
+    MYSQL *other = other_locks("on_hand FROM rsv_ledger", f.shop, 3);
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, NULL));
+    ck_assert_uint_eq(drained_by(f.ctx, RSV_OP_SWEEP), 10);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 0);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 2, 1), 10);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 3, 1), 10);
     tu_exec(other, "ROLLBACK");
     mysql_close(other);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
-    ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP), 20);
-    ck_assert_int_eq(pooled_of(ctx, shop, 3, 1), 0);
-    ck_assert_int_eq(pooled_of(ctx, shop, 2, 1), 10);
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, NULL));
+    ck_assert_uint_eq(drained_by(f.ctx, RSV_OP_SWEEP), 20);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 3, 1), 0);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 2, 1), 10);
 
     /* pool_idle_s = 0: never */
     MYSQL *c2 = tu_connect();
@@ -344,9 +323,9 @@ START_TEST(sweep_drains_idle_pools)
     o.pool_idle_s = 0;
     rsv_ctx *never = NULL;
     TU_OK(never, rsv_open(&never, c2, &o));
-    make_idle(c, shop, 2, 1);
-    TU_OK(never, rsv_sweep(never, shop, 0, NULL));
-    ck_assert_int_eq(pooled_of(ctx, shop, 2, 1), 10);
+    make_idle(f.conn, f.shop, 2, 1);
+    TU_OK(never, rsv_sweep(never, f.shop, 0, NULL));
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 2, 1), 10);
     ck_assert_uint_eq(drained_by(never, RSV_OP_SWEEP), 0);
     rsv_close(never);
     mysql_close(c2);
@@ -355,50 +334,47 @@ START_TEST(sweep_drains_idle_pools)
     char q[240];
     uint64_t shop2 = tu_shop();
     for (uint64_t k = 0; k < 70; k++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop2, k, k == 0 ? 0 : 1, 2));
-        TU_OK(ctx, rsv_replenish(ctx, shop2, k, k == 0 ? 0 : 1, NULL));
+        TU_OK(f.ctx, rsv_stock_set(f.ctx, shop2, k, k == 0 ? 0 : 1, 2));
+        TU_OK(f.ctx, rsv_replenish(f.ctx, shop2, k, k == 0 ? 0 : 1, NULL));
     }
     snprintf(q, sizeof q, "UPDATE rsv_ledger SET updated_at = NOW(6) - "
              "INTERVAL 2 HOUR WHERE shop_id = %llu",
              (unsigned long long)shop2);
-    tu_exec(c, q);
-    uint64_t before = drained_by(ctx, RSV_OP_SWEEP);
-    TU_OK(ctx, rsv_sweep(ctx, shop2, 0, NULL));
-    ck_assert_uint_eq(drained_by(ctx, RSV_OP_SWEEP) - before, 140);
+    tu_exec(f.conn, q);
+    uint64_t before = drained_by(f.ctx, RSV_OP_SWEEP);
+    TU_OK(f.ctx, rsv_sweep(f.ctx, shop2, 0, NULL));
+    ck_assert_uint_eq(drained_by(f.ctx, RSV_OP_SWEEP) - before, 140);
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
              "shop_id = %llu", (unsigned long long)shop2);
-    ck_assert_int_eq(tu_i64(c, q), 0);
+    ck_assert_int_eq(tu_i64(f.conn, q), 0);
     /* the item sells on: 2 units, none lost */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop2, TOK("z"), 0, 0, 2, 0));
-    int rc = rsv_reserve_one(ctx, shop2, TOK("y"), 0, 0, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, shop2, TOK("z"), 0, 0, 2, 0));
+    int rc = rsv_reserve_one(f.ctx, shop2, TOK("y"), 0, 0, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(extend_and_status)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("x"), 1, 1, 1, 1000));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 5);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("x"), 1, 1, 1, 1000));
     int32_t st;
     int64_t ms = 0;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("x"), &st, NULL, &ms));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("x"), &st, NULL, &ms));
     ck_assert_int_le(ms, 1000);
-    TU_OK(ctx, rsv_extend(ctx, shop, TOK("x"), 3600000));
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("x"), &st, NULL, &ms));
+    TU_OK(f.ctx, rsv_extend(f.ctx, f.shop, TOK("x"), 3600000));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("x"), &st, NULL, &ms));
     ck_assert_int_gt(ms, 3500000);
-    int rc = rsv_checkout_status(ctx, shop, TOK("nope"), &st, NULL, NULL);
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rc = rsv_claim(ctx, shop, TOK("nope"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rc = rsv_release(ctx, shop, TOK("nope"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rsv_close(ctx);
-    mysql_close(c);
+    int rc = rsv_checkout_status(f.ctx, f.shop, TOK("nope"), &st, NULL, NULL);
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_claim(f.ctx, f.shop, TOK("nope"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_release(f.ctx, f.shop, TOK("nope"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -560,34 +536,34 @@ static void *sweep_thread(void *p)
 
 START_TEST(purge_keeps_the_lock_order)
 {
-    MYSQL *c, *c2;
-    rsv_ctx *ctx = tu_open(&c);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    MYSQL *c2;
     rsv_ctx *sweeper = tu_open(&c2);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 5, 1, 1000));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("old-1"), 5, 1, 1, 0));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("old-1")));
+    tu_fix_stock(&f, 5, 1, 1000);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("old-1"), 5, 1, 1, 0));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("old-1")));
     char q[320];
     snprintf(q, sizeof q, "UPDATE rsv_checkouts SET updated_at = "
              "updated_at - INTERVAL 30 DAY WHERE shop_id = %llu",
-             (unsigned long long)shop);
-    tu_exec(c, q);
+             (unsigned long long)f.shop);
+    tu_exec(f.conn, q);
     /* recent checkouts, so that the old one is found through the index
      * (on a table this small the server would read every row instead) */
     for (int i = 0; i < 300; i++) {
         char tok[32];
         snprintf(tok, sizeof tok, "new-%d", i);
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 5, 1, 1, 0));
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(tok), 5, 1, 1, 0));
     }
-    tu_exec(c, "ANALYZE TABLE rsv_checkouts");
+    tu_exec(f.conn, "ANALYZE TABLE rsv_checkouts");
 
     /* a re-reserve in flight: the checkout row first */
     MYSQL *other = tu_connect_in_txn();
     snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
              "shop_id = %llu AND checkout_token = 'old-1' FOR UPDATE",
-             (unsigned long long)shop);
+             (unsigned long long)f.shop);
     ck_assert_int_eq(tu_i64(other, q), 2);
-    struct sweep_run r = {sweeper, shop, -1};
+    struct sweep_run r = {sweeper, f.shop, -1};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, sweep_thread, &r), 0);
     struct timespec ts = {0, 400 * 1000 * 1000}; /* the sweep now waits */
@@ -595,7 +571,7 @@ START_TEST(purge_keeps_the_lock_order)
     /* then its entry in the status index */
     snprintf(q, sizeof q, "UPDATE rsv_checkouts SET status = 1, "
              "updated_at = NOW(6) WHERE shop_id = %llu AND checkout_token = "
-             "'old-1'", (unsigned long long)shop);
+             "'old-1'", (unsigned long long)f.shop);
     if (mysql_query(other, q) != 0)
         ck_abort_msg("the re-reserve's update failed: %s", mysql_error(other));
     ck_assert_int_eq(mysql_query(other, "COMMIT"), 0);
@@ -608,23 +584,22 @@ START_TEST(purge_keeps_the_lock_order)
     /* rechecked on the locked row: re-reserved, so not purged */
     snprintf(q, sizeof q, "SELECT status FROM rsv_checkouts WHERE "
              "shop_id = %llu AND checkout_token = 'old-1'",
-             (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 1);
+             (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(f.conn, q), 1);
 
     /* and a checkout that stays old is purged */
     snprintf(q, sizeof q, "UPDATE rsv_checkouts SET status = 2, "
              "updated_at = updated_at - INTERVAL 30 DAY WHERE shop_id = %llu "
-             "AND checkout_token = 'old-1'", (unsigned long long)shop);
-    tu_exec(c, q);
-    TU_OK(sweeper, rsv_sweep(sweeper, shop, 0, NULL));
+             "AND checkout_token = 'old-1'", (unsigned long long)f.shop);
+    tu_exec(f.conn, q);
+    TU_OK(sweeper, rsv_sweep(sweeper, f.shop, 0, NULL));
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts WHERE "
-             "shop_id = %llu", (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 300);
+             "shop_id = %llu", (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(f.conn, q), 300);
     mysql_close(other);
     rsv_close(sweeper);
     mysql_close(c2);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 

@@ -508,19 +508,17 @@ START_TEST(buffer_sizes_labels_and_families)
     free(text);
 
     /* a little traffic, then the context is closed */
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 1));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("one"), 1, 1, 1, 0));
-    int rc = rsv_reserve_one(ctx, shop, TOK("two"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("one")));
-    ck_assert_int_eq(rsv_stats_snapshot_add(NULL, ctx), RSV_EINVAL);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 1);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("one"), 1, 1, 1, 0));
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("two"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("one")));
+    ck_assert_int_eq(rsv_stats_snapshot_add(NULL, f.ctx), RSV_EINVAL);
     ck_assert_int_eq(rsv_stats_snapshot_add(snap, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_snapshot_add(snap, ctx), RSV_OK);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_int_eq(rsv_stats_snapshot_add(snap, f.ctx), RSV_OK);
+    tu_fix_close(&f);
 
     /* the buffer: too small by one, one byte, exact, larger */
     size_t need = 0, got = 0;

@@ -196,42 +196,42 @@ END_TEST
  * nothing may be applied but an in-doubt procedure, settled here. */
 START_TEST(cancel_before_it_begins)
 {
-    uint64_t shop = tu_shop();
-    MYSQL *c, *c2;
-    rsv_ctx *ctx = tu_open(&c), *other = tu_open(&c2);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    MYSQL *c2;
+    rsv_ctx *other = tu_open(&c2);
+    tu_fix_stock(&f, 1, 1, 100);
     int before = 0;
     for (int i = 0; i < 20; i++) {
         char tok[32];
         snprintf(tok, sizeof tok, "pre-%d", i);
-        int rc = rsv_reserve_one_start(ctx, shop, TOK(tok), 1, 1, 1, 0);
+        int rc = rsv_reserve_one_start(f.ctx, f.shop, TOK(tok), 1, 1, 1, 0);
         ck_assert_int_eq(rc, RSV_PENDING);
-        ck_assert_int_eq(rsv_cancel(ctx), RSV_OK);
-        rc = wait_for(ctx, rc, 10000);
+        ck_assert_int_eq(rsv_cancel(f.ctx), RSV_OK);
+        rc = wait_for(f.ctx, rc, 10000);
         if (rc == RSV_ECANCELED &&
-            strstr(rsv_errmsg(ctx), "before it began")) {
+            strstr(rsv_errmsg(f.ctx), "before it began")) {
             before++;
-            ck_assert_int_eq(status_of(other, shop, tok), RSV_ENOTFOUND);
+            ck_assert_int_eq(status_of(other, f.shop, tok), RSV_ENOTFOUND);
             continue; /* the connection was not cut */
         }
         ck_assert_msg(rc == RSV_ECANCELED || rc == RSV_ECONN ||
                           rc == RSV_EINDOUBT || rc == RSV_OK,
-                      "%d %s", rc, rsv_errmsg(ctx));
-        TU_OK(ctx, rsv_reconnect(ctx));
-        rc = rsv_release(ctx, shop, TOK(tok));
+                      "%d %s", rc, rsv_errmsg(f.ctx));
+        TU_OK(f.ctx, rsv_reconnect(f.ctx));
+        rc = rsv_release(f.ctx, f.shop, TOK(tok));
         ck_assert_msg(rc == RSV_OK || rc == RSV_ENOTFOUND, "%d %s", rc,
-                      rsv_errmsg(ctx));
+                      rsv_errmsg(f.ctx));
     }
     fprintf(stderr, "cancel_before_it_begins: %d of 20 before\n", before);
     ck_assert_int_gt(before, 0);
-    ck_assert_int_eq(tu_held(other, shop, 1, 1), 0);
+    ck_assert_int_eq(tu_held(other, f.shop, 1, 1), 0);
     /* no call pending: nothing to cancel */
-    ck_assert_int_eq(rsv_cancel(ctx), RSV_EINVAL);
+    ck_assert_int_eq(rsv_cancel(f.ctx), RSV_EINVAL);
     ck_assert_int_eq(rsv_cancel(NULL), RSV_EINVAL);
-    rsv_close(ctx);
     rsv_close(other);
-    mysql_close(c);
     mysql_close(c2);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -243,51 +243,49 @@ END_TEST
 START_TEST(cancel_a_waiting_claim)
 {
     int by_statements = _i == 0;
-    uint64_t shop = tu_shop();
-    MYSQL *c, *c2;
-    rsv_ctx *ctx = by_statements ? tu_open_with(&c, TEST_OPT_STATEMENTS_ONLY, 0)
-                                 : tu_open(&c);
+    tu_fix f;
+    tu_fix_open(&f, by_statements ? TEST_OPT_STATEMENTS_ONLY : 0, 0);
+    MYSQL *c2;
     rsv_ctx *other = tu_open(&c2);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("c1"), 1, 1, 2, 0));
-    MYSQL *locker = lock_checkout(shop, "c1");
-    int rc = rsv_claim_start(ctx, shop, TOK("c1"));
+    tu_fix_stock(&f, 1, 1, 5);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("c1"), 1, 1, 2, 0));
+    MYSQL *locker = lock_checkout(f.shop, "c1");
+    int rc = rsv_claim_start(f.ctx, f.shop, TOK("c1"));
     ck_assert_int_eq(rc, RSV_PENDING);
-    ck_assert_int_eq(wait_for(ctx, rc, 300), RSV_PENDING); /* waiting */
+    ck_assert_int_eq(wait_for(f.ctx, rc, 300), RSV_PENDING); /* waiting */
     int64_t t0 = now_ms();
-    ck_assert_int_eq(rsv_cancel(ctx), RSV_OK);
-    ck_assert_int_eq(rsv_cancel(ctx), RSV_OK); /* twice is fine */
-    rc = wait_for(ctx, rc, 5000);
+    ck_assert_int_eq(rsv_cancel(f.ctx), RSV_OK);
+    ck_assert_int_eq(rsv_cancel(f.ctx), RSV_OK); /* twice is fine */
+    rc = wait_for(f.ctx, rc, 5000);
     int64_t took = now_ms() - t0;
     ck_assert_msg(took < 1000, "the cancel took %lld ms", (long long)took);
     if (by_statements)
         ck_assert_msg(rc == RSV_ECANCELED || rc == RSV_ECONN, "%d %s", rc,
-                      rsv_errmsg(ctx));
+                      rsv_errmsg(f.ctx));
     else
         ck_assert_msg(rc == RSV_ECANCELED || rc == RSV_ECONN ||
-                          rc == RSV_EINDOUBT, "%d %s", rc, rsv_errmsg(ctx));
+                          rc == RSV_EINDOUBT, "%d %s", rc, rsv_errmsg(f.ctx));
     /* the lock is still held: nothing can have been applied yet */
-    ck_assert_int_eq(status_of(other, shop, "c1"), RSV_STATUS_HELD);
-    ck_assert_int_eq(tu_on_hand(other, shop, 1, 1), 5);
+    ck_assert_int_eq(status_of(other, f.shop, "c1"), RSV_STATUS_HELD);
+    ck_assert_int_eq(tu_on_hand(other, f.shop, 1, 1), 5);
     tu_exec(locker, "ROLLBACK");
     if (by_statements) {
         /* and the cut session never sends its COMMIT */
         struct timespec ts = {0, 300 * 1000000L};
         nanosleep(&ts, NULL);
-        ck_assert_int_eq(status_of(other, shop, "c1"), RSV_STATUS_HELD);
-        ck_assert_int_eq(tu_held(other, shop, 1, 1), 2);
+        ck_assert_int_eq(status_of(other, f.shop, "c1"), RSV_STATUS_HELD);
+        ck_assert_int_eq(tu_held(other, f.shop, 1, 1), 2);
     }
-    TU_OK(ctx, rsv_reconnect(ctx));
-    rc = rsv_claim(ctx, shop, TOK("c1"));
+    TU_OK(f.ctx, rsv_reconnect(f.ctx));
+    rc = rsv_claim(f.ctx, f.shop, TOK("c1"));
     ck_assert_msg(rc == RSV_OK || (!by_statements && rc == RSV_ECLAIMED),
-                  "%d %s", rc, rsv_errmsg(ctx));
-    ck_assert_int_eq(status_of(other, shop, "c1"), RSV_STATUS_CLAIMED);
-    ck_assert_int_eq(tu_on_hand(other, shop, 1, 1), 3);
+                  "%d %s", rc, rsv_errmsg(f.ctx));
+    ck_assert_int_eq(status_of(other, f.shop, "c1"), RSV_STATUS_CLAIMED);
+    ck_assert_int_eq(tu_on_hand(other, f.shop, 1, 1), 3);
     mysql_close(locker);
-    rsv_close(ctx);
     rsv_close(other);
-    mysql_close(c);
     mysql_close(c2);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -369,24 +367,23 @@ static void count_callback(void *user, uint32_t op, int code, uint64_t shop,
 
 START_TEST(refused_while_pending)
 {
-    uint64_t shop = tu_shop();
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("p"), 1, 1, 1, 0));
-    TU_OK(ctx, rsv_set_callback(ctx, count_callback, NULL));
-    TU_OK(ctx, rsv_stats_reset(ctx));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("p"), 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_set_callback(f.ctx, count_callback, NULL));
+    TU_OK(f.ctx, rsv_stats_reset(f.ctx));
     callbacks = 0;
-    ck_assert_int_eq(rsv_pending(ctx), 0);
-    int fd = rsv_async_fd(ctx);
+    ck_assert_int_eq(rsv_pending(f.ctx), 0);
+    int fd = rsv_async_fd(f.ctx);
     ck_assert_int_ge(fd, 0);
-    MYSQL *locker = lock_checkout(shop, "p");
-    int rc = rsv_claim_start(ctx, shop, TOK("p"));
+    MYSQL *locker = lock_checkout(f.shop, "p");
+    int rc = rsv_claim_start(f.ctx, f.shop, TOK("p"));
     ck_assert_int_eq(rc, RSV_PENDING);
-    ck_assert_int_eq(rsv_async_fd(ctx), fd);
-    ck_assert_int_eq(rsv_pending(ctx), 1);
-    ck_assert_int_eq(rsv_errcode(ctx), RSV_PENDING);
-    ck_assert_int_eq(rsv_cont(ctx), RSV_PENDING);
+    ck_assert_int_eq(rsv_async_fd(f.ctx), fd);
+    ck_assert_int_eq(rsv_pending(f.ctx), 1);
+    ck_assert_int_eq(rsv_errcode(f.ctx), RSV_PENDING);
+    ck_assert_int_eq(rsv_cont(f.ctx), RSV_PENDING);
 
     int64_t v;
     uint64_t u;
@@ -394,71 +391,73 @@ START_TEST(refused_while_pending)
     rsv_cart *cart;
     TU_OK(NULL, rsv_cart_new(&cart));
     TU_OK(NULL, rsv_cart_add(cart, 1, (uint64_t[]){1}, 1, 1, 0));
-    ck_assert_int_eq(rsv_claim(ctx, shop, TOK("p")), RSV_EINVAL);
-    ck_assert_int_eq(rsv_release(ctx, shop, TOK("p")), RSV_EINVAL);
-    ck_assert_int_eq(rsv_reserve(ctx, shop, TOK("q"), cart, 0), RSV_EINVAL);
-    ck_assert_int_eq(rsv_reserve_one(ctx, shop, TOK("q"), 1, 1, 1, 0),
+    ck_assert_int_eq(rsv_claim(f.ctx, f.shop, TOK("p")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_release(f.ctx, f.shop, TOK("p")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_reserve(f.ctx, f.shop, TOK("q"), cart, 0), RSV_EINVAL);
+    ck_assert_int_eq(rsv_reserve_one(f.ctx, f.shop, TOK("q"), 1, 1, 1, 0),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_reserve_one(ctx, shop, TOK("q"), 1, 1, 0, 0),
+    ck_assert_int_eq(rsv_reserve_one(f.ctx, f.shop, TOK("q"), 1, 1, 0, 0),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_extend(ctx, shop, TOK("p"), 0), RSV_EINVAL);
-    ck_assert_int_eq(rsv_checkout_status(ctx, shop, TOK("p"), &st, NULL, NULL),
+    ck_assert_int_eq(rsv_extend(f.ctx, f.shop, TOK("p"), 0), RSV_EINVAL);
+    ck_assert_int_eq(rsv_checkout_status(f.ctx, f.shop, TOK("p"), &st, NULL,
+                                         NULL),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stock_get(ctx, shop, 1, 1, &v, NULL, NULL, NULL),
+    ck_assert_int_eq(rsv_stock_get(f.ctx, f.shop, 1, 1, &v, NULL, NULL, NULL),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stock_set(ctx, shop, 1, 1, 9), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stock_adjust(ctx, shop, 1, 1, 1, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_replenish(ctx, shop, 1, 1, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_pool_drain(ctx, shop, 1, 1, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_sweep(ctx, shop, 0, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_audit(ctx, shop, 0, NULL, NULL, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_reconnect(ctx), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, 0, &u), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_reset(ctx), RSV_EINVAL);
-    ck_assert_int_eq(rsv_set_enabled(ctx, 0), RSV_EINVAL);
-    ck_assert_int_eq(rsv_set_callback(ctx, NULL, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_claim_start(ctx, shop, TOK("p")), RSV_EINVAL);
-    ck_assert_int_eq(rsv_reserve_start(ctx, shop, TOK("q"), cart, 0),
+    ck_assert_int_eq(rsv_stock_set(f.ctx, f.shop, 1, 1, 9), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stock_adjust(f.ctx, f.shop, 1, 1, 1, NULL),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_checkout_status_start(ctx, shop, TOK("p"), NULL,
+    ck_assert_int_eq(rsv_replenish(f.ctx, f.shop, 1, 1, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_pool_drain(f.ctx, f.shop, 1, 1, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_sweep(f.ctx, f.shop, 0, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_audit(f.ctx, f.shop, 0, NULL, NULL, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_reconnect(f.ctx), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_get(f.ctx, RSV_STAT_CALLS, 0, &u), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_reset(f.ctx), RSV_EINVAL);
+    ck_assert_int_eq(rsv_set_enabled(f.ctx, 0), RSV_EINVAL);
+    ck_assert_int_eq(rsv_set_callback(f.ctx, NULL, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_claim_start(f.ctx, f.shop, TOK("p")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_reserve_start(f.ctx, f.shop, TOK("q"), cart, 0),
+                     RSV_EINVAL);
+    ck_assert_int_eq(rsv_checkout_status_start(f.ctx, f.shop, TOK("p"), NULL,
                                                NULL, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_errcode(ctx), RSV_PENDING);
-    ck_assert_ptr_nonnull(strstr(rsv_errmsg(ctx), "in progress"));
-    ck_assert_ptr_eq(rsv_connection(ctx), c);
+    ck_assert_int_eq(rsv_errcode(f.ctx), RSV_PENDING);
+    ck_assert_ptr_nonnull(strstr(rsv_errmsg(f.ctx), "in progress"));
+    ck_assert_ptr_eq(rsv_connection(f.ctx), f.conn);
 
     tu_exec(locker, "ROLLBACK");
-    rc = wait_for(ctx, rc, 10000);
-    TU_RC(ctx, rc, RSV_OK);
-    ck_assert_int_eq(rsv_pending(ctx), 0);
-    ck_assert_int_eq(rsv_errcode(ctx), RSV_OK);
+    rc = wait_for(f.ctx, rc, 10000);
+    TU_RC(f.ctx, rc, RSV_OK);
+    ck_assert_int_eq(rsv_pending(f.ctx), 0);
+    ck_assert_int_eq(rsv_errcode(f.ctx), RSV_OK);
     /* collected once; the descriptor is no longer readable */
-    ck_assert_int_eq(rsv_cont(ctx), RSV_EINVAL);
+    ck_assert_int_eq(rsv_cont(f.ctx), RSV_EINVAL);
     struct pollfd p = {fd, POLLIN, 0};
     ck_assert_int_eq(poll(&p, 1, 0), 0);
     /* the worker's call was counted once and reported; none refused */
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_ALL, &u));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_CALLS, RSV_OP_ALL, &u));
     ck_assert_uint_eq(u, 1);
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_OK, RSV_OP_CLAIM, &u));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_OK, RSV_OP_CLAIM, &u));
     ck_assert_uint_eq(u, 1);
     ck_assert_int_eq(callbacks, 1);
 
     /* a start that answers at once leaves nothing pending */
-    ck_assert_int_eq(rsv_claim_start(ctx, shop, NULL, 1), RSV_EINVAL);
-    ck_assert_int_eq(rsv_claim_start(ctx, shop, "", 0), RSV_ETOKEN);
-    ck_assert_int_eq(rsv_reserve_one_start(ctx, shop, TOK("q"), 1, 1, 0, 0),
+    ck_assert_int_eq(rsv_claim_start(f.ctx, f.shop, NULL, 1), RSV_EINVAL);
+    ck_assert_int_eq(rsv_claim_start(f.ctx, f.shop, "", 0), RSV_ETOKEN);
+    ck_assert_int_eq(rsv_reserve_one_start(f.ctx, f.shop, TOK("q"), 1, 1, 0, 0),
                      RSV_EQUANTITY);
-    ck_assert_int_eq(rsv_pending(ctx), 0);
-    ck_assert_int_eq(rsv_claim_start(NULL, shop, TOK("p")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_pending(f.ctx), 0);
+    ck_assert_int_eq(rsv_claim_start(NULL, f.shop, TOK("p")), RSV_EINVAL);
     ck_assert_int_eq(rsv_cont(NULL), RSV_EINVAL);
     ck_assert_int_eq(rsv_async_fd(NULL), RSV_EINVAL);
     ck_assert_int_eq(rsv_pending(NULL), 0);
     /* the next call on the same context works, blocking or not */
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("p"), &st, NULL, NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("p"), &st, NULL, NULL));
     ck_assert_int_eq(st, RSV_STATUS_CLAIMED);
     st = 0;
     v = -1;
-    rc = rsv_checkout_status_start(ctx, shop, TOK("p"), &st, &v, NULL);
-    TU_RC(ctx, wait_for(ctx, rc, 10000), RSV_OK);
+    rc = rsv_checkout_status_start(f.ctx, f.shop, TOK("p"), &st, &v, NULL);
+    TU_RC(f.ctx, wait_for(f.ctx, rc, 10000), RSV_OK);
     ck_assert_int_eq(st, RSV_STATUS_CLAIMED);
     ck_assert_int_eq(v, 0);
     ck_assert_str_eq(rsv_code_name(RSV_PENDING), "RSV_PENDING");
@@ -466,8 +465,7 @@ START_TEST(refused_while_pending)
     ck_assert_str_ne(rsv_strerror(RSV_ECANCELED), "unknown error code");
     rsv_cart_free(cart);
     mysql_close(locker);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 

@@ -50,29 +50,25 @@ static int64_t statements_for(rsv_ctx *ctx, MYSQL *c, uint64_t shop, int lines,
 static void count_statements(uint32_t flags, int64_t counts[3],
                              uint64_t *one_trip)
 {
-    MYSQL *c;
+    tu_fix f;
     /* From the bottom: a read from a cursor that happens to sit past the
      * last row comes up short and reads again from the bottom (4 more
      * statements, about one run in 30 before this flag was set here). */
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                        TEST_OPT_READ_FROM_BOTTOM | flags, 0);
-    uint64_t shop = tu_shop();
-    for (int i = 0; i < 50; i++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop, (uint64_t)(100 + i), 1, 100));
-        TU_OK(ctx, rsv_replenish(ctx, shop, (uint64_t)(100 + i), 1, NULL));
-    }
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL | TEST_OPT_READ_FROM_BOTTOM |
+                        flags, 0);
+    for (int i = 0; i < 50; i++)
+        tu_fix_pooled(&f, (uint64_t)(100 + i), 1, 100);
     int sizes[] = {1, 5, 50};
     for (int k = 0; k < 3; k++) {
-        statements_for(ctx, c, shop, sizes[k], 0); /* prepares */
-        counts[k] = statements_for(ctx, c, shop, sizes[k], 1);
+        statements_for(f.ctx, f.conn, f.shop, sizes[k], 0); /* prepares */
+        counts[k] = statements_for(f.ctx, f.conn, f.shop, sizes[k], 1);
     }
     fprintf(stderr, "statements per reserve%s: 1 line %lld, 5 lines %lld, "
             "50 lines %lld\n", flags ? " (statements only)" : "",
             (long long)counts[0], (long long)counts[1], (long long)counts[2]);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE,
+    ck_assert_int_eq(rsv_stats_get(f.ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE,
                                    one_trip), RSV_OK);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 
 START_TEST(statements_do_not_grow_with_lines)
@@ -97,176 +93,168 @@ END_TEST
 
 START_TEST(locations_in_order_of_preference)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 10, 2));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 20, 10));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 30, 10));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 10, 2);
+    tu_fix_stock(&f, 1, 20, 10);
+    tu_fix_stock(&f, 1, 30, 10);
     rsv_cart *cart;
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     uint64_t locs[] = {10, 20, 30};
     /* 1 unit: the first location covers it */
-    TU_OK(ctx, rsv_cart_add(cart, 1, locs, 3, 1, 0));
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("pref-1"), cart, 0));
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, locs, 3, 1, 0));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("pref-1"), cart, 0));
     uint64_t where;
     int64_t q;
     size_t n;
-    TU_OK(ctx, rsv_cart_allocation_count(cart, 0, &n));
+    TU_OK(f.ctx, rsv_cart_allocation_count(cart, 0, &n));
     ck_assert_uint_eq(n, 1);
-    TU_OK(ctx, rsv_cart_allocation(cart, 0, 0, &where, &q));
+    TU_OK(f.ctx, rsv_cart_allocation(cart, 0, 0, &where, &q));
     ck_assert_uint_eq(where, 10);
     ck_assert_int_eq(q, 1);
     /* 5 units, no split: location 10 has 1 left, so 20 holds the line */
     rsv_cart_clear(cart);
-    TU_OK(ctx, rsv_cart_add(cart, 1, locs, 3, 5, 0));
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("pref-2"), cart, 0));
-    TU_OK(ctx, rsv_cart_allocation(cart, 0, 0, &where, &q));
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, locs, 3, 5, 0));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("pref-2"), cart, 0));
+    TU_OK(f.ctx, rsv_cart_allocation(cart, 0, 0, &where, &q));
     ck_assert_uint_eq(where, 20);
     ck_assert_int_eq(q, 5);
     ck_assert_int_eq(rsv_cart_allocation(cart, 0, 1, &where, &q), RSV_ERANGE);
     /* 8 units, split: 1 at 10, 5 at 20, 2 at 30 */
     rsv_cart_clear(cart);
-    TU_OK(ctx, rsv_cart_add(cart, 1, locs, 3, 8, RSV_LINE_SPLIT));
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("pref-3"), cart, 0));
-    TU_OK(ctx, rsv_cart_allocation_count(cart, 0, &n));
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, locs, 3, 8, RSV_LINE_SPLIT));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("pref-3"), cart, 0));
+    TU_OK(f.ctx, rsv_cart_allocation_count(cart, 0, &n));
     ck_assert_uint_eq(n, 3);
     int64_t expect[3] = {1, 5, 2};
     for (size_t i = 0; i < 3; i++) {
-        TU_OK(ctx, rsv_cart_allocation(cart, 0, i, &where, &q));
+        TU_OK(f.ctx, rsv_cart_allocation(cart, 0, i, &where, &q));
         ck_assert_uint_eq(where, locs[i]);
         ck_assert_int_eq(q, expect[i]);
     }
     /* 9 units without split: no single location has 9 -> out of stock,
      * and the whole cart is refused (line 0 would fit) */
     rsv_cart_clear(cart);
-    TU_OK(ctx, rsv_cart_add(cart, 1, &locs[2], 1, 1, 0));
-    TU_OK(ctx, rsv_cart_add(cart, 1, locs, 3, 9, 0));
-    int rc = rsv_reserve(ctx, shop, TOK("pref-4"), cart, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &locs[2], 1, 1, 0));
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, locs, 3, 9, 0));
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("pref-4"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 30), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 30), 2);
     /* the same item on two lines of one cart */
     rsv_cart_clear(cart);
-    TU_OK(ctx, rsv_cart_add(cart, 1, &locs[2], 1, 3, 0));
-    TU_OK(ctx, rsv_cart_add(cart, 1, &locs[2], 1, 4, 0));
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("pref-5"), cart, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 30), 9);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("pref-5")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 30), 3);
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &locs[2], 1, 3, 0));
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &locs[2], 1, 4, 0));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("pref-5"), cart, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 30), 9);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("pref-5")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 30), 3);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(large_cart_all_or_nothing)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     rsv_cart *cart;
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     uint64_t loc = 1;
     for (int i = 0; i < 300; i++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop, (uint64_t)i, 1, i == 299 ? 1 : 5));
-        TU_OK(ctx, rsv_cart_add(cart, (uint64_t)i, &loc, 1, 2, 0));
+        tu_fix_stock(&f, (uint64_t)i, 1, i == 299 ? 1 : 5);
+        TU_OK(f.ctx, rsv_cart_add(cart, (uint64_t)i, &loc, 1, 2, 0));
     }
-    int rc = rsv_reserve(ctx, shop, TOK("big"), cart, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("big"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_uint_eq(rsv_cart_failed_line(cart), 299);
-    ck_assert_int_eq(tu_held(ctx, shop, 0, 1) + tu_held(ctx, shop, 298, 1), 0);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 299, 1, 2));
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("big"), cart, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 150, 1), 2);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("big")));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 0, 1) +
+                         tu_held(f.ctx, f.shop, 298, 1), 0);
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 299, 1, 2));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("big"), cart, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 150, 1), 2);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("big")));
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(expired_hold_still_claimable_until_taken)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 1));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("slow-payer"), 1, 1, 1, 50));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 1);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("slow-payer"), 1, 1, 1,
+                                 50));
     usleep(150 * 1000);
     int32_t st;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("slow-payer"), &st, NULL, NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("slow-payer"), &st, NULL, NULL));
     ck_assert_int_eq(st, RSV_STATUS_EXPIRED);
     /* nobody took the unit: the claim still succeeds */
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("slow-payer")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("slow-payer")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(expired_hold_given_to_another_buyer)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 1));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 5));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 1);
+    tu_fix_stock(&f, 2, 1, 5);
     rsv_cart *cart;
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     uint64_t loc = 1;
-    TU_OK(ctx, rsv_cart_add(cart, 1, &loc, 1, 1, 0));
-    TU_OK(ctx, rsv_cart_add(cart, 2, &loc, 1, 2, 0));
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("gone"), cart, 50));
-    int rc = rsv_reserve_one(ctx, shop, TOK("next"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK); /* still held */
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &loc, 1, 1, 0));
+    TU_OK(f.ctx, rsv_cart_add(cart, 2, &loc, 1, 2, 0));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("gone"), cart, 50));
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("next"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK); /* still held */
     usleep(150 * 1000);
     /* no sweeper ran: the refill gives the expired unit to the next buyer */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("next"), 1, 1, 1, 0));
-    rc = rsv_claim(ctx, shop, TOK("gone"));
-    TU_RC(ctx, rc, RSV_EEXPIRED);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("next"), 1, 1, 1, 0));
+    rc = rsv_claim(f.ctx, f.shop, TOK("gone"));
+    TU_RC(f.ctx, rc, RSV_EEXPIRED);
     /* the other line was released with it, nothing was taken */
-    ck_assert_int_eq(tu_held(ctx, shop, 2, 1), 0);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 2, 1), 5);
-    rc = rsv_claim(ctx, shop, TOK("gone"));
-    TU_RC(ctx, rc, RSV_EEXPIRED);
-    rc = rsv_extend(ctx, shop, TOK("gone"), 1000);
-    TU_RC(ctx, rc, RSV_EEXPIRED);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("next")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 0);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 2, 1), 5);
+    rc = rsv_claim(f.ctx, f.shop, TOK("gone"));
+    TU_RC(f.ctx, rc, RSV_EEXPIRED);
+    rc = rsv_extend(f.ctx, f.shop, TOK("gone"), 1000);
+    TU_RC(f.ctx, rc, RSV_EEXPIRED);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("next")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 0);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(sweep_gives_back_expired_holds)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 10));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
+    tu_fix_stock(&f, 2, 1, 10);
     for (int i = 0; i < 6; i++) {
         char tok[16];
         snprintf(tok, sizeof tok, "s%d", i);
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 1 + (uint64_t)(i % 2), 1,
-                                   1, i < 4 ? 50 : 600000));
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(tok), 1 + (uint64_t)(i % 2), 1,
+                                     1, i < 4 ? 50 : 600000));
     }
-    TU_OK(ctx, rsv_extend(ctx, shop, TOK("s0"), 600000));
+    TU_OK(f.ctx, rsv_extend(f.ctx, f.shop, TOK("s0"), 600000));
     usleep(150 * 1000);
     int64_t released = -1;
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, &released));
     ck_assert_int_eq(released, 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 2, 1), 1);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 1);
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, &released));
     ck_assert_int_eq(released, 0);
-    int rc = rsv_claim(ctx, shop, TOK("s1"));
-    TU_RC(ctx, rc, RSV_EEXPIRED);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("s0")));
-    rsv_close(ctx);
-    mysql_close(c);
+    int rc = rsv_claim(f.ctx, f.shop, TOK("s1"));
+    TU_RC(f.ctx, rc, RSV_EEXPIRED);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("s0")));
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -275,154 +263,143 @@ END_TEST
  * rest.  (The sweep used to finish the key it was folding: 10 at once.) */
 START_TEST(sweep_gives_back_at_most_max_holds)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 20));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 20));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 20);
+    tu_fix_stock(&f, 2, 1, 20);
     for (int i = 0; i < 15; i++) {
         char tok[16];
         snprintf(tok, sizeof tok, "m%d", i);
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), i < 10 ? 1 : 2, 1, 1,
-                                   20));
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(tok), i < 10 ? 1 : 2,
+                                     1, 1, 20));
     }
     usleep(60 * 1000);
     int64_t released = -1;
-    TU_OK(ctx, rsv_sweep(ctx, shop, 3, &released));
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 3, &released));
     ck_assert_int_eq(released, 3);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 4, &released));
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 4, &released));
     ck_assert_int_eq(released, 4);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, &released));
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, &released));
     ck_assert_int_eq(released, 8);
     char q[128];
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_holds WHERE "
-             "shop_id = %llu", (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 0);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 1, &released));
+             "shop_id = %llu", (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(f.conn, q), 0);
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 1, &released));
     ck_assert_int_eq(released, 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(reserve_again_replaces_the_cart)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 3));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 3));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("cart"), 1, 1, 3, 0));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 3);
+    tu_fix_stock(&f, 2, 1, 3);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("cart"), 1, 1, 3, 0));
     /* the buyer changes the cart: never blocked by their own hold */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("cart"), 1, 1, 2, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 2);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("cart"), 2, 1, 3, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 0);
-    ck_assert_int_eq(tu_held(ctx, shop, 2, 1), 3);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("cart"), 1, 1, 2, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 2);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("cart"), 2, 1, 3, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 3);
     /* a cart change that cannot be served keeps the old cart */
-    int rc = rsv_reserve_one(ctx, shop, TOK("cart"), 1, 1, 4, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_int_eq(tu_held(ctx, shop, 2, 1), 3);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("cart")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 3);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 2, 1), 0);
-    rc = rsv_reserve_one(ctx, shop, TOK("cart"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_ECLAIMED);
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("cart"), 1, 1, 4, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 3);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("cart")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 3);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 2, 1), 0);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("cart"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
     /* after a release the token may reserve again */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("cart2"), 1, 1, 1, 0));
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("cart2")));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("cart2"), 1, 1, 3, 0));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("cart2")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("cart2"), 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("cart2")));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("cart2"), 1, 1, 3, 0));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("cart2")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(claim_inside_caller_transaction)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
-    tu_exec(c, "CREATE TABLE IF NOT EXISTS app_orders (id INT PRIMARY KEY)");
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("o1"), 1, 1, 2, 0));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 5);
+    tu_exec(f.conn,
+            "CREATE TABLE IF NOT EXISTS app_orders (id INT PRIMARY KEY)");
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("o1"), 1, 1, 2, 0));
     /* rolled back with the order */
-    tu_exec(c, "START TRANSACTION");
-    tu_exec(c, "INSERT INTO app_orders VALUES (1)");
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("o1")));
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 1);
-    tu_exec(c, "ROLLBACK");
-    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM app_orders"), 0);
-    ck_assert_int_eq(tu_held(ctx, shop, 1, 1), 2);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 5);
+    tu_exec(f.conn, "START TRANSACTION");
+    tu_exec(f.conn, "INSERT INTO app_orders VALUES (1)");
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("o1")));
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 1);
+    tu_exec(f.conn, "ROLLBACK");
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT COUNT(*) FROM app_orders"), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 2);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 5);
     /* committed with the order */
-    tu_exec(c, "START TRANSACTION");
-    tu_exec(c, "INSERT INTO app_orders VALUES (1)");
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("o1")));
-    tu_exec(c, "COMMIT");
-    ck_assert_int_eq(tu_i64(c, "SELECT COUNT(*) FROM app_orders"), 1);
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 3);
-    tu_exec(c, "DROP TABLE app_orders");
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_exec(f.conn, "START TRANSACTION");
+    tu_exec(f.conn, "INSERT INTO app_orders VALUES (1)");
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("o1")));
+    tu_exec(f.conn, "COMMIT");
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT COUNT(*) FROM app_orders"), 1);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 3);
+    tu_exec(f.conn, "DROP TABLE app_orders");
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(stock_changes_keep_invariants)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("h"), 1, 1, 10, 0));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_pooled(&f, 1, 1, 100);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("h"), 1, 1, 10, 0));
     int64_t pooled;
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 50));
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, &pooled, NULL));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 50));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, NULL, NULL, &pooled, NULL));
     ck_assert_int_le(pooled, 40);
     tu_audit_clean();
-    int rc = rsv_stock_set(ctx, shop, 1, 1, 9);
-    TU_RC(ctx, rc, RSV_ESTOCK);
-    ck_assert(strstr(rsv_errmsg(ctx), "held") != NULL);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, &pooled, NULL));
+    int rc = rsv_stock_set(f.ctx, f.shop, 1, 1, 9);
+    TU_RC(f.ctx, rc, RSV_ESTOCK);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "held") != NULL);
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 10));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, NULL, NULL, &pooled, NULL));
     ck_assert_int_eq(pooled, 0);
-    rc = rsv_reserve_one(ctx, shop, TOK("h2"), 1, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, 7, NULL));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("h2"), 1, 1, 7, 0));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("h")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 7);
-    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 1, 0, NULL));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 7);
-    rsv_close(ctx);
-    mysql_close(c);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("h2"), 1, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_stock_adjust(f.ctx, f.shop, 1, 1, 7, NULL));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("h2"), 1, 1, 7, 0));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("h")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 7);
+    TU_OK(f.ctx, rsv_stock_adjust(f.ctx, f.shop, 1, 1, 0, NULL));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 7);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(lock_wait_timeout_reports_busy)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 1);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("locked"), 1, 1, 1, 0));
-    MYSQL *other = tu_connect();
+    tu_fix f;
+    tu_fix_open_impatient(&f, 1);
+    tu_fix_stock(&f, 1, 1, 5);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("locked"), 1, 1, 1, 0));
+    MYSQL *other = tu_fix_admin(&f);
     char q[256];
     tu_exec(other, "START TRANSACTION");
     snprintf(q, sizeof q, "SELECT * FROM rsv_checkouts WHERE shop_id=%llu "
-             "FOR UPDATE", (unsigned long long)shop);
+             "FOR UPDATE", (unsigned long long)f.shop);
     tu_exec(other, q);
-    int rc = rsv_claim(ctx, shop, TOK("locked"));
-    TU_RC(ctx, rc, RSV_EBUSY);
-    ck_assert(strstr(rsv_errmsg(ctx), "1205") != NULL);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    int rc = rsv_claim(f.ctx, f.shop, TOK("locked"));
+    TU_RC(f.ctx, rc, RSV_EBUSY);
+    ck_assert(strstr(rsv_errmsg(f.ctx), "1205") != NULL);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
     tu_exec(other, "ROLLBACK");
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("locked")));
-    mysql_close(other);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("locked")));
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -435,41 +412,36 @@ END_TEST
  * second reserve hung forever with its transaction open (the soak's hang). */
 START_TEST(statement_failed_mid_result_is_reusable)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 0);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open_impatient(&f, 0);
     /* Item 2: two units pooled, a third only in the ledger, so every
      * reserve of 3 takes the slow path. */
-    for (uint64_t item = 1; item <= 2; item++) {
-        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 2));
-        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
-    }
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 2, 1, 3));
-    MYSQL *other = tu_connect();
+    for (uint64_t item = 1; item <= 2; item++)
+        tu_fix_pooled(&f, item, 1, 2);
+    tu_fix_stock(&f, 2, 1, 3);
+    MYSQL *other = tu_fix_admin(&f);
     char q[256];
     tu_exec(other, "START TRANSACTION");
     snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
              "AND item_id = 2 ORDER BY id LIMIT 1 FOR UPDATE",
-             (unsigned long long)shop);
+             (unsigned long long)f.shop);
     tu_exec(other, q);
     /* The slow path's blocking read (one UNION ALL, item 1's part first)
      * has sent item 1's rows when item 2's part times out. */
     rsv_cart *cart;
-    TU_OK(ctx, rsv_cart_new(&cart));
+    TU_OK(f.ctx, rsv_cart_new(&cart));
     uint64_t loc = 1;
-    TU_OK(ctx, rsv_cart_add(cart, 1, &loc, 1, 1, 0));
-    TU_OK(ctx, rsv_cart_add(cart, 2, &loc, 1, 3, 0));
-    int rc = rsv_reserve(ctx, shop, TOK("mid"), cart, 0);
-    TU_RC(ctx, rc, RSV_EBUSY);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    TU_OK(f.ctx, rsv_cart_add(cart, 1, &loc, 1, 1, 0));
+    TU_OK(f.ctx, rsv_cart_add(cart, 2, &loc, 1, 3, 0));
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("mid"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_EBUSY);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
     tu_exec(other, "ROLLBACK");
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("mid"), cart, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 2, 1), 3);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("mid")));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("mid"), cart, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 3);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("mid")));
     rsv_cart_free(cart);
-    mysql_close(other);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -496,31 +468,30 @@ static void pooled_stock(rsv_ctx *ctx, MYSQL *c, uint64_t shop, uint64_t item,
 
 START_TEST(slow_path_never_waits_for_other_items)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 0);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open_impatient(&f, 0);
     /* item 10: 2 units pooled, 1 left in the ledger, and a reserve of all
      * 3, which neither the pool nor the ledger row alone covers */
-    pooled_stock(ctx, c, shop, 10, 3, 2);
+    pooled_stock(f.ctx, f.conn, f.shop, 10, 3, 2);
     char q[256];
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 11, 1, 2));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 11, 1, NULL));
+    tu_fix_pooled(&f, 11, 1, 2);
     /* as a library transaction would: READ COMMITTED, no gap locks */
     MYSQL *other = tu_connect_in_txn();
     snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id=%llu "
              "AND item_id = 11 ORDER BY id LIMIT 1 FOR UPDATE",
-             (unsigned long long)shop);
+             (unsigned long long)f.shop);
     tu_exec(other, q);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other-item"), 10, 1, 3, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 10, 1), 3);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("other-item"), 10, 1, 3,
+                                 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 10, 1), 3);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
     uint64_t slow = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE,
+                               &slow));
     ck_assert_uint_eq(slow, 1);
     tu_exec(other, "ROLLBACK");
     mysql_close(other);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -614,16 +585,13 @@ static void *key_order_timeline(void *p)
  * for the server to show the reserve waiting: no timing assumed. */
 START_TEST(slow_path_waits_in_key_order)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 4);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 20, 1, 5));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 20, 1, NULL));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 21, 1, 2));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 21, 1, NULL));
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 4);
+    tu_fix_pooled(&f, 20, 1, 5);
+    tu_fix_pooled(&f, 21, 1, 2);
     uint64_t a[4], b[2];
-    ck_assert_uint_eq(pool_ids(c, shop, 20, a, 4), 4);
-    ck_assert_uint_eq(pool_ids(c, shop, 21, b, 2), 2);
+    ck_assert_uint_eq(pool_ids(f.conn, f.shop, 20, a, 4), 4);
+    ck_assert_uint_eq(pool_ids(f.conn, f.shop, 21, b, 2), 2);
 
     struct key_order_scene sc;
     memset(&sc, 0, sizeof sc);
@@ -631,36 +599,36 @@ START_TEST(slow_path_waits_in_key_order)
     sc.holder = tu_connect_in_txn();
     sc.probe = tu_connect_in_txn();
     sc.mon = tu_connect();
-    sc.reserver = mysql_thread_id(c);
+    sc.reserver = mysql_thread_id(f.conn);
     char q[512];
     /* The taker does what a fast-path reserve does, and waits to commit. */
     snprintf(q, sizeof q, "INSERT INTO rsv_checkouts (shop_id, "
              "checkout_token, status, generation, hold_count, expires_at, "
              "created_at, updated_at) VALUES (%llu, 'taker', 1, 1, 1, "
              "NOW(6) + INTERVAL 1 HOUR, NOW(6), NOW(6))",
-             (unsigned long long)shop);
+             (unsigned long long)f.shop);
     tu_exec(sc.taker, q);
     snprintf(q, sizeof q, "DELETE FROM rsv_pool WHERE shop_id = %llu "
              "AND item_id = 20 AND location_id = 1 AND "
-             "id = %llu", (unsigned long long)shop, (unsigned long long)a[0]);
+             "id = %llu", (unsigned long long)f.shop, (unsigned long long)a[0]);
     tu_exec(sc.taker, q);
     snprintf(q, sizeof q, "INSERT INTO rsv_holds (shop_id, "
              "checkout_token, item_id, location_id, "
              "quantity, generation, expires_at, created_at) VALUES (%llu, "
              "'taker', 20, 1, 1, 1, NOW(6) + INTERVAL 1 HOUR, NOW(6))",
-             (unsigned long long)shop);
+             (unsigned long long)f.shop);
     tu_exec(sc.taker, q);
     snprintf(q, sizeof q, "SELECT id FROM rsv_pool WHERE shop_id = "
              "%llu AND item_id = 20 AND location_id = 1 AND "
-             "id = %llu FOR UPDATE", (unsigned long long)shop,
+             "id = %llu FOR UPDATE", (unsigned long long)f.shop,
              (unsigned long long)a[3]);
     tu_exec(sc.holder, q);
     snprintf(sc.probe_sql, sizeof sc.probe_sql, "SELECT id FROM "
              "rsv_pool WHERE shop_id = %llu AND item_id = "
              "21 AND location_id = 1 AND id = %llu FOR UPDATE NOWAIT",
-             (unsigned long long)shop, (unsigned long long)b[0]);
+             (unsigned long long)f.shop, (unsigned long long)b[0]);
 
-    int64_t deadlocks = tu_i64(c, "SELECT VARIABLE_VALUE FROM "
+    int64_t deadlocks = tu_i64(f.conn, "SELECT VARIABLE_VALUE FROM "
                                   "information_schema.GLOBAL_STATUS WHERE "
                                   "VARIABLE_NAME = 'Innodb_deadlocks'");
     rsv_cart *cart;
@@ -670,7 +638,7 @@ START_TEST(slow_path_waits_in_key_order)
     ck_assert_int_eq(rsv_cart_add(cart, 21, &loc, 1, 1, 0), RSV_OK);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, key_order_timeline, &sc), 0);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("key-order"), cart, 0));
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("key-order"), cart, 0));
     pthread_join(t, NULL);
     ck_assert_msg(sc.waited_taker && sc.waited_holder,
                   "the reserve never waited for the taker (%lld) or the "
@@ -678,23 +646,23 @@ START_TEST(slow_path_waits_in_key_order)
                   (long long)sc.waited_holder);
     ck_assert_msg(sc.probe_rc == 0, "the slow path held item 21's row while "
                   "it waited for item 20's: %s", sc.probe_err);
-    ck_assert_int_eq(tu_held(ctx, shop, 20, 1), 4); /* 3 + the taker's */
-    ck_assert_int_eq(tu_held(ctx, shop, 21, 1), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 20, 1), 4); /* 3 + the taker's */
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 21, 1), 1);
     uint64_t slow = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE,
+                               &slow));
     ck_assert_uint_eq(slow, 1);
-    ck_assert_int_eq(tu_i64(c, "SELECT VARIABLE_VALUE FROM "
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT VARIABLE_VALUE FROM "
                                "information_schema.GLOBAL_STATUS WHERE "
                                "VARIABLE_NAME = 'Innodb_deadlocks'"),
                      deadlocks);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
     rsv_cart_free(cart);
     mysql_close(sc.taker);
     mysql_close(sc.holder);
     mysql_close(sc.probe);
     mysql_close(sc.mon);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -781,22 +749,21 @@ static uint64_t reserve_stat(rsv_ctx *ctx, uint32_t stat)
  * convoy that made slow paths take seconds at 128 buyers). */
 START_TEST(slow_path_goes_back_when_refilled)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
     struct refill_scene sc;
     memset(&sc, 0, sizeof sc);
     sc.mint = 1;
-    refill_scene_run(&sc, ctx, c, tu_shop(), "went-back");
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SHORT_READS), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), 0);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_BACK_TO_FAST), 1);
-    if (one_trips(ctx) == 1) /* the second CALL (with the procedure) */
+    refill_scene_run(&sc, f.ctx, f.conn, f.shop, "went-back");
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SHORT_READS), 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), 0);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_BACK_TO_FAST), 1);
+    if (one_trips(f.ctx) == 1) /* the second CALL (with the procedure) */
         /* CALL, SET TRANSACTION + START TRANSACTION, checkout row,
          * ledger row, ROLLBACK, CALL: the ledger row was held for one
          * statement */
-        ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS), 7);
-    rsv_close(ctx);
-    mysql_close(c);
+        ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS), 7);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -806,22 +773,20 @@ END_TEST
  * issues the units itself. */
 START_TEST(slow_path_locks_exclusively_when_nothing_came)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL, 0);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
     struct refill_scene sc;
     memset(&sc, 0, sizeof sc);
-    refill_scene_run(&sc, ctx, c, shop, "came-nothing");
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_BACK_TO_FAST), 0);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_RETRIES), 0);
+    refill_scene_run(&sc, f.ctx, f.conn, f.shop, "came-nothing");
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_BACK_TO_FAST), 0);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_RETRIES), 0);
     int64_t on_hand = 0, held = 0, pooled = 0, avail = 0;
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 30, 1, &on_hand, &held, &pooled,
-                             &avail));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 30, 1, &on_hand, &held, &pooled,
+                               &avail));
     ck_assert_int_eq(on_hand, 20);
     ck_assert_int_eq(avail, 18);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -848,56 +813,55 @@ static MYSQL *lock_ledger_rows(uint64_t shop, uint64_t a, uint64_t b)
  * since this context last found it sold out. */
 START_TEST(sold_out_answer_takes_no_ledger_lock)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 0); /* 1 s lock waits, no retry */
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 1, 2));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("first"), 40, 1, 2, 0));
-    MYSQL *locker = lock_ledger_rows(shop, 40, 40);
-    uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
-    int rc = rsv_reserve_one(ctx, shop, TOK("late"), 40, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0);
+    tu_fix f;
+    tu_fix_open_impatient(&f, 0); /* 1 s lock waits, no retry */
+    tu_fix_stock(&f, 40, 1, 2);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("first"), 40, 1, 2, 0));
+    MYSQL *locker = lock_ledger_rows(f.shop, 40, 40);
+    uint64_t slow0 = reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS);
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("late"), 40, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), slow0);
     /* the next buyer through this context asks the read first, without the
      * procedure's CALL: with autocommit on, the read alone (its own
      * transaction, one round trip) */
-    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    uint64_t ot0 = one_trips(ctx);
-    rc = rsv_reserve_one(ctx, shop, TOK("later"), 40, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(one_trips(ctx), ot0);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    uint64_t st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    uint64_t ot0 = one_trips(f.ctx);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("later"), 40, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(one_trips(f.ctx), ot0);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 1);
     /* with autocommit off, in a transaction of its own (SET TRANSACTION,
      * START TRANSACTION, the read, ROLLBACK), which it does not leave
      * open */
-    ck_assert_int_eq(mysql_autocommit(c, 0), 0);
-    st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    rc = rsv_reserve_one(ctx, shop, TOK("later-2"), 40, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 4);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
-    ck_assert_int_eq(mysql_autocommit(c, 1), 0);
+    ck_assert_int_eq(mysql_autocommit(f.conn, 0), 0);
+    st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("later-2"), 40, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 4);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
+    ck_assert_int_eq(mysql_autocommit(f.conn, 1), 0);
     tu_exec(locker, "ROLLBACK");
     mysql_close(locker);
 
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("first")));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("after-release"), 40, 1, 2, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 40, 1), 2);
-    rc = rsv_reserve_one(ctx, shop, TOK("late"), 40, 1, 1, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("first")));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("after-release"), 40, 1,
+                                 2, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 40, 1), 2);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("late"), 40, 1, 1, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
     /* restocked by someone else: the read says so, the reserve goes on */
     MYSQL *c2;
     rsv_ctx *other = tu_open(&c2);
-    TU_OK(other, rsv_stock_adjust(other, shop, 40, 1, 1, NULL));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("restocked"), 40, 1, 1, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 40, 1), 3);
+    TU_OK(other, rsv_stock_adjust(other, f.shop, 40, 1, 1, NULL));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("restocked"), 40, 1, 1, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 40, 1), 3);
     rsv_close(other);
     mysql_close(c2);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -929,76 +893,75 @@ static void sold_out_unlocked(rsv_ctx *ctx, uint64_t shop, const char *tok,
  * path decides. */
 START_TEST(cart_sold_out_answer_takes_no_ledger_lock)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 0); /* 1 s lock waits, no retry */
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open_impatient(&f, 0); /* 1 s lock waits, no retry */
     uint64_t l1[1] = {1}, l12[2] = {1, 2};
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 50, 1, 1));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 51, 1, 5));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 51, 2, 5));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("first"), 50, 1, 1, 0));
+    tu_fix_stock(&f, 50, 1, 1);
+    tu_fix_stock(&f, 51, 1, 5);
+    tu_fix_stock(&f, 51, 2, 5);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("first"), 50, 1, 1, 0));
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l12, 2, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 50, l1, 1, 1, 0), RSV_OK);
-    sold_out_unlocked(ctx, shop, "late", cart, 50, 51, 1);
+    sold_out_unlocked(f.ctx, f.shop, "late", cart, 50, 51, 1);
     /* the next such cart through this context: the read alone, one
      * statement (autocommit is on) */
-    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    sold_out_unlocked(ctx, shop, "later", cart, 50, 51, 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 51, 1) + tu_held(ctx, shop, 51, 2),
-                     0);
+    uint64_t st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    sold_out_unlocked(f.ctx, f.shop, "later", cart, 50, 51, 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 51, 1) +
+                         tu_held(f.ctx, f.shop, 51, 2), 0);
 
     /* A re-reserve: its old holds elsewhere change nothing (answered
      * without a lock, and the old cart stays held), but its own hold at
      * the sold-out item is units it may take again (the slow path). */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 53, 1, 1));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("other"), 53, 1, 1, 0));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 53, 1, 1));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("other"), 53, 1, 1, 0));
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 53, l1, 1, 1, 0), RSV_OK);
-    sold_out_unlocked(ctx, shop, "first", cart, 51, 53, 1);
+    sold_out_unlocked(f.ctx, f.shop, "first", cart, 51, 53, 1);
     int32_t st = 0;
     int64_t units = 0;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("first"), &st, &units,
-                                   NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("first"), &st, &units,
+                                     NULL));
     ck_assert_int_eq(st, RSV_STATUS_HELD);
     ck_assert_int_eq(units, 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 50, 1), 1);
-    uint64_t slow0 = reserve_stat(ctx, RSV_STAT_SLOW_PATHS);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 50, 1), 1);
+    uint64_t slow0 = reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS);
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 50, l1, 1, 1, 0), RSV_OK);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("first"), cart, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 50, 1), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("first"), cart, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 50, 1), 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), slow0 + 1);
     /* a claimed checkout's answer stays RSV_ECLAIMED, sold out or not */
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("other")));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("other")));
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 53, l1, 1, 1, 0), RSV_OK);
-    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("other"), cart, 0), RSV_ECLAIMED);
+    TU_RC(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("other"), cart, 0),
+          RSV_ECLAIMED);
 
     /* item 52 has 1 unit at each of two locations, none pooled: 2 units
      * at one location is sold out, 2 units split is not */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 52, 1, 1));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 52, 2, 1));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 52, 1, 1));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 52, 2, 1));
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 52, l12, 2, 2, 0), RSV_OK);
-    sold_out_unlocked(ctx, shop, "whole", cart, 51, 52, 1);
+    sold_out_unlocked(f.ctx, f.shop, "whole", cart, 51, 52, 1);
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 51, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 52, l12, 2, 2, RSV_LINE_SPLIT),
                      RSV_OK);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("split"), cart, 0));
-    ck_assert_int_eq(tu_held(ctx, shop, 52, 1), 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 52, 2), 1);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("split"), cart, 0));
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 52, 1), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 52, 2), 1);
     /* now both locations are held: split is sold out too */
-    sold_out_unlocked(ctx, shop, "split-late", cart, 51, 52, 1);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    sold_out_unlocked(f.ctx, f.shop, "split-late", cart, 51, 52, 1);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1057,17 +1020,13 @@ static void one_unit_lines(rsv_ctx *ctx, uint64_t shop, rsv_cart *cart,
  * nothing behind. */
 START_TEST(cart_in_one_round_trip)
 {
-    MYSQL *c;
+    tu_fix f;
     /* (from the bottom: a read from a cursor may come up short and read
      * again, a second CALL) */
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                        TEST_OPT_READ_FROM_BOTTOM, 0);
-    uint64_t shop = tu_shop();
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL | TEST_OPT_READ_FROM_BOTTOM, 0);
     for (uint64_t item = 60; item <= 63; item++)
-        for (uint64_t l = 1; l <= 2; l++) {
-            TU_OK(ctx, rsv_stock_set(ctx, shop, item, l, 10));
-            TU_OK(ctx, rsv_replenish(ctx, shop, item, l, NULL));
-        }
+        for (uint64_t l = 1; l <= 2; l++)
+            tu_fix_pooled(&f, item, l, 10);
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     uint64_t l1[1] = {1}, l2[1] = {2}, l12[2] = {1, 2}, l21[2] = {2, 1};
@@ -1080,90 +1039,91 @@ START_TEST(cart_in_one_round_trip)
     /* the lines' other locations hold nothing; until this context has
      * seen their ledger rows exist, the procedure checks them (the
      * statements answer RSV_ENOITEM for a location without one) */
-    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("seen"), cart, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
-    ck_assert_uint_eq(one_trips(ctx), 1);
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("seen")));
-    st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("one-trip"), cart, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
-    ck_assert_uint_eq(one_trips(ctx), 2);
+    uint64_t st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("seen"), cart, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(one_trips(f.ctx), 1);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("seen")));
+    st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("one-trip"), cart, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(one_trips(f.ctx), 2);
     ck_assert_uint_eq(held_at(cart, 0, 2), 1);
     ck_assert_uint_eq(held_at(cart, 1, 1), 2);
     ck_assert_uint_eq(held_at(cart, 2, 1), 1);
     ck_assert_uint_eq(held_at(cart, 3, 1), 1);
     ck_assert_uint_eq(held_at(cart, 4, 3), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 61, 2), 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 62, 1), 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 63, 2), 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 60, 2) + tu_held(ctx, shop, 61, 1) +
-                         tu_held(ctx, shop, 63, 1), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 60, 1), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 61, 2), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 62, 1), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 63, 2), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 60, 2) +
+                         tu_held(f.ctx, f.shop, 61, 1) +
+                         tu_held(f.ctx, f.shop, 63, 1), 0);
     char q[160];
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
-             "shop_id = %llu", (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 8 * 10 - 2 * 8);
+             "shop_id = %llu", (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(f.conn, q), 8 * 10 - 2 * 8);
     int32_t st = 0;
     int64_t units = 0;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("one-trip"), &st, &units,
-                                   NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("one-trip"), &st,
+                                     &units, NULL));
     ck_assert_int_eq(st, RSV_STATUS_HELD);
     ck_assert_int_eq(units, 8);
     snprintf(q, sizeof q, "SELECT hold_count FROM rsv_checkouts "
              "WHERE shop_id = %llu AND checkout_token = 'one-trip'",
-             (unsigned long long)shop);
-    ck_assert_int_eq(tu_i64(c, q), 4);
+             (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(f.conn, q), 4);
 
     /* item 64 has nothing at its first location: the CALL rolls back, the
      * statements hold the line at the second */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 64, 1, 0));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 64, 2, 5));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 64, 2, NULL));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 64, 1, 0));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 64, 2, 5));
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 64, 2, NULL));
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 62, l2, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 64, l12, 2, 2, 0), RSV_OK);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("second-place"), cart, 0));
-    ck_assert_uint_eq(one_trips(ctx), 2);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("second-place"), cart, 0));
+    ck_assert_uint_eq(one_trips(f.ctx), 2);
     ck_assert_uint_eq(held_at(cart, 0, 1), 2);
     ck_assert_uint_eq(held_at(cart, 1, 2), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 64, 2), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 62, 2), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 64, 2), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 62, 2), 1);
 
     /* a re-reserve replaces the cart (statements) */
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 62, l1, 1, 2, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 61, l1, 1, 1, 0), RSV_OK);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("one-trip"), cart, 0));
-    ck_assert_uint_eq(one_trips(ctx), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 0);
-    ck_assert_int_eq(tu_held(ctx, shop, 63, 2), 0);
-    ck_assert_int_eq(tu_held(ctx, shop, 62, 1), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 61, 1), 1);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("one-trip"), cart, 0));
+    ck_assert_uint_eq(one_trips(f.ctx), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 60, 1), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 63, 2), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 62, 1), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 61, 1), 1);
 
     /* an item without a ledger row: nothing left behind */
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 60, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 999, l1, 1, 1, 0), RSV_OK);
-    TU_RC(ctx, rsv_reserve(ctx, shop, TOK("unknown"), cart, 0), RSV_ENOITEM);
+    TU_RC(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("unknown"), cart, 0),
+          RSV_ENOITEM);
     ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    TU_RC(ctx, rsv_checkout_status(ctx, shop, TOK("unknown"), &st, &units,
-                                   NULL), RSV_ENOTFOUND);
-    ck_assert_int_eq(tu_held(ctx, shop, 60, 1), 0);
+    TU_RC(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("unknown"), &st, &units,
+                                     NULL), RSV_ENOTFOUND);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 60, 1), 0);
 
     /* 33 keys: the statements, in one read */
-    one_unit_lines(ctx, shop, cart, 70, 33);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("wide-cart"), cart, 0));
-    ck_assert_uint_eq(one_trips(ctx), 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 102, 1), 1);
+    one_unit_lines(f.ctx, f.shop, cart, 70, 33);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("wide-cart"), cart, 0));
+    ck_assert_uint_eq(one_trips(f.ctx), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 102, 1), 1);
     /* 32 keys: one CALL */
-    one_unit_lines(ctx, shop, cart, 110, 32);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("cart-32"), cart, 0));
-    ck_assert_uint_eq(one_trips(ctx), 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 141, 1), 1);
+    one_unit_lines(f.ctx, f.shop, cart, 110, 32);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("cart-32"), cart, 0));
+    ck_assert_uint_eq(one_trips(f.ctx), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 141, 1), 1);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1195,42 +1155,40 @@ static int64_t key_count(MYSQL *c, const char *what, uint64_t shop,
  * comes up short gives back what it took from a ledger row. */
 START_TEST(one_trip_takes_from_a_free_ledger_row)
 {
-    MYSQL *c;
+    tu_fix f;
     /* no retries and 1 s lock waits: a reserve waiting for the held
      * ledger row would fail */
-    rsv_ctx *ctx = tu_open_impatient(&c, 0);
-    uint64_t shop = tu_shop();
+    tu_fix_open_impatient(&f, 0);
     /* item 80: 10 pooled, 40 more in the ledger; item 81: all 5 pooled */
-    pooled_stock(ctx, c, shop, 80, 50, 10);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 81, 1, 5));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 81, 1, NULL));
-    ck_assert_int_eq(key_count(c, "pool", shop, 80), 10);
-    ck_assert_int_eq(key_count(c, "issued", shop, 80), 10);
+    pooled_stock(f.ctx, f.conn, f.shop, 80, 50, 10);
+    tu_fix_pooled(&f, 81, 1, 5);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 80), 10);
+    ck_assert_int_eq(key_count(f.conn, "issued", f.shop, 80), 10);
 
-    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("ledger"), 80, 1, 3, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
-    ck_assert_int_eq(key_count(c, "pool", shop, 80), 10);
-    ck_assert_int_eq(key_count(c, "issued", shop, 80), 13);
-    ck_assert_int_eq(tu_held(ctx, shop, 80, 1), 3);
+    uint64_t st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("ledger"), 80, 1, 3, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_LEDGER_TAKES), 1);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 80), 10);
+    ck_assert_int_eq(key_count(f.conn, "issued", f.shop, 80), 13);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 80, 1), 3);
 
     /* the ledger row held elsewhere (a refill, a stock change): pool rows,
      * at once */
-    MYSQL *other = lock_ledger_rows(shop, 80, 80);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("pool"), 80, 1, 2, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
-    ck_assert_uint_eq(one_trips(ctx), 2);
-    ck_assert_int_eq(key_count(c, "pool", shop, 80), 8);
-    ck_assert_int_eq(key_count(c, "issued", shop, 80), 13);
+    MYSQL *other = lock_ledger_rows(f.shop, 80, 80);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("pool"), 80, 1, 2, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_LEDGER_TAKES), 1);
+    ck_assert_uint_eq(one_trips(f.ctx), 2);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 80), 8);
+    ck_assert_int_eq(key_count(f.conn, "issued", f.shop, 80), 13);
 
     /* a cart in one CALL, keys in item order: item 78's ledger row is
      * free (ledger), item 80's still held (pool), item 81's has nothing
      * beyond its pool (pool), and item 83's is free and covers the line
      * (ledger), although it comes after keys that took pool rows: the
      * procedure asks for every ledger row before it takes any pool row */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 78, 1, 7));
-    pooled_stock(ctx, c, shop, 83, 20, 10);
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 78, 1, 7));
+    pooled_stock(f.ctx, f.conn, f.shop, 83, 20, 10);
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     uint64_t l1[1] = {1};
@@ -1238,18 +1196,18 @@ START_TEST(one_trip_takes_from_a_free_ledger_row)
     ck_assert_int_eq(rsv_cart_add(cart, 80, l1, 1, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 81, l1, 1, 2, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 83, l1, 1, 1, 0), RSV_OK);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("cart"), cart, 0));
-    ck_assert_uint_eq(one_trips(ctx), 3);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_SLOW_PATHS), 0);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 3);
-    ck_assert_int_eq(key_count(c, "pool", shop, 78), 0);
-    ck_assert_int_eq(key_count(c, "issued", shop, 78), 4);
-    ck_assert_int_eq(tu_held(ctx, shop, 78, 1), 4);
-    ck_assert_int_eq(key_count(c, "pool", shop, 80), 7);
-    ck_assert_int_eq(key_count(c, "pool", shop, 81), 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 83, 1), 1);
-    ck_assert_int_eq(key_count(c, "pool", shop, 83), 10);
-    ck_assert_int_eq(key_count(c, "issued", shop, 83), 11);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("cart"), cart, 0));
+    ck_assert_uint_eq(one_trips(f.ctx), 3);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), 0);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_LEDGER_TAKES), 3);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 78), 0);
+    ck_assert_int_eq(key_count(f.conn, "issued", f.shop, 78), 4);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 78, 1), 4);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 80), 7);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 81), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 83, 1), 1);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 83), 10);
+    ck_assert_int_eq(key_count(f.conn, "issued", f.shop, 83), 11);
     tu_exec(other, "ROLLBACK");
 
     /* a cart whose last key comes up short: item 78's units go back to
@@ -1257,31 +1215,31 @@ START_TEST(one_trip_takes_from_a_free_ledger_row)
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 78, l1, 1, 2, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 81, l1, 1, 4, 0), RSV_OK);
-    int rc = rsv_reserve(ctx, shop, TOK("short"), cart, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    int rc = rsv_reserve(f.ctx, f.shop, TOK("short"), cart, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
     ck_assert_uint_eq(rsv_cart_failed_line(cart), 1);
-    ck_assert_int_eq(key_count(c, "issued", shop, 78), 4);
-    ck_assert_int_eq(key_count(c, "pool", shop, 81), 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 78, 1), 4);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+    ck_assert_int_eq(key_count(f.conn, "issued", f.shop, 78), 4);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 81), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 78, 1), 4);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
 
     /* held from the ledger or the pool, a hold settles the same way */
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("ledger")));
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("pool")));
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("cart")));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("ledger")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("pool")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("cart")));
     int64_t on_hand = -1, held = -1, pooled = -1;
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 80, 1, &on_hand, &held, &pooled,
-                             NULL));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 80, 1, &on_hand, &held, &pooled,
+                               NULL));
     ck_assert_int_eq(on_hand, 47);
     ck_assert_int_eq(held, 0);
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 78, 1, &on_hand, &held, NULL, NULL));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 78, 1, &on_hand, &held, NULL,
+                               NULL));
     ck_assert_int_eq(on_hand, 7);
     ck_assert_int_eq(held, 0);
     tu_audit_clean();
     rsv_cart_free(cart);
     mysql_close(other);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1293,55 +1251,52 @@ END_TEST
  * that gets the row does it, in the same CALL. */
 START_TEST(held_top_up_is_tried_again)
 {
-    MYSQL *c;
+    tu_fix f;
     /* from the bottom: each read tells by itself whether the pool is low
      * (no count, no timing) */
-    rsv_ctx *ctx = tu_open_with(&c, TEST_OPT_READ_FROM_BOTTOM, 100);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 90, 1, 500));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 90, 1, NULL));
-    ck_assert_int_eq(key_count(c, "pool", shop, 90), 100);
-    MYSQL *other = lock_ledger_rows(shop, 90, 90);
+    tu_fix_open(&f, TEST_OPT_READ_FROM_BOTTOM, 100);
+    tu_fix_pooled(&f, 90, 1, 500);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 90), 100);
+    MYSQL *other = lock_ledger_rows(f.shop, 90, 90);
     /* the row held: both reserves take pool rows (the first, 76 units,
      * by statements, the second by the procedure); after the second the
      * pool is below its low-water mark (75), and the top-up finds the row
      * held */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 90, 1, 76, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 0);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("a"), 90, 1, 76, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS), 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 90, 1, 5, 0));
-    ck_assert_int_eq(key_count(c, "pool", shop, 90), 19);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 0);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("b"), 90, 1, 5, 0));
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 90), 19);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS), 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_LEDGER_TAKES), 0);
     /* a reserve whose procedure finds the row held again leaves it
      * pending, and does not try a transaction of its own (it would most
      * likely find it held); only the count's usual pace could (at least
      * 0.5 s after the last try, which a slow run may reach: valgrind) */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b2"), 90, 1, 5, 0));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("b2"), 90, 1, 5, 0));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
         400)
-        ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), 1);
-    ck_assert_int_eq(key_count(c, "pool", shop, 90), 14);
+        ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS), 1);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 90), 14);
     tu_exec(other, "ROLLBACK");
     /* the row free: the procedure takes the unit from it and tops the
      * pool up, in its one CALL */
-    uint64_t tries = reserve_stat(ctx, RSV_STAT_INLINE_REFILLS);
-    uint64_t st0 = reserve_stat(ctx, RSV_STAT_STATEMENTS);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("c"), 90, 1, 1, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_STATEMENTS) - st0, 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_LEDGER_TAKES), 1);
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), tries + 1);
-    ck_assert_int_eq(key_count(c, "pool", shop, 90), 100);
+    uint64_t tries = reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS);
+    uint64_t st0 = reserve_stat(f.ctx, RSV_STAT_STATEMENTS);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("c"), 90, 1, 1, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS) - st0, 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_LEDGER_TAKES), 1);
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS), tries + 1);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 90), 100);
     /* and only once */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("d"), 90, 1, 1, 0));
-    ck_assert_uint_eq(reserve_stat(ctx, RSV_STAT_INLINE_REFILLS), tries + 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 90, 1), 88);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("d"), 90, 1, 1, 0));
+    ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS), tries + 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 90, 1), 88);
     tu_audit_clean();
     mysql_close(other);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1352,46 +1307,41 @@ START_TEST(extreme_ids_on_every_path)
 {
     const uint64_t hi = UINT64_MAX, hi1 = UINT64_MAX - 1;
     uint32_t flags[2] = {0, TEST_OPT_STATEMENTS_ONLY};
-    for (int f = 0; f < 2; f++) {
-        MYSQL *c;
-        rsv_ctx *ctx = tu_open_with(&c, flags[f], 0);
-        uint64_t shop = tu_shop();
+    for (int i = 0; i < 2; i++) {
+        tu_fix f;
+        tu_fix_open(&f, flags[i], 0);
         uint64_t lhi[1] = {hi}, l0[1] = {0}, l0hi[2] = {0, hi};
-        TU_OK(ctx, rsv_stock_set(ctx, shop, hi, hi, 10));
-        TU_OK(ctx, rsv_stock_set(ctx, shop, hi, 0, 10));
-        TU_OK(ctx, rsv_stock_set(ctx, shop, hi1, hi, 10));
-        TU_OK(ctx, rsv_stock_set(ctx, shop, 0, 0, 10));
-        TU_OK(ctx, rsv_replenish(ctx, shop, hi, hi, NULL));
-        TU_OK(ctx, rsv_replenish(ctx, shop, hi, 0, NULL));
-        TU_OK(ctx, rsv_replenish(ctx, shop, hi1, hi, NULL));
-        TU_OK(ctx, rsv_replenish(ctx, shop, 0, 0, NULL));
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("x-one"), hi, hi, 2, 0));
+        tu_fix_pooled(&f, hi, hi, 10);
+        tu_fix_pooled(&f, hi, 0, 10);
+        tu_fix_pooled(&f, hi1, hi, 10);
+        tu_fix_pooled(&f, 0, 0, 10);
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("x-one"), hi, hi, 2,
+                                     0));
         rsv_cart *cart;
         ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
         ck_assert_int_eq(rsv_cart_add(cart, hi, l0hi, 2, 1, 0), RSV_OK);
         ck_assert_int_eq(rsv_cart_add(cart, hi1, lhi, 1, 3, 0), RSV_OK);
         ck_assert_int_eq(rsv_cart_add(cart, 0, l0, 1, 1, 0), RSV_OK);
-        TU_OK(ctx, rsv_reserve(ctx, shop, TOK("x-cart"), cart, 0));
-        TU_OK(ctx, rsv_reserve(ctx, shop, TOK("x-cart-2"), cart, 0));
+        TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("x-cart"), cart, 0));
+        TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("x-cart-2"), cart, 0));
         ck_assert_uint_eq(held_at(cart, 0, 1), 0);
         ck_assert_uint_eq(held_at(cart, 1, 3), hi);
         ck_assert_uint_eq(held_at(cart, 2, 1), 0);
-        ck_assert_uint_eq(one_trips(ctx), f == 0 ? 3 : 0);
-        ck_assert_int_eq(tu_held(ctx, shop, hi, hi), 2);
-        ck_assert_int_eq(tu_held(ctx, shop, hi, 0), 2);
-        ck_assert_int_eq(tu_held(ctx, shop, hi1, hi), 6);
-        ck_assert_int_eq(tu_held(ctx, shop, 0, 0), 2);
-        TU_OK(ctx, rsv_claim(ctx, shop, TOK("x-cart")));
-        TU_OK(ctx, rsv_release(ctx, shop, TOK("x-one")));
-        TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
+        ck_assert_uint_eq(one_trips(f.ctx), i == 0 ? 3 : 0);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, hi, hi), 2);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, hi, 0), 2);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, hi1, hi), 6);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, 0, 0), 2);
+        TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("x-cart")));
+        TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("x-one")));
+        TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, NULL));
         int64_t on_hand = -1, held = -1;
-        TU_OK(ctx, rsv_stock_get(ctx, shop, hi1, hi, &on_hand, &held, NULL,
-                                 NULL));
+        TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, hi1, hi, &on_hand, &held,
+                                   NULL, NULL));
         ck_assert_int_eq(on_hand, 7);
         ck_assert_int_eq(held, 3);
         rsv_cart_free(cart);
-        rsv_close(ctx);
-        mysql_close(c);
+        tu_fix_close(&f);
     }
 }
 END_TEST
@@ -1403,43 +1353,41 @@ END_TEST
  * same either way. */
 START_TEST(cart_reads_first_locations_first)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, RSV_OPT_NO_PROACTIVE_REFILL |
-                                        TEST_OPT_READ_FROM_BOTTOM |
-                                        TEST_OPT_STATEMENTS_ONLY, 0);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 1, 0)); /* nothing at 1 */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 40, 2, 5));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 41, 1, 5));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 41, 2, 5));
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL | TEST_OPT_READ_FROM_BOTTOM |
+                        TEST_OPT_STATEMENTS_ONLY, 0);
+    tu_fix_stock(&f, 40, 1, 0); /* nothing at 1 */
+    tu_fix_stock(&f, 40, 2, 5);
+    tu_fix_stock(&f, 41, 1, 5);
+    tu_fix_stock(&f, 41, 2, 5);
     for (uint64_t item = 40; item <= 41; item++)
         for (uint64_t l = 1; l <= 2; l++)
-            TU_OK(ctx, rsv_replenish(ctx, shop, item, l, NULL));
+            TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, item, l, NULL));
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     uint64_t l12[2] = {1, 2}, l21[2] = {2, 1}, loc = 0;
     /* every first location covers its line: one pass */
     ck_assert_int_eq(rsv_cart_add(cart, 41, l12, 2, 2, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 40, l21, 2, 2, 0), RSV_OK);
-    int64_t one_pass = cart_statements(ctx, shop, "first-1", cart, 1, &loc);
+    int64_t one_pass = cart_statements(f.ctx, f.shop, "first-1", cart, 1, &loc);
     ck_assert_uint_eq(loc, 2);
     ck_assert_int_eq(one_pass, 7); /* as for a cart of one location a line */
     /* item 40 has nothing at its first location: read every location */
     rsv_cart_clear(cart);
     ck_assert_int_eq(rsv_cart_add(cart, 41, l12, 2, 1, 0), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 40, l12, 2, 1, 0), RSV_OK);
-    int64_t two = cart_statements(ctx, shop, "first-2", cart, 1, &loc);
+    int64_t two = cart_statements(f.ctx, f.shop, "first-2", cart, 1, &loc);
     ck_assert_uint_eq(loc, 2);
     /* the first pass (begin: 2, read, roll back) and the full one */
     ck_assert_int_eq(two, one_pass + 4);
     uint64_t slow = 9;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE,
+                               &slow));
     ck_assert_uint_eq(slow, 0);
-    ck_assert_int_eq(tu_held(ctx, shop, 40, 2), 3);
-    ck_assert_int_eq(tu_held(ctx, shop, 41, 1), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 40, 2), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 41, 1), 3);
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1450,37 +1398,36 @@ END_TEST
  * must a cart, in one round trip. */
 START_TEST(cursor_read_short_rescans_from_bottom)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, 0, 10);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 10);
     for (int round = 0; round < 20; round++) {
         uint64_t item = (uint64_t)(100 + round);
-        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 10));
-        TU_OK(ctx, rsv_replenish(ctx, shop, item, 1, NULL));
+        TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, item, 1, 10));
+        TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, item, 1, NULL));
         char t1[32], t2[32];
         snprintf(t1, sizeof t1, "cur-a-%d", round);
         snprintf(t2, sizeof t2, "cur-b-%d", round);
         /* from the bottom: places the cursor somewhere in ids 1..10 */
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(t1), item, 1, 1, 0));
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(t1), item, 1, 1, 0));
         /* 9 more: only a cursor at the very start could cover them */
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(t2), item, 1, 9, 0));
-        ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
-        ck_assert_int_eq(tu_held(ctx, shop, item, 1), 10);
-        int rc = rsv_reserve_one(ctx, shop, TOK("cur-none"), item, 1, 1, 0);
-        TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(t2), item, 1, 9, 0));
+        ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, item, 1), 10);
+        int rc = rsv_reserve_one(f.ctx, f.shop, TOK("cur-none"), item, 1, 1, 0);
+        TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
     }
     /* The same for carts, whose procedure reads every key: item a as
      * above, item b with units to spare. */
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     uint64_t l1[1] = {1};
-    uint64_t one0 = one_trips(ctx);
+    uint64_t one0 = one_trips(f.ctx);
     for (int round = 0; round < 20; round++) {
         uint64_t a = (uint64_t)(200 + round), b = (uint64_t)(300 + round);
-        TU_OK(ctx, rsv_stock_set(ctx, shop, a, 1, 10));
-        TU_OK(ctx, rsv_replenish(ctx, shop, a, 1, NULL));
-        TU_OK(ctx, rsv_stock_set(ctx, shop, b, 1, 10));
-        TU_OK(ctx, rsv_replenish(ctx, shop, b, 1, NULL));
+        TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, a, 1, 10));
+        TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, a, 1, NULL));
+        TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, b, 1, 10));
+        TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, b, 1, NULL));
         int64_t qa[3] = {1, 9, 1};
         for (int i = 0; i < 3; i++) {
             char t[32];
@@ -1488,24 +1435,24 @@ START_TEST(cursor_read_short_rescans_from_bottom)
             rsv_cart_clear(cart);
             ck_assert_int_eq(rsv_cart_add(cart, a, l1, 1, qa[i], 0), RSV_OK);
             ck_assert_int_eq(rsv_cart_add(cart, b, l1, 1, 1, 0), RSV_OK);
-            int rc = rsv_reserve(ctx, shop, TOK(t), cart, 0);
-            TU_RC(ctx, rc, i < 2 ? RSV_OK : RSV_EOUTOFSTOCK);
-            ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 0);
+            int rc = rsv_reserve(f.ctx, f.shop, TOK(t), cart, 0);
+            TU_RC(f.ctx, rc, i < 2 ? RSV_OK : RSV_EOUTOFSTOCK);
+            ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 0);
         }
         ck_assert_uint_eq(rsv_cart_failed_line(cart), 0);
-        ck_assert_int_eq(tu_held(ctx, shop, a, 1), 10);
-        ck_assert_int_eq(tu_held(ctx, shop, b, 1), 2);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, a, 1), 10);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, b, 1), 2);
     }
     /* each round's two carts in one round trip, rescans included */
-    ck_assert_uint_eq(one_trips(ctx) - one0, 40);
+    ck_assert_uint_eq(one_trips(f.ctx) - one0, 40);
     rsv_cart_free(cart);
     uint64_t slow = 0;
-    TU_OK(ctx, rsv_stats_get(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE, &slow));
+    TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE,
+                               &slow));
     /* neither the rescans nor the 40 out-of-stock answers took the slow
      * path (sold out: one consistent read says so) */
     ck_assert_uint_eq(slow, 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1661,61 +1608,62 @@ END_TEST
  * commit it); without the procedure, statements. */
 START_TEST(claim_and_release_in_one_call)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    MYSQL *adm = tu_connect(); /* (replaces the procedure) */
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 27, 1, 10));
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    MYSQL *adm = tu_fix_admin(&f); /* (replaces the procedure) */
+    tu_fix_stock(&f, 27, 1, 10);
     const char *toks[] = {"c-a", "c-b", "c-c", "c-d", "c-e"};
     for (size_t i = 0; i < 5; i++)
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, toks[i], strlen(toks[i]), 27,
-                                   1, 1, 0));
-    uint64_t cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
-    uint64_t re = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_RELEASE);
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, toks[i], strlen(toks[i]),
+                                     27, 1, 1, 0));
+    uint64_t cl = op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
+    uint64_t re = op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_RELEASE);
 
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-a")));
-    int rc = rsv_claim(ctx, shop, TOK("c-a"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
-    rc = rsv_release(ctx, shop, TOK("c-a"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("c-b")));
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("c-b"))); /* (idempotent) */
-    rc = rsv_claim(ctx, shop, TOK("c-b"));
-    TU_RC(ctx, rc, RSV_ERELEASED);
-    rc = rsv_claim(ctx, shop, TOK("c-nobody"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rc = rsv_release(ctx, shop, TOK("c-nobody"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    ck_assert_uint_eq(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl, 4);
-    ck_assert_uint_eq(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_RELEASE) - re, 4);
-    ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 3);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("c-a")));
+    int rc = rsv_claim(f.ctx, f.shop, TOK("c-a"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
+    rc = rsv_release(f.ctx, f.shop, TOK("c-a"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("c-b")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("c-b"))); /* (idempotent) */
+    rc = rsv_claim(f.ctx, f.shop, TOK("c-b"));
+    TU_RC(f.ctx, rc, RSV_ERELEASED);
+    rc = rsv_claim(f.ctx, f.shop, TOK("c-nobody"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_release(f.ctx, f.shop, TOK("c-nobody"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    ck_assert_uint_eq(op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl,
+                      4);
+    ck_assert_uint_eq(op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_RELEASE) - re,
+                      4);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 27, 1), 3);
 
     /* inside the caller's transaction: joined, so its rollback undoes it */
-    tu_exec(c, "START TRANSACTION");
-    cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-c")));
-    ck_assert_uint_gt(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl, 1);
-    ck_assert_int_eq(tu_i64(c, "SELECT @@in_transaction"), 1);
-    tu_exec(c, "ROLLBACK");
-    ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 3);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-c")));
+    tu_exec(f.conn, "START TRANSACTION");
+    cl = op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("c-c")));
+    ck_assert_uint_gt(op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl,
+                      1);
+    ck_assert_int_eq(tu_i64(f.conn, "SELECT @@in_transaction"), 1);
+    tu_exec(f.conn, "ROLLBACK");
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 27, 1), 3);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("c-c")));
 
     /* the procedure gone: statements, the same answers */
     tu_exec(adm, "DROP PROCEDURE rsv_settle_v2");
-    cl = op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("c-d")));
-    rc = rsv_claim(ctx, shop, TOK("c-d"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("c-e")));
-    ck_assert_uint_gt(op_stat(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl, 2);
-    ck_assert_int_eq(tu_held(ctx, shop, 27, 1), 0);
+    cl = op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("c-d")));
+    rc = rsv_claim(f.ctx, f.shop, TOK("c-d"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("c-e")));
+    ck_assert_uint_gt(op_stat(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM) - cl,
+                      2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 27, 1), 0);
     tu_load_schema(adm);
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 27, 1), 7);
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, NULL));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 27, 1), 7);
     tu_audit_clean();
-    rsv_close(ctx);
-    mysql_close(adm);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -1725,13 +1673,12 @@ END_TEST
  * holds.  (This stand-in commits nothing, so nothing is held.) */
 START_TEST(unreadable_cart_answer_is_an_error)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    MYSQL *adm = tu_connect(); /* (replaces the procedure) */
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    MYSQL *adm = tu_fix_admin(&f); /* (replaces the procedure) */
     uint64_t l1[1] = {1};
     for (uint64_t item = 17; item <= 18; item++)
-        TU_OK(ctx, rsv_stock_set(ctx, shop, item, 1, 10));
+        tu_fix_stock(&f, item, 1, 10);
     rsv_cart *cart;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 17, l1, 1, 1, 0), RSV_OK);
@@ -1753,26 +1700,24 @@ START_TEST(unreadable_cart_answer_is_an_error)
         tu_exec(adm, sql);
         char tok[32];
         snprintf(tok, sizeof tok, "bad-answer-%zu", i);
-        int rc = rsv_reserve(ctx, shop, tok, strlen(tok), cart, 0);
-        TU_RC(ctx, rc, RSV_EDB);
-        ck_assert_msg(strstr(rsv_errmsg(ctx), "rsv_fast_cart_v4 answered") !=
-                          NULL, "message: %s", rsv_errmsg(ctx));
-        ck_assert_int_eq(tu_held(ctx, shop, 17, 1), 0);
-        ck_assert_int_eq(tu_held(ctx, shop, 18, 1), 0);
+        int rc = rsv_reserve(f.ctx, f.shop, tok, strlen(tok), cart, 0);
+        TU_RC(f.ctx, rc, RSV_EDB);
+        ck_assert_msg(strstr(rsv_errmsg(f.ctx), "rsv_fast_cart_v4 answered") !=
+                          NULL, "message: %s", rsv_errmsg(f.ctx));
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, 17, 1), 0);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, 18, 1), 0);
     }
 
     /* the real one again: the same context reserves in one CALL */
     tu_load_schema(adm);
-    uint64_t before = one_trips(ctx);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("good-answer"), cart, 0));
-    ck_assert_uint_eq(one_trips(ctx) - before, 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 17, 1), 1);
-    ck_assert_int_eq(tu_held(ctx, shop, 18, 1), 2);
+    uint64_t before = one_trips(f.ctx);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("good-answer"), cart, 0));
+    ck_assert_uint_eq(one_trips(f.ctx) - before, 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 17, 1), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 18, 1), 2);
     tu_audit_clean();
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(adm);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 

@@ -250,21 +250,20 @@ static void check_acks(MYSQL *c, const struct soaker *s, int ntok)
 
 START_TEST(soak_mixed_operations)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     for (uint64_t i = 0; i < ITEMS; i++)
         for (uint64_t l = 0; l < LOCS; l++)
-            TU_OK(ctx, rsv_stock_set(ctx, shop, i, l, 40));
+            tu_fix_stock(&f, i, l, 40);
     int nthreads = env_int("RSV_SOAK_THREADS", 12);
     int ops = env_int("RSV_SOAK_OPS", 300);
     int ntok = ops / 3 + 1;
-    int64_t deadlocks = global_status(c, "Innodb_deadlocks");
+    int64_t deadlocks = global_status(f.conn, "Innodb_deadlocks");
     struct soaker *s = calloc((size_t)nthreads, sizeof *s);
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     ck_assert(s && t);
     for (int i = 0; i < nthreads; i++) {
-        s[i].shop = shop;
+        s[i].shop = f.shop;
         s[i].id = i;
         s[i].ops = ops;
         s[i].acks = calloc((size_t)ntok, sizeof *s[i].acks);
@@ -277,7 +276,7 @@ START_TEST(soak_mixed_operations)
         for (int k = 0; k < 6; k++)
             total[k] += s[i].counts[k];
     }
-    int64_t after = global_status(c, "Innodb_deadlocks");
+    int64_t after = global_status(f.conn, "Innodb_deadlocks");
     printf("soak: %d threads x %d ops: %lld reserved, %lld out of stock, "
            "%lld claimed, %lld claims expired, %lld busy, %lld pool rows "
            "drained, %lld deadlocks\n",
@@ -288,19 +287,18 @@ START_TEST(soak_mixed_operations)
         ck_assert_msg(s[i].failures == 0, "soaker %d: %d failures, last %s", i,
                       s[i].failures, s[i].msg);
     if (after != deadlocks)
-        print_last_deadlock(c);
+        print_last_deadlock(f.conn);
     ck_assert_msg(after == deadlocks, "%lld deadlocks during the soak",
                   (long long)(after - deadlocks));
     /* Both outcomes were exercised, or the soak proves little. */
     ck_assert(total[0] > 0 && total[2] > 0);
     for (int i = 0; i < nthreads; i++) {
-        check_acks(c, &s[i], ntok);
+        check_acks(f.conn, &s[i], ntok);
         free(s[i].acks);
     }
     free(s);
     free(t);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 

@@ -37,145 +37,136 @@ static int64_t session_questions(MYSQL *c)
 
 START_TEST(counters_by_kind_and_outcome)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 3));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 1, 1, 2, 0));
-    int rc = rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 5, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
-    rc = rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 0, 0);
-    TU_RC(ctx, rc, RSV_EQUANTITY);
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("a")));
-    rc = rsv_claim(ctx, shop, TOK("a"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
-    rc = rsv_release(ctx, shop, TOK("nope"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rc = rsv_claim(ctx, shop, NULL, 3);
-    TU_RC(ctx, rc, RSV_EINVAL);
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 3);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("a"), 1, 1, 2, 0));
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("b"), 1, 1, 5, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
+    rc = rsv_reserve_one(f.ctx, f.shop, TOK("b"), 1, 1, 0, 0);
+    TU_RC(f.ctx, rc, RSV_EQUANTITY);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("a")));
+    rc = rsv_claim(f.ctx, f.shop, TOK("a"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
+    rc = rsv_release(f.ctx, f.shop, TOK("nope"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_claim(f.ctx, f.shop, NULL, 3);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
     int32_t st;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("a"), &st, NULL, NULL));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 1);
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("a"), &st, NULL, NULL));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 1);
 
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_RESERVE), 3);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_OK, RSV_OP_RESERVE), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_EXPECTED, RSV_OP_RESERVE), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_FAILED, RSV_OP_RESERVE), 1);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_RESERVE, RSV_EOUTOFSTOCK), 1);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_RESERVE, RSV_EQUANTITY), 1);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_RESERVE, RSV_OK), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_CLAIM), 3);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_CLAIM, RSV_ECLAIMED), 1);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_CLAIM, RSV_EINVAL), 1);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_RELEASE, RSV_ENOTFOUND), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_STATUS), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_STOCK), 2);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_AUDIT), 0);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_ALL), 10);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_OK, RSV_OP_ALL), 5);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_EOUTOFSTOCK), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_RESERVE), 3);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_OK, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_EXPECTED, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_FAILED, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_RESERVE, RSV_EOUTOFSTOCK), 1);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_RESERVE, RSV_EQUANTITY), 1);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_RESERVE, RSV_OK), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_CLAIM), 3);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_CLAIM, RSV_ECLAIMED), 1);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_CLAIM, RSV_EINVAL), 1);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_RELEASE, RSV_ENOTFOUND), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_STATUS), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_STOCK), 2);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_AUDIT), 0);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_ALL), 10);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_OK, RSV_OP_ALL), 5);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_ALL, RSV_EOUTOFSTOCK), 1);
     /* the first reserve took its units straight from the free ledger row
      * in one round trip (the pool was empty); the out-of-stock one found
      * the pool short and was answered from one read without a lock */
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_LEDGER_TAKES, RSV_OP_RESERVE), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE), 0);
-    ck_assert_uint_ge(stat_of(ctx, RSV_STAT_SHORT_READS, RSV_OP_RESERVE), 1);
-    ck_assert_uint_ge(stat_of(ctx, RSV_STAT_INLINE_REFILLS, RSV_OP_RESERVE),
-                      stat_of(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE));
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_RETRIES, RSV_OP_ALL), 0);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_DEADLOCKS, RSV_OP_ALL), 0);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, RSV_OP_ALL),
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_ONE_TRIP, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_LEDGER_TAKES, RSV_OP_RESERVE), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE), 0);
+    ck_assert_uint_ge(stat_of(f.ctx, RSV_STAT_SHORT_READS, RSV_OP_RESERVE), 1);
+    ck_assert_uint_ge(stat_of(f.ctx, RSV_STAT_INLINE_REFILLS, RSV_OP_RESERVE),
+                      stat_of(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE));
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_RETRIES, RSV_OP_ALL), 0);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_DEADLOCKS, RSV_OP_ALL), 0);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, RSV_OP_ALL),
                       0);
     /* a status read is exactly one statement; a bad token sends none */
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_STATUS), 1);
-    ck_assert_uint_gt(stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM), 0);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_AUDIT), 0);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_STATUS), 1);
+    ck_assert_uint_gt(stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_CLAIM), 0);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_AUDIT), 0);
 
     /* bad arguments */
     uint64_t v;
     ck_assert_int_eq(rsv_stats_get(NULL, RSV_STAT_CALLS, 0, &v), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, 0, NULL), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_STMT_EVICTIONS + 1, 0, &v),
+    ck_assert_int_eq(rsv_stats_get(f.ctx, RSV_STAT_CALLS, 0, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_get(f.ctx, RSV_STAT_STMT_EVICTIONS + 1, 0, &v),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_get(ctx, RSV_STAT_CALLS, RSV_OP_AUDIT + 1, &v),
+    ck_assert_int_eq(rsv_stats_get(f.ctx, RSV_STAT_CALLS, RSV_OP_AUDIT + 1, &v),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_outcome(ctx, 0, 1, &v), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_outcome(ctx, 0, RSV_ECANCELED - 1, &v),
+    ck_assert_int_eq(rsv_stats_outcome(f.ctx, 0, 1, &v), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_outcome(f.ctx, 0, RSV_ECANCELED - 1, &v),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_outcome(ctx, 0, -9, &v), RSV_OK);
+    ck_assert_int_eq(rsv_stats_outcome(f.ctx, 0, -9, &v), RSV_OK);
     ck_assert_uint_eq(v, 0);
     ck_assert_int_eq(rsv_stats_reset(NULL), RSV_EINVAL);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
 /* The library's statement counter agrees with the server's. */
 START_TEST(statements_match_the_server)
 {
-    MYSQL *c;
-    rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.flags = RSV_OPT_NO_PROACTIVE_REFILL;
-    c = tu_connect();
-    rsv_ctx *ctx = NULL;
-    TU_OK(ctx, rsv_open(&ctx, c, &o));
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 100));
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("warm"), 1, 1, 1, 0));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("warm")));
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    tu_fix_pooled(&f, 1, 1, 100);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("warm"), 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("warm")));
     /* statements are prepared by now: Questions counts executions only */
-    uint64_t before = stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL);
-    int64_t q0 = session_questions(c);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("s1"), 1, 1, 1, 0));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("s1")));
-    int64_t q1 = session_questions(c);
-    uint64_t after = stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL);
+    uint64_t before = stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL);
+    int64_t q0 = session_questions(f.conn);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("s1"), 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("s1")));
+    int64_t q1 = session_questions(f.conn);
+    uint64_t after = stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL);
     ck_assert_int_gt(q1 - q0 - 1, 0);
     ck_assert_uint_eq(after - before, (uint64_t)(q1 - q0 - 1));
     /* a fast-path reserve: README's "7 statements" */
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE), 0);
-    rsv_close(ctx);
-    mysql_close(c);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_SLOW_PATHS, RSV_OP_RESERVE), 0);
+    tu_fix_close(&f);
 }
 END_TEST
 
 START_TEST(histogram_percentile_reset)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     uint64_t h[RSV_STATS_BUCKETS + 8], p = 1;
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 50, &p), RSV_OK);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 50, &p),
+                     RSV_OK);
     ck_assert_uint_eq(p, 0); /* nothing counted yet */
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 50));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 50));
     char tok[32];
     for (int i = 0; i < 12; i++) {
         snprintf(tok, sizeof tok, "h%d", i);
-        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 1, 1, 1, 0));
-        TU_OK(ctx, rsv_release(ctx, shop, TOK(tok)));
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK(tok), 1, 1, 1, 0));
+        TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK(tok)));
     }
     for (uint32_t op = RSV_OP_ALL; op <= RSV_OP_AUDIT; op++) {
         for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
             h[i] = 777;
-        ck_assert_int_eq(rsv_stats_histogram(ctx, op, h, sizeof h / sizeof h[0]),
+        ck_assert_int_eq(rsv_stats_histogram(f.ctx, op, h, sizeof h / sizeof h[0]),
                          RSV_OK);
         uint64_t sum = 0;
         for (size_t i = 0; i < RSV_STATS_BUCKETS; i++)
             sum += h[i];
         for (size_t i = RSV_STATS_BUCKETS; i < sizeof h / sizeof h[0]; i++)
             ck_assert_uint_eq(h[i], 0);
-        ck_assert_uint_eq(sum, stat_of(ctx, RSV_STAT_CALLS, op));
+        ck_assert_uint_eq(sum, stat_of(f.ctx, RSV_STAT_CALLS, op));
     }
     uint64_t p0, p50, p99, p100, max, total;
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 0, &p0), RSV_OK);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 50, &p50), RSV_OK);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 99, &p99), RSV_OK);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 100, &p100), RSV_OK);
-    max = stat_of(ctx, RSV_STAT_LATENCY_MAX_US, RSV_OP_RESERVE);
-    total = stat_of(ctx, RSV_STAT_LATENCY_US, RSV_OP_RESERVE);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 0, &p0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 50, &p50), RSV_OK);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 99, &p99), RSV_OK);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 100, &p100), RSV_OK);
+    max = stat_of(f.ctx, RSV_STAT_LATENCY_MAX_US, RSV_OP_RESERVE);
+    total = stat_of(f.ctx, RSV_STAT_LATENCY_US, RSV_OP_RESERVE);
     fprintf(stderr, "reserve latency: p0 %llu p50 %llu p99 %llu max %llu us\n",
             (unsigned long long)p0, (unsigned long long)p50,
             (unsigned long long)p99, (unsigned long long)max);
@@ -186,36 +177,37 @@ START_TEST(histogram_percentile_reset)
     ck_assert_uint_eq(p100, max);
     ck_assert_uint_ge(total, max);
     ck_assert_uint_le(total / 12, max);
-    ck_assert_uint_ge(stat_of(ctx, RSV_STAT_LATENCY_MAX_US, RSV_OP_ALL), max);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, -1, &p0),
+    ck_assert_uint_ge(stat_of(f.ctx, RSV_STAT_LATENCY_MAX_US, RSV_OP_ALL), max);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, -1, &p0),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 100.5, &p0),
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 100.5, &p0),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 0.0 / 0.0, &p0),
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 0.0 / 0.0,
+                                          &p0),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_RESERVE, 50, NULL),
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_RESERVE, 50, NULL),
                      RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_histogram(ctx, 99, h, 4), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_histogram(ctx, 0, NULL, 4), RSV_EINVAL);
-    ck_assert_int_eq(rsv_stats_histogram(ctx, 0, NULL, 0), RSV_OK);
+    ck_assert_int_eq(rsv_stats_histogram(f.ctx, 99, h, 4), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_histogram(f.ctx, 0, NULL, 4), RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_histogram(f.ctx, 0, NULL, 0), RSV_OK);
 
-    TU_OK(ctx, rsv_stats_reset(ctx));
+    TU_OK(f.ctx, rsv_stats_reset(f.ctx));
     for (uint32_t s = 0; s <= RSV_STAT_STMT_EVICTIONS; s++)
         for (uint32_t op = RSV_OP_ALL; op <= RSV_OP_AUDIT; op++)
-            ck_assert_uint_eq(stat_of(ctx, s, op), 0);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_OK), 0);
-    ck_assert_int_eq(rsv_stats_histogram(ctx, RSV_OP_ALL, h, RSV_STATS_BUCKETS),
+            ck_assert_uint_eq(stat_of(f.ctx, s, op), 0);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_ALL, RSV_OK), 0);
+    ck_assert_int_eq(rsv_stats_histogram(f.ctx, RSV_OP_ALL, h,
+                                         RSV_STATS_BUCKETS),
                      RSV_OK);
     for (size_t i = 0; i < RSV_STATS_BUCKETS; i++)
         ck_assert_uint_eq(h[i], 0);
-    ck_assert_int_eq(rsv_stats_percentile(ctx, RSV_OP_ALL, 99, &p), RSV_OK);
+    ck_assert_int_eq(rsv_stats_percentile(f.ctx, RSV_OP_ALL, 99, &p), RSV_OK);
     ck_assert_uint_eq(p, 0);
     /* counting goes on after a reset */
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("after"), 1, 1, 1, 0));
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_CALLS, RSV_OP_ALL), 1);
-    TU_OK(ctx, rsv_release(ctx, shop, TOK("after")));
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("after"), 1, 1, 1, 0));
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_CALLS, RSV_OP_ALL), 1);
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("after")));
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -280,88 +272,87 @@ static void expect(const struct recorder *r, int i, uint32_t op, int code,
 
 START_TEST(callback_sees_every_call)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     struct recorder *r = calloc(1, sizeof *r);
     ck_assert_int_eq(rsv_set_callback(NULL, record, r), RSV_EINVAL);
-    TU_OK(ctx, rsv_set_callback(ctx, record, r));
+    TU_OK(f.ctx, rsv_set_callback(f.ctx, record, r));
 
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 4));
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 2, 4));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 4));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 2, 4));
     rsv_cart *cart;
     uint64_t locs[2] = {1, 2};
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
     ck_assert_int_eq(rsv_cart_add(cart, 1, locs, 2, 6, RSV_LINE_SPLIT), RSV_OK);
-    TU_OK(ctx, rsv_reserve(ctx, shop, TOK("cb-1"), cart, 0));
-    int rc = rsv_reserve_one(ctx, shop, TOK("cb-2"), 1, 1, 3, 0);
-    TU_RC(ctx, rc, RSV_EOUTOFSTOCK);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("cb-1"), cart, 0));
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("cb-2"), 1, 1, 3, 0);
+    TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
     int32_t st;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("cb-1"), &st, NULL, NULL));
-    TU_OK(ctx, rsv_extend(ctx, shop, TOK("cb-1"), 60000));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("cb-1")));
-    rc = rsv_release(ctx, shop, TOK("cb-1"));
-    TU_RC(ctx, rc, RSV_ECLAIMED);
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("cb-1"), &st, NULL,
+                                     NULL));
+    TU_OK(f.ctx, rsv_extend(f.ctx, f.shop, TOK("cb-1"), 60000));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("cb-1")));
+    rc = rsv_release(f.ctx, f.shop, TOK("cb-1"));
+    TU_RC(f.ctx, rc, RSV_ECLAIMED);
     const char nul_tok[3] = {'x', '\0', 'y'};
-    rc = rsv_claim(ctx, shop, nul_tok, 3);
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
-    rc = rsv_release(ctx, shop, NULL, 5);
-    TU_RC(ctx, rc, RSV_EINVAL);
-    TU_OK(ctx, rsv_replenish(ctx, shop, 1, 1, NULL));
-    TU_OK(ctx, rsv_sweep(ctx, shop, 0, NULL));
-    TU_OK(ctx, rsv_stock_adjust(ctx, shop, 1, 2, 1, NULL));
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, NULL, NULL, NULL));
-    TU_OK(ctx, rsv_audit(ctx, shop, 0, NULL, NULL, NULL));
+    rc = rsv_claim(f.ctx, f.shop, nul_tok, 3);
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
+    rc = rsv_release(f.ctx, f.shop, NULL, 5);
+    TU_RC(f.ctx, rc, RSV_EINVAL);
+    TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 1, 1, NULL));
+    TU_OK(f.ctx, rsv_sweep(f.ctx, f.shop, 0, NULL));
+    TU_OK(f.ctx, rsv_stock_adjust(f.ctx, f.shop, 1, 2, 1, NULL));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, NULL, NULL, NULL, NULL));
+    TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, NULL));
 
     int i = 0;
-    expect(r, i++, RSV_OP_STOCK, RSV_OK, shop, NULL, 0);
-    expect(r, i++, RSV_OP_STOCK, RSV_OK, shop, NULL, 0);
-    expect(r, i++, RSV_OP_RESERVE, RSV_OK, shop, "cb-1", 4);
-    expect(r, i++, RSV_OP_RESERVE, RSV_EOUTOFSTOCK, shop, "cb-2", 4);
-    expect(r, i++, RSV_OP_STATUS, RSV_OK, shop, "cb-1", 4);
-    expect(r, i++, RSV_OP_EXTEND, RSV_OK, shop, "cb-1", 4);
-    expect(r, i++, RSV_OP_CLAIM, RSV_OK, shop, "cb-1", 4);
-    expect(r, i++, RSV_OP_RELEASE, RSV_ECLAIMED, shop, "cb-1", 4);
-    expect(r, i++, RSV_OP_CLAIM, RSV_ENOTFOUND, shop, nul_tok, 3);
-    expect(r, i++, RSV_OP_RELEASE, RSV_EINVAL, shop, NULL, 0);
-    expect(r, i++, RSV_OP_REPLENISH, RSV_OK, shop, NULL, 0);
-    expect(r, i++, RSV_OP_SWEEP, RSV_OK, shop, NULL, 0);
-    expect(r, i++, RSV_OP_STOCK, RSV_OK, shop, NULL, 0);
-    expect(r, i++, RSV_OP_STOCK, RSV_OK, shop, NULL, 0);
-    expect(r, i++, RSV_OP_AUDIT, RSV_OK, shop, NULL, 0);
+    expect(r, i++, RSV_OP_STOCK, RSV_OK, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_STOCK, RSV_OK, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_RESERVE, RSV_OK, f.shop, "cb-1", 4);
+    expect(r, i++, RSV_OP_RESERVE, RSV_EOUTOFSTOCK, f.shop, "cb-2", 4);
+    expect(r, i++, RSV_OP_STATUS, RSV_OK, f.shop, "cb-1", 4);
+    expect(r, i++, RSV_OP_EXTEND, RSV_OK, f.shop, "cb-1", 4);
+    expect(r, i++, RSV_OP_CLAIM, RSV_OK, f.shop, "cb-1", 4);
+    expect(r, i++, RSV_OP_RELEASE, RSV_ECLAIMED, f.shop, "cb-1", 4);
+    expect(r, i++, RSV_OP_CLAIM, RSV_ENOTFOUND, f.shop, nul_tok, 3);
+    expect(r, i++, RSV_OP_RELEASE, RSV_EINVAL, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_REPLENISH, RSV_OK, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_SWEEP, RSV_OK, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_STOCK, RSV_OK, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_STOCK, RSV_OK, f.shop, NULL, 0);
+    expect(r, i++, RSV_OP_AUDIT, RSV_OK, f.shop, NULL, 0);
     ck_assert_int_eq(r->n, i);
     /* latencies are the ones the histograms count */
     uint64_t sum = 0;
     for (int k = 0; k < r->n; k++)
         sum += r->calls[k].us;
-    ck_assert_uint_eq(sum, stat_of(ctx, RSV_STAT_LATENCY_US, RSV_OP_ALL));
+    ck_assert_uint_eq(sum, stat_of(f.ctx, RSV_STAT_LATENCY_US, RSV_OP_ALL));
 
     /* calls on the same context from inside the callback: no recursion,
      * and the outer call's code and message survive */
     r->n = 0;
-    r->ctx = ctx;
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 4));
+    r->ctx = f.ctx;
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 4));
     ck_assert_int_eq(r->n, 1);
     ck_assert_int_eq(r->errcode_seen, RSV_OK);
-    ck_assert_int_eq(rsv_errcode(ctx), RSV_OK);
-    ck_assert_str_eq(rsv_errmsg(ctx), "");
-    rc = rsv_claim(ctx, shop, TOK("none"));
-    TU_RC(ctx, rc, RSV_ENOTFOUND);
+    ck_assert_int_eq(rsv_errcode(f.ctx), RSV_OK);
+    ck_assert_str_eq(rsv_errmsg(f.ctx), "");
+    rc = rsv_claim(f.ctx, f.shop, TOK("none"));
+    TU_RC(f.ctx, rc, RSV_ENOTFOUND);
     ck_assert_int_eq(r->n, 2);
     ck_assert_int_eq(r->errcode_seen, RSV_ENOTFOUND);
-    ck_assert_int_eq(rsv_errcode(ctx), RSV_ENOTFOUND);
-    ck_assert_ptr_nonnull(strstr(rsv_errmsg(ctx), "checkout"));
+    ck_assert_int_eq(rsv_errcode(f.ctx), RSV_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(rsv_errmsg(f.ctx), "checkout"));
     /* the nested calls were counted, as calls of their own */
-    ck_assert_uint_ge(outcome_of(ctx, RSV_OP_STOCK, RSV_ENOITEM), 2);
+    ck_assert_uint_ge(outcome_of(f.ctx, RSV_OP_STOCK, RSV_ENOITEM), 2);
 
-    TU_OK(ctx, rsv_set_callback(ctx, NULL, NULL));
+    TU_OK(f.ctx, rsv_set_callback(f.ctx, NULL, NULL));
     r->n = 0;
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 4));
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 4));
     ck_assert_int_eq(r->n, 0);
     rsv_cart_free(cart);
     free(r);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -395,20 +386,19 @@ static void snapshot(MYSQL *c, uint64_t shop, char *out, size_t n)
 
 START_TEST(kill_switch)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open(&c);
-    uint64_t shop = tu_shop();
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
     struct recorder *r = calloc(1, sizeof *r);
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("k"), 1, 1, 2, 0));
-    TU_OK(ctx, rsv_set_callback(ctx, record, r));
+    tu_fix_stock(&f, 1, 1, 5);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("k"), 1, 1, 2, 0));
+    TU_OK(f.ctx, rsv_set_callback(f.ctx, record, r));
     char before[2048], after[2048];
-    snapshot(c, shop, before, sizeof before);
+    snapshot(f.conn, f.shop, before, sizeof before);
 
     ck_assert_int_eq(rsv_set_enabled(NULL, 0), RSV_EINVAL);
-    TU_OK(ctx, rsv_set_enabled(ctx, 0));
-    uint64_t stmts = stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL);
-    int64_t q0 = session_questions(c);
+    TU_OK(f.ctx, rsv_set_enabled(f.ctx, 0));
+    uint64_t stmts = stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL);
+    int64_t q0 = session_questions(f.conn);
     rsv_cart *cart;
     uint64_t loc = 1;
     ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
@@ -416,69 +406,69 @@ START_TEST(kill_switch)
     int64_t out = 123;
     /* one at a time: the callback order is checked below */
     int rcs[12], k = 0;
-    rcs[k++] = rsv_reserve(ctx, shop, TOK("k2"), cart, 0);
-    rcs[k++] = rsv_reserve(ctx, shop, TOK("k2"), NULL, 0);
-    rcs[k++] = rsv_reserve_one(ctx, shop, TOK("k2"), 1, 1, 1, 0);
-    rcs[k++] = rsv_reserve_one(ctx, shop, TOK("k2"), 1, 1, 0, 0);
-    rcs[k++] = rsv_claim(ctx, shop, TOK("k"));
-    rcs[k++] = rsv_release(ctx, shop, TOK("k"));
-    rcs[k++] = rsv_extend(ctx, shop, TOK("k"), 1000);
-    rcs[k++] = rsv_replenish(ctx, shop, 1, 1, &out);
+    rcs[k++] = rsv_reserve(f.ctx, f.shop, TOK("k2"), cart, 0);
+    rcs[k++] = rsv_reserve(f.ctx, f.shop, TOK("k2"), NULL, 0);
+    rcs[k++] = rsv_reserve_one(f.ctx, f.shop, TOK("k2"), 1, 1, 1, 0);
+    rcs[k++] = rsv_reserve_one(f.ctx, f.shop, TOK("k2"), 1, 1, 0, 0);
+    rcs[k++] = rsv_claim(f.ctx, f.shop, TOK("k"));
+    rcs[k++] = rsv_release(f.ctx, f.shop, TOK("k"));
+    rcs[k++] = rsv_extend(f.ctx, f.shop, TOK("k"), 1000);
+    rcs[k++] = rsv_replenish(f.ctx, f.shop, 1, 1, &out);
     ck_assert_int_eq(out, 0);
     out = 123;
-    rcs[k++] = rsv_sweep(ctx, shop, 0, &out);
+    rcs[k++] = rsv_sweep(f.ctx, f.shop, 0, &out);
     ck_assert_int_eq(out, 0);
     out = 123;
-    rcs[k++] = rsv_pool_drain(ctx, shop, 1, 1, &out);
+    rcs[k++] = rsv_pool_drain(f.ctx, f.shop, 1, 1, &out);
     ck_assert_int_eq(out, 0);
     out = 123;
-    rcs[k++] = rsv_stock_set(ctx, shop, 1, 1, 1);
-    rcs[k++] = rsv_stock_adjust(ctx, shop, 1, 1, -1, &out);
+    rcs[k++] = rsv_stock_set(f.ctx, f.shop, 1, 1, 1);
+    rcs[k++] = rsv_stock_adjust(f.ctx, f.shop, 1, 1, -1, &out);
     size_t nrc = (size_t)k;
     for (size_t i = 0; i < nrc; i++)
         ck_assert_msg(rcs[i] == RSV_EDISABLED, "call %zu: %d", i, rcs[i]);
     ck_assert_int_eq(out, 0);
-    ck_assert_int_eq(rsv_errcode(ctx), RSV_EDISABLED);
-    ck_assert_ptr_nonnull(strstr(rsv_errmsg(ctx), "rsv_set_enabled"));
+    ck_assert_int_eq(rsv_errcode(f.ctx), RSV_EDISABLED);
+    ck_assert_ptr_nonnull(strstr(rsv_errmsg(f.ctx), "rsv_set_enabled"));
     ck_assert_str_eq(rsv_code_name(RSV_EDISABLED), "RSV_EDISABLED");
     ck_assert_str_ne(rsv_strerror(RSV_EDISABLED), "unknown error code");
     /* nothing reached the server: the library's count and the server's */
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL), stmts);
-    ck_assert_int_eq(session_questions(c) - q0, 1);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_ALL, RSV_EDISABLED), nrc);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_STATEMENTS, RSV_OP_ALL), stmts);
+    ck_assert_int_eq(session_questions(f.conn) - q0, 1);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_ALL, RSV_EDISABLED), nrc);
     ck_assert_int_eq(r->n, (int)nrc);
-    expect(r, 4, RSV_OP_CLAIM, RSV_EDISABLED, shop, "k", 1);
+    expect(r, 4, RSV_OP_CLAIM, RSV_EDISABLED, f.shop, "k", 1);
 
     /* reads keep working */
     int32_t st;
     int64_t units = 0, held = 0;
-    TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("k"), &st, &units, NULL));
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("k"), &st, &units,
+                                     NULL));
     ck_assert_int_eq(st, RSV_STATUS_HELD);
     ck_assert_int_eq(units, 2);
-    TU_OK(ctx, rsv_stock_get(ctx, shop, 1, 1, NULL, &held, NULL, NULL));
+    TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 1, 1, NULL, &held, NULL, NULL));
     ck_assert_int_eq(held, 2);
     int64_t violations = -1;
-    TU_OK(ctx, rsv_audit(ctx, shop, 0, NULL, NULL, &violations));
+    TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, &violations));
     ck_assert_int_eq(violations, 0);
-    snapshot(c, shop, after, sizeof after);
+    snapshot(f.conn, f.shop, after, sizeof after);
     ck_assert_str_eq(before, after);
 
     /* and back on */
-    TU_OK(ctx, rsv_set_enabled(ctx, 7));
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("k")));
-    ck_assert_int_eq(tu_on_hand(ctx, shop, 1, 1), 3);
+    TU_OK(f.ctx, rsv_set_enabled(f.ctx, 7));
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("k")));
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 3);
     /* the switch is per context */
     MYSQL *c2;
     rsv_ctx *other = tu_open(&c2);
-    TU_OK(ctx, rsv_set_enabled(ctx, 0));
-    TU_OK(other, rsv_stock_adjust(other, shop, 1, 1, 1, NULL));
-    TU_OK(ctx, rsv_set_enabled(ctx, 1));
+    TU_OK(f.ctx, rsv_set_enabled(f.ctx, 0));
+    TU_OK(other, rsv_stock_adjust(other, f.shop, 1, 1, 1, NULL));
+    TU_OK(f.ctx, rsv_set_enabled(f.ctx, 1));
     rsv_close(other);
     mysql_close(c2);
     rsv_cart_free(cart);
     free(r);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
@@ -486,41 +476,38 @@ END_TEST
 
 START_TEST(lock_wait_timeouts_and_retries)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_impatient(&c, 1);
-    uint64_t shop = tu_shop();
-    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("locked"), 1, 1, 1, 0));
-    TU_OK(ctx, rsv_stats_reset(ctx));
-    MYSQL *other = tu_connect();
+    tu_fix f;
+    tu_fix_open_impatient(&f, 1);
+    tu_fix_stock(&f, 1, 1, 5);
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("locked"), 1, 1, 1, 0));
+    TU_OK(f.ctx, rsv_stats_reset(f.ctx));
+    MYSQL *other = tu_fix_admin(&f);
     char q[256];
     tu_exec(other, "START TRANSACTION");
     snprintf(q, sizeof q, "SELECT * FROM rsv_checkouts WHERE "
-             "shop_id = %llu FOR UPDATE", (unsigned long long)shop);
+             "shop_id = %llu FOR UPDATE", (unsigned long long)f.shop);
     tu_exec(other, q);
-    int rc = rsv_claim(ctx, shop, TOK("locked"));
-    TU_RC(ctx, rc, RSV_EBUSY);
+    int rc = rsv_claim(f.ctx, f.shop, TOK("locked"));
+    TU_RC(f.ctx, rc, RSV_EBUSY);
     /* two attempts, both timed out */
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, RSV_OP_CLAIM), 2);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_RETRIES, RSV_OP_CLAIM), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_DEADLOCKS, RSV_OP_ALL), 0);
-    ck_assert_uint_eq(outcome_of(ctx, RSV_OP_CLAIM, RSV_EBUSY), 1);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_EXPECTED, RSV_OP_CLAIM), 1);
-    ck_assert_uint_ge(stat_of(ctx, RSV_STAT_LATENCY_MAX_US, RSV_OP_CLAIM),
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, RSV_OP_CLAIM), 2);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_RETRIES, RSV_OP_CLAIM), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_DEADLOCKS, RSV_OP_ALL), 0);
+    ck_assert_uint_eq(outcome_of(f.ctx, RSV_OP_CLAIM, RSV_EBUSY), 1);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_EXPECTED, RSV_OP_CLAIM), 1);
+    ck_assert_uint_ge(stat_of(f.ctx, RSV_STAT_LATENCY_MAX_US, RSV_OP_CLAIM),
                       1900000);
     /* joined to the caller's transaction: no retry, the timeout counts */
-    tu_exec(c, "START TRANSACTION");
-    rc = rsv_claim(ctx, shop, TOK("locked"));
-    TU_RC(ctx, rc, RSV_EBUSY);
-    tu_exec(c, "ROLLBACK");
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, RSV_OP_CLAIM), 3);
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_RETRIES, RSV_OP_CLAIM), 1);
+    tu_exec(f.conn, "START TRANSACTION");
+    rc = rsv_claim(f.ctx, f.shop, TOK("locked"));
+    TU_RC(f.ctx, rc, RSV_EBUSY);
+    tu_exec(f.conn, "ROLLBACK");
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_LOCK_WAIT_TIMEOUTS, RSV_OP_CLAIM), 3);
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_RETRIES, RSV_OP_CLAIM), 1);
     tu_exec(other, "ROLLBACK");
-    TU_OK(ctx, rsv_claim(ctx, shop, TOK("locked")));
-    ck_assert_uint_eq(stat_of(ctx, RSV_STAT_RETRIES, RSV_OP_CLAIM), 1);
-    mysql_close(other);
-    rsv_close(ctx);
-    mysql_close(c);
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("locked")));
+    ck_assert_uint_eq(stat_of(f.ctx, RSV_STAT_RETRIES, RSV_OP_CLAIM), 1);
+    tu_fix_close(&f);
 }
 END_TEST
 

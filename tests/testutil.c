@@ -157,6 +157,53 @@ uint64_t tu_shop(void)
     return ((uint64_t)getpid() << 20) + (++n);
 }
 
+void tu_fix_open(tu_fix *f, uint32_t flags, int64_t pool_cap)
+{
+    memset(f, 0, sizeof *f);
+    f->ctx = tu_open_with(&f->conn, flags, pool_cap);
+    f->shop = tu_shop();
+}
+
+void tu_fix_open_impatient(tu_fix *f, int32_t max_retries)
+{
+    memset(f, 0, sizeof *f);
+    f->ctx = tu_open_impatient(&f->conn, max_retries);
+    f->shop = tu_shop();
+}
+
+void tu_fix_stock(tu_fix *f, uint64_t item, uint64_t loc, int64_t on_hand)
+{
+    int rc = rsv_stock_set(f->ctx, f->shop, item, loc, on_hand);
+    ck_assert_msg(rc == RSV_OK, "stock of item %llu at %llu: %s: %s",
+                  (unsigned long long)item, (unsigned long long)loc,
+                  rsv_code_name(rc), rsv_errmsg(f->ctx));
+}
+
+void tu_fix_pooled(tu_fix *f, uint64_t item, uint64_t loc, int64_t on_hand)
+{
+    tu_fix_stock(f, item, loc, on_hand);
+    int rc = rsv_replenish(f->ctx, f->shop, item, loc, NULL);
+    ck_assert_msg(rc == RSV_OK, "pool of item %llu at %llu: %s: %s",
+                  (unsigned long long)item, (unsigned long long)loc,
+                  rsv_code_name(rc), rsv_errmsg(f->ctx));
+}
+
+MYSQL *tu_fix_admin(tu_fix *f)
+{
+    if (!f->adm)
+        f->adm = tu_connect();
+    return f->adm;
+}
+
+void tu_fix_close(tu_fix *f)
+{
+    rsv_close(f->ctx);
+    if (f->adm)
+        mysql_close(f->adm);
+    mysql_close(f->conn);
+    memset(f, 0, sizeof *f);
+}
+
 void tu_exec(MYSQL *c, const char *sql)
 {
     ck_assert_msg(ll_exec(c, sql) == 0, "%s: %s", sql, mysql_error(c));

@@ -40,6 +40,31 @@ MYSQL *tu_connect_in_txn(void);
 /* A shop id no other test uses. */
 uint64_t tu_shop(void);
 
+/* The start most tests share: a context on a connection of its own and a
+ * shop of its own, so that no test sees another's rows.  adm is a second
+ * session for what the context must not do itself (replace a procedure,
+ * hold a lock); it is connected on first use only, so that a test which
+ * counts sessions finds none it did not ask for. */
+typedef struct tu_fix {
+    rsv_ctx *ctx;
+    MYSQL *conn;
+    uint64_t shop;
+    MYSQL *adm;
+} tu_fix;
+
+/* Open f as tu_open_with() / tu_open_impatient() open a context. */
+void tu_fix_open(tu_fix *f, uint32_t flags, int64_t pool_cap);
+void tu_fix_open_impatient(tu_fix *f, int32_t max_retries);
+/* on_hand units of (item, loc) in f's shop, its pool left empty as
+ * rsv_stock_set leaves it; tu_fix_pooled also fills the pool, for tests
+ * that count statements or take pool rows from the first reserve on. */
+void tu_fix_stock(tu_fix *f, uint64_t item, uint64_t loc, int64_t on_hand);
+void tu_fix_pooled(tu_fix *f, uint64_t item, uint64_t loc, int64_t on_hand);
+/* f's second session (see tu_fix), connected now if it is not yet. */
+MYSQL *tu_fix_admin(tu_fix *f);
+/* Close the context, then whichever sessions f opened. */
+void tu_fix_close(tu_fix *f);
+
 void tu_exec(MYSQL *c, const char *sql);
 int64_t tu_i64(MYSQL *c, const char *sql);
 
