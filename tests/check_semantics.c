@@ -1750,10 +1750,12 @@ static int64_t pool_rows_below(MYSQL *c, uint64_t shop, uint64_t item,
  * and in a batch.  A wait would end in RSV_EBUSY (1 s lock waits). */
 START_TEST(units_taken_around_a_held_row)
 {
-    MYSQL *c;
-    rsv_ctx *ctx = tu_open_with(&c, TEST_OPT_READ_FROM_BOTTOM, 0);
+    tu_fix f;
+    tu_fix_open(&f, TEST_OPT_READ_FROM_BOTTOM, 0);
+    rsv_ctx *ctx = f.ctx;
+    MYSQL *c = f.conn;
+    uint64_t shop = f.shop;
     tu_exec(c, "SET SESSION innodb_lock_wait_timeout = 1");
-    uint64_t shop = tu_shop();
     int64_t held[3];
     MYSQL *other = tu_connect_in_txn();
     for (int i = 0; i < 3; i++) {
@@ -1804,8 +1806,7 @@ START_TEST(units_taken_around_a_held_row)
     TU_OK(ctx, rsv_claim(ctx, shop, TOK("gap-one")));
     TU_OK(ctx, rsv_release(ctx, shop, TOK("gap-cart")));
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(c);
+    tu_fix_close(&f);
 }
 END_TEST
 
