@@ -31,27 +31,30 @@
  *               connection per BATCH_BUYERS clients (8 connections for
  *               64), each of whose threads collects one request of each
  *               of its buyers and sends them as one rsv_reserve_batch;
- *               every entry's latency is its batch's.  One-line reserve
- *               workloads only (flash*, spread10k, soldout1): the batch
- *               API has no carts, and claim1's holds are libreserve's
- *               own (it sits out carts and claims).
+ *               every entry's latency is its batch's.  Its claims: one
+ *               rsv_claim_batch per connection, one claim of each of
+ *               its buyers.  One-line workloads only (the batch API has
+ *               no carts: it sits out cart5x3, soldcart5, hotcart5).
  * libreserve-batcher  the same buyers, one thread each as in libreserve,
  *               calling one shared rsv_batcher with one connection per
  *               BATCH_BUYERS clients (8 for 64): the library coalesces
  *               whatever the buyers ask at the same time into batches.
  *               Each buyer's latency is its own call's, queueing
- *               included.  The workloads of libreserve-batch.
+ *               included.  Its claims: rsv_batcher_claim.  The
+ *               workloads of libreserve-batch.
  *
  * Workloads: flash1 (one item), flash1q2 and flash1q5 (one item, 2 and 5
  * units per reserve), spread10k (10,000 items), cart5x3 (5-line carts,
- * each line at 3 locations), claim1 (claims of holds on one item),
- * soldout1 (buyers asking for an item that has sold out: the answer, out
- * of stock, is the operation; the floors have no such answer and sit
- * out), soldcart5 (the same answer for 5-line carts one line of which
- * names the sold-out item; the hot rows meet that line first, as items
- * are locked in order, which is the form most favourable to them),
- * hotcart5 (5-line carts one line of which is the flash-sale item, at its
- * one location: a hot item bought together with others).
+ * each line at 3 locations), claim1 (claims of holds on one item, made
+ * before the measurement: by rsv_reserve_one for the library designs, by
+ * bulk INSERT for the others), soldout1 (buyers asking for an item that
+ * has sold out: the answer, out of stock, is the operation; the floors
+ * have no such answer and sit out), soldcart5 (the same answer for
+ * 5-line carts one line of which names the sold-out item; the hot rows
+ * meet that line first, as items are locked in order, which is the form
+ * most favourable to them), hotcart5 (5-line carts one line of which is
+ * the flash-sale item, at its one location: a hot item bought together
+ * with others).
  * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
  * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
  *
@@ -128,8 +131,9 @@ static const char *design_name[D_N] = {"libreserve", "hotrow-1rt", "floor-1rt",
                                        "hotrow", "floor", "libreserve-batch",
                                        "libreserve-batcher"};
 /* First byte of the checkout tokens of each design's reserves (tokens are
- * byte-exact, so 'h' and 'H' differ); claims use 'c' and the probes 's'
- * and 'k', so a prefix picks a design's reserves out of its tables. */
+ * byte-exact, so 'h' and 'H' differ); claims use 'c' then the design's
+ * byte (the library designs share rsv_holds), the probes 's' and 'k', so
+ * a prefix picks a design's reserves or claim holds out of its tables. */
 static const char design_tag[D_N] = {'l', 'H', 'F', 'h', 'f', 'b', 'B'};
 /* Round trips of one single-line reserve, for the labels. */
 static const char *design_trips[D_N] = {"1 CALL", "1 CALL", "1 INSERT",
@@ -165,11 +169,11 @@ static int wl_is_cart(int wl)
 static int wl_is_soldout(int wl) { return wl == W_SOLDOUT || wl == W_SOLDCART; }
 
 /* A design with nothing to measure in a workload: the floors have no
- * sold-out answer, the batch design no carts and no claims of its own. */
+ * sold-out answer, the batch designs no carts. */
 static int sits_out(int wl, int d)
 {
     if (d == D_BATCH || d == D_BATCHER)
-        return wl_is_cart(wl) || wl == W_CLAIM;
+        return wl_is_cart(wl);
     return wl_is_soldout(wl) && is_floor(d);
 }
 
@@ -1122,9 +1126,10 @@ static void make_cart(worker *w, uint64_t *items, uint64_t locs[][CART_LOCS])
     }
 }
 
-static void claim_token(char *buf, size_t len, int rtt_us, long i)
+static void claim_token(char *buf, size_t len, int design, int rtt_us,
+                        long i)
 {
-    snprintf(buf, len, "c%d.%ld", rtt_us, i);
+    snprintf(buf, len, "c%c%d.%ld", design_tag[design], rtt_us, i);
 }
 
 /* ---- one operation of each design ---- */
@@ -1371,17 +1376,27 @@ static int op_lib(worker *w)
     return 0;
 }
 
-/* libreserve-batcher: this buyer's own reserve, through the shared
- * batcher; answered as op_lib's rsv_reserve_one. */
+/* libreserve-batcher: this buyer's own reserve or claim, through the
+ * shared batcher; answered as op_lib's rsv_reserve_one or rsv_claim. */
 static int op_batcher(worker *w)
 {
     meas *m = w->m;
     params *p = &w->p;
     int sold = wl_is_soldout(m->workload);
-    int rc = rsv_batcher_reserve_one(m->batcher, SHOP, p->tok, p->toklen,
+    int rc;
+    if (m->workload == W_CLAIM) {
+        rc = rsv_batcher_claim(m->batcher, SHOP, p->tok, p->toklen);
+        /* Every hold is claimed once, by this call: RSV_ECLAIMED is the
+         * batcher's repeat after a lost connection finding that the claim
+         * had committed, a success the check of the tables holds it to. */
+        if (rc == RSV_OK || rc == RSV_ECLAIMED)
+            return 1;
+    } else {
+        rc = rsv_batcher_reserve_one(m->batcher, SHOP, p->tok, p->toklen,
                                      p->item, 1, (int64_t)p->q, HOLD_TTL_MS);
-    if (sold ? rc == RSV_EOUTOFSTOCK : rc == RSV_OK)
-        return 1;
+        if (sold ? rc == RSV_EOUTOFSTOCK : rc == RSV_OK)
+            return 1;
+    }
     /* (no message per call: the code says what happened) */
     note_err(w, "%s", rsv_code_name(rc) ? rsv_code_name(rc) : "?");
     if (rc == RSV_EINDOUBT)
@@ -1392,8 +1407,9 @@ static int op_batcher(worker *w)
 }
 
 /* libreserve-batch: one request of each buyer this connection serves, as
- * one rsv_reserve_batch; every entry counted as an operation of its own,
- * its latency the batch's.  Returns -1 when the thread must stop. */
+ * one rsv_reserve_batch (claim1: one rsv_claim_batch); every entry counted
+ * as an operation of its own, its latency the batch's.  Returns -1 when
+ * the thread must stop, 0 when its buyers have no claim holds left. */
 static int op_batch(worker *w, uint64_t t1)
 {
     meas *m = w->m;
@@ -1405,9 +1421,23 @@ static int op_batch(worker *w, uint64_t t1)
     size_t lens[BATCH_BUYERS];
     int res[BATCH_BUYERS];
     int sold = wl_is_soldout(m->workload);
+    int claim = m->workload == W_CLAIM;
+    /* Buyer i of this connection is client tid + i * conns; it claims the
+     * holds libreserve's client of that number would (its number, then
+     * every clients-th), so the buyers share the holds out between them. */
+    long conns = batch_conns(m);
+    if (claim && w->claim_next + (nb - 1) * conns >= m->claim_n) {
+        __atomic_store_n(&m->exhausted, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
     for (int i = 0; i < nb; i++) {
-        snprintf(toks[i], sizeof toks[i], "%c%d.%d.%llu", design_tag[m->design],
-                 m->id, w->tid, (unsigned long long)w->seq++);
+        if (claim)
+            claim_token(toks[i], sizeof toks[i], m->design, m->rtt_us,
+                        m->claim_base + w->claim_next + i * conns);
+        else
+            snprintf(toks[i], sizeof toks[i], "%c%d.%d.%llu",
+                     design_tag[m->design], m->id, w->tid,
+                     (unsigned long long)w->seq++);
         tp[i] = toks[i];
         lens[i] = strlen(toks[i]);
         shops[i] = SHOP;
@@ -1417,8 +1447,14 @@ static int op_batch(worker *w, uint64_t t1)
         locs[i] = 1;
         qty[i] = sold ? 1 : (int64_t)w->p.q;
     }
-    int rc = rsv_reserve_batch(w->ctx, (size_t)nb, shops, tp, lens, items,
+    int rc;
+    if (claim) {
+        w->claim_next += m->clients;
+        rc = rsv_claim_batch(w->ctx, (size_t)nb, shops, tp, lens, res);
+    } else {
+        rc = rsv_reserve_batch(w->ctx, (size_t)nb, shops, tp, lens, items,
                                locs, qty, HOLD_TTL_MS, res);
+    }
     uint64_t t2 = now_us();
     uint32_t us = (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1);
     int stop = rc == RSV_ECONN || rc == RSV_EINDOUBT;
@@ -1435,7 +1471,9 @@ static int op_batch(worker *w, uint64_t t1)
             stop |= r == RSV_ECONN || r == RSV_EINDOUBT;
             continue;
         }
-        if (!sold) {
+        if (claim) {
+            w->done_claims++;
+        } else if (!sold) {
             w->done_ops++;
             w->done_rows++;
             w->done_units += w->p.q;
@@ -1471,10 +1509,11 @@ static void *worker_main(void *arg)
                 rsv_stats_reset(w->ctx);
                 w->lib_reset = 1;
             }
-            if (op_batch(w, t1) < 0) {
+            int r = op_batch(w, t1);
+            if (r < 0)
                 w->fatal = 1;
+            if (r <= 0)
                 break;
-            }
             continue;
         }
         params *p = &w->p;
@@ -1483,7 +1522,7 @@ static void *worker_main(void *arg)
                 __atomic_store_n(&m->exhausted, 1, __ATOMIC_RELAXED);
                 break;
             }
-            claim_token(p->tok, sizeof p->tok, m->rtt_us,
+            claim_token(p->tok, sizeof p->tok, m->design, m->rtt_us,
                         m->claim_base + w->claim_next);
             w->claim_next += m->clients;
             p->item = CLAIM_ITEM;
@@ -2052,14 +2091,14 @@ typedef struct tally {
 } tally;
 
 typedef struct claimfill {
-    int rtt_us;
+    int design, rtt_us;
 } claimfill;
 
 static int fn_claim_hold(rsv_ctx *ctx, long i, void *arg)
 {
     claimfill *cf = arg;
     char tok[64];
-    claim_token(tok, sizeof tok, cf->rtt_us, i);
+    claim_token(tok, sizeof tok, cf->design, cf->rtt_us, i);
     int rc = rsv_reserve_one(ctx, SHOP, tok, strlen(tok), CLAIM_ITEM, 1, 1,
                              HOLD_TTL_MS);
     /* a re-run of the same token (not expected) is fine */
@@ -2214,17 +2253,19 @@ static void setup_hot_ledger(MYSQL *c, const char *tbl)
             CART_N, CART_LOCS);
 }
 
-/* Holds for the claim workload, per design and RTT: tokens c<rtt>.0 ..
- * c<rtt>.<n-1>, one unit each. */
+/* Holds for the claim workload, per design and RTT: tokens c<tag><rtt>.0
+ * .. c<tag><rtt>.<n-1> (<tag> the design's byte), one unit each.  The
+ * library designs reserve them as libreserve does, one call each. */
 static tally done[D_N];
 
 static void setup_claims(MYSQL *c, int design, int rtt_us, long n)
 {
     done[design].claim_holds += n;
-    if (design == D_LIB) {
-        claimfill cf = {rtt_us};
+    if (is_lib(design)) {
+        claimfill cf = {design, rtt_us};
         char what[64];
-        snprintf(what, sizeof what, "claim holds (libreserve, rtt %d)", rtt_us);
+        snprintf(what, sizeof what, "claim holds (%s, rtt %d)",
+                 design_name[design], rtt_us);
         par_run(what, fn_claim_hold, &cf, n, cfg.setup_threads);
         return;
     }
@@ -2232,9 +2273,9 @@ static void setup_claims(MYSQL *c, int design, int rtt_us, long n)
     q_exec(c, "START TRANSACTION");
     q_execf(c, "INSERT INTO %s (shop_id, checkout_token, item_id, "
                "location_id, quantity, generation, expires_at, "
-               "created_at) SELECT %d, CONCAT('c%d.', seq), %d, 1, 1, 1, "
+               "created_at) SELECT %d, CONCAT('c%c%d.', seq), %d, 1, 1, 1, "
                "NOW(6) + INTERVAL %lld SECOND, NOW(6) FROM seq_0_to_%ld",
-            hold_table(design), SHOP, rtt_us, CLAIM_ITEM,
+            hold_table(design), SHOP, design_tag[design], rtt_us, CLAIM_ITEM,
             HOLD_TTL_MS / 1000, n - 1);
     if (is_hot(design))
         q_execf(c, "UPDATE %s SET available = available - %ld "
@@ -2637,8 +2678,8 @@ static int check_tables(MYSQL *c)
                                     "LIKE '%c%%'", holds, SHOP,
                                  design_tag[d]);
         long long left = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = "
-                                   "%d AND checkout_token LIKE 'c%%'", holds,
-                                SHOP);
+                                   "%d AND checkout_token LIKE 'c%c%%'", holds,
+                                SHOP, design_tag[d]);
         long long sold = q_i64f(c, "SELECT COUNT(*) FROM %s WHERE shop_id = "
                                    "%d AND item_id = %d", holds,
                                 SHOP, SOLDOUT_ITEM);
@@ -2657,8 +2698,8 @@ static int check_tables(MYSQL *c)
                                      "status = 1", SHOP, design_tag[d]);
             long long cl = q_i64f(c, "SELECT COUNT(*) FROM "
                                      "rsv_checkouts WHERE shop_id = "
-                                     "%d AND checkout_token LIKE 'c%%' AND "
-                                     "status = 2", SHOP);
+                                     "%d AND checkout_token LIKE 'c%c%%' AND "
+                                     "status = 2", SHOP, design_tag[d]);
             rsv_ctx *ctx = NULL;
             int64_t v = -1;
             int rc = lib_open(&ctx, c);
@@ -2882,6 +2923,8 @@ int main(int argc, char **argv)
     cfg.claim_holds[D_FLOOR1] = 200000;
     cfg.claim_holds[D_HOT] = 60000;
     cfg.claim_holds[D_FLOOR] = 200000;
+    cfg.claim_holds[D_BATCH] = 100000;
+    cfg.claim_holds[D_BATCHER] = 100000;
     cfg.setup_threads = 8;
     /* --quick sets defaults the other options may still change */
     for (int i = 1; i < argc; i++)
