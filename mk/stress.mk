@@ -1,10 +1,11 @@
 # Fault-injection stress: many client processes doing mixed checkouts
-# through a proxy that cuts connections at commit points (COMMIT and every
-# procedure CALL), while clients and the server are SIGKILLed and lock
-# storms are provoked, on a server with a binary log (ROW, sync_binlog=1);
-# the run ends with one "stress: ..." line and fails if anything was
-# oversold, undersold, lost, claimed twice or left open.  See
-# docs/stress.md.
+# (single calls, batch calls and the batcher) through a proxy that cuts
+# connections at commit points (COMMIT and every procedure CALL, a batch's
+# among them), while clients and the server are SIGKILLed and lock storms
+# are provoked, on a server with a binary log (ROW, sync_binlog=1); the
+# run ends with one "stress: ..." line and fails if anything was
+# oversold, undersold, lost, claimed twice or left open, or if no batch
+# was cut at its COMMIT.  See docs/stress.md.
 #
 #   make stress           the self-test of the checks, then the default
 #                         run: 40 clients, >= 50,000 operations, >= 8

@@ -23,10 +23,15 @@
  * classified.  The CALL kinds are told apart by procedure name:
  * reserve_call (rsv_fast_reserve*), cart_call (rsv_fast_cart*),
  * settle_call (rsv_settle*: claims and releases, told apart by the
- * procedure's last argument in the execute, 2 claim, 3 release) and
- * other_call (any other procedure).  Only the first packet of a command
- * counts (sequence 0); texts of more than one statement are not split
- * (the library sends none).
+ * procedure's last argument in the execute, 2 claim, 3 release),
+ * reserve_batch_call (rsv_reserve_batch*), settle_batch_call
+ * (rsv_settle_batch*, claims and releases told apart the same way) and
+ * other_call (any other procedure).  A batch CALL whose text begins with
+ * the comment of the conn_tag prefix "batcher:" (the stress's batcher
+ * clients set it) is a batcher_call instead, so that the batcher's
+ * batches are counted, armed and cut on their own.  Only the first
+ * packet of a command counts (sequence 0); texts of more than one
+ * statement are not split (the library sends none).
  *
  * A "p X" line on standard input makes every commit point, of any kind
  * and on any connection, be cut with probability X (0 to 1; the
@@ -36,7 +41,8 @@
  * chosen in time would not be: it favours those that follow a quiet gap,
  * and those that come in dense bursts, a sweep's batches or the commits
  * released together after a lock storm, would hardly ever be cut.)
- * The cuts of each kind (claims and releases each) alternate
+ * The cuts of each kind (claims and releases of each settle kind each)
+ * alternate
  *   - after forwarding the command (the server commits, the client never
  *     hears), and
  *   - before forwarding it (the server rolls back when the session dies),
@@ -47,14 +53,17 @@
  * Other lines: "c" arms one cut of the next commit point of any kind,
  * "c N" of the N-th (it lets N-1 through: reproducers); "k KIND" arms a
  * cut of the next commit point of one kind (commit, reserve, cart, settle,
- * other; "k" alone: reserve); "x" disarms what is left and sets the
- * probability to 0; "s" prints
- *   cuts <done> <after> <before> <armed> <cut by kind x5> <seen by kind x5>
- *        <settle cut x3> <settle seen x3>
+ * other, rbatch, sbatch, batcher; "k" alone: reserve); "x" disarms what
+ * is left and sets the probability to 0; "s" prints
+ *   cuts <done> <after> <before> <armed> <cut by kind x8> <seen by kind x8>
+ *        <settle cut x3> <settle seen x3> <settle batch cut x3>
+ *        <settle batch seen x3> <cut after forwarding by kind x8>
  * on standard output, the kinds in the order commit, reserve_call,
- * cart_call, settle_call, other_call ("seen": commit points forwarded or
- * cut, whether armed or not), then the settle CALLs by what they do:
- * unknown, claim, release.  End of file on standard input stops the proxy.
+ * cart_call, settle_call, other_call, reserve_batch_call,
+ * settle_batch_call, batcher_call ("seen": commit points forwarded or
+ * cut, whether armed or not), then the settle and settle batch CALLs by
+ * what they do: unknown, claim, release.  End of file on standard input
+ * stops the proxy.
  *
  * Usage:  cutproxy --unix PATH   (prints the listening port first)
  */
@@ -78,19 +87,28 @@
 #include <unistd.h>
 
 /* Kinds of commit point; K_NONE: a command that does not commit. */
-enum { K_COMMIT, K_RESERVE, K_CART, K_SETTLE, K_OTHER, NKINDS, K_NONE = -1 };
-static const char *const kind_names[NKINDS] = {"commit", "reserve", "cart",
-                                               "settle", "other"};
-/* What a settle CALL does: its last argument is the state it settles to
- * (2 claimed, 3 released, as in rsv_checkouts.status). */
+enum { K_COMMIT, K_RESERVE, K_CART, K_SETTLE, K_OTHER, K_RBATCH, K_SBATCH,
+       K_BATCHER, NKINDS, K_NONE = -1 };
+static const char *const kind_names[NKINDS] = {
+    "commit", "reserve", "cart", "settle", "other", "rbatch", "sbatch",
+    "batcher"};
+/* What a settle CALL (one checkout or a batch) does: its last argument is
+ * the state it settles to (2 claimed, 3 released, as in
+ * rsv_checkouts.status). */
 enum { S_UNKNOWN, S_CLAIM, S_RELEASE, NSUBS };
+/* The kinds split by what they settle, and their row in the arrays. */
+static int sub_row(int kind)
+{
+    return kind == K_SETTLE ? 0 : kind == K_SBATCH ? 1 : -1;
+}
 
 static const char *unix_path;
 static atomic_int armed;               /* cuts armed for any kind */
 static atomic_int armed_kind[NKINDS];  /* cuts armed for one kind */
 static atomic_int skip; /* commit points to let through before the cut */
 static atomic_long cuts_kind[NKINDS], seen_kind[NKINDS];
-static atomic_long cuts_sub[NSUBS], seen_sub[NSUBS]; /* settle CALLs */
+static atomic_long after_kind[NKINDS]; /* cut after forwarding */
+static atomic_long cuts_sub[2][NSUBS], seen_sub[2][NSUBS]; /* by sub_row */
 static atomic_long cuts_after, cuts_before;
 static atomic_ullong cut_threshold; /* "p X": X * 2^64 */
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -99,8 +117,10 @@ static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
  * and when all are taken the oldest is forgotten (its executes then go
  * uncounted: far more than the library's statement cache holds). */
 #define MAX_STMTS 512
-#define HEAD_MAX 1024 /* first payload bytes kept: enough for a tag, a
-                         SET STATEMENT prefix and a CALL's name */
+#define HEAD_MAX 4096 /* first payload bytes kept: enough for a tag, a
+                         SET STATEMENT prefix and a CALL's name, and for
+                         the last argument of a settle batch's execute
+                         after its JSON (a few dozen entries) */
 
 /* Parser of one direction's packet stream. */
 struct pstate {
@@ -241,6 +261,8 @@ static int proc_kind(const unsigned char *p, size_t n, size_t i)
         int kind;
     } procs[] = {{"rsv_fast_reserve", K_RESERVE},
                  {"rsv_fast_cart", K_CART},
+                 {"rsv_reserve_batch", K_RBATCH},
+                 {"rsv_settle_batch", K_SBATCH}, /* before rsv_settle */
                  {"rsv_settle", K_SETTLE}};
     for (size_t k = 0; k < sizeof procs / sizeof procs[0]; k++) {
         size_t pl = strlen(procs[k].prefix);
@@ -251,8 +273,8 @@ static int proc_kind(const unsigned char *p, size_t n, size_t i)
     return K_OTHER;
 }
 
-/* The kind of commit point a statement text is, or K_NONE. */
-static int text_kind(const unsigned char *p, size_t n)
+/* The kind of commit point a statement text is, by its words alone. */
+static int text_kind_of(const unsigned char *p, size_t n)
 {
     size_t i = skip_blank(p, n, 0);
     if (word_at(p, n, i, "SET")) {
@@ -273,6 +295,29 @@ static int text_kind(const unsigned char *p, size_t n)
     if (word_at(p, n, i, "CALL"))
         return proc_kind(p, n, skip_blank(p, n, i + 4));
     return K_NONE;
+}
+
+/* Does the text begin with the batcher's conn_tag comment ("/" "*
+ * batcher:...")? */
+static int batcher_tagged(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && is_space(p[i]))
+        i++;
+    if (i + 1 >= n || p[i] != '/' || p[i + 1] != '*')
+        return 0;
+    for (i += 2; i < n && is_space(p[i]); i++)
+        ;
+    return word_at(p, n, i, "batcher");
+}
+
+/* The kind of commit point a statement text is, or K_NONE. */
+static int text_kind(const unsigned char *p, size_t n)
+{
+    int k = text_kind_of(p, n);
+    if ((k == K_RBATCH || k == K_SBATCH) && batcher_tagged(p, n))
+        return K_BATCHER;
+    return k;
 }
 
 static struct pstmt *stmt_find(struct stmts *st, uint32_t id)
@@ -442,7 +487,7 @@ static int command_kind(struct stmts *st, const unsigned char *p, size_t n,
         struct pstmt *ps = stmt_find(st, id);
         if (!ps)
             return K_NONE;
-        if (ps->kind == K_SETTLE) {
+        if (sub_row(ps->kind) >= 0) {
             long long v = last_int_arg(ps, p, n);
             *sub = v == 2 ? S_CLAIM : v == 3 ? S_RELEASE : S_UNKNOWN;
         }
@@ -575,8 +620,8 @@ static void *relay(void *arg)
                 if (e == 0)
                     break;
                 atomic_fetch_add(&seen_kind[kind], 1);
-                if (kind == K_SETTLE)
-                    atomic_fetch_add(&seen_sub[sub], 1);
+                if (sub_row(kind) >= 0)
+                    atomic_fetch_add(&seen_sub[sub_row(kind)][sub], 1);
                 if (cut_here(kind)) {
                     start = off + sta;
                     end = off + e;
@@ -586,14 +631,15 @@ static void *relay(void *arg)
                 off += e;
             }
             if (cut) {
-                /* each kind (claims and releases each) alternates: after,
-                 * before, after, ... */
+                /* each kind (claims and releases of a settle kind each)
+                 * alternates: after, before, after, ... */
                 long nth = atomic_fetch_add(&cuts_kind[kind], 1);
-                if (kind == K_SETTLE)
-                    nth = atomic_fetch_add(&cuts_sub[sub], 1);
+                if (sub_row(kind) >= 0)
+                    nth = atomic_fetch_add(&cuts_sub[sub_row(kind)][sub], 1);
                 if (nth % 2 == 0) {
                     (void)write_all(s, buf, end);
                     atomic_fetch_add(&cuts_after, 1);
+                    atomic_fetch_add(&after_kind[kind], 1);
                 } else {
                     (void)write_all(s, buf, start);
                     atomic_fetch_add(&cuts_before, 1);
@@ -650,10 +696,14 @@ static void *control(void *arg)
                 printf(" %ld", (long)atomic_load(&cuts_kind[k]));
             for (int k = 0; k < NKINDS; k++)
                 printf(" %ld", (long)atomic_load(&seen_kind[k]));
-            for (int k = 0; k < NSUBS; k++)
-                printf(" %ld", (long)atomic_load(&cuts_sub[k]));
-            for (int k = 0; k < NSUBS; k++)
-                printf(" %ld", (long)atomic_load(&seen_sub[k]));
+            for (int r = 0; r < 2; r++) {
+                for (int k = 0; k < NSUBS; k++)
+                    printf(" %ld", (long)atomic_load(&cuts_sub[r][k]));
+                for (int k = 0; k < NSUBS; k++)
+                    printf(" %ld", (long)atomic_load(&seen_sub[r][k]));
+            }
+            for (int k = 0; k < NKINDS; k++)
+                printf(" %ld", (long)atomic_load(&after_kind[k]));
             printf("\n");
             fflush(stdout);
             pthread_mutex_unlock(&out_mu);

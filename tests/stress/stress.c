@@ -16,15 +16,25 @@
  *                     TTL, half of them claimed, none released, until every
  *                     flash buyer has seen "out of stock";
  *      the merchant   (slot 0) stock adjustments up and down, replenish,
- *                     sweep.
+ *                     sweep;
+ *      batch buyers   both shops through rsv_reserve_batch,
+ *                     rsv_claim_batch and rsv_release_batch: batches of
+ *                     one-line checkouts with mixed outcomes (re-reserves,
+ *                     a token twice, claimed, released and unknown tokens,
+ *                     bad quantities and items, sold-out flash items);
+ *      batcher buyers one rsv_batcher per process, a few connections
+ *                     shared by several threads that reserve, claim and
+ *                     release through it, often all at once.
  *    Every call's outcome is appended to the client's log after it
- *    returns ("acknowledged"); before each state-changing call an attempt
- *    line is written, so a client killed mid-call leaves an attempt
- *    without an outcome (unknown: it may or may not have applied).
+ *    returns ("acknowledged"), every batch entry's as if it were a call of
+ *    its own; before each state-changing call (each batch entry) an
+ *    attempt line is written, so a client killed mid-call leaves an
+ *    attempt without an outcome (unknown: it may or may not have applied).
  *    RSV_EINDOUBT and RSV_ECONN are resolved by reconnecting and repeating
- *    the same call (claim/release/reserve are idempotent per token); only a
- *    stock adjustment in doubt is not repeated (it is not idempotent) and
- *    is logged as unknown.
+ *    the same call (claim/release/reserve are idempotent per token; a
+ *    batch answered so is repeated whole, entries answered so are repeated
+ *    alone); only a stock adjustment in doubt is not repeated (it is not
+ *    idempotent) and is logged as unknown.
  *  - the troublemaker (one process, its own connections straight to the
  *    server socket): storms of FOR UPDATE locks held past the impatient
  *    clients' lock-wait timeout on ledger rows, checkout rows and pool
@@ -39,14 +49,15 @@
  *    against the logs and prints the one-line verdict.
  *
  * Two other modes reuse the same workload:
- *  - --selftest: a short run without cuts or kills, then the checks five
- *    times: as they are (must be clean); after each of three tamperings
+ *  - --selftest: a short run without cuts or kills, then the checks seven
+ *    times: as they are (must be clean); after each of five tamperings
  *    behind the library's back, each undone before the next (a claim
- *    written into a client's log that was never made; pool rows inserted
- *    for a sold-out flash item; an acknowledged hold deleted), each of
- *    which must make its own counters fire and leave the others at 0; and
- *    once more when all is undone (clean again).  Shows that the checks
- *    can fail at all.
+ *    written into a mixed buyer's log that was never made; the same in a
+ *    batch buyer's log; a batch claim's first answer made "already
+ *    claimed"; pool rows inserted for a sold-out flash item; an
+ *    acknowledged hold deleted), each of which must make its own counters
+ *    fire and leave the others at 0; and once more when all is undone
+ *    (clean again).  Shows that the checks can fail at all.
  *  - --fill PATH: fills the file system of the data directory with PATH
  *    for a while during the run (keeps it full), then removes it; the run
  *    must see the server refuse work for want of space, no client may
@@ -60,6 +71,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -101,7 +113,7 @@ static int64_t flash_stock_at(int f, int l, int64_t stock)
  * (the kinds of ll_call), or another library call. */
 enum { OP_IDLE, OP_RESERVE = LL_RESERVE, OP_CLAIM = LL_CLAIM,
        OP_RELEASE = LL_RELEASE, OP_OTHER };
-enum { ROLE_MIX, ROLE_FLASH, ROLE_MERCHANT };
+enum { ROLE_MIX, ROLE_FLASH, ROLE_MERCHANT, ROLE_BATCH, ROLE_BATCHER };
 
 struct slot {
     atomic_int op;
@@ -115,6 +127,22 @@ struct slot {
 
 #define NCODES 32 /* return codes 0..-31, counted by -code */
 
+/* What the batch and batcher buyers saw, for the report (the logs hold
+ * the outcomes).  Indexed by kind - 1: reserve, claim, release. */
+struct batchst {
+    atomic_long calls[3], entries[3]; /* rsv_*_batch calls, their entries */
+    atomic_long indoubt;    /* whole batches answered RSV_EINDOUBT */
+    atomic_long econn;      /* whole batches answered RSV_ECONN */
+    atomic_long entry_lost; /* entries answered RSV_ECONN / RSV_EINDOUBT */
+    atomic_long lost_mid;   /* batches answered RSV_OK with such entries */
+    atomic_long repeats;    /* batch calls that repeated entries */
+    /* entries of batches in doubt, looked up before the repeat: the cut
+     * came after the server's COMMIT, or before it */
+    atomic_long found_committed, found_not;
+    atomic_long repeat_claimed; /* claims a repeat found claimed */
+    atomic_long bt_calls, bt_lost; /* batcher calls; answered in doubt */
+};
+
 struct shm {
     atomic_int stop;
     atomic_int flash_round;
@@ -127,6 +155,7 @@ struct shm {
     atomic_long edb_full;       /* RSV_EDB saying the disk/table is full */
     atomic_int full_msg_set;
     char full_msg[300];         /* the first such message */
+    struct batchst b;
     struct slot s[MAXC];
 };
 
@@ -144,6 +173,8 @@ static struct cfg {
     long flash_stock;
     int nflash;
     int storm_hold_ms;
+    int batch_max; /* entries of a batch buyer's reserve batch: 2..this */
+    int bt_threads, bt_conns; /* of each batcher buyer */
     int no_proxy; /* clients straight to the socket: no cuts */
     int selftest; /* --selftest: no cuts or kills; tamper, check, undo */
     const char *fill; /* --fill PATH: the disk-full run's filler file */
@@ -160,14 +191,17 @@ struct cl {
     int slot, inc, role, impatient;
     rsv_options opts;
     MYSQL *db;
-    rsv_ctx *ctx;
+    rsv_ctx *ctx;     /* NULL in a batcher buyer's threads */
+    rsv_batcher *bt;  /* theirs */
+    int thread;       /* a batcher buyer's thread: 1, 2, ... */
     int logfd;
     uint64_t rng;
     long seq;
     long edb_logged;
 };
 
-static struct cl *me;
+/* The client of this thread: a batcher buyer's threads each log apart. */
+static _Thread_local struct cl *me;
 
 static void lg(const char *fmt, ...)
 {
@@ -251,7 +285,8 @@ static void note_answer(struct cl *c, int rc, uint64_t since)
         ;
     if (atomic_load(&shm->full) && rc <= 0 && rc > -NCODES)
         atomic_fetch_add(&shm->full_rc[-rc], 1);
-    if (rc != RSV_EDB || !says_full(rsv_errmsg(c->ctx)))
+    /* (the batcher keeps no message) */
+    if (rc != RSV_EDB || !c->ctx || !says_full(rsv_errmsg(c->ctx)))
         return;
     atomic_fetch_add(&shm->edb_full, 1);
     int z = 0;
@@ -547,11 +582,612 @@ static void flow_merchant(struct cl *c)
     think(c, C.think_ms);
 }
 
+/* ---- batch buyers ---- */
+
+/* Entries of one batch call: a reserve batch (up to C.batch_max entries),
+ * or a settle batch of its checkouts, the claims refused as busy and a
+ * few extra tokens. */
+#define BATCH_CAP 48
+#define BATCH_TOK 48
+
+struct bent {
+    char tok[BATCH_TOK];
+    uint64_t shop, item, loc;
+    int64_t qty;
+    int first; /* the token's first entry in this batch */
+    int probe; /* looked up when the batch is in doubt (see bat_probe) */
+    int old;   /* a token of an earlier batch: its OLD_* state, else -1 */
+    int big;   /* more units than the batch statement takes: released */
+    int rc, doubt, pending;
+};
+
+struct bat {
+    int kind; /* OP_RESERVE, OP_CLAIM, OP_RELEASE */
+    int64_t ttl_ms;
+    int n;
+    struct bent e[BATCH_CAP];
+};
+
+static struct bent *bat_add(struct bat *b, uint64_t shop, const char *tok)
+{
+    struct bent *e = &b->e[b->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->tok, sizeof e->tok, "%s", tok);
+    e->shop = shop;
+    e->old = -1;
+    e->first = 1;
+    for (int i = 0; i < b->n - 1; i++)
+        if (b->e[i].shop == shop && !strcmp(b->e[i].tok, tok))
+            e->first = 0;
+    return e;
+}
+
+/* An entry's acknowledged outcome, in the single calls' format. */
+static void bat_log(const struct bat *b, const struct bent *e)
+{
+    if (b->kind == OP_RESERVE && e->rc == RSV_OK)
+        lg("R %s %d %d 1 %llu:%llu:%lld", e->tok, e->rc, e->doubt,
+           (unsigned long long)e->item, (unsigned long long)e->loc,
+           (long long)e->qty);
+    else if (b->kind == OP_RESERVE)
+        lg("R %s %d %d 0", e->tok, e->rc, e->doubt);
+    else
+        lg("%c %s %d %d", b->kind == OP_CLAIM ? 'C' : 'L', e->tok, e->rc,
+           e->doubt);
+}
+
+/* A batch in doubt, on its new connection before it is repeated: which
+ * entries had committed (the cut came after the server's COMMIT) and
+ * which had not.  Only where the status tells: a new checkout exists or
+ * not, a held checkout is claimed (released) or not. */
+static void bat_probe(struct cl *c, const struct bat *b)
+{
+    int want = b->kind == OP_CLAIM ? RSV_STATUS_CLAIMED : RSV_STATUS_RELEASED;
+    for (int i = 0; i < b->n; i++) {
+        const struct bent *e = &b->e[i];
+        if (!e->pending || !e->first || !e->probe)
+            continue;
+        int32_t st = 0;
+        int64_t units, exp;
+        int rc = rsv_checkout_status(c->ctx, e->shop, e->tok, strlen(e->tok),
+                                     &st, &units, &exp);
+        if (rc == RSV_OK || rc == RSV_ENOTFOUND) {
+            int done = rc == RSV_OK && (b->kind == OP_RESERVE || st == want);
+            atomic_fetch_add(done ? &shm->b.found_committed : &shm->b.found_not,
+                             1);
+        } else if (rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_EDB ||
+                   rc == RSV_EINTXN) {
+            cl_reconnect(c);
+            return;
+        }
+    }
+}
+
+/* Send a batch until every entry's outcome is known, the way reserve.h
+ * tells users to: a batch answered RSV_EINDOUBT or RSV_ECONN as a whole is
+ * repeated whole on a new connection, entries answered so (those run
+ * alone after the connection was lost) are repeated alone; every entry is
+ * idempotent by its token.  Each round logs the entries it decided, in
+ * the batch's order, which is the order the library decides a token's
+ * entries in; an entry repeated later is logged later. */
+static void batch_run(struct cl *c, struct bat *b)
+{
+    static const char att[] = {0, 'r', 'c', 'l'};
+    static const char *const what[] = {"", "reserve", "claim", "release"};
+    static const char *const bname[] = {"", "rbatch", "cbatch", "lbatch"};
+    static uint64_t shop[BATCH_CAP], item[BATCH_CAP], loc[BATCH_CAP];
+    static const void *tok[BATCH_CAP];
+    static size_t len[BATCH_CAP];
+    static int64_t qty[BATCH_CAP];
+    static int res[BATCH_CAP], map[BATCH_CAP];
+    atomic_fetch_add(&shm->b.calls[b->kind - 1], 1);
+    atomic_fetch_add(&shm->b.entries[b->kind - 1], b->n);
+    /* one attempt line per entry, however often it is sent: an entry
+     * repeated is the same attempt until it is answered */
+    for (int i = 0; i < b->n; i++) {
+        b->e[i].pending = 1;
+        b->e[i].doubt = 0;
+        lg("a %c %s", att[b->kind], b->e[i].tok);
+    }
+    for (int round = 0;; round++) {
+        int m = 0;
+        for (int i = 0; i < b->n; i++) {
+            struct bent *e = &b->e[i];
+            if (!e->pending)
+                continue;
+            map[m] = i;
+            shop[m] = e->shop;
+            tok[m] = e->tok;
+            len[m] = strlen(e->tok);
+            item[m] = e->item;
+            loc[m] = e->loc;
+            qty[m] = e->qty;
+            m++;
+        }
+        if (m == 0)
+            return;
+        if (round > 0)
+            atomic_fetch_add(&shm->b.repeats, 1);
+        uint64_t since = ll_now_ms();
+        atomic_store(&shm->s[c->slot].op_since, since);
+        atomic_store(&shm->s[c->slot].op, b->kind);
+        int rc;
+        if (b->kind == OP_RESERVE)
+            rc = rsv_reserve_batch(c->ctx, (size_t)m, shop, tok, len, item,
+                                   loc, qty, b->ttl_ms, res);
+        else if (b->kind == OP_CLAIM)
+            rc = rsv_claim_batch(c->ctx, (size_t)m, shop, tok, len, res);
+        else
+            rc = rsv_release_batch(c->ctx, (size_t)m, shop, tok, len, res);
+        atomic_store(&shm->s[c->slot].op, OP_IDLE);
+        note_answer(c, rc, since);
+        if (rc == RSV_EINDOUBT) {
+            lg("D %s %d", bname[b->kind], m);
+            atomic_fetch_add(&shm->b.indoubt, 1);
+            for (int j = 0; j < m; j++)
+                b->e[map[j]].doubt = 1;
+            cl_reconnect(c);
+            /* the cut CALL may still run on the server: a moment first */
+            ll_sleep_ms(100);
+            bat_probe(c, b);
+            continue;
+        }
+        if (rc == RSV_ECONN) {
+            lg("D econn %s", bname[b->kind]);
+            atomic_fetch_add(&shm->b.econn, 1);
+            cl_reconnect(c);
+            continue;
+        }
+        if (rc == RSV_EINTXN && round < 20) {
+            /* as in run_call: counted, and the run fails on it */
+            lg("D eintxn %s", bname[b->kind]);
+            if (mysql_query(c->db, "ROLLBACK") != 0)
+                cl_reconnect(c);
+            continue;
+        }
+        if (rc == RSV_EDB && round < 20) {
+            /* nothing applied (reserve.h): repeat, as run_call does */
+            if (c->edb_logged++ < 3)
+                fprintf(stderr, "stress: client %d %s: %s\n", c->slot,
+                        bname[b->kind], rsv_errmsg(c->ctx));
+            lg("D edb %s", bname[b->kind]);
+            ll_sleep_ms(20 + (long)ll_rnd(&c->rng, 100));
+            cl_reconnect(c);
+            continue;
+        }
+        if (rc != RSV_OK && rc != RSV_EBUSY && c->edb_logged++ < 3)
+            fprintf(stderr, "stress: client %d %s of %d: %s: %s\n", c->slot,
+                    bname[b->kind], m, rsv_code_name(rc), rsv_errmsg(c->ctx));
+        /* RSV_OK: every entry's own code; else the whole batch's code in
+         * every entry (RSV_EBUSY: nothing applied) */
+        int lost = 0;
+        for (int j = 0; j < m; j++) {
+            struct bent *e = &b->e[map[j]];
+            int r = res[j];
+            if (rc == RSV_OK &&
+                (r == RSV_EINDOUBT || r == RSV_ECONN ||
+                 ((r == RSV_EDB || r == RSV_EINTXN) && round < 20))) {
+                if (r == RSV_EINDOUBT) {
+                    e->doubt = 1;
+                    lg("D %s %s", what[b->kind], e->tok);
+                } else {
+                    lg("D %s %s", r == RSV_ECONN ? "econn"
+                                  : r == RSV_EDB ? "edb" : "eintxn",
+                       e->tok);
+                }
+                lost++;
+                continue;
+            }
+            e->rc = r;
+            e->pending = 0;
+            bat_log(b, e);
+            /* a claim of a held checkout, in doubt, that the repeat finds
+             * claimed: it had committed before the cut */
+            if (b->kind == OP_CLAIM && e->doubt && e->first && e->old < 0 &&
+                r == RSV_ECLAIMED)
+                atomic_fetch_add(&shm->b.repeat_claimed, 1);
+        }
+        if (lost) {
+            atomic_fetch_add(&shm->b.entry_lost, lost);
+            atomic_fetch_add(&shm->b.lost_mid, 1);
+            cl_reconnect(c);
+        }
+    }
+}
+
+/* Tokens of earlier batches, by the state they were left in, for the
+ * outcomes of checkouts in that state: an abandoned hold is reserved
+ * again (a re-reserve, held or expired), a claimed checkout reserved or
+ * released again (RSV_ECLAIMED), a released one claimed (RSV_ERELEASED). */
+enum { OLD_HELD, OLD_CLAIMED, OLD_RELEASED, OLD_STATES };
+#define OLD_N 8
+static char old_tok[OLD_STATES][OLD_N][BATCH_TOK];
+static unsigned old_next[OLD_STATES];
+
+static void old_put(int state, const char *tok)
+{
+    snprintf(old_tok[state][old_next[state]++ % OLD_N], BATCH_TOK, "%s", tok);
+}
+
+/* Take a token left in `state` (removed: its state is about to change),
+ * or NULL. */
+static const char *old_take(struct cl *c, int state, char *out)
+{
+    unsigned j = ll_rnd(&c->rng, OLD_N);
+    for (unsigned k = 0; k < OLD_N; k++) {
+        char *t = old_tok[state][(j + k) % OLD_N];
+        if (t[0]) {
+            snprintf(out, BATCH_TOK, "%s", t);
+            t[0] = 0;
+            return out;
+        }
+    }
+    return NULL;
+}
+
+/* One reserve batch, then the claim and release batches of its
+ * checkouts.  Mixed shop entries take 1-3 units of any item and
+ * location; with a flash round running, a third of the batches also hold
+ * one unit each of the round's item (never released, as in a flash
+ * sale).  Some entries give the other outcomes a batch must keep apart:
+ * a token twice (the second re-reserves), a token of an earlier batch, a
+ * quantity of 0 or one above what the batch statement takes, an unknown
+ * item. */
+static void flow_batch(struct cl *c)
+{
+    static struct bat rb, cb, lb;
+    char tok[BATCH_TOK];
+    memset(&rb, 0, sizeof rb);
+    rb.kind = OP_RESERVE;
+    int round = atomic_load(&shm->flash_round);
+    int flash = round < C.nflash && ll_rnd(&c->rng, 3) == 0;
+    uint64_t fitem = FLASH_ITEM0 + (uint64_t)round;
+    rb.ttl_ms = flash                      ? 3600000
+                : ll_rnd(&c->rng, 5) == 0 ? 800 + ll_rnd(&c->rng, 1500)
+                                          : 30000;
+    int n = 2 + (int)ll_rnd(&c->rng, (unsigned)C.batch_max - 1);
+    for (int i = 0; i < n; i++) {
+        struct bent *e;
+        if (flash && i % 2 == 0) {
+            snprintf(tok, sizeof tok, "bf%d.%d.%ld", c->slot, c->inc,
+                     c->seq++);
+            e = bat_add(&rb, SHOP_FLASH, tok);
+            e->item = fitem;
+            e->loc = 1 + ll_rnd(&c->rng, (unsigned)flash_locs(round));
+            e->qty = 1;
+            e->probe = 1;
+            continue;
+        }
+        unsigned r = ll_rnd(&c->rng, 100);
+        int state = -1;
+        if (r < 5 && i > 0 && rb.e[i - 1].shop == SHOP_MIX &&
+            rb.e[i - 1].old < 0) {
+            e = bat_add(&rb, SHOP_MIX, rb.e[i - 1].tok); /* the same token */
+        } else if (r < 10 && old_take(c, OLD_HELD, tok)) {
+            e = bat_add(&rb, SHOP_MIX, tok);
+            state = OLD_HELD;
+        } else if (r < 12 && old_take(c, OLD_CLAIMED, tok)) {
+            e = bat_add(&rb, SHOP_MIX, tok);
+            state = OLD_CLAIMED;
+        } else {
+            snprintf(tok, sizeof tok, "bm%d.%d.%ld", c->slot, c->inc,
+                     c->seq++);
+            e = bat_add(&rb, SHOP_MIX, tok);
+            e->probe = 1;
+        }
+        e->old = state;
+        e->item = 1 + ll_rnd(&c->rng, NITEMS);
+        e->loc = 1 + ll_rnd(&c->rng, NLOCS);
+        e->qty = 1 + (int64_t)ll_rnd(&c->rng, 3);
+        /* refused by its arguments, or run alone: on new tokens only,
+         * which must then not exist */
+        if (e->probe && r >= 95) {
+            if (r < 97)
+                e->qty = 0;     /* RSV_EQUANTITY */
+            else if (r < 99)
+                e->item = 99;   /* RSV_ENOITEM */
+            else
+                e->qty = 65;    /* more than the batch statement takes */
+            e->big = e->qty == 65;
+        }
+    }
+    batch_run(c, &rb);
+    int said_soldout = 0;
+    for (int i = 0; i < rb.n; i++) {
+        const struct bent *e = &rb.e[i];
+        /* a one-location round: "out of stock" there means sold out */
+        if (e->shop == SHOP_FLASH && e->rc == RSV_EOUTOFSTOCK &&
+            flash_locs(round) == 1 && !said_soldout++)
+            lg("F %llu", (unsigned long long)fitem);
+    }
+    think(c, C.think_ms);
+
+    memset(&cb, 0, sizeof cb);
+    memset(&lb, 0, sizeof lb);
+    cb.kind = OP_CLAIM;
+    lb.kind = OP_RELEASE;
+    for (int i = 0; i < rb.n; i++) {
+        const struct bent *e = &rb.e[i];
+        int last = 1, ok = 0, unknown = 0, big = 0;
+        for (int j = 0; j < rb.n; j++) {
+            const struct bent *o = &rb.e[j];
+            if (o->shop != e->shop || strcmp(o->tok, e->tok))
+                continue;
+            last &= j <= i;
+            ok |= o->rc == RSV_OK;
+            unknown |= o->doubt && o->rc != RSV_OK;
+            big |= o->big && o->rc == RSV_OK;
+        }
+        if (!last) /* each checkout once, after its last entry */
+            continue;
+        if (e->shop == SHOP_FLASH) {
+            if (ok && ll_rnd(&c->rng, 2) == 0)
+                bat_add(&cb, e->shop, e->tok)->probe = 1;
+            continue;
+        }
+        if (unknown) { /* settled by a release, as reserve() does */
+            bat_add(&lb, e->shop, e->tok);
+            continue;
+        }
+        if (!ok && e->old != OLD_HELD) {
+            if (e->old == OLD_CLAIMED)
+                old_put(OLD_CLAIMED, e->tok);
+            continue;
+        }
+        unsigned r = ll_rnd(&c->rng, 100);
+        if (big || (r >= 60 && r < 85))
+            bat_add(&lb, e->shop, e->tok)->probe = 1;
+        else if (r < 60)
+            bat_add(&cb, e->shop, e->tok)->probe = 1;
+        else
+            old_put(OLD_HELD, e->tok); /* abandoned: it expires */
+    }
+    if (cb.n > 0 && ll_rnd(&c->rng, 6) == 0) /* a token twice */
+        bat_add(&cb, cb.e[0].shop, cb.e[0].tok);
+    if (ll_rnd(&c->rng, 5) == 0 && old_take(c, OLD_RELEASED, tok))
+        bat_add(&cb, SHOP_MIX, tok)->old = OLD_RELEASED;
+    if (ll_rnd(&c->rng, 5) == 0) { /* never reserved */
+        snprintf(tok, sizeof tok, "bm%d.%d.%ld.none", c->slot, c->inc,
+                 c->seq++);
+        bat_add(&cb, SHOP_MIX, tok);
+    }
+    if (cb.n > 0) {
+        batch_run(c, &cb);
+        for (int i = 0; i < cb.n; i++) {
+            const struct bent *e = &cb.e[i];
+            if (!e->first || e->shop != SHOP_MIX)
+                continue;
+            if (e->rc == RSV_EBUSY) /* as flow_mix: give the units back */
+                bat_add(&lb, e->shop, e->tok);
+            else if (e->rc == RSV_OK || e->rc == RSV_ECLAIMED)
+                old_put(OLD_CLAIMED, e->tok);
+            else if (e->old == OLD_RELEASED && e->rc == RSV_ERELEASED)
+                old_put(OLD_RELEASED, e->tok);
+        }
+    }
+    if (ll_rnd(&c->rng, 5) == 0 && old_take(c, OLD_CLAIMED, tok))
+        bat_add(&lb, SHOP_MIX, tok)->old = OLD_CLAIMED;
+    if (lb.n > 0) {
+        batch_run(c, &lb);
+        for (int i = 0; i < lb.n; i++)
+            if (lb.e[i].first && lb.e[i].rc == RSV_OK)
+                old_put(OLD_RELEASED, lb.e[i].tok);
+    }
+}
+
+/* ---- batcher buyers ---- */
+
+/* One call through the batcher until its outcome is known.  The batcher
+ * repeats a batch that lost its connection once by itself; a caller sees
+ * RSV_ECONN or RSV_EINDOUBT only when that failed too, and then repeats
+ * the call with the same token (the batcher reconnects on its next
+ * batch). */
+static int bt_call(struct cl *c, int kind, uint64_t shop, const char *tok,
+                   uint64_t item, uint64_t loc, int64_t qty, int64_t ttl,
+                   int *doubt)
+{
+    static const char *const names[] = {"", "reserve", "claim", "release"};
+    size_t tl = strlen(tok);
+    *doubt = 0;
+    for (int attempt = 0;; attempt++) {
+        uint64_t since = ll_now_ms();
+        atomic_store(&shm->s[c->slot].op_since, since);
+        atomic_store(&shm->s[c->slot].op, kind);
+        int rc = kind == OP_RESERVE
+                     ? rsv_batcher_reserve_one(c->bt, shop, tok, tl, item, loc,
+                                               qty, ttl)
+                 : kind == OP_CLAIM ? rsv_batcher_claim(c->bt, shop, tok, tl)
+                                    : rsv_batcher_release(c->bt, shop, tok, tl);
+        atomic_store(&shm->s[c->slot].op, OP_IDLE);
+        note_answer(c, rc, since);
+        atomic_fetch_add(&shm->b.bt_calls, 1);
+        if (rc == RSV_EINDOUBT || rc == RSV_ECONN) {
+            if (rc == RSV_EINDOUBT) {
+                *doubt = 1;
+                lg("D %s %s", names[kind], tok);
+            } else {
+                lg("D econn %s", tok);
+            }
+            atomic_fetch_add(&shm->b.bt_lost, 1);
+            ll_backoff(&c->rng, attempt < 6 ? attempt : 6, 20, 4);
+            continue;
+        }
+        if ((rc == RSV_EDB || rc == RSV_EINTXN) && attempt < 20) {
+            /* nothing applied; EINTXN is counted and fails the run (the
+             * batcher's connections are its own) */
+            lg("D %s %s", rc == RSV_EDB ? "edb" : "eintxn", tok);
+            ll_sleep_ms(20 + (long)ll_rnd(&c->rng, 100));
+            continue;
+        }
+        return rc;
+    }
+}
+
+static int bt_settle(struct cl *c, uint64_t shop, const char *tok, int kind)
+{
+    int doubt;
+    lg("a %c %s", kind == OP_CLAIM ? 'c' : 'l', tok);
+    int rc = bt_call(c, kind, shop, tok, 0, 0, 0, 0, &doubt);
+    lg("%c %s %d %d", kind == OP_CLAIM ? 'C' : 'L', tok, rc, doubt);
+    return rc;
+}
+
+/* Wait for the next tick of 200 ms: the threads of a process that do so
+ * call at the same moment, as the buyers of a sale do, so the batcher
+ * finds several requests to put into one batch. */
+static void bt_tick(void)
+{
+    ll_sleep_ms((long)(200 - ll_now_ms() % 200));
+}
+
+/* One checkout through the batcher: a mixed one (1-3 units of one item
+ * at one location, claimed, released or abandoned) or, with a flash
+ * round running, one unit of its item (claimed or kept). */
+static void flow_batcher(struct cl *c)
+{
+    bt_tick(); /* every reserve: the threads' requests come in waves */
+    int round = atomic_load(&shm->flash_round);
+    int flash = round < C.nflash && ll_rnd(&c->rng, 4) == 0;
+    char tok[BATCH_TOK];
+    uint64_t shop, item, loc;
+    int64_t qty, ttl;
+    if (flash) {
+        shop = SHOP_FLASH;
+        item = FLASH_ITEM0 + (uint64_t)round;
+        loc = 1 + ll_rnd(&c->rng, (unsigned)flash_locs(round));
+        qty = 1;
+        ttl = 3600000;
+    } else {
+        shop = SHOP_MIX;
+        item = 1 + ll_rnd(&c->rng, NITEMS);
+        loc = 1 + ll_rnd(&c->rng, NLOCS);
+        qty = 1 + (int64_t)ll_rnd(&c->rng, 3);
+        ttl = ll_rnd(&c->rng, 5) == 0 ? 800 + ll_rnd(&c->rng, 1500) : 30000;
+    }
+    snprintf(tok, sizeof tok, "t%c%d.%d.%d.%ld", flash ? 'f' : 'm', c->slot,
+             c->inc, c->thread, c->seq++);
+    int doubt;
+    lg("a r %s", tok);
+    int rc = bt_call(c, OP_RESERVE, shop, tok, item, loc, qty, ttl, &doubt);
+    if (rc == RSV_OK)
+        lg("R %s %d %d 1 %llu:%llu:%lld", tok, rc, doubt,
+           (unsigned long long)item, (unsigned long long)loc, (long long)qty);
+    else
+        lg("R %s %d %d 0", tok, rc, doubt);
+    if (flash && rc == RSV_EOUTOFSTOCK && flash_locs(round) == 1)
+        lg("F %llu", (unsigned long long)item);
+    if (rc != RSV_OK) {
+        if (doubt && !flash)
+            bt_settle(c, shop, tok, OP_RELEASE);
+        return;
+    }
+    if (ll_rnd(&c->rng, 2))
+        bt_tick();
+    else
+        think(c, C.think_ms / 2);
+    unsigned r = ll_rnd(&c->rng, 100);
+    if (flash) {
+        if (r < 50)
+            bt_settle(c, shop, tok, OP_CLAIM);
+    } else if (r < 60) {
+        if (bt_settle(c, shop, tok, OP_CLAIM) == RSV_EBUSY)
+            bt_settle(c, shop, tok, OP_RELEASE);
+    } else if (r < 85) {
+        bt_settle(c, shop, tok, OP_RELEASE);
+    }
+}
+
+static void *bt_thread(void *arg)
+{
+    struct cl *c = arg;
+    me = c;
+    while (!atomic_load(&shm->stop))
+        flow_batcher(c);
+    return NULL;
+}
+
+#define BT_MAX_THREADS 16
+
+/* A batcher buyer: one rsv_batcher with its own connections (through the
+ * proxy, tagged so that the proxy tells its batch CALLs apart), and
+ * --bt-threads threads calling it, each with a log of its own. */
+static void batcher_main(struct cl *p)
+{
+    char dsn[1400];
+    const char *tail = "connect_timeout=5&read_timeout=120&write_timeout=120";
+    if (C.no_proxy) {
+        char sock[1100];
+        ll_dsn_escape(sock, sizeof sock, C.sock);
+        snprintf(dsn, sizeof dsn, "mariadb://root@/stress?socket=%s&%s",
+                 sock, tail);
+    } else {
+        snprintf(dsn, sizeof dsn, "mariadb://root@127.0.0.1:%d/stress?%s",
+                 C.port, tail);
+    }
+    p->opts.conn_tag_prefix = "batcher:";
+    rsv_batcher *b = NULL;
+    for (int tries = 0;; tries++) {
+        int rc = rsv_batcher_open(&b, dsn, &p->opts, (uint32_t)C.bt_conns);
+        if (rc == RSV_OK)
+            break;
+        if (atomic_load(&shm->stop) && tries > 100)
+            _exit(0);
+        if (tries > 1200) {
+            fprintf(stderr, "stress: batcher client %d cannot open: %s\n",
+                    p->slot, rsv_code_name(rc));
+            _exit(3);
+        }
+        ll_backoff(&p->rng, tries, 10, 6);
+    }
+    static struct cl th[BT_MAX_THREADS];
+    pthread_t tid[BT_MAX_THREADS];
+    int nt = C.bt_threads;
+    for (int i = 0; i < nt; i++) {
+        struct cl *c = &th[i];
+        *c = *p;
+        c->bt = b;
+        c->thread = i + 1;
+        c->rng = p->rng ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL);
+        if (!c->rng)
+            c->rng = 1;
+        char path[512];
+        snprintf(path, sizeof path, "%s/c%d.%d.t%d.log", C.logdir, p->slot,
+                 p->inc, i + 1);
+        c->logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (c->logfd < 0) {
+            perror(path);
+            _exit(4);
+        }
+        if (pthread_create(&tid[i], NULL, bt_thread, c) != 0) {
+            fprintf(stderr, "stress: batcher client %d: no thread\n", p->slot);
+            _exit(4);
+        }
+    }
+    for (int i = 0; i < nt; i++)
+        pthread_join(tid[i], NULL);
+    rsv_batcher_close(b);
+    for (int i = 0; i < nt; i++)
+        close(th[i].logfd);
+    _exit(0);
+}
+
+/* Of every eight slots: 3 and 7 flash buyers, 2 a batch buyer, 6 a
+ * batcher buyer, the others mixed buyers (slot 0: the merchant). */
 static int role_of(int slot)
 {
     if (slot == 0)
         return ROLE_MERCHANT;
-    return slot % 4 == 3 ? ROLE_FLASH : ROLE_MIX;
+    switch (slot % 8) {
+    case 3:
+    case 7:
+        return ROLE_FLASH;
+    case 2:
+        return ROLE_BATCH;
+    case 6:
+        return ROLE_BATCHER;
+    default:
+        return ROLE_MIX;
+    }
 }
 
 static void client_main(int slot, int inc)
@@ -562,18 +1198,13 @@ static void client_main(int slot, int inc)
     c.slot = slot;
     c.inc = inc;
     c.role = role_of(slot);
-    c.impatient = c.role == ROLE_MIX && slot % 4 == 1;
+    /* a quarter of the mixed buyers, every other batch buyer */
+    c.impatient = (c.role == ROLE_MIX && slot % 8 == 5) ||
+                  (c.role == ROLE_BATCH && slot % 16 == 10);
     c.rng = (C.seed * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)slot << 32) ^
             ((uint64_t)inc << 16) ^ (uint64_t)getpid() ^ 0x1234567ULL;
     if (!c.rng)
         c.rng = 1;
-    char path[512];
-    snprintf(path, sizeof path, "%s/c%d.%d.log", C.logdir, slot, inc);
-    c.logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (c.logfd < 0) {
-        perror(path);
-        _exit(4);
-    }
     rsv_options_init(&c.opts, RSV_OPTIONS_VERSION);
     c.opts.pool_cap = C.pool_cap;
     c.opts.pool_idle_s = 2; /* sweeps drain pools while others reserve */
@@ -582,6 +1213,15 @@ static void client_main(int slot, int inc)
         c.opts.max_retries = 1;
     } else {
         c.opts.lock_wait_timeout_s = 10;
+    }
+    if (c.role == ROLE_BATCHER)
+        batcher_main(&c); /* its threads log, each to a file of its own */
+    char path[512];
+    snprintf(path, sizeof path, "%s/c%d.%d.log", C.logdir, slot, inc);
+    c.logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (c.logfd < 0) {
+        perror(path);
+        _exit(4);
     }
     cl_connect(&c);
     rsv_cart *cart;
@@ -594,6 +1234,9 @@ static void client_main(int slot, int inc)
             break;
         case ROLE_FLASH:
             flow_flash(&c, cart);
+            break;
+        case ROLE_BATCH:
+            flow_batch(&c);
             break;
         default:
             flow_merchant(&c);
@@ -785,29 +1428,52 @@ static void proxy_cmd(const char *c)
 }
 
 /* The proxy's counters ("s"), by kind of commit point: COMMIT texts and
- * the CALLs of rsv_fast_reserve*, rsv_fast_cart*, rsv_settle*, others. */
-enum { NKINDS = 5 };
-static const char *const kind_name[NKINDS] = {"commit", "reserve_call",
-                                              "cart_call", "settle_call",
-                                              "other_call"};
-enum { SETTLE_KIND = 3 }; /* settle_call: split into claims and releases */
+ * the CALLs of rsv_fast_reserve*, rsv_fast_cart*, rsv_settle*, others,
+ * rsv_reserve_batch*, rsv_settle_batch*, and the batch CALLs of the
+ * batcher buyers' connections. */
+enum { NKINDS = 8 };
+static const char *const kind_name[NKINDS] = {
+    "commit", "reserve_call", "cart_call", "settle_call", "other_call",
+    "reserve_batch_call", "settle_batch_call", "batcher_batch_call"};
+/* the proxy's names for them ("k NAME" arms a cut of the next one) */
+static const char *const kind_arm[NKINDS] = {
+    "commit", "reserve", "cart", "settle", "other", "rbatch", "sbatch",
+    "batcher"};
+enum { SETTLE_KIND = 3, RBATCH_KIND = 5, SBATCH_KIND = 6, BATCHER_KIND = 7 };
 struct pstats {
     long cuts, after, before, armed;
     long cut[NKINDS], seen[NKINDS];
-    long cut_sub[3], seen_sub[3]; /* settle CALLs: unknown, claim, release */
+    /* settle_call, settle_batch_call: unknown, claim, release */
+    long cut_sub[2][3], seen_sub[2][3];
+    long after_kind[NKINDS]; /* cut after forwarding: the server commits */
 };
 
 static int proxy_stats(struct pstats *p)
 {
     memset(p, 0, sizeof *p);
     proxy_cmd("s\n");
-    if (fscanf(proxy_out, " cuts %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld "
-                          "%ld %ld %ld %ld %ld %ld %ld %ld %ld", &p->cuts,
-               &p->after, &p->before, &p->armed, &p->cut[0], &p->cut[1],
-               &p->cut[2], &p->cut[3], &p->cut[4], &p->seen[0], &p->seen[1],
-               &p->seen[2], &p->seen[3], &p->seen[4], &p->cut_sub[0],
-               &p->cut_sub[1], &p->cut_sub[2], &p->seen_sub[0],
-               &p->seen_sub[1], &p->seen_sub[2]) != 20) {
+    long *v[4 + 2 * NKINDS + 12 + NKINDS];
+    int n = 0;
+    v[n++] = &p->cuts;
+    v[n++] = &p->after;
+    v[n++] = &p->before;
+    v[n++] = &p->armed;
+    for (int k = 0; k < NKINDS; k++)
+        v[n++] = &p->cut[k];
+    for (int k = 0; k < NKINDS; k++)
+        v[n++] = &p->seen[k];
+    for (int r = 0; r < 2; r++) {
+        for (int k = 0; k < 3; k++)
+            v[n++] = &p->cut_sub[r][k];
+        for (int k = 0; k < 3; k++)
+            v[n++] = &p->seen_sub[r][k];
+    }
+    for (int k = 0; k < NKINDS; k++)
+        v[n++] = &p->after_kind[k];
+    int ok = fscanf(proxy_out, " cuts") == 0;
+    for (int i = 0; ok && i < n; i++)
+        ok = fscanf(proxy_out, "%ld", v[i]) == 1;
+    if (!ok) {
         fprintf(stderr, "stress: no answer from the proxy\n");
         return 0;
     }
@@ -1150,10 +1816,92 @@ struct tokst {
     int shop;
     int active;
     int acked_hold, expect, unknown, claim_acked, claim_pending;
-    char pending;
+    int claim_tried; /* a claim of ours may have applied */
+    char pending;    /* the kind of the attempts not yet answered */
+    int open;        /* how many (a batch may list a token twice) */
     int na;
     long ai[MAX_ALLOC], al[MAX_ALLOC], aq[MAX_ALLOC];
 };
+
+/* The shop of a token: its first letter (m mixed, f flash), the second
+ * for the batch (b) and batcher (t) buyers' tokens. */
+static int tok_shop(const char *tok)
+{
+    char k = tok[0] == 'b' || tok[0] == 't' ? tok[1] : tok[0];
+    return k == 'f' ? SHOP_FLASH : SHOP_MIX;
+}
+
+/* A token whose calls the batcher may have repeated by itself: its
+ * caller cannot tell a first answer from a repeat's. */
+static int tok_repeated_unseen(const char *tok)
+{
+    return tok[0] == 't';
+}
+
+/* The tokens of one log by name: once a client sends batches its lines
+ * for one token are no longer together (every entry's attempt, then
+ * every entry's answer, then the next batch's). */
+struct tokmap {
+    struct tokst **all; /* in the order they first appear */
+    size_t n, cap;
+    size_t *slot; /* open addressing: index into all + 1, 0 empty */
+    size_t nslot;
+};
+
+static size_t tok_hash(const char *s)
+{
+    size_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static struct tokst *tok_get(struct tokmap *m, const char *tok)
+{
+    if (2 * (m->n + 1) > m->nslot) {
+        size_t ns = m->nslot ? m->nslot * 2 : 1024;
+        size_t *sl = calloc(ns, sizeof *sl);
+        if (!sl)
+            exit(2);
+        for (size_t i = 0; i < m->n; i++) {
+            size_t h = tok_hash(m->all[i]->tok) & (ns - 1);
+            while (sl[h])
+                h = (h + 1) & (ns - 1);
+            sl[h] = i + 1;
+        }
+        free(m->slot);
+        m->slot = sl;
+        m->nslot = ns;
+    }
+    size_t h = tok_hash(tok) & (m->nslot - 1);
+    for (; m->slot[h]; h = (h + 1) & (m->nslot - 1))
+        if (!strcmp(m->all[m->slot[h] - 1]->tok, tok))
+            return m->all[m->slot[h] - 1];
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 256;
+        m->all = realloc(m->all, m->cap * sizeof *m->all);
+        if (!m->all)
+            exit(2);
+    }
+    struct tokst *t = calloc(1, sizeof *t);
+    if (!t)
+        exit(2);
+    t->active = 1;
+    snprintf(t->tok, sizeof t->tok, "%s", tok);
+    t->shop = tok_shop(tok);
+    m->all[m->n++] = t;
+    m->slot[h] = m->n;
+    return t;
+}
+
+static void tok_free(struct tokmap *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->all[i]);
+    free(m->all);
+    free(m->slot);
+    memset(m, 0, sizeof *m);
+}
 
 static struct counts {
     long ops, lock_timeout, indoubt, econn, edb, eintxn, flash_soldout_lines;
@@ -1245,6 +1993,30 @@ static void parse_alloc(struct tokst *t, char *rest, int na)
     }
 }
 
+/* A claim (or a release) answered "already claimed" when no claim of
+ * ours may have applied: every earlier claim was answered with a code
+ * that says nothing was applied (RSV_ECONN, RSV_EDB, RSV_EBUSY), or there
+ * was none.  Such an answer had applied after all. */
+static void claimed_unseen(struct tokst *t, char what, int rc, int d)
+{
+    if (rc != RSV_ECLAIMED || d || t->claim_tried ||
+        tok_repeated_unseen(t->tok))
+        return;
+    K.lost_holds++;
+    if (K.lost_holds <= 20)
+        fprintf(stderr, "stress: lost hold: %s: %s answered already claimed, "
+                        "but no claim of ours may have applied (an answer "
+                        "that said nothing was applied had applied)\n",
+                t->tok, what == 'C' ? "the first claim" : "a release");
+}
+
+/* An outcome line: one attempt of the token answered. */
+static void answered(struct tokst *t)
+{
+    if (t->open > 0 && --t->open == 0)
+        t->pending = 0;
+}
+
 static void parse_log(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -1252,8 +2024,8 @@ static void parse_log(const char *path)
         perror(path);
         return;
     }
-    struct tokst t;
-    memset(&t, 0, sizeof t);
+    struct tokmap map;
+    memset(&map, 0, sizeof map);
     char line[1200];
     /* a pending stock adjustment: its outcome is unknown if none follows */
     int s_pending = 0;
@@ -1265,6 +2037,7 @@ static void parse_log(const char *path)
         line[--n] = 0;
         char tok[64] = "", op = 0;
         int rc = 0, d = 0, na = 0, off = 0;
+        struct tokst *t;
         switch (line[0]) {
         case 'a':
             if (sscanf(line, "a %c %63s", &op, tok) != 2)
@@ -1275,14 +2048,9 @@ static void parse_log(const char *path)
                     s_pending = 1;
                 break;
             }
-            if (!t.active || strcmp(t.tok, tok) != 0) {
-                tok_finish(&t);
-                memset(&t, 0, sizeof t);
-                t.active = 1;
-                snprintf(t.tok, sizeof t.tok, "%s", tok);
-                t.shop = tok[0] == 'f' ? SHOP_FLASH : SHOP_MIX;
-            }
-            t.pending = op;
+            t = tok_get(&map, tok);
+            t->pending = op;
+            t->open++;
             break;
         case 'R':
             K.ops++;
@@ -1290,18 +2058,20 @@ static void parse_log(const char *path)
                 break;
             if (rc == RSV_EBUSY)
                 K.lock_timeout++;
-            t.pending = 0;
+            t = tok_get(&map, tok);
+            answered(t);
             if (rc == RSV_OK) {
-                t.acked_hold = 1;
-                t.expect = EX_HELD;
-                t.unknown = 0;
-                parse_alloc(&t, line + off, na);
+                t->acked_hold = 1;
+                t->expect = EX_HELD;
+                t->unknown = 0;
+                parse_alloc(t, line + off, na);
             } else if (d || (rc != RSV_EOUTOFSTOCK && rc != RSV_EBUSY &&
-                             rc != RSV_ECLAIMED && rc != RSV_EDB)) {
-                t.unknown = 1;
-            } else if (!t.acked_hold && t.expect == EX_NONE) {
+                             rc != RSV_ECLAIMED && rc != RSV_EDB &&
+                             rc != RSV_EQUANTITY && rc != RSV_ENOITEM)) {
+                t->unknown = 1;
+            } else if (!t->acked_hold && t->expect == EX_NONE) {
                 /* (a re-reserve answered so leaves the holds it had) */
-                t.expect = EX_NOTHING;
+                t->expect = EX_NOTHING;
             }
             break;
         case 'C':
@@ -1311,37 +2081,43 @@ static void parse_log(const char *path)
                 break;
             if (rc == RSV_EBUSY)
                 K.lock_timeout++;
-            t.pending = 0;
+            t = tok_get(&map, tok);
+            answered(t);
+            claimed_unseen(t, line[0], rc, d);
             if (line[0] == 'C') {
                 if (rc == RSV_OK || rc == RSV_ECLAIMED) {
-                    t.expect = EX_CLAIMED;
-                    t.claim_acked = 1;
-                    t.unknown = 0;
+                    t->expect = EX_CLAIMED;
+                    t->claim_acked = 1;
+                    t->unknown = 0;
                 } else if (rc == RSV_EEXPIRED || rc == RSV_ERELEASED ||
                            rc == RSV_ENOTFOUND) {
-                    t.expect = EX_NOTCLAIMED;
+                    t->expect = EX_NOTCLAIMED;
                 } else if (rc != RSV_EBUSY) {
-                    t.unknown = 1;
-                    t.claim_pending = 1;
+                    t->unknown = 1;
+                    t->claim_pending = 1;
                 }
+                /* all but the answers that say it was not applied */
+                if (d || (rc != RSV_EBUSY && rc != RSV_EEXPIRED &&
+                          rc != RSV_ERELEASED && rc != RSV_ENOTFOUND))
+                    t->claim_tried = 1;
             } else {
                 if (rc == RSV_OK) {
-                    t.expect = EX_RELEASED;
-                    t.unknown = 0;
+                    t->expect = EX_RELEASED;
+                    t->unknown = 0;
                 } else if (rc == RSV_ENOTFOUND) {
-                    if (t.acked_hold && !t.unknown) {
+                    if (t->acked_hold && !t->unknown) {
                         K.lost_holds++;
                         fprintf(stderr, "stress: lost hold: %s: release "
-                                        "says not found\n", t.tok);
+                                        "says not found\n", t->tok);
                     }
-                    t.expect = EX_ABSENT;
-                    t.acked_hold = 0;
+                    t->expect = EX_ABSENT;
+                    t->acked_hold = 0;
                 } else if (rc == RSV_ECLAIMED) {
-                    t.expect = EX_CLAIMED;
-                    t.claim_acked = 1;
-                    t.unknown = 0;
+                    t->expect = EX_CLAIMED;
+                    t->claim_acked = 1;
+                    t->unknown = 0;
                 } else if (rc != RSV_EBUSY) {
-                    t.unknown = 1;
+                    t->unknown = 1;
                 }
             }
             break;
@@ -1391,7 +2167,9 @@ static void parse_log(const char *path)
         }
         }
     }
-    tok_finish(&t);
+    for (size_t i = 0; i < map.n; i++)
+        tok_finish(map.all[i]);
+    tok_free(&map);
     if (s_pending) { /* killed during a stock adjustment */
         struct key *k = key_get(SHOP_MIX, s_item, s_loc);
         if (s_delta < 0)
@@ -1601,7 +2379,7 @@ static int q_ok(MYSQL *m, const char *q)
     return 1;
 }
 
-/* The forged claim: a client's log, as it was and with the claim. */
+/* A tampered client's log, as it was, to be put back. */
 static char forged_path[1200], *forged_orig;
 static size_t forged_len;
 
@@ -1617,13 +2395,113 @@ static int write_file(const char *path, const char *p, size_t n)
     return rename(tmp, path) == 0;
 }
 
-/* Write into one client's log, right after the acknowledged reserve of a
- * mixed checkout that was then abandoned (no claim, release or doubt
- * after it), a claim of it that was never made: "a c TOK" and "C TOK 0
- * 0".  The checkout is not claimed in the database, and the units of the
- * claim never left the ledger. */
-static int forge_claim(char *what, size_t wn)
+/* What one log says of each token, for the tamperings: where its last
+ * acknowledged reserve ends, if nothing followed it, and where its first
+ * claim is, if that was acknowledged at once.  The tokens' lines may be
+ * interleaved (batches). */
+struct logtok {
+    char tok[64];
+    long after;       /* end of its acknowledged reserve's line, or -1 */
+    int spoiled;      /* a claim, release or doubt came after it */
+    long c_at, c_end; /* its first claim's line if "C TOK 0 0", else -1 */
+    int claims, doubt;
+};
+
+static struct logtok *logtok_get(struct logtok *v, int *n, int max,
+                                 const char *tok)
 {
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(v[i].tok, tok))
+            return &v[i];
+    if (*n == max)
+        return NULL;
+    struct logtok *t = &v[(*n)++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->tok, sizeof t->tok, "%s", tok);
+    t->after = t->c_at = t->c_end = -1;
+    return t;
+}
+
+/* Read the tokens of buf (a log) into v. */
+static int log_tokens(const char *buf, struct logtok *v, int max)
+{
+    int n = 0;
+    for (const char *l = buf; *l;) {
+        const char *nl = strchr(l, '\n');
+        if (!nl)
+            break;
+        char tok[64] = "", op = 0;
+        int rc = -1, dbt = -1, na = 0, off = 0;
+        struct logtok *t = NULL;
+        if (sscanf(l, "a %c %63s", &op, tok) == 2 && op != 's') {
+            if ((t = logtok_get(v, &n, max, tok)) && op != 'r')
+                t->spoiled = 1;
+        } else if (l[0] == 'R' && sscanf(l, "R %63s %d %d %d%n", tok, &rc,
+                                          &dbt, &na, &off) >= 4) {
+            if (!(t = logtok_get(v, &n, max, tok)))
+                goto next;
+            /* only where a forged claim cannot also look like an
+             * oversell: every key it claims at has stock to spare beyond
+             * its quantity (the log-based count of claims + holds + pool
+             * against the stock put in) */
+            int spare = rc == 0 && dbt == 0 && na > 0;
+            struct tokst a;
+            memset(&a, 0, sizeof a);
+            char rest[1200]; /* parse_alloc cuts its text up */
+            snprintf(rest, sizeof rest, "%.*s", (int)(nl - l - off), l + off);
+            parse_alloc(&a, rest, na);
+            for (int y = 0; y < a.na && spare; y++) {
+                struct key *k = key_get(tok_shop(tok), a.ai[y], a.al[y]);
+                spare = k->stock_max - k->claim_acked - k->held -
+                            k->pooled >= 2 * a.aq[y];
+            }
+            t->after = spare ? nl + 1 - buf : -1;
+            t->spoiled = !spare;
+            t->doubt |= dbt != 0;
+        } else if ((l[0] == 'C' || l[0] == 'L') &&
+                   sscanf(l + 2, "%63s %d %d", tok, &rc, &dbt) == 3) {
+            if (!(t = logtok_get(v, &n, max, tok)))
+                goto next;
+            t->spoiled = 1;
+            if (l[0] == 'C' && t->claims++ == 0 && rc == 0 && dbt == 0 &&
+                !t->doubt) {
+                t->c_at = l - buf;
+                t->c_end = nl + 1 - buf;
+            }
+        } else if (l[0] == 'D') {
+            /* the token it names, if any: its last word */
+            const char *w = nl;
+            while (w > l && w[-1] != ' ')
+                w--;
+            snprintf(tok, sizeof tok, "%.*s", (int)(nl - w), w);
+            for (int i = 0; i < n; i++)
+                if (!strcmp(v[i].tok, tok))
+                    v[i].spoiled = v[i].doubt = 1;
+        }
+    next:
+        l = nl + 1;
+    }
+    return n;
+}
+
+/* Tamper with one client's log: the first token whose name begins with
+ * prefix and that fits (see the modes below) has the text of
+ * [at, end) replaced by ins.  The log as it was is kept for
+ * untamper_log.
+ *   TAMPER_CLAIM: after the acknowledged reserve of a checkout that was
+ *     then abandoned (no claim, release or doubt after it), a claim that
+ *     was never made: "a c TOK" and "C TOK 0 0".  The checkout is not
+ *     claimed in the database, and the claim's units never left the
+ *     ledger.
+ *   TAMPER_CLAIMED: the acknowledged first claim of a checkout ("C TOK 0
+ *     0") answered RSV_ECLAIMED instead: as if an earlier claim that said
+ *     nothing was applied had applied. */
+enum { TAMPER_CLAIM, TAMPER_CLAIMED };
+
+static int tamper_log(int mode, const char *prefix, char *what, size_t wn)
+{
+    enum { MAXTOK = 20000 };
+    static struct logtok v[MAXTOK];
     DIR *d = opendir(C.logdir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -1631,86 +2509,47 @@ static int forge_claim(char *what, size_t wn)
             continue;
         snprintf(forged_path, sizeof forged_path, "%s/%s", C.logdir,
                  e->d_name);
-        FILE *f = fopen(forged_path, "r");
-        if (!f)
+        char *buf = ll_slurp(forged_path);
+        if (!buf)
             continue;
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        rewind(f);
-        char *buf = n > 0 ? malloc((size_t)n + 1) : NULL;
-        if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            fclose(f);
-            continue;
-        }
-        fclose(f);
-        buf[n] = 0;
-        /* the last token's lines: its acknowledged reserve, and whether
-         * anything but a reserve followed */
-        char cur[64] = "";
-        long after = -1; /* end of the line of cur's acknowledged reserve */
-        int spoiled = 0;
-        for (char *l = buf; *l;) {
-            char *nl = strchr(l, '\n');
-            if (!nl)
-                break;
-            char tok[64] = "", op = 0;
-            int rc = -1, dbt = -1, na = 0, off = 0;
-            if (sscanf(l, "a %c %63s", &op, tok) == 2 && op != 's') {
-                if (strcmp(tok, cur) != 0) {
-                    if (after >= 0 && !spoiled && cur[0] == 'm')
-                        break; /* cur qualifies */
-                    snprintf(cur, sizeof cur, "%s", tok);
-                    after = -1;
-                    spoiled = 0;
-                }
-                if (op != 'r')
-                    spoiled = 1;
-            } else if (l[0] == 'R' && sscanf(l, "R %63s %d %d %d%n", tok, &rc,
-                                              &dbt, &na, &off) >= 4) {
-                /* only where the claim cannot also look like an oversell:
-                 * every key it claims at has stock to spare beyond its
-                 * quantity (the log-based count of claims + holds + pool
-                 * against the stock put in) */
-                int spare = rc == 0 && dbt == 0 && na > 0;
-                struct tokst a;
-                memset(&a, 0, sizeof a);
-                char rest[1200]; /* parse_alloc cuts its text up */
-                snprintf(rest, sizeof rest, "%.*s", (int)(nl - l - off),
-                         l + off);
-                parse_alloc(&a, rest, na);
-                for (int y = 0; y < a.na && spare; y++) {
-                    struct key *k = key_get(SHOP_MIX, a.ai[y], a.al[y]);
-                    spare = k->stock_max - k->claim_acked - k->held -
-                                k->pooled >= 2 * a.aq[y];
-                }
-                if (spare) {
-                    after = nl + 1 - buf;
-                    spoiled = 0;
-                } else {
-                    spoiled = 1;
-                }
-            } else if (l[0] == 'D' || l[0] == 'C' || l[0] == 'L') {
-                spoiled = 1;
-            }
-            l = nl + 1;
-        }
-        if (after >= 0 && !spoiled && cur[0] == 'm' && co_find(SHOP_MIX, cur) &&
-            co_find(SHOP_MIX, cur)->status != 2) {
+        int n = log_tokens(buf, v, MAXTOK);
+        for (int i = 0; i < n; i++) {
+            struct logtok *t = &v[i];
+            struct dbco *co = co_find(tok_shop(t->tok), t->tok);
+            if (strncmp(t->tok, prefix, strlen(prefix)) || !co)
+                continue;
             char ins[200];
-            int k = snprintf(ins, sizeof ins, "a c %s\nC %s 0 0\n", cur, cur);
-            char *nb = malloc((size_t)n + (size_t)k);
+            long at, end;
+            if (mode == TAMPER_CLAIM && t->after >= 0 && !t->spoiled &&
+                co->status != 2) {
+                at = end = t->after;
+                snprintf(ins, sizeof ins, "a c %.63s\nC %.63s 0 0\n", t->tok,
+                         t->tok);
+                snprintf(what, wn, "%.63s (in %.60s) logged as claimed, "
+                                   "never claimed", t->tok, e->d_name);
+            } else if (mode == TAMPER_CLAIMED && t->c_at >= 0 &&
+                       co->status == 2) {
+                at = t->c_at;
+                end = t->c_end;
+                snprintf(ins, sizeof ins, "C %.63s %d 0\n", t->tok,
+                         RSV_ECLAIMED);
+                snprintf(what, wn, "the first claim of %.63s (in %.60s) "
+                                   "logged as answered already claimed",
+                         t->tok, e->d_name);
+            } else {
+                continue;
+            }
+            size_t len = strlen(buf), k = strlen(ins);
+            char *nb = malloc(len + k + 1);
             if (!nb)
                 exit(2);
-            memcpy(nb, buf, (size_t)after);
-            memcpy(nb + after, ins, (size_t)k);
-            memcpy(nb + after + k, buf + after, (size_t)(n - after));
+            memcpy(nb, buf, (size_t)at);
+            memcpy(nb + at, ins, k);
+            memcpy(nb + at + k, buf + end, len - (size_t)end);
             forged_orig = buf;
-            forged_len = (size_t)n;
-            int ok = write_file(forged_path, nb, (size_t)n + (size_t)k);
+            forged_len = len;
+            int ok = write_file(forged_path, nb, len - (size_t)(end - at) + k);
             free(nb);
-            snprintf(what, wn, "%s (in %s) logged as claimed, never claimed",
-                     cur, e->d_name);
             closedir(d);
             return ok;
         }
@@ -1718,12 +2557,12 @@ static int forge_claim(char *what, size_t wn)
     }
     if (d)
         closedir(d);
-    fprintf(stderr, "stress: selftest: no abandoned checkout to forge a "
-                    "claim of\n");
+    fprintf(stderr, "stress: selftest: no checkout of a %s... token to "
+                    "tamper with\n", prefix);
     return 0;
 }
 
-static int unforge_claim(void)
+static int untamper_log(void)
 {
     int ok = write_file(forged_path, forged_orig, forged_len);
     free(forged_orig);
@@ -1835,10 +2674,23 @@ static int selftest_run(MYSQL *m)
     char what[300] = "";
     int ok = selftest_check(m, "as run:", "", 0, 0);
 
-    if (!forge_claim(what, sizeof what))
+    /* the same in a batch buyer's log, whose tokens' lines interleave */
+    static const char *const forge_in[2] = {"m", "bm"};
+    static const char *const forge_name[2] = {"forged claim:",
+                                              "batch claim:"};
+    for (int i = 0; i < 2; i++) {
+        if (!tamper_log(TAMPER_CLAIM, forge_in[i], what, sizeof what))
+            return 2;
+        ok &= selftest_check(m, forge_name[i], what, F_LOST | F_TWICE, 0);
+        if (!untamper_log())
+            return 2;
+    }
+
+    /* a batch claim answered "already claimed" at once */
+    if (!tamper_log(TAMPER_CLAIMED, "bm", what, sizeof what))
         return 2;
-    ok &= selftest_check(m, "forged claim:", what, F_LOST | F_TWICE, 0);
-    if (!unforge_claim())
+    ok &= selftest_check(m, "claimed:", what, F_LOST, 0);
+    if (!untamper_log())
         return 2;
 
     if (!add_pool_rows(m, item, 0, what, sizeof what))
@@ -1897,6 +2749,61 @@ static void setup_stock(void)
     }
     rsv_close(ctx);
     mysql_close(m);
+}
+
+/* The batch and batcher buyers' line: what they sent, how their batch
+ * CALLs (each the batch's one COMMIT) were cut, after forwarding (the
+ * server commits, the client never hears) and before, and what the cuts
+ * left in doubt and the buyers settled by repeating.  Returns 1 when the
+ * batches were never cut at their COMMIT (with cuts on): that coverage
+ * must not vanish unnoticed. */
+static int batch_report(const struct pstats *ps, const int *has_role,
+                        int cutting)
+{
+    const struct batchst *b = &shm->b;
+    if (!has_role[ROLE_BATCH] && !has_role[ROLE_BATCHER])
+        return 0;
+    printf("stress: batches: reserve=%ld claim=%ld release=%ld (entries "
+           "%ld/%ld/%ld); batcher calls=%ld",
+           (long)b->calls[0], (long)b->calls[1], (long)b->calls[2],
+           (long)b->entries[0], (long)b->entries[1], (long)b->entries[2],
+           (long)b->bt_calls);
+    if (cutting) {
+        printf("; cut at the batch CALL, after/before forwarding:");
+        for (int k = RBATCH_KIND; k <= BATCHER_KIND; k++)
+            printf(" %s=%ld/%ld", kind_name[k], ps->after_kind[k],
+                   ps->cut[k] - ps->after_kind[k]);
+    }
+    printf("; in doubt: %ld batches repeated whole (entries looked up "
+           "committed=%ld not=%ld; claims the repeat found claimed=%ld), "
+           "%ld batches answered RSV_ECONN, %ld batches with %ld entries "
+           "cut mid batch, %ld repeats; batcher calls answered in doubt=%ld\n",
+           (long)b->indoubt, (long)b->found_committed, (long)b->found_not,
+           (long)b->repeat_claimed, (long)b->econn, (long)b->lost_mid,
+           (long)b->entry_lost, (long)b->repeats, (long)b->bt_lost);
+    if (!cutting)
+        return 0;
+    int bad = 0;
+    for (int k = RBATCH_KIND; k <= BATCHER_KIND; k++) {
+        int role = k == BATCHER_KIND ? ROLE_BATCHER : ROLE_BATCH;
+        if (!has_role[role])
+            continue;
+        /* both sides of the COMMIT for the batch buyers' CALLs; the
+         * batcher's, at least once after it */
+        long after = ps->after_kind[k], before = ps->cut[k] - after;
+        if (after == 0 || (k != BATCHER_KIND && before == 0)) {
+            bad = 1;
+            fprintf(stderr, "stress: no %s was cut %s forwarding: the "
+                            "batches' COMMIT went uncovered\n", kind_name[k],
+                    after ? "before" : "after");
+        }
+    }
+    if (has_role[ROLE_BATCH] && b->indoubt == 0) {
+        bad = 1;
+        fprintf(stderr, "stress: no batch was answered RSV_EINDOUBT: the "
+                        "settling of batches in doubt went untested\n");
+    }
+    return bad;
 }
 
 static void usage(void)
@@ -1983,7 +2890,12 @@ int main(int argc, char **argv)
     C.init_stock = 400;
     C.pool_cap = 50;
     C.flash_stock = 60;
-    C.nflash = 400;
+    /* (the batch and batcher buyers sell flash rounds out too: the full
+     * run needs more than 400) */
+    C.nflash = quick ? 400 : 600;
+    C.batch_max = quick ? 8 : 16;
+    C.bt_threads = 6;
+    C.bt_conns = 2;
     if (clients > 0)
         C.clients = (int)clients;
     if (think >= 0)
@@ -2042,6 +2954,20 @@ int main(int argc, char **argv)
     uint64_t t0 = ll_now_ms(), next_kc = t0 + (uint64_t)(C.kc_every * 1000);
     uint64_t next_cc = t0 + 1000, last_cc = 0;
     double cut_p = 0;
+    /* Batch CALLs are a small share of the commit points, so a few cuts
+     * of each batch kind are armed as well, spread over the run, until
+     * each has been cut batch_floor times (half of them after forwarding:
+     * the server commits, the client never hears); their coverage then
+     * does not hang on chance. */
+    int has_role[5] = {0};
+    for (int s = 0; s < C.clients; s++)
+        has_role[role_of(s)] = 1;
+    const int batch_kinds[3] = {RBATCH_KIND, SBATCH_KIND, BATCHER_KIND};
+    int batch_floor = quick ? 4 : 10;
+    long armed_at[NKINDS] = {0};
+    uint64_t arm_every =
+        (uint64_t)C.duration * 1000 / (uint64_t)(batch_floor + 2);
+    uint64_t next_arm = t0 + arm_every / 2;
     uint64_t next_ks = t0 + (uint64_t)(C.ks_every * 1000);
     uint64_t flash_t = t0, last_progress = t0, last_report = t0;
     uint64_t next_alive = t0 + 1000;
@@ -2134,6 +3060,19 @@ int main(int argc, char **argv)
                 char cmd[48];
                 snprintf(cmd, sizeof cmd, "p %.9f\n", cut_p);
                 proxy_cmd(cmd);
+                for (int b = 0; b < 3 && t >= next_arm; b++) {
+                    int k = batch_kinds[b];
+                    int role = k == BATCHER_KIND ? ROLE_BATCHER : ROLE_BATCH;
+                    /* one armed at a time: the last has been taken */
+                    if (has_role[role] && ps.cut[k] < batch_floor &&
+                        ps.cut[k] >= armed_at[k]) {
+                        snprintf(cmd, sizeof cmd, "k %s\n", kind_arm[k]);
+                        proxy_cmd(cmd);
+                        armed_at[k] = ps.cut[k] + 1;
+                    }
+                }
+                if (t >= next_arm)
+                    next_arm = t + arm_every;
             }
             last_cc = t;
             next_cc = t + 2000;
@@ -2291,7 +3230,6 @@ int main(int argc, char **argv)
     (void)proxy_stats(&ps);
     long cuts = ps.cuts, cuts_after = ps.after, cuts_before = ps.before;
     const long *cut_kind = ps.cut, *seen_kind = ps.seen;
-    const long *cut_sub = ps.cut_sub, *seen_sub = ps.seen_sub;
     fclose(proxy_in);
     waitpid(proxy_pid, NULL, 0);
     if (fill_fd >= 0 && atomic_load(&shm->full)) { /* the run ended early */
@@ -2321,11 +3259,12 @@ int main(int argc, char **argv)
     if (!C.no_proxy) {
         for (int pass = 0; pass < 2; pass++) {
             const long *n = pass ? seen_kind : cut_kind;
-            const long *sub = pass ? seen_sub : cut_sub;
             printf(pass ? " (commit points sent: " : "stress: cuts: ");
             for (int k = 0; k < NKINDS; k++) {
                 printf("%s%s=%ld", k ? " " : "", kind_name[k], n[k]);
-                if (k == SETTLE_KIND) {
+                if (k == SETTLE_KIND || k == SBATCH_KIND) {
+                    const long *sub = pass ? ps.seen_sub[k == SBATCH_KIND]
+                                           : ps.cut_sub[k == SBATCH_KIND];
                     printf(" (claims=%ld releases=%ld", sub[1], sub[2]);
                     if (sub[0]) /* the argument could not be read */
                         printf(" unread=%ld", sub[0]);
@@ -2334,23 +3273,30 @@ int main(int argc, char **argv)
             }
         }
         printf(")\n");
-        for (int k = 0; k < 4; k++)
-            if (!seen_kind[k]) {
+        for (int k = 0; k < NKINDS; k++) {
+            int need = k < 4 || ((k == RBATCH_KIND || k == SBATCH_KIND) &&
+                                 has_role[ROLE_BATCH]) ||
+                       (k == BATCHER_KIND && has_role[ROLE_BATCHER]);
+            if (need && !seen_kind[k]) {
                 uncovered++;
                 fprintf(stderr, "stress: no %s was sent through the proxy: "
                                 "the run does not cover that commit "
                                 "point\n", kind_name[k]);
-            } else if (cuts >= 20 && !cut_kind[k]) {
+            } else if (need && cuts >= 20 && !cut_kind[k]) {
                 fprintf(stderr, "stress: (no %s was cut this time)\n",
                         kind_name[k]);
             }
-        for (int k = 1; k < 3; k++)
-            if (!seen_sub[k]) {
-                uncovered++;
-                fprintf(stderr, "stress: no %s went through %s\n",
-                        k == 1 ? "claim" : "release", kind_name[SETTLE_KIND]);
-            }
+        }
+        for (int r = 0; r < 1 + has_role[ROLE_BATCH]; r++)
+            for (int k = 1; k < 3; k++)
+                if (!ps.seen_sub[r][k]) {
+                    uncovered++;
+                    fprintf(stderr, "stress: no %s went through %s\n",
+                            k == 1 ? "claim" : "release",
+                            kind_name[r ? SBATCH_KIND : SETTLE_KIND]);
+                }
     }
+    int batch_uncut = batch_report(&ps, has_role, !C.no_proxy && !no_cuts);
     int full_refused = 0;
     if (C.fill) {
         printf("stress: diskfull: %lld MiB filler for %.0f s; answers while "
@@ -2417,7 +3363,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "stress: the server died %ld times on its own\n",
                 server_deaths);
     return bad || K.audit_violations || hung || K.eintxn || client_exits ||
-                   server_deaths || uncovered ||
+                   server_deaths || uncovered || batch_uncut ||
                    (C.fill && (!full_refused || stuck_calls))
                ? 1
                : 0;
