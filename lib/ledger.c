@@ -91,6 +91,21 @@ int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
     return RSV_OK;
 }
 
+int ledger_lock_key(rsv_ctx *ctx, uint64_t shop, const uint64_t key[2],
+                    int skip, ledger_row *lv, int *held)
+{
+    size_t found = 0;
+    *held = 0;
+    int rc = ledger_lock(ctx, shop, key, 1, skip ? LEDGER_SKIP : LEDGER_WAIT,
+                         lv, &found);
+    if (rc)
+        return rc;
+    if (found == 0 && !skip)
+        return ledger_no_row(ctx, shop, key[0], key[1]);
+    *held = found == 1;
+    return RSV_OK;
+}
+
 /* ---- fold: expired holds and settlements back into the ledger ---- */
 
 /* Expired holds are found with a plain (consistent) read of the expiry
@@ -452,19 +467,12 @@ static int refill_body(rsv_ctx *ctx, void *p)
 {
     struct refill_arg *a = p;
     ledger_row lv;
-    size_t found = 0;
+    int held;
     a->added = 0;
-    a->skipped = 0;
-    int rc = ledger_lock(ctx, a->shop, a->key, 1,
-                         a->skip ? LEDGER_SKIP : LEDGER_WAIT, &lv, &found);
-    if (rc)
+    int rc = ledger_lock_key(ctx, a->shop, a->key, a->skip, &lv, &held);
+    a->skipped = rc == RSV_OK && !held; /* someone else holds it (or no row) */
+    if (rc || !held)
         return rc;
-    if (found == 0) {
-        a->skipped = a->skip;
-        if (a->skip)
-            return RSV_OK; /* someone else holds it (or no row) */
-        return ledger_no_row(ctx, a->shop, a->key[0], a->key[1]);
-    }
     if ((rc = ledger_fold(ctx, a->shop, &lv, INT64_MAX, NULL)))
         return rc;
     return top_up(ctx, a->shop, &lv, &a->added);

@@ -31,17 +31,13 @@ static int drain_body(rsv_ctx *ctx, void *p)
 {
     struct drain_arg *a = p;
     ledger_row lv;
-    size_t found = 0;
+    int held;
     a->units = 0;
-    int rc = ledger_lock(ctx, a->shop, a->key, 1,
-                         a->skip ? LEDGER_SKIP : LEDGER_WAIT, &lv, &found);
-    if (rc)
+    int rc = ledger_lock_key(ctx, a->shop, a->key, a->skip, &lv, &held);
+    if (rc || !held)
+        /* not held: a refill, reserve or stock change holds the row right
+         * now, so the key is not idle after all */
         return rc;
-    if (found == 0)
-        /* skip: a refill, reserve or stock change holds the row right now,
-         * so the key is not idle after all */
-        return a->skip ? RSV_OK
-                       : ledger_no_row(ctx, a->shop, a->key[0], a->key[1]);
     int64_t n = 0;
     if ((rc = ledger_pool_shrink(ctx, a->shop, &lv, INT64_MAX, &n)))
         return rc;

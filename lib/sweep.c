@@ -85,10 +85,10 @@ static int fold_body(rsv_ctx *ctx, void *p)
 {
     struct fold_arg *a = p;
     ledger_row lv;
-    size_t found = 0;
+    int held;
     a->reaped = 0;
-    int rc = ledger_lock(ctx, a->shop, a->key, 1, LEDGER_SKIP, &lv, &found);
-    if (rc || !found)
+    int rc = ledger_lock_key(ctx, a->shop, a->key, 1, &lv, &held);
+    if (rc || !held)
         return rc;
     return ledger_fold(ctx, a->shop, &lv, a->max_reap, &a->reaped);
 }
