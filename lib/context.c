@@ -289,13 +289,15 @@ static int check_schema(rsv_ctx *ctx)
                                 "tables WHERE table_schema = DATABASE() AND "
                                 "table_name = '%s'), ", tables[i]);
     enum {
-        P_RESERVE, P_CART, P_TOP_UP, P_TAKE_UNITS, P_RESERVE_KEY,
-        P_RESERVE_BATCH, P_SETTLE, P_SETTLE_CHECKOUT, P_SETTLE_BATCH, NPROCS
+        P_RESERVE, P_CART, P_TOP_UP, P_TOP_UP_HELD, P_TAKE_UNITS,
+        P_RESERVE_KEY, P_RESERVE_BATCH, P_SETTLE, P_SETTLE_CHECKOUT,
+        P_SETTLE_BATCH, NPROCS
     };
     static const char *const procs[NPROCS] = {
         [P_RESERVE] = RSV_PROC_RESERVE,
         [P_CART] = RSV_PROC_CART,
         [P_TOP_UP] = RSV_PROC_TOP_UP,
+        [P_TOP_UP_HELD] = RSV_PROC_TOP_UP_HELD,
         [P_TAKE_UNITS] = RSV_PROC_TAKE_UNITS,
         [P_RESERVE_KEY] = RSV_PROC_RESERVE_KEY,
         [P_RESERVE_BATCH] = RSV_PROC_RESERVE_BATCH,
@@ -353,7 +355,7 @@ static int check_schema(rsv_ctx *ctx)
     const char *have = found + NTABLES;
     /* (what each calls must be there too) */
     int take_ok = use_procs && have[P_TOP_UP] == '1' &&
-                  have[P_TAKE_UNITS] == '1';
+                  have[P_TOP_UP_HELD] == '1' && have[P_TAKE_UNITS] == '1';
     int key_ok = take_ok && have[P_RESERVE_KEY] == '1';
     int settle_ok = use_procs && have[P_SETTLE_CHECKOUT] == '1';
     ctx->has_proc = key_ok && have[P_RESERVE] == '1';

@@ -33,6 +33,8 @@
 #define RSV_PROC_RESERVE "rsv_fast_reserve_v6"
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
+/* the top-up after a pool take: called by every reserve procedure */
+#define RSV_PROC_TOP_UP_HELD "rsv_pool_top_up_held_v1"
 /* one key of a new checkout: called by ..._RESERVE and ..._RESERVE_BATCH */
 #define RSV_PROC_RESERVE_KEY "rsv_reserve_key_v1"
 /* a key's units off its pool: called by every reserve procedure */
@@ -464,6 +466,12 @@ enum { LEDGER_WAIT = 0, LEDGER_SKIP = 1, LEDGER_SHARE = 2 };
 RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
                            size_t nkeys, int mode, ledger_row *rows,
                            size_t *found);
+/* Lock one key's ledger row, waiting for its holder or (skip) passing over
+ * it; *held says whether it is locked now.  Without skip a missing row is
+ * RSV_ENOITEM; with skip it is *held 0, like a row held elsewhere. */
+RSV_HIDDEN int ledger_lock_key(rsv_ctx *ctx, uint64_t shop,
+                               const uint64_t key[2], int skip,
+                               ledger_row *lv, int *held);
 /* With the ledger row locked: give back up to max_reap expired holds
  * (INT64_MAX: as many as one fold takes, 2,048) and fold settlements into
  * on_hand/issued (lv is updated).  Never waits for other rows. */

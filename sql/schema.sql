@@ -310,6 +310,36 @@ BEGIN
 END//
 DELIMITER ;
 
+-- The top-up due (p_fill > 0) after a reserve took a key's units from its
+-- pool, in the caller's transaction (libreserve's procedures call it;
+-- never call it yourself): when the caller holds the key's ledger row
+-- (p_locked), mint as rsv_pool_top_up_v2 does and count the rows as
+-- issued (p_next and p_avail follow); otherwise p_mint is -1: still due,
+-- left to the library.  p_cap: the ledger row's pool_cap, else p_fill.
+DROP PROCEDURE IF EXISTS rsv_pool_top_up_held_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_pool_top_up_held_v1(
+    IN p_shop BIGINT UNSIGNED, IN p_item BIGINT UNSIGNED,
+    IN p_loc BIGINT UNSIGNED, IN p_locked INT, IN p_cap BIGINT,
+    INOUT p_next BIGINT UNSIGNED, INOUT p_avail BIGINT, OUT p_mint BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  SET p_mint = -1;
+  IF p_locked THEN
+    CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, p_next, p_cap, p_avail,
+                            p_mint);
+    IF p_mint > 0 THEN
+      UPDATE rsv_ledger
+         SET issued = issued + p_mint,
+             next_unit_id = next_unit_id + p_mint, updated_at = NOW(6)
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc;
+      SET p_next = p_next + p_mint, p_avail = p_avail - p_mint;
+    END IF;
+  END IF;
+END//
+DELIMITER ;
+
 -- Take up to p_want units of a key's pool, the lowest ids from p_from up
 -- that no other transaction holds (SKIP LOCKED: never waited for), in the
 -- caller's transaction (libreserve's procedures call it; never call it
@@ -488,20 +518,9 @@ BEGIN
         END IF;
       END IF;
       IF o_status = 0 AND p_fill > 0 THEN
-        IF v_locked THEN
-          CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, o_next,
-                                  COALESCE(v_cap, p_fill), o_avail, o_mint);
-        ELSE
-          SET o_mint = -1;
-        END IF;
-      END IF;
-      IF o_status = 0 AND o_mint > 0 THEN
-        UPDATE rsv_ledger
-           SET issued = issued + o_mint,
-               next_unit_id = next_unit_id + o_mint, updated_at = NOW(6)
-         WHERE shop_id = p_shop AND item_id = p_item
-           AND location_id = p_loc;
-        SET o_next = o_next + o_mint, o_avail = o_avail - o_mint;
+        CALL rsv_pool_top_up_held_v1(p_shop, p_item, p_loc, v_locked,
+                                     COALESCE(v_cap, p_fill), o_next,
+                                     o_avail, o_mint);
       END IF;
     END IF;
   END IF;
@@ -768,20 +787,9 @@ BEGIN
         SET v_status = 2;
       END IF;
       IF v_status = 0 AND v_fill > 0 THEN
-        IF v_locked THEN
-          CALL rsv_pool_top_up_v2(p_shop, v_item, v_loc, v_next,
-                                  COALESCE(v_cap, v_fill), v_avail, v_mint);
-        ELSE
-          SET v_mint = -1;
-        END IF;
-      END IF;
-      IF v_status = 0 AND v_mint > 0 THEN
-        UPDATE rsv_ledger
-           SET issued = issued + v_mint,
-               next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
-         WHERE shop_id = p_shop AND item_id = v_item
-           AND location_id = v_loc;
-        SET v_next = v_next + v_mint, v_avail = v_avail - v_mint;
+        CALL rsv_pool_top_up_held_v1(p_shop, v_item, v_loc, v_locked,
+                                     COALESCE(v_cap, v_fill), v_next,
+                                     v_avail, v_mint);
       END IF;
       SET v_answer = CONCAT(v_answer, v_idx, ',', v_taken, ',',
           COALESCE(v_first, 0), ',', COALESCE(v_last, 0), ',',

@@ -271,7 +271,8 @@ PROCS = ("rsv_fast_reserve_v6", "rsv_fast_cart_v4", "rsv_settle_v2")
 # tables each body has at least (fewer: the parse missed some).
 MIN_STATEMENTS = {"rsv_reserve_key_v1": 4, "rsv_fast_cart_v4": 5,
                   "rsv_settle_checkout_v1": 4, "rsv_pool_top_up_v2": 2,
-                  "rsv_pool_take_units_v1": 4}
+                  "rsv_pool_take_units_v1": 4,
+                  "rsv_pool_top_up_held_v1": 1}
 
 
 def procedure_statements(shop, proc):
