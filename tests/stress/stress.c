@@ -141,6 +141,9 @@ struct batchst {
     atomic_long found_committed, found_not;
     atomic_long repeat_claimed; /* claims a repeat found claimed */
     atomic_long bt_calls, bt_lost; /* batcher calls; answered in doubt */
+    /* mixed checkouts a batch buyer abandoned, or claimed without doubt:
+     * the self-test runs until it has some of each to tamper with */
+    atomic_long abandoned, claimed;
 };
 
 struct shm {
@@ -939,8 +942,11 @@ static void flow_batch(struct cl *c)
             bat_add(&lb, e->shop, e->tok)->probe = 1;
         else if (r < 60)
             bat_add(&cb, e->shop, e->tok)->probe = 1;
-        else
+        else {
             old_put(OLD_HELD, e->tok); /* abandoned: it expires */
+            if (ok)
+                atomic_fetch_add(&shm->b.abandoned, 1);
+        }
     }
     if (cb.n > 0 && ll_rnd(&c->rng, 6) == 0) /* a token twice */
         bat_add(&cb, cb.e[0].shop, cb.e[0].tok);
@@ -957,6 +963,8 @@ static void flow_batch(struct cl *c)
             const struct bent *e = &cb.e[i];
             if (!e->first || e->shop != SHOP_MIX)
                 continue;
+            if (e->rc == RSV_OK && !e->doubt)
+                atomic_fetch_add(&shm->b.claimed, 1);
             if (e->rc == RSV_EBUSY) /* as flow_mix: give the units back */
                 bat_add(&lb, e->shop, e->tok);
             else if (e->rc == RSV_OK || e->rc == RSV_ECLAIMED)
@@ -2980,8 +2988,11 @@ int main(int argc, char **argv)
         for (int s = 0; s < C.clients; s++)
             total += atomic_load(&shm->s[s].ops);
         double el = (double)(t - t0) / 1000.0;
-        /* the self-test needs a flash round sold out to tamper with */
-        int enough = !C.selftest || atomic_load(&shm->flash_round) >= 1;
+        /* the self-test needs a flash round sold out, and a batch buyer's
+         * abandoned and claimed checkouts, to tamper with */
+        int enough = !C.selftest || (atomic_load(&shm->flash_round) >= 1 &&
+                                     atomic_load(&shm->b.abandoned) >= 4 &&
+                                     atomic_load(&shm->b.claimed) >= 4);
         if ((total >= C.ops && el >= C.duration && enough) ||
             el >= C.max_duration)
             break;
