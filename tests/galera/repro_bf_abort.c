@@ -26,6 +26,13 @@
  *            must still say "in a transaction" (SERVER_STATUS_IN_TRANS,
  *            read locally); if not, the attempt ends there: what
  *            libreserve does on a Galera node
+ *   proc     the whole transaction in a stored procedure (START
+ *            TRANSACTION to COMMIT, a handler that rolls back on any
+ *            error), sent as one prepared CALL, as the library's one-trip
+ *            procedures are
+ *   proc-checked  the same procedure, which after every statement checks
+ *            @@in_transaction and, if the transaction has ended, signals
+ *            a deadlock (1213) that rolls back and ends the CALL
  *
  * Usage: repro_bf_abort DIR MODE [seconds] [clients per node]
  * Prints what it found; the last line is "repro: MODE: all or nothing"
@@ -47,7 +54,11 @@
 #define MAXW 48
 #define STEPS 5 /* statements between START TRANSACTION and COMMIT */
 
-enum { MODE_BINARY, MODE_TEXT, MODE_CHECKED };
+enum { MODE_BINARY, MODE_TEXT, MODE_CHECKED, MODE_PROC,
+       MODE_PROC_CHECKED };
+
+/* what proc-checked signals when the transaction has ended under it */
+#define ENDED_MSG "transaction ended under the procedure"
 
 static char sockets[NODES][600];
 static int mode, seconds = 20, per_node = 3;
@@ -58,6 +69,7 @@ struct worker {
     int id, node;
     MYSQL *m;
     MYSQL_STMT *ps[STEPS];
+    MYSQL_STMT *call; /* proc modes */
     char (*toks)[24];  /* tokens of committed transactions */
     size_t ncommitted, cap;
     char (*rolled)[24]; /* tokens of rolled-back transactions */
@@ -153,6 +165,31 @@ static void count_error(struct worker *w, unsigned int err)
         w->other = err;
 }
 
+/* Execute a prepared statement with the token as its one parameter and
+ * read every answer (a CALL has a status after its results); 1 if all
+ * went through. */
+static int execute(MYSQL_STMT *st, const char *tok)
+{
+    MYSQL_BIND b;
+    memset(&b, 0, sizeof b);
+    unsigned long len = strlen(tok);
+    b.buffer_type = MYSQL_TYPE_STRING;
+    b.buffer = (void *)tok;
+    b.buffer_length = len;
+    b.length = &len;
+    mysql_stmt_bind_param(st, &b);
+    int ok = mysql_stmt_execute(st) == 0;
+    for (int more = 0; ok && more == 0;) {
+        if (mysql_stmt_field_count(st) > 0) {
+            ok = mysql_stmt_store_result(st) == 0;
+            mysql_stmt_free_result(st);
+        }
+        more = ok ? mysql_stmt_next_result(st) : 1;
+        ok = more <= 0;
+    }
+    return ok;
+}
+
 /* One statement; 0 if it ran. */
 static int run_step(struct worker *w, int k, const char *tok)
 {
@@ -185,20 +222,7 @@ static int run_step(struct worker *w, int k, const char *tok)
         }
     }
     MYSQL_STMT *st = w->ps[k];
-    MYSQL_BIND b;
-    memset(&b, 0, sizeof b);
-    unsigned long len = strlen(tok);
-    b.buffer_type = MYSQL_TYPE_STRING;
-    b.buffer = (void *)tok;
-    b.buffer_length = len;
-    b.length = &len;
-    mysql_stmt_bind_param(st, &b);
-    int ok = mysql_stmt_execute(st) == 0;
-    if (ok && mysql_stmt_field_count(st) > 0) {
-        ok = mysql_stmt_store_result(st) == 0;
-        mysql_stmt_free_result(st);
-    }
-    if (!ok) {
+    if (!execute(st, tok)) {
         unsigned int err = mysql_stmt_errno(st);
         count_error(w, err ? err : mysql_errno(w->m));
         /* (a statement that failed half-way is never reused:
@@ -209,6 +233,35 @@ static int run_step(struct worker *w, int k, const char *tok)
     }
     if (mode == MODE_CHECKED && !in_transaction(w->m)) {
         w->lost_frames++;
+        return -1;
+    }
+    return 0;
+}
+
+/* proc modes: the whole transaction as one prepared CALL; 0 if it
+ * answered without an error (the procedure committed). */
+static int run_call(struct worker *w, const char *tok)
+{
+    if (!w->call) {
+        const char *q = mode == MODE_PROC ? "CALL step_txn(?, 0)"
+                                          : "CALL step_txn(?, 1)";
+        w->call = mysql_stmt_init(w->m);
+        if (mysql_stmt_prepare(w->call, q, strlen(q))) {
+            count_error(w, mysql_stmt_errno(w->call));
+            mysql_stmt_close(w->call);
+            w->call = NULL;
+            return -1;
+        }
+    }
+    MYSQL_STMT *st = w->call;
+    if (!execute(st, tok)) {
+        unsigned int err = mysql_stmt_errno(st);
+        if (strstr(mysql_stmt_error(st), ENDED_MSG))
+            w->lost_frames++;
+        else
+            count_error(w, err ? err : mysql_errno(w->m));
+        mysql_stmt_close(st);
+        w->call = NULL;
         return -1;
     }
     return 0;
@@ -235,6 +288,15 @@ static void *worker_main(void *p)
     for (long seq = 0; w->m && !atomic_load(&stop_flag); seq++) {
         char tok[24];
         snprintf(tok, sizeof tok, "w%d.%ld", w->id, seq);
+        if (mode == MODE_PROC || mode == MODE_PROC_CHECKED) {
+            if (run_call(w, tok) == 0) {
+                note(&w->toks, &w->ncommitted, &w->cap, tok);
+            } else {
+                (void)mysql_query(w->m, "ROLLBACK");
+                note(&w->rolled, &w->nrolled, &w->rcap, tok);
+            }
+            continue;
+        }
         int ok = query(w->m, "START TRANSACTION") == 0;
         for (int k = 0; k < STEPS && ok; k++)
             ok = run_step(w, k, tok) == 0;
@@ -250,10 +312,42 @@ static void *worker_main(void *p)
     for (int k = 0; k < STEPS; k++)
         if (w->ps[k])
             mysql_stmt_close(w->ps[k]);
+    if (w->call)
+        mysql_stmt_close(w->call);
     if (w->m)
         mysql_close(w->m);
     mysql_thread_end();
     return NULL;
+}
+
+/* The transaction of the other modes as one procedure.  p_check: after
+ * each statement, end with a deadlock if the transaction is gone. */
+static int create_proc(MYSQL *m)
+{
+    static char q[sizeof slow_select + 4096];
+    static const char chk[] =
+        " IF p_check AND @@in_transaction = 0 THEN SIGNAL SQLSTATE '40001' "
+        "SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = '" ENDED_MSG "'; END IF;";
+    /* the slow read, its parameter the token, its answer kept */
+    const char *from = strstr(slow_select, " FROM ");
+    size_t n = (size_t)snprintf(
+        q, sizeof q,
+        "CREATE PROCEDURE rsvrepro.step_txn(IN p_tok VARCHAR(24), "
+        "IN p_check INT) MODIFIES SQL DATA "
+        "BEGIN DECLARE v_n BIGINT; DECLARE v_s VARCHAR(24); "
+        "DECLARE EXIT HANDLER FOR SQLEXCEPTION "
+        "BEGIN ROLLBACK; RESIGNAL; END; "
+        "START TRANSACTION; "
+        "SELECT n INTO v_n FROM rsvrepro.hot WHERE id = 1 FOR UPDATE;%s "
+        "SELECT p_tok INTO v_s%s;%s "
+        "INSERT INTO rsvrepro.journal_a VALUES (p_tok);%s "
+        "UPDATE rsvrepro.hot SET n = n + 1 WHERE id = 1;%s "
+        "INSERT INTO rsvrepro.journal_b VALUES (p_tok);%s "
+        "COMMIT; END",
+        chk, from, chk, chk, chk, chk);
+    if (n >= sizeof q)
+        return -1;
+    return query(m, q);
 }
 
 static int setup(void)
@@ -270,6 +364,8 @@ static int setup(void)
                       "PRIMARY KEY) ENGINE=InnoDB") ||
              query(m, "CREATE TABLE rsvrepro.journal_b (tok VARCHAR(24) "
                       "PRIMARY KEY) ENGINE=InnoDB");
+    if (!rc)
+        rc = create_proc(m);
     mysql_close(m);
     if (rc)
         return -1;
@@ -316,7 +412,8 @@ static char (*journal(MYSQL *m, const char *table, size_t *n))[24]
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s DIR binary|text|checked [seconds] "
+        fprintf(stderr, "usage: %s DIR binary|text|checked|proc|proc-checked "
+                        "[seconds] "
                         "[clients per node]\n", argv[0]);
         return 2;
     }
@@ -327,6 +424,10 @@ int main(int argc, char **argv)
         mode = MODE_TEXT;
     else if (!strcmp(mode_name, "checked"))
         mode = MODE_CHECKED;
+    else if (!strcmp(mode_name, "proc"))
+        mode = MODE_PROC;
+    else if (!strcmp(mode_name, "proc-checked"))
+        mode = MODE_PROC_CHECKED;
     else
         return 2;
     if (argc > 3)
@@ -396,10 +497,16 @@ int main(int argc, char **argv)
     printf("repro: %s: hot.n %lld, journal_a %zu rows, journal_b %zu rows; "
            "committed but missing %ld/%ld; rolled back but (partly) "
            "committed %ld\n", mode_name, hot, na, nb, lost_a, lost_b, half);
-    int bad = hot != (long long)na || na != nb || lost_a || lost_b || half;
+    /* proc-checked: a transaction that ended under the procedure is the
+     * finding itself, even if no row shows it */
+    int bad = hot != (long long)na || na != nb || lost_a || lost_b || half ||
+              (mode == MODE_PROC_CHECKED && lost_frames > 0);
     if (bad)
         printf("repro: %s: NOT all or nothing (%ld rolled-back transactions "
-               "left rows)\n", mode_name, half);
+               "left rows%s)\n", mode_name, half,
+               mode == MODE_PROC_CHECKED && lost_frames
+                   ? "; transactions ended under the procedure"
+                   : "");
     else
         printf("repro: %s: all or nothing\n", mode_name);
     mysql_close(m);

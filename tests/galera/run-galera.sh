@@ -14,15 +14,17 @@
 # Usage: tests/galera/run-galera.sh quick|long|repro
 #   quick   3 runs of 30 s, 9 clients (make check-galera)
 #   long    6 runs of 90 s, 12 clients (make check-galera-long)
-#   repro   the minimal reproduction (repro_bf_abort) in its three modes
-#           (make galera-repro); fails only if the checked mode, the one
-#           libreserve relies on, is not all or nothing
+#   repro   the minimal reproduction (repro_bf_abort) in its five modes
+#           (make galera-repro); fails only if a mode libreserve relies on
+#           (checked: its statements; proc, proc-checked: its procedures)
+#           is not all or nothing
 # Environment:
 #   GALERA_BUILD     build directory with galera/galera_load (build)
 #   GALERA_LIB       a directory whose libreserve.so.0 is loaded instead
 #                    of the build's (e.g. another tree's build/)
 #   GALERA_SCHEMA    the schema file to load (sql/schema.sql)
 #   GALERA_RUNS, GALERA_DURATION, GALERA_CLIENTS, GALERA_SEED (first seed)
+#   GALERA_REPRO_MODES  the repro's modes to run (all five)
 #   GALERA_KEEP=1    keep the directory (logs, data) after a pass; it is
 #                    always kept after a failure
 #   GALERA_PORT_BASE ports BASE+1..BASE+33 on 127.0.0.1 (14000)
@@ -86,10 +88,10 @@ sql() {
 
 if [ "$mode" = repro ]; then
   status=0
-  for m in binary text checked; do
+  for m in ${GALERA_REPRO_MODES:-binary text checked proc proc-checked}; do
     out=$("$repro" "$dir" "$m" "$duration" "$clients") || true
     echo "$out"
-    if [ "$m" = checked ] && ! echo "$out" | tail -1 | grep -q "all or nothing$"; then
+    if [ "$m" != binary ] && [ "$m" != text ] && ! echo "$out" | tail -1 | grep -q "all or nothing$"; then
       status=1
     fi
   done
