@@ -150,8 +150,9 @@ enum rsv_code {
                               budget (call_timeout_ms) was spent; nothing
                               was applied */
     RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT (or,
-                              on a Galera node, COMMIT failed with an error
-                              other than a conflict): the outcome is
+                              on a Galera node, COMMIT or a procedure that
+                              commits failed with an error other than a
+                              conflict): the outcome is
                               unknown.  Reconnect and repeat the same call;
                               every call is idempotent for the same token
                               (a repeated claim then returns RSV_OK or
@@ -306,11 +307,11 @@ typedef struct rsv_ctx rsv_ctx;
  * is loaded in the connection's current database at the version this
  * library needs (RSV_ESCHEMAVER), whether it has the procedures (without
  * them every call works, with more round trips), and that the connection
- * does not auto-reconnect.  On a Galera node (wsrep_on) the procedures are
- * not used: a CALL is an autocommit statement the cluster may run again
- * after a conflict, and the library checks after each statement of its
- * transactions that the server has not rolled the transaction back for a
- * conflicting write set without saying so (it then runs it again).  On
+ * does not auto-reconnect.  On a Galera node (wsrep_on) the library checks
+ * after each statement it sends inside its transactions that the server
+ * has not rolled the transaction back for a conflicting write set without
+ * saying so (it then runs it again); the procedures, whose statements the
+ * server keeps all or nothing, are used there as everywhere.  On
  * success *out owns a new context; the
  * connection stays owned by the caller and must outlive the context.
  * On failure *out is NULL unless the failure was detected after the
@@ -706,10 +707,9 @@ RSV_EXTERN int rsv_cancel(rsv_ctx *ctx);
  * trips for those entries only.  A batch left with one entry to send
  * sends it as rsv_reserve_one() does: for one checkout the single call's
  * procedure is cheaper; the batch statement pays from two entries on.
- * Without the schema's batch procedure (an older schema, or a Galera
- * node, see rsv_open) every entry runs one by one, with the same
- * outcomes.  Entries are decided as if each were a
- * call of its own made in some order: the batch's entries before the
+ * Without the schema's batch procedure (an older schema) every entry runs
+ * one by one, with the same outcomes.  Entries are decided as if each
+ * were a call of its own made in some order: the batch's entries before the
  * others, so a later entry of the same token re-reserves that checkout,
  * as a second rsv_reserve_one() would.  Each entry counts as one
  * RSV_OP_RESERVE call in the statistics and is reported to the
@@ -1148,8 +1148,7 @@ enum rsv_stat {
                                  first location, up to 32 of them; see
                                  rsv_reserve); the others sent their
                                  statements one by one.  0 with a schema
-                                 loaded without the procedures, or on a
-                                 Galera node (see rsv_open) */
+                                 loaded without the procedures */
     RSV_STAT_BACK_TO_FAST = 14, /* slow paths that found, once they had the
                                  ledger row, that another reserve had
                                  refilled the short pools since, and went

@@ -176,11 +176,11 @@ static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
  * galera-4: tests/galera/repro_bf_abort.c).  Every answer says whether the
  * connection is still in a transaction, so the library checks it after
  * each statement of its transactions (sql.c) and runs the transaction
- * again.  The procedures cannot be checked that way from outside the CALL,
- * and a CALL is a statement in autocommit mode that the server itself may
- * run again after a conflict (wsrep_retry_autocommit): on a Galera node
- * the statements are sent one by one instead.  SHOW VARIABLES: a server
- * without wsrep has no such variable and answers no row. */
+ * again.  The statements inside a procedure stay all or nothing (the same
+ * program: docs/scaling.md section 7), so the procedures are used there
+ * too; a procedure that fails with anything but a conflict is in doubt,
+ * as a failed COMMIT is (txn.c).  SHOW VARIABLES: a server without wsrep
+ * has no such variable and answers no row. */
 static int check_galera(rsv_ctx *ctx)
 {
     char name[64], on[16];
@@ -348,10 +348,8 @@ static int check_schema(rsv_ctx *ctx)
      * without EXECUTE, which does not see them, or a loader that skipped
      * them) every reserve sends its statements one by one, slower on a
      * network but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
-     * The same holds for claims and releases and their procedure, and
-     * for a Galera node, where they are not used (check_galera). */
-    int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY) &&
-                    !ctx->galera;
+     * The same holds for claims and releases and their procedure. */
+    int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY);
     const char *have = found + NTABLES;
     /* (what each calls must be there too) */
     int take_ok = use_procs && have[P_TOP_UP] == '1' &&

@@ -11,8 +11,9 @@
  * cursor: the same statements every time, for tests that count them. */
 #define TEST_OPT_READ_FROM_BOTTOM 0x4u
 /* Never use the schema's procedures: every reserve, claim and release
- * sends its statements one by one (the path a Galera node takes), for
- * tests of that path and for comparison. */
+ * sends its statements one by one (the path of a claim in the caller's
+ * transaction, a re-reserve or the slow path), for tests of that path
+ * and for comparison. */
 #define TEST_OPT_STATEMENTS_ONLY 0x8u
 
 #endif

@@ -217,6 +217,15 @@ static int self_committed(rsv_ctx *ctx, txn_body body, void *arg)
                         ctx->msg);
     if (rc != RSV_OK && txn_caller_open(ctx))
         txn_rollback_quietly(ctx);
+    /* As a failed COMMIT on a Galera node (txn_run): the procedure's own
+     * COMMIT may have failed after its write set left for the others, and
+     * which of its statements failed cannot be told from here. */
+    if (rc == RSV_EDB && ctx->galera && ctx->executed)
+        return ctx_fail(ctx, RSV_EINDOUBT,
+                        "a one-statement transaction (a stored procedure) "
+                        "failed on a Galera node (%s): the other nodes may "
+                        "have committed it; reconnect (to a node of the "
+                        "primary component) and repeat the call", ctx->msg);
     count_conflict(ctx, rc);
     return rc;
 }

@@ -1,14 +1,16 @@
 # libreserve on a 3-node MariaDB Galera cluster on 127.0.0.1 (tests/galera/):
 # clients on every node doing reserve / claim / release / sweep on one hot
-# item while a node is SIGKILLed and rejoins, then every acknowledged
-# outcome checked and rsv_audit() run on every node.  Installs galera-4 and
-# rsync when run as root; starts and stops its own servers (ports
-# 14001-14033, or GALERA_PORT_BASE+1..+33).  Not part of make check.
+# item, one by one and in batches, while a node is SIGKILLed and rejoins,
+# then every acknowledged outcome checked and rsv_audit() run on every
+# node.  Installs galera-4 and rsync when run as root; starts and stops
+# its own servers (ports 14001-14033, or GALERA_PORT_BASE+1..+33).  Not
+# part of make check.
 #
 #   make check-galera        3 runs of 30 s (a few minutes on two cores)
 #   make check-galera-long   6 runs of 90 s
 #   make galera-repro        the server behaviour the library guards
-#                            against, without libreserve
+#                            against, and the procedures' behaviour it
+#                            relies on, without libreserve
 #                            (tests/galera/repro_bf_abort.c)
 #
 # GALERA_LIB=DIR runs the test against the libreserve.so.0 in DIR instead

@@ -6,8 +6,11 @@
  * (tests/galera/run-galera.sh starts the cluster and runs this).
  *
  * Owns: the clients (threads, one connection and context each, spread
- * over the nodes; a client whose node dies moves to another and repeats
- * the call it was in: every call is idempotent per token), the record of
+ * over the nodes, each node with clients of three kinds: one call at a
+ * time through the procedures, the same sending statements one by one,
+ * and batches of checkouts, claims and releases; a client whose node dies
+ * moves to another and repeats the call it was in: every call is
+ * idempotent per token), the record of
  * every acknowledged outcome, the fault schedule (kill a node, restart it,
  * through tests/galera/cluster.sh), and the checks:
  *
@@ -56,6 +59,7 @@
 #define NITEMS 4      /* item 1 is the hot one; 2..4 are bought in carts */
 #define MAX_LINES 3
 #define MAX_CLIENTS 64
+#define BATCH_MAX 4   /* checkouts per batch round */
 #define CALL_ATTEMPTS 200 /* repeats of one call before it counts as hung */
 #define CALL_MAX_MS 180000 /* and the time it may take, repeats included */
 
@@ -118,15 +122,17 @@ struct rec {
     int hung;        /* a call never answered definitively */
 };
 
+enum { KIND_PROCS, KIND_STATEMENTS, KIND_BATCH };
+
 struct client {
-    int id, home, node;
+    int id, home, node, kind;
     uint64_t rng;
     MYSQL *db;
     rsv_ctx *ctx;
     rsv_options opts;
     struct rec *recs;
     size_t nrecs, caprecs;
-    long ops, in_txn, eintxn, repeats, edb, ebusy, moved;
+    long ops, in_txn, eintxn, repeats, edb, ebusy, moved, batches;
     long code_count[32];
     uint64_t deadlocks, retries, one_trip; /* the library's counters, over
                                               every context it opened */
@@ -288,10 +294,12 @@ static void count_code(struct client *c, int rc)
         c->code_count[-rc]++;
 }
 
-/* Run a call until its answer is definitive. */
-static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl)
+/* Run a call until its answer is definitive; doubt: an earlier attempt
+ * (a batch's) may have applied it. */
+static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl,
+                    int doubt)
 {
-    int doubt = 0, rc = RSV_EDB;
+    int rc = RSV_EDB;
     uint64_t start = ll_now_ms();
     for (int attempt = 0;
          attempt < CALL_ATTEMPTS && ll_now_ms() - start < CALL_MAX_MS;
@@ -339,6 +347,104 @@ static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl)
     return rc;
 }
 
+/* One batch call of kind over recs[0..n): each entry's answer, and every
+ * entry the batch did not settle (the whole batch, or the entry, lost or
+ * in doubt) repeated on its own until its answer is definitive. */
+static void run_batch(struct client *c, int kind, struct rec **recs, int n,
+                      int64_t ttl, int *out)
+{
+    uint64_t shops[BATCH_MAX], items[BATCH_MAX], locs[BATCH_MAX];
+    int64_t qty[BATCH_MAX];
+    const void *toks[BATCH_MAX];
+    size_t lens[BATCH_MAX];
+    int res[BATCH_MAX];
+    for (int i = 0; i < n; i++) {
+        shops[i] = SHOP;
+        toks[i] = recs[i]->tok;
+        lens[i] = strlen(recs[i]->tok);
+        items[i] = recs[i]->lines[0].item;
+        locs[i] = LOC;
+        qty[i] = recs[i]->lines[0].qty;
+    }
+    int rc = kind == CALL_RESERVE
+                 ? rsv_reserve_batch(c->ctx, (size_t)n, shops, toks, lens,
+                                     items, locs, qty, ttl, res)
+             : kind == CALL_CLAIM
+                 ? rsv_claim_batch(c->ctx, (size_t)n, shops, toks, lens, res)
+                 : rsv_release_batch(c->ctx, (size_t)n, shops, toks, lens,
+                                     res);
+    c->ops++;
+    c->batches++;
+    count_code(c, rc);
+    check_in_txn(c, call_names[kind], rc);
+    int lost = 0;
+    for (int i = 0; i < n; i++) {
+        if (rc != RSV_OK)
+            res[i] = rc;
+        lost |= !definitive(res[i], 0);
+    }
+    /* (EBUSY for the whole batch: nothing applied, as for one call) */
+    if (lost && (rc == RSV_EINDOUBT || rc == RSV_ECONN || rc == RSV_EDB))
+        cl_reconnect(c);
+    for (int i = 0; i < n; i++) {
+        out[i] = res[i];
+        if (definitive(res[i], 0))
+            continue;
+        c->repeats++;
+        if (res[i] == RSV_ECONN || res[i] == RSV_EINDOUBT) {
+            if (c->db && mysql_ping(c->db))
+                cl_reconnect(c);
+        }
+        out[i] = run_call(c, kind, recs[i], ttl, 1);
+    }
+}
+
+/* A round of batched checkouts: 2-4 one-line checkouts of the hot item
+ * reserved in one batch, then some claimed and some released, each kind
+ * in one batch, the rest kept. */
+static void batch_round(struct client *c, long *seq)
+{
+    struct rec *recs[BATCH_MAX], *claim[BATCH_MAX], *rel[BATCH_MAX];
+    int rc[BATCH_MAX];
+    int n = 2 + (int)ll_rnd(&c->rng, BATCH_MAX - 1), nc = 0, nr = 0;
+    for (int i = 0; i < n; i++) {
+        /* (rec_new may move the array: the pointers are taken after) */
+        struct rec *r = rec_new(c);
+        snprintf(r->tok, sizeof r->tok, "s%u.c%d.%ld", C.seed, c->id,
+                 (*seq)++);
+        r->nlines = 1;
+        r->lines[0].item = HOT_ITEM;
+        r->lines[0].qty = 1 + (int64_t)ll_rnd(&c->rng, 3);
+    }
+    for (int i = 0; i < n; i++)
+        recs[i] = &c->recs[c->nrecs - (size_t)n + (size_t)i];
+    run_batch(c, CALL_RESERVE, recs, n, 600000, rc);
+    for (int i = 0; i < n; i++) {
+        recs[i]->reserve_rc = rc[i];
+        if (rc[i] != RSV_OK || recs[i]->hung)
+            continue;
+        unsigned fate = ll_rnd(&c->rng, 4);
+        if (fate < 2)
+            claim[nc++] = recs[i];
+        else if (fate == 2)
+            rel[nr++] = recs[i];
+    }
+    if (nc > 0) {
+        run_batch(c, CALL_CLAIM, claim, nc, 0, rc);
+        for (int i = 0; i < nc; i++) {
+            claim[i]->settle_kind = 'c';
+            claim[i]->settle_rc = rc[i];
+        }
+    }
+    if (nr > 0) {
+        run_batch(c, CALL_RELEASE, rel, nr, 0, rc);
+        for (int i = 0; i < nr; i++) {
+            rel[i]->settle_kind = 'r';
+            rel[i]->settle_rc = rc[i];
+        }
+    }
+}
+
 static void *client_main(void *p)
 {
     struct client *c = p;
@@ -365,6 +471,11 @@ static void *client_main(void *p)
                 cl_reconnect(c);
             continue;
         }
+        /* the batch clients batch a third of their checkouts */
+        if (c->kind == KIND_BATCH && ll_rnd(&c->rng, 3) == 0) {
+            batch_round(c, &seq);
+            continue;
+        }
         struct rec *r = rec_new(c);
         snprintf(r->tok, sizeof r->tok, "s%u.c%d.%ld", C.seed, c->id, seq);
         /* mostly the hot item alone (the one-key procedure), else a cart
@@ -380,7 +491,7 @@ static void *client_main(void *p)
          * or a refill gives them back */
         unsigned fate = ll_rnd(&c->rng, 20);
         int64_t ttl = fate < 4 ? 200 + ll_rnd(&c->rng, 800) : 600000;
-        r->reserve_rc = run_call(c, CALL_RESERVE, r, ttl);
+        r->reserve_rc = run_call(c, CALL_RESERVE, r, ttl, 0);
         if (r->reserve_rc != RSV_OK || r->hung)
             continue;
         if (fate < 4) {
@@ -389,16 +500,16 @@ static void *client_main(void *p)
             if (fate == 0) {
                 ll_sleep_ms((long)ttl + 50);
                 r->settle_kind = 'c';
-                r->settle_rc = run_call(c, CALL_CLAIM, r, 0);
+                r->settle_rc = run_call(c, CALL_CLAIM, r, 0, 0);
             }
             continue;
         }
         if (fate < 14) {
             r->settle_kind = 'c';
-            r->settle_rc = run_call(c, CALL_CLAIM, r, 0);
+            r->settle_rc = run_call(c, CALL_CLAIM, r, 0, 0);
         } else if (fate < 18) {
             r->settle_kind = 'r';
-            r->settle_rc = run_call(c, CALL_RELEASE, r, 0);
+            r->settle_rc = run_call(c, CALL_RELEASE, r, 0, 0);
         }
         /* (the rest stay held) */
     }
@@ -879,6 +990,12 @@ int main(int argc, char **argv)
         rsv_options_init(&c->opts, RSV_OPTIONS_VERSION);
         c->opts.pool_cap = C.pool_cap;
         c->opts.flags = C.flags;
+        /* every node has clients of each kind: the one-trip procedures,
+         * statements one by one (what a claim in the caller's transaction,
+         * a re-reserve or the slow path send), and batches */
+        c->kind = (i / NODES) % 3;
+        if (c->kind == KIND_STATEMENTS)
+            c->opts.flags |= TEST_OPT_STATEMENTS_ONLY;
     }
     pthread_t th[MAX_CLIENTS];
     uint64_t start = ll_now_ms();
@@ -920,7 +1037,8 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     double secs = (ll_now_ms() - start) / 1000.0;
 
-    long ops = 0, in_txn = 0, eintxn = 0, repeats = 0, edb = 0, moved = 0;
+    long ops = 0, in_txn = 0, eintxn = 0, repeats = 0, edb = 0, moved = 0,
+         batches = 0;
     long codes[32] = {0};
     uint64_t deadlocks = 0, retries = 0, one_trip = 0;
     for (int i = 0; i < C.clients; i++) {
@@ -933,16 +1051,26 @@ int main(int argc, char **argv)
         repeats += clients[i].repeats;
         edb += clients[i].edb;
         moved += clients[i].moved;
+        batches += clients[i].batches;
         for (int k = 0; k < 32; k++)
             codes[k] += clients[i].code_count[k];
     }
-    printf("galera-load: %ld calls in %.1f s (%.0f/s), %d clients; "
-           "repeated %ld, moved to another node %ld\n", ops, secs,
-           ops / secs, C.clients, repeats, moved);
+    printf("galera-load: %ld calls in %.1f s (%.0f/s), %ld of them batches, "
+           "%d clients; repeated %ld, moved to another node %ld\n", ops,
+           secs, ops / secs, batches, C.clients, repeats, moved);
     printf("galera-load: library: %llu deadlocks (conflicts) retried, %llu "
            "retries, %llu reserves in one round trip (procedures)\n",
            (unsigned long long)deadlocks, (unsigned long long)retries,
            (unsigned long long)one_trip);
+    /* the one-round-trip procedures are what a Galera node runs: the
+     * run must have gone through them, batches included */
+    int has_batch = 0;
+    for (int i = 0; i < C.clients; i++)
+        has_batch |= clients[i].kind == KIND_BATCH;
+    if (one_trip == 0 && !(C.flags & TEST_OPT_STATEMENTS_ONLY))
+        problem("no reserve went through the procedures (one round trip)");
+    if (batches == 0 && has_batch)
+        problem("no batch was sent");
     printf("galera-load: answers:");
     for (int k = 0; k < 32; k++)
         if (codes[k])
