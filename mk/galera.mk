@@ -14,7 +14,9 @@
 #                            (tests/galera/repro_bf_abort.c)
 #
 # GALERA_LIB=DIR runs the test against the libreserve.so.0 in DIR instead
-# of this build's; see tests/galera/run-galera.sh for the other settings.
+# of this build's; GALERA_RTT_US=N puts the clients N us of round trip
+# away from the nodes; see tests/galera/run-galera.sh for the other
+# settings.
 
 .PHONY: check-galera check-galera-long galera-repro galera-build
 
@@ -27,7 +29,8 @@ $(B)/galera/galera_load: tests/galera/galera_load.c $(LOADLIB) include/reserve.h
 $(B)/galera/repro_bf_abort: tests/galera/repro_bf_abort.c | $(B)/galera
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) $(MARIADB_LIBS) -lpthread
 
-galera-build: lib $(B)/galera/galera_load $(B)/galera/repro_bf_abort
+# (the benchmark's delay proxy: GALERA_RTT_US puts the clients behind it)
+galera-build: lib $(B)/galera/galera_load $(B)/galera/repro_bf_abort $(B)/bench/proxy
 
 check-galera: deps
 	@$(MAKE) --no-print-directory galera-build

@@ -35,6 +35,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -74,10 +75,14 @@ static struct cfg {
     int pool_cap;
     uint32_t flags;
     int verbose;
+    const char *proxy; /* the delay proxy, clients behind it */
+    int rtt_us;
+    unsigned proxy_port; /* its ports: this and the next two */
 } C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
-       100000, 100000, 50, 0, 0};
+       100000, 100000, 50, 0, 0, NULL, 0, 14040};
 
 static char sockets[NODES][600];
+static unsigned proxy_ports[NODES]; /* 0: clients use the socket */
 static atomic_int node_down[NODES];
 static atomic_int stop_flag;
 
@@ -133,6 +138,7 @@ struct client {
     struct rec *recs;
     size_t nrecs, caprecs;
     long ops, in_txn, eintxn, repeats, edb, ebusy, moved, batches;
+    uint64_t call_us; /* time inside library calls */
     long code_count[32];
     uint64_t deadlocks, retries, one_trip; /* the library's counters, over
                                               every context it opened */
@@ -166,6 +172,63 @@ static MYSQL *node_connect(int node, unsigned timeout_s)
     return ll_connect(NULL, &srv, C.db, NULL, 0);
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A client's connection: through the node's delay proxy when there is
+ * one (the checks always use the socket). */
+static MYSQL *client_connect(int node)
+{
+    if (!proxy_ports[node])
+        return node_connect(node, 60);
+    ll_server srv = {.host = "127.0.0.1", .port = proxy_ports[node],
+                     .connect_timeout_s = 5, .rw_timeout_s = 60};
+    return ll_connect(NULL, &srv, C.db, NULL, 0);
+}
+
+/* One delay proxy per node (tests/bench/proxy.c), on 127.0.0.1 ports
+ * proxy_port.. (below the kernel's outgoing range); each stops when this
+ * process ends (its standard input closes). */
+static int start_proxies(void)
+{
+    for (int n = 0; n < NODES; n++) {
+        int in[2], out[2];
+        if (pipe(in) || pipe(out))
+            return -1;
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            char rtt[16], port[16];
+            snprintf(rtt, sizeof rtt, "%d", C.rtt_us);
+            snprintf(port, sizeof port, "%u", C.proxy_port + (unsigned)n);
+            dup2(in[0], 0);
+            dup2(out[1], 1);
+            close(in[1]);
+            close(out[0]);
+            execl(C.proxy, C.proxy, "--unix", sockets[n], "--rtt-us", rtt,
+                  "--port", port, (char *)NULL);
+            _exit(127);
+        }
+        /* in[1] stays open for the proxy's life, and in this process
+         * only: not in the nodes that cluster.sh restarts */
+        close(in[0]);
+        close(out[1]);
+        fcntl(in[1], F_SETFD, FD_CLOEXEC);
+        char line[32] = "";
+        FILE *f = fdopen(out[0], "r");
+        if (!f || !fgets(line, sizeof line, f) || atoi(line) <= 0)
+            return -1;
+        proxy_ports[n] = (unsigned)atoi(line);
+        fclose(f);
+    }
+    return 0;
+}
+
 static void cl_close(struct client *c)
 {
     uint64_t v = 0;
@@ -195,7 +258,7 @@ static void cl_connect(struct client *c)
             int n = (c->home + k) % NODES;
             if (atomic_load(&node_down[n]))
                 continue;
-            MYSQL *m = node_connect(n, 60);
+            MYSQL *m = client_connect(n);
             if (!m)
                 continue;
             rsv_ctx *x = NULL;
@@ -254,15 +317,21 @@ static const char *call_names[] = {"", "rsv_reserve", "rsv_claim",
 static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
 {
     ll_call k = {kind, SHOP, r->tok, NULL, ttl};
-    if (kind != CALL_RESERVE)
-        return ll_call_once(c->ctx, &k);
+    if (kind != CALL_RESERVE) {
+        uint64_t t0 = now_us();
+        int rc = ll_call_once(c->ctx, &k);
+        c->call_us += now_us() - t0;
+        return rc;
+    }
     if (rsv_cart_new(&k.cart) != RSV_OK)
         return RSV_ENOMEM;
     for (int l = 0; l < r->nlines; l++) {
         uint64_t loc = LOC;
         rsv_cart_add(k.cart, r->lines[l].item, &loc, 1, r->lines[l].qty, 0);
     }
+    uint64_t t0 = now_us();
     int rc = ll_call_once(c->ctx, &k);
+    c->call_us += now_us() - t0;
     rsv_cart_free(k.cart);
     return rc;
 }
@@ -366,6 +435,7 @@ static void run_batch(struct client *c, int kind, struct rec **recs, int n,
         locs[i] = LOC;
         qty[i] = recs[i]->lines[0].qty;
     }
+    uint64_t t0 = now_us();
     int rc = kind == CALL_RESERVE
                  ? rsv_reserve_batch(c->ctx, (size_t)n, shops, toks, lens,
                                      items, locs, qty, ttl, res)
@@ -373,6 +443,7 @@ static void run_batch(struct client *c, int kind, struct rec **recs, int n,
                  ? rsv_claim_batch(c->ctx, (size_t)n, shops, toks, lens, res)
                  : rsv_release_batch(c->ctx, (size_t)n, shops, toks, lens,
                                      res);
+    c->call_us += now_us() - t0;
     c->ops++;
     c->batches++;
     count_code(c, rc);
@@ -922,7 +993,8 @@ static void usage(void)
             "usage: galera_load --dir DIR [--cluster-sh PATH] [--db NAME]\n"
             "         [--seed N] [--clients N] [--duration S]\n"
             "         [--kill-node N (0: none)] [--hot-stock N]\n"
-            "         [--pool-cap N] [--statements-only] [--verbose]\n");
+            "         [--pool-cap N] [--statements-only] [--verbose]\n"
+            "         [--proxy PATH --rtt-us N [--proxy-port P]]\n");
     exit(2);
 }
 
@@ -960,12 +1032,20 @@ int main(int argc, char **argv)
             C.hot_stock = atol(v);
         else if (!strcmp(a, "--pool-cap"))
             C.pool_cap = atoi(v);
+        else if (!strcmp(a, "--proxy"))
+            C.proxy = v;
+        else if (!strcmp(a, "--rtt-us"))
+            C.rtt_us = atoi(v);
+        else if (!strcmp(a, "--proxy-port"))
+            C.proxy_port = (unsigned)atoi(v);
         else
             usage();
     }
     if (!C.dir || C.clients < 1 || C.clients > MAX_CLIENTS ||
         C.duration < 1 || C.kill_node < 0 || C.kill_node > NODES ||
-        C.hot_stock < 1 || C.pool_cap < 1)
+        C.hot_stock < 1 || C.pool_cap < 1 ||
+        (C.proxy && (C.rtt_us < 0 || C.proxy_port < 1024 ||
+                     C.proxy_port + NODES > 32768)))
         usage();
     for (int n = 0; n < NODES; n++)
         snprintf(sockets[n], sizeof sockets[n], "%s/n%d/mysqld.sock", C.dir,
@@ -976,6 +1056,10 @@ int main(int argc, char **argv)
                dl.dli_fname);
     if (mysql_library_init(0, NULL, NULL)) {
         fprintf(stderr, "galera-load: mysql_library_init failed\n");
+        return 2;
+    }
+    if (C.proxy && start_proxies()) {
+        fprintf(stderr, "galera-load: the delay proxies did not start\n");
         return 2;
     }
     setup_stock();
@@ -1062,6 +1146,25 @@ int main(int argc, char **argv)
            "retries, %llu reserves in one round trip (procedures)\n",
            (unsigned long long)deadlocks, (unsigned long long)retries,
            (unsigned long long)one_trip);
+    /* the mean time of a call for each kind of client, side by side in
+     * one run (a batch client's calls: its batches and single calls) */
+    static const char *const kind_names[] = {"procedures", "statements",
+                                             "batch clients"};
+    printf("galera-load: mean ms per call:");
+    for (int k = 0; k < 3; k++) {
+        long kops = 0;
+        uint64_t us = 0;
+        for (int i = 0; i < C.clients; i++)
+            if (clients[i].kind == k) {
+                kops += clients[i].ops;
+                us += clients[i].call_us;
+            }
+        if (kops)
+            printf(" %s %.2f", kind_names[k], (double)us / 1000.0 / kops);
+    }
+    if (C.proxy)
+        printf(" (%d us round trip through the delay proxy)", C.rtt_us);
+    printf("\n");
     /* the one-round-trip procedures are what a Galera node runs: the
      * run must have gone through them, batches included */
     int has_batch = 0;

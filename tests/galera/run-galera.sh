@@ -25,6 +25,8 @@
 #   GALERA_SCHEMA    the schema file to load (sql/schema.sql)
 #   GALERA_RUNS, GALERA_DURATION, GALERA_CLIENTS, GALERA_SEED (first seed)
 #   GALERA_REPRO_MODES  the repro's modes to run (all five)
+#   GALERA_RTT_US    clients reach the nodes through a delay proxy with
+#                    this round trip (GALERA_PROXY: build/bench/proxy)
 #   GALERA_KEEP=1    keep the directory (logs, data) after a pass; it is
 #                    always kept after a failure
 #   GALERA_PORT_BASE ports BASE+1..BASE+33 on 127.0.0.1 (14000)
@@ -49,6 +51,14 @@ tools/deps.sh test
 tools/deps.sh packages galera-4 rsync iproute2
 
 load=$build/galera/galera_load
+# clients behind a delay proxy per node (tests/bench/proxy.c), ports
+# BASE+41..43
+proxy_args=()
+if [ -n "${GALERA_RTT_US:-}" ]; then
+  proxy=${GALERA_PROXY:-$build/bench/proxy}
+  [ -x "$proxy" ] || { echo "run-galera.sh: $proxy missing: run 'make bench-build'" >&2; exit 2; }
+  proxy_args=(--proxy "$proxy" --rtt-us "$GALERA_RTT_US" --proxy-port "$(( ${GALERA_PORT_BASE:-14000} + 41 ))")
+fi
 repro=$build/galera/repro_bf_abort
 for f in "$load" "$repro"; do
   [ -x "$f" ] || { echo "run-galera.sh: $f missing: run 'make galera-build'" >&2; exit 2; }
@@ -115,7 +125,8 @@ for i in $(seq 1 "$runs"); do
   done
   set +e
   "$load" --dir "$dir" --cluster-sh tests/galera/cluster.sh --db "$db" \
-    --seed "$s" --clients "$clients" --duration "$duration" --kill-node "$node"
+    --seed "$s" --clients "$clients" --duration "$duration" --kill-node "$node" \
+    "${proxy_args[@]}"
   rc=$?
   set -e
   if [ $rc = 0 ]; then
