@@ -143,10 +143,11 @@ START_TEST(hot_item_many_threads)
     ck_assert_int_eq(calls, first);
     ck_assert_int_eq(bstat(hot.b, RSV_STAT_OK, RSV_OP_RESERVE), first);
     /* coalesced: a batch of n entries is one statement where n single
-     * calls make n (about 0.4-0.6 per reserve here: the batches on four
-     * connections pass over each other's pool rows, and an entry that
-     * finds its pool short is run on its own) */
-    ck_assert_msg(stmts * 4 < calls * 3, "%llu statements for %llu reserves",
+     * calls make at least n.  Usually 0.4-0.6 per reserve here, but how
+     * many callers queue behind a busy worker depends on the scheduler
+     * (0.76 seen under the sanitizers on a loaded machine): the bound is
+     * the one no run without coalescing can meet. */
+    ck_assert_msg(stmts < calls, "%llu statements for %llu reserves",
                   (unsigned long long)stmts, (unsigned long long)calls);
     ck_assert_int_eq(hot_wave(f.ctx, 2, HOT_MORE), HOT_STOCK - first);
     ck_assert_int_eq(tu_held(f.ctx, hot.shop, 1, 1), HOT_STOCK);
