@@ -152,10 +152,10 @@ enum rsv_code {
     RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT (or,
                               on a Galera node, COMMIT or a procedure that
                               commits failed with an error other than a
-                              conflict): the outcome is
-                              unknown.  Reconnect and repeat the same call;
-                              every call is idempotent for the same token
-                              (a repeated claim then returns RSV_OK or
+                              conflict): the outcome is unknown.
+                              Reconnect and repeat the same call; every
+                              call is idempotent for the same token (a
+                              repeated claim then returns RSV_OK or
                               RSV_ECLAIMED, never takes twice) */
 
     /* Failures. */
@@ -311,9 +311,9 @@ typedef struct rsv_ctx rsv_ctx;
  * after each statement it sends inside its transactions that the server
  * has not rolled the transaction back for a conflicting write set without
  * saying so (it then runs it again); the procedures, whose statements the
- * server keeps all or nothing, are used there as everywhere.  On
- * success *out owns a new context; the
- * connection stays owned by the caller and must outlive the context.
+ * server keeps all or nothing, are used there as everywhere.  On success
+ * *out owns a new context; the connection stays owned by the caller and
+ * must outlive the context.
  * On failure *out is NULL unless the failure was detected after the
  * context was allocated, in which case *out is still set so rsv_errmsg()
  * can explain; close it with rsv_close() either way.
