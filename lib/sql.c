@@ -794,3 +794,40 @@ int sql_text_pair(rsv_ctx *ctx, const char *first, const char *second)
     }
     return rc;
 }
+
+/* ---- one-row text queries: the checks of rsv_open and rsv_reconnect ---- */
+
+/* The checks of rsv_open and rsv_reconnect have no retry frame: a lock
+ * conflict is answered, never the internal RSV__RETRY. */
+static int open_code(rsv_ctx *ctx, int rc)
+{
+    return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg) : rc;
+}
+
+int sql_query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
+                  char *out2, size_t out2len)
+{
+    int frc = RSV_OK;
+    if (FAULT_ENTER(ctx, NULL, 0, NULL, NULL, &frc))
+        return open_code(ctx, frc);
+    if (mysql_real_query(ctx->conn, q, strlen(q)) != 0)
+        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                          mysql_error(ctx->conn),
+                                          "server check"));
+    MYSQL_RES *r = mysql_store_result(ctx->conn);
+    if (!r)
+        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                          mysql_error(ctx->conn),
+                                          "server check"));
+    MYSQL_ROW row = mysql_fetch_row(r);
+    out[0] = '\0';
+    if (out2)
+        out2[0] = '\0';
+    if (row) {
+        snprintf(out, outlen, "%s", row[0] ? row[0] : "");
+        if (out2 && mysql_num_fields(r) > 1)
+            snprintf(out2, out2len, "%s", row[1] ? row[1] : "");
+    }
+    mysql_free_result(r);
+    return open_code(ctx, FAULT_LEAVE(ctx, RSV_OK));
+}
