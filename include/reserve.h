@@ -57,13 +57,22 @@
  *
  *  - Reconnecting.  After RSV_ECONN or RSV_EINDOUBT the connection is gone;
  *    the library never reconnects and never sends a statement again by
- *    itself.  Reconnect the same MYSQL handle and keep the context: it
- *    notices the new session and prepares its statements again.  With
- *    Connector/C either switch MYSQL_OPT_RECONNECT on just for a call to
- *    mariadb_reconnect() (and off again), or, for a MYSQL the application
- *    allocated itself, mysql_close() it and mysql_init() +
- *    mysql_real_connect() it in place.  A different MYSQL handle needs a
- *    new context.
+ *    itself.  Call rsv_reconnect(ctx) and keep the context: it reconnects
+ *    the same MYSQL handle in place (or, for a context of rsv_open_dsn,
+ *    opens its own connection again), checks the schema again and
+ *    prepares its statements again on first use.  Then repeat the call:
+ *    every call is idempotent by its token.  An application may instead
+ *    reconnect the handle itself (mysql_close() + mysql_init() +
+ *    mysql_real_connect() in place): the context notices the new session.
+ *    A different MYSQL handle needs a new context.
+ *
+ *  - Interfaces by audience.  This header is the core: contexts, carts,
+ *    the hold lifecycle, stock, audit, the callback.  It includes
+ *    <reserve/async.h> (non-blocking calls for event loops),
+ *    <reserve/batch.h> (many checkouts per call, and the batcher for
+ *    multi-threaded servers) and <reserve/stats.h> (counters, snapshots,
+ *    Prometheus text).  reserve(3) has the table of which operation has
+ *    which entry point.
  *
  *  - Identifiers.  shop_id, item_id (inventory item) and location_id
  *    (inventory group) are unsigned 64-bit integers chosen by the
