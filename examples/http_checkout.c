@@ -43,9 +43,10 @@
  * byte (408), and a malformed head (400) are answered and the connection
  * closed, since its framing can no longer be trusted; a bad parameter
  * (400), an unknown path (404) or a wrong method (405, with Allow) keep
- * it.  At most max_connections connections; a kept-alive connection
- * idle for idle_timeout_ms is closed; a request that waited
- * queue_timeout_ms for a context is answered 503 with Retry-After.
+ * it.  At most max_connections connections (each holds about 15 KiB of
+ * buffers, so this bounds the memory too); a kept-alive connection idle
+ * for idle_timeout_ms is closed; a request that waited queue_timeout_ms
+ * for a context is answered 503 with Retry-After.
  *
  * Contexts.  Each context has a database connection of its own
  * (rsv_open_dsn).  After RSV_ECONN or RSV_EINDOUBT the connection is

@@ -38,7 +38,8 @@ void server_config_init(server_config *c);
 typedef struct server_stats {
     uint64_t accepted;     /* connections accepted */
     uint64_t refused;      /* ... and closed at once: max_connections */
-    uint64_t requests;     /* complete requests read */
+    uint64_t requests;     /* valid requests read (routed, parameters
+                              checked) */
     uint64_t calls;        /* library calls started */
     uint64_t abandoned;    /* requests dropped unstarted: client gone */
     uint64_t unheard;      /* calls that finished after their client left */

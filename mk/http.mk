@@ -11,6 +11,11 @@
 #                         tables and the server's memory (make check runs
 #                         it)
 #   make http-test-long   the same with longer, wider load phases
+#   make http-test-asan   the same with the example, the library and
+#                         rsv-admin built with AddressSanitizer and
+#                         UBSan (in $(ASAN_B), as make check-asan), the
+#                         server's leak check at exit instead of the
+#                         memory check
 #
 # wrk and curl are Debian packages, installed through tools/deps.sh.
 
@@ -18,7 +23,7 @@ HTTP_SRC := examples/http_main.c examples/http_checkout.c examples/http_request.
 HTTP_HDR := examples/http_checkout.h examples/http_request.h examples/http_sale.h
 HTTP_PACKAGES := wrk curl
 
-.PHONY: http-deps http-test http-test-long
+.PHONY: http-deps http-test http-test-long http-test-asan
 
 http-deps:
 	@tools/deps.sh packages $(HTTP_PACKAGES)
@@ -36,3 +41,11 @@ http-test: $(HTTP_TEST_DEPS)
 
 http-test-long: $(HTTP_TEST_DEPS)
 	HTTP_LOAD_SECONDS=60 HTTP_LOAD_CONNECTIONS=256 tools/mariadb.sh run tests/http-test.sh
+
+# The variables of mk/sanitize.mk; the server's sanitizer reports go to
+# its log, which the test prints when the server does not exit 0.
+http-test-asan: deps http-deps
+	@$(MAKE) --no-print-directory B=$(ASAN_B) SAN_CFLAGS="$(SAN_FLAGS)" \
+	    SAN_LDFLAGS="$(SAN_FLAGS)" CC="$(ASAN_CC)" \
+	    lib $(ASAN_B)/examples/http_checkout $(ASAN_B)/rsv-admin
+	$(ASAN_ENV) RSV_BUILD=$(ASAN_B) HTTP_MEMORY_CHECK=0 tools/mariadb.sh run tests/http-test.sh
