@@ -9,7 +9,9 @@
 -- test can count claimed units per item in the database.
 --
 -- Environment: HTTP_SHOP (1), HTTP_ITEMS ("1,2,3"), HTTP_LOCATION (1),
--- HTTP_RELEASE_EVERY (10), HTTP_TOKEN_PREFIX ("w").  done() prints one line:
+-- HTTP_RELEASE_EVERY (10), HTTP_ABANDON_EVERY (0: never; else one
+-- checkout in N is neither claimed nor released, its hold left to
+-- expire), HTTP_TOKEN_PREFIX ("w").  done() prints one line:
 --   load: reserved=N claimed=N released=N sold_out=N unexpected=N
 -- and the first unexpected answers.
 
@@ -25,6 +27,7 @@ function init(args)
   location = os.getenv("HTTP_LOCATION") or "1"
   prefix = (os.getenv("HTTP_TOKEN_PREFIX") or "w") .. id .. "-"
   release_every = tonumber(os.getenv("HTTP_RELEASE_EVERY") or "10")
+  abandon_every = tonumber(os.getenv("HTTP_ABANDON_EVERY") or "0")
   items = {}
   for it in string.gmatch(os.getenv("HTTP_ITEMS") or "1,2,3", "%d+") do
     table.insert(items, it)
@@ -72,8 +75,10 @@ function response(status, headers, body)
   if op == "reserve" and code == "RSV_OK" then
     reserved = reserved + 1
     local k = tonumber(string.match(t, "-(%d+)-i"))
-    asked[t] = (k % release_every == 0) and "release" or "claim"
-    table.insert(settle, t)
+    if abandon_every == 0 or k % abandon_every ~= 0 then
+      asked[t] = (k % release_every == 0) and "release" or "claim"
+      table.insert(settle, t)
+    end
   elseif op == "reserve" and code == "RSV_EOUTOFSTOCK" then
     sold_out = sold_out + 1
   elseif op == "claim" and code == "RSV_OK" then
