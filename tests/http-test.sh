@@ -24,7 +24,8 @@
 # 127.0.0.1.  Needs wrk, curl and python3 (make installs them; without
 # them it says so and skips).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=tests/testlib.sh
 . tests/testlib.sh http-test
 build=${RSV_BUILD:-build}
 server=$build/examples/http_checkout
@@ -58,18 +59,19 @@ cleanup_extra() {
   for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null; done
 }
 
-# start NAME ARGS...: a server in the background; sets port_NAME, pid_NAME
+declare -A port pid
+# start NAME ARGS...: a server in the background; sets port[NAME], pid[NAME]
 start() {
-  local name=$1 i
+  local name=$1
   shift
   "$server" --serve --socket "$RSV_TEST_SOCKET" --user "$user" "${pw[@]}" \
     --database "$DB" --port 17080 --port-file "$tmp/$name.port" "$@" \
     >"$tmp/$name.log" 2>&1 &
-  local pid=$!
-  pids+=("$pid")
-  for i in $(seq 1 300); do
+  pid[$name]=$!
+  pids+=("${pid[$name]}")
+  for _ in $(seq 1 300); do
     [ -s "$tmp/$name.port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
+    kill -0 "${pid[$name]}" 2>/dev/null || break
     sleep 0.1
   done
   if [ ! -s "$tmp/$name.port" ]; then
@@ -77,15 +79,13 @@ start() {
     echo "http-test: the $name server did not start"
     exit 1
   fi
-  printf -v "port_$name" %s "$(cat "$tmp/$name.port")"
-  printf -v "pid_$name" %s "$pid"
+  port[$name]=$(cat "$tmp/$name.port")
 }
 
 # stop NAME: SIGTERM, and the server must exit 0
 stop() {
-  local pid_var=pid_$1
-  kill -TERM "${!pid_var}"
-  if wait "${!pid_var}"; then
+  kill -TERM "${pid[$1]}"
+  if wait "${pid[$1]}"; then
     ok "$1 server: stopped cleanly by SIGTERM"
   else
     bad "$1 server: exit status $? after SIGTERM"
@@ -112,7 +112,7 @@ admin set-stock 3 1 1 100 >/dev/null || exit 1
 # not turn into a 503 the checks below count as a failure.
 start main --request-timeout-ms 1000 --idle-timeout-ms 1000 \
   --queue-timeout-ms 60000 --call-timeout-ms 60000
-url=http://127.0.0.1:$port_main
+url=http://127.0.0.1:${port[main]}
 
 echo "== bad input (curl)"
 # post PATH FORM: "STATUS CODE" of the answer; the body in $tmp/body
@@ -121,9 +121,11 @@ post() {
   st=$(curl -s -o "$tmp/body" -w '%{http_code}' -d "$2" "$url$1")
   echo "$st $(json_field code <"$tmp/body")"
 }
-expect() { # WHAT WANT GOT
-  if [ "$3" = "$2" ]; then ok "$1: $2"; else bad "$1: got '$3', want '$2' ($(cat "$tmp/body"))"; fi
+same() { # WHAT WANT GOT [DETAIL]
+  if [ "$3" = "$2" ]; then ok "$1: $2"; else bad "$1: got '$3', want '$2' ${4:-}"; fi
 }
+# expect WHAT WANT GOT: same, showing the last answer's body when not
+expect() { same "$1" "$2" "$3" "($(cat "$tmp/body"))"; }
 long=$(printf 'x%.0s' $(seq 1 128))
 r='shop=3&item=1&location=1'
 expect "reserve" "200 RSV_OK" "$(post /reserve "$r&token=good")"
@@ -141,8 +143,11 @@ expect "unknown parameter" "400 bad_request" "$(post /reserve "$r&token=b8&qty=2
 expect "ttl_ms=0" "400 bad_request" "$(post /reserve "$r&token=b9&ttl_ms=0")"
 expect "128-byte token" "200 RSV_OK" "$(post /reserve "$r&token=$long")"
 expect "129-byte token" "400 bad_request" "$(post /reserve "$r&token=${long}A")"
-grep -q "longer than 128 bytes" "$tmp/body" && ok "... says the token is too long" ||
+if grep -q "longer than 128 bytes" "$tmp/body"; then
+  ok "... says the token is too long"
+else
   bad "... message: $(cat "$tmp/body")"
+fi
 expect "a claim of the 128-byte prefix of a longer token" "400 bad_request" \
   "$(post /claim "shop=3&token=${long}B")"
 expect "%-escaped token of 129 bytes" "400 bad_request" "$(post /reserve "$r&token=%41$long")"
@@ -151,10 +156,16 @@ expect "unknown checkout" "404 RSV_ENOTFOUND" "$(post /claim "shop=3&token=nobod
 expect "claim" "200 RSV_OK" "$(post /claim "shop=3&token=good")"
 expect "claim again" "409 RSV_ECLAIMED" "$(post /claim "shop=3&token=good")"
 n=$(q "SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id = 3")
-[ "$n" = 2 ] && ok "shop 3 holds the two good checkouts and nothing else" ||
+if [ "$n" = 2 ]; then
+  ok "shop 3 holds the two good checkouts and nothing else"
+else
   bad "shop 3 has $n checkouts, want 2"
-[ "$(q "SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id = 3 AND checkout_token = '$long'")" = 1 ] &&
-  ok "the 128-byte token was stored whole" || bad "the 128-byte token is missing"
+fi
+if [ "$(q "SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id = 3 AND checkout_token = '$long'")" = 1 ]; then
+  ok "the 128-byte token was stored whole"
+else
+  bad "the 128-byte token is missing"
+fi
 
 for path in /reserve /claim /release; do
   st=$(curl -s -o "$tmp/body" -D "$tmp/head" -w '%{http_code}' "$url$path?shop=3&token=good")
@@ -165,26 +176,31 @@ for path in /reserve /claim /release; do
   fi
 done
 st=$(curl -s -o /dev/null -D "$tmp/head" -w '%{http_code}' -d 'shop=3&token=good' "$url/status")
-[ "$st" = 405 ] && grep -qi '^Allow: GET, HEAD' "$tmp/head" &&
-  ok "POST /status: 405, Allow: GET, HEAD" || bad "POST /status: $st"
+if [ "$st" = 405 ] && grep -qi '^Allow: GET, HEAD' "$tmp/head"; then
+  ok "POST /status: 405, Allow: GET, HEAD"
+else
+  bad "POST /status: $st"
+fi
 st=$(curl -s -o "$tmp/body" -w '%{http_code}' "$url/status?shop=3&token=good")
-[ "$st" = 200 ] && grep -q '"status":"claimed"' "$tmp/body" &&
-  ok "GET /status: claimed" || bad "GET /status: $st $(cat "$tmp/body")"
+if [ "$st" = 200 ] && grep -q '"status":"claimed"' "$tmp/body"; then
+  ok "GET /status: claimed"
+else
+  bad "GET /status: $st $(cat "$tmp/body")"
+fi
 st=$(curl -s -o /dev/null -w '%{http_code}' "$url/nowhere")
-[ "$st" = 404 ] && ok "unknown path: 404" || bad "unknown path: $st"
+expect "unknown path" 404 "$st"
 conns=$(curl -s -o /dev/null -o /dev/null -w '%{num_connects}\n' \
   "$url/stats" "$url/status?shop=3&token=good" | paste -sd,)
-[ "$conns" = "1,0" ] && ok "keep-alive: two requests, one connection" ||
-  bad "keep-alive: connects per request $conns"
+same "keep-alive: connections opened for two requests" "1,0" "$conns"
 
 echo "== protocol, limits, timeouts (tests/http-client.py)"
 for c in protocol slow-head idle; do
-  if python3 tests/http-client.py "$port_main" $c; then ok "case $c"; else bad "case $c"; fi
+  if python3 tests/http-client.py "${port[main]}" $c; then ok "case $c"; else bad "case $c"; fi
 done
 
 echo "== clients that hang up (one context)"
 start hangup --contexts 1 --call-timeout-ms 60000
-if MYSQL_PWD=${RSV_TEST_PASSWORD:-} python3 tests/http-client.py "$port_hangup" hangup 2 "${sql_cmd[@]}"; then
+if MYSQL_PWD=${RSV_TEST_PASSWORD:-} python3 tests/http-client.py "${port[hangup]}" hangup 2 "${sql_cmd[@]}"; then
   ok "case hangup"
 else
   bad "case hangup"
@@ -192,14 +208,13 @@ fi
 stop hangup
 
 echo "== load: wrk, $connections connections, 2 phases of $seconds s"
-pid=$pid_main
-rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"; }
-rss0=$(rss)
-fivexx0=$(stats_field "$port_main" 5xx)
+rss() { awk '/^VmRSS:/ { print $2 }' "/proc/${pid[main]}/status"; }
+declare -A rss_kib
+rss_kib[0]=$(rss)
+fivexx0=$(stats_field "${port[main]}" 5xx)
 wait_idle() {
-  local i
-  for i in $(seq 1 600); do
-    [ "$(stats_field "$port_main" busy)/$(stats_field "$port_main" queued)" = 0/0 ] && return 0
+  for _ in $(seq 1 600); do
+    [ "$(stats_field "${port[main]}" busy)/$(stats_field "${port[main]}" queued)" = 0/0 ] && return 0
     sleep 0.1
   done
   bad "the server did not settle after the load"
@@ -213,34 +228,37 @@ for phase in 1 2; do
   cat "$tmp/wrk$phase.log"
   line=$(grep '^load:' "$tmp/wrk$phase.log" | head -1)
   unexpected=$(sed -n 's/.*unexpected=\([0-9]*\).*/\1/p' <<<"$line")
-  [ "$unexpected" = 0 ] && ok "phase $phase: every answer expected" ||
-    bad "phase $phase: $unexpected unexpected answers"
-  grep -q 'Socket errors' "$tmp/wrk$phase.log" &&
-    bad "phase $phase: wrk saw socket errors" || ok "phase $phase: no socket errors"
+  same "phase $phase: unexpected answers" 0 "$unexpected"
+  if grep -q 'Socket errors' "$tmp/wrk$phase.log"; then
+    bad "phase $phase: wrk saw socket errors"
+  else
+    ok "phase $phase: no socket errors"
+  fi
   client_claimed=$((client_claimed + $(sed -n 's/.*claimed=\([0-9]*\).*/\1/p' <<<"$line")))
   client_reserved=$((client_reserved + $(sed -n 's/.*reserved=\([0-9]*\).*/\1/p' <<<"$line")))
   wait_idle
-  printf -v "rss$phase" %s "$(rss)"
+  rss_kib[$phase]=$(rss)
 done
 curl -s "$url/stats" >"$tmp/stats.json"
 echo "server: $(cat "$tmp/stats.json")"
-echo "server resident memory: $rss0 KiB before, $rss1 KiB after phase 1, $rss2 KiB after phase 2"
-[ "$client_reserved" -gt 0 ] && [ "$client_claimed" -gt 0 ] &&
-  ok "the load reserved $client_reserved and claimed $client_claimed" ||
+echo "server resident memory: ${rss_kib[0]} KiB before, ${rss_kib[1]} KiB after phase 1, ${rss_kib[2]} KiB after phase 2"
+if [ "$client_reserved" -gt 0 ] && [ "$client_claimed" -gt 0 ]; then
+  ok "the load reserved $client_reserved and claimed $client_claimed"
+else
   bad "the load did nothing"
+fi
 fivexx=$(json_field 5xx <"$tmp/stats.json")
-[ "$fivexx" = "$fivexx0" ] && ok "no 5xx answer under load" ||
-  bad "$((fivexx - fivexx0)) 5xx answers under load"
+same "5xx answers counted, before and after the load" "$fivexx0" "$fivexx"
 # Phase 1 grew what a server grows to under this load (buffers, pools,
 # the contexts' statements); phase 2, the same load again, must not: a
 # leak of 128 bytes a request, at about 5,000 requests a phase, would
 # add over 600 KiB.
 if [ "${HTTP_MEMORY_CHECK:-1}" = 0 ]; then
   echo "skip: the memory check (HTTP_MEMORY_CHECK=0)"
-elif [ $((rss2 - rss1)) -le 512 ]; then
-  ok "memory flat: phase 2 added $((rss2 - rss1)) KiB (at most 512)"
+elif [ $((rss_kib[2] - rss_kib[1])) -le 512 ]; then
+  ok "memory flat: phase 2 added $((rss_kib[2] - rss_kib[1])) KiB (at most 512)"
 else
-  bad "memory grew by $((rss2 - rss1)) KiB in phase 2"
+  bad "memory grew by $((rss_kib[2] - rss_kib[1])) KiB in phase 2"
 fi
 
 db_claimed=0
@@ -252,19 +270,25 @@ for item in 1 2 3; do
   on_hand=$(json_field on_hand <"$tmp/stock.json")
   held=$(json_field held <"$tmp/stock.json")
   taken=$((initial[$item] - on_hand))
-  [ "$taken" = "$claimed" ] &&
-    ok "item $item: $claimed claimed, and exactly $taken left the stock" ||
+  if [ "$taken" = "$claimed" ]; then
+    ok "item $item: $claimed claimed, and exactly $taken left the stock"
+  else
     bad "item $item: $claimed claimed but $taken left the stock"
-  [ $((claimed + held)) -le "${initial[$item]}" ] && [ "$on_hand" -ge 0 ] &&
-    ok "item $item: not oversold ($claimed claimed + $held held <= ${initial[$item]})" ||
+  fi
+  if [ $((claimed + held)) -le "${initial[$item]}" ] && [ "$on_hand" -ge 0 ]; then
+    ok "item $item: not oversold ($claimed claimed + $held held <= ${initial[$item]})"
+  else
     bad "item $item: oversold: $claimed claimed + $held held > ${initial[$item]}"
+  fi
 done
 # A claim running when wrk stopped is done but unheard: the database may
 # count a few more than the clients, never fewer.
-[ "$db_claimed" -ge "$client_claimed" ] &&
-  [ "$db_claimed" -le $((client_claimed + 2 * connections)) ] &&
-  ok "claims: $client_claimed answered, $db_claimed in the database" ||
+if [ "$db_claimed" -ge "$client_claimed" ] &&
+   [ "$db_claimed" -le $((client_claimed + 2 * connections)) ]; then
+  ok "claims: $client_claimed answered, $db_claimed in the database"
+else
   bad "claims: $client_claimed answered, but $db_claimed in the database"
+fi
 if admin audit 1 >"$tmp/audit" 2>&1; then ok "rsv-admin audit: clean"; else
   bad "rsv-admin audit: $(cat "$tmp/audit")"; fi
 

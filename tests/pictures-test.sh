@@ -3,7 +3,7 @@
 # tests/bench/plot.py draws from the records committed beside them (make
 # pictures draws them again).  Needs no database.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-pictures.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0

@@ -14,8 +14,9 @@
 # BACKLOG_SWEEP_EVERY_S (10), BACKLOG_CONNECTIONS (64).  Needs wrk and the
 # built $B/examples/http_checkout and $B/rsv-admin (B=build).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out=${1:?usage: $0 OUT.txt}
+# shellcheck source=tests/testlib.sh
 . tests/testlib.sh sweep-backlog
 build=${B:-build}
 load_s=${BACKLOG_LOAD_S:-30}
