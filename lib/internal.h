@@ -56,13 +56,11 @@
 /* The stored procedures (sql/schema.sql) the library calls, and those
  * they call (schema.c has the list); the version in a name changes only
  * when its arguments or its answer do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v6"
+#define RSV_PROC_RESERVE "rsv_reserve_key_v2" /* and each batch entry */
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
 /* the top-up after a pool take: called by every reserve procedure */
 #define RSV_PROC_TOP_UP_HELD "rsv_pool_top_up_held_v1"
-/* one key of a new checkout: called by ..._RESERVE and ..._RESERVE_BATCH */
-#define RSV_PROC_RESERVE_KEY "rsv_reserve_key_v1"
 /* a key's units off its pool: called by every reserve procedure */
 #define RSV_PROC_TAKE_UNITS "rsv_pool_take_units_v1"
 #define RSV_PROC_SETTLE "rsv_settle_v2"     /* claim and release */
@@ -563,7 +561,7 @@ RSV_HIDDEN int op_end_entry(rsv_ctx *ctx, int op, int rc, uint64_t shop,
 enum {
     PROC_RESERVE, PROC_CART, PROC_RESERVE_BATCH, PROC_SETTLE,
     PROC_SETTLE_BATCH,
-    PROC_RESERVE_KEY, PROC_TAKE_UNITS, PROC_TOP_UP, PROC_TOP_UP_HELD,
+    PROC_TAKE_UNITS, PROC_TOP_UP, PROC_TOP_UP_HELD,
     PROC_SETTLE_CHECKOUT,
     PROC__COUNT
 };
