@@ -254,6 +254,9 @@ static const char SQL_SETTLED_TRIGGER[] =
     "NEW.item_id, NEW.location_id, NEW.checkout_token, NEW.generation, "
     "NEW.kind, NEW.quantity, NEW.settled_at)";
 
+static void dbs_drop(void);
+
+/* Both databases, or neither (and exit). */
 static void dbs_create(void)
 {
     MYSQL *c = connect_to(NULL);
@@ -274,6 +277,8 @@ static void dbs_create(void)
             fprintf(stderr, "loading %s into %s: %s\n",
                     path ? path : ll_schema_path(), db_names[s],
                     rc == -1 ? "cannot read it" : err);
+            mysql_close(c);
+            dbs_drop();
             exit(2);
         }
         exec_or_die(c, SQL_SETTLED_TABLE);
@@ -287,7 +292,7 @@ static void dbs_drop(void)
     if (getenv("RSV_TEST_KEEP_DB"))
         return;
     MYSQL *c = connect_to(NULL);
-    for (int s = 0; s < NSIDES; s++) {
+    for (int s = 0; s < NSIDES && db_names[s][0]; s++) {
         char q[128];
         snprintf(q, sizeof q, "DROP DATABASE IF EXISTS %s", db_names[s]);
         mysql_query(c, q);
@@ -425,13 +430,13 @@ static void time_label(const side *s, const char *val, int expiry, char *out,
 
 /* ---- keys, tokens, calls ---- */
 
-#define NTOKS 60
+#define NTOKS 200
 #define MAXLINES 4
 #define MAXBATCH 5
 
 static void tok_name(int t, char *out, size_t n)
 {
-    snprintf(out, n, "tok-%02d", t);
+    snprintf(out, n, "tok-%03d", t);
 }
 
 enum opkind {
@@ -1113,8 +1118,13 @@ static void gen_op(seq *q, op *o)
             o->kind = O_RELEASE_BATCH;
             gen_batch(q, o);
         }
-        if (!touches_expired(q, o) || tries > 50)
+        if (!touches_expired(q, o))
             break;
+        if (tries > 50) {
+            memset(o, 0, sizeof *o);
+            o->kind = O_SWEEP; /* ends the expiry */
+            break;
+        }
     }
 }
 
