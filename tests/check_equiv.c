@@ -1814,8 +1814,9 @@ static void note_cart(tokrec *tr, rsv_cart *cart, const uint64_t *items)
     }
 }
 
-/* Reserves (new and re-reserves), claims, releases, extensions and
- * restocks of tokens of its own, over four keys all threads share. */
+/* Reserves (new and re-reserves), claims, releases and extensions of
+ * checkouts of its own, and stock changes, over four keys all threads
+ * share. */
 static void *mixed_buyer(void *p)
 {
     buyer *b = p;
@@ -1860,10 +1861,26 @@ static void *mixed_buyer(void *p)
         snprintf(name, sizeof name, "mixed-%d-%d", b->id, t);
         if (r < 66) {
             RETRY_BUSY(rc, rsv_claim(ctx, b->shop, name, strlen(name)));
-            if (rc == RSV_OK)
-                b->toks[t].state = 2;
-            else
+            if (rc != RSV_OK) {
                 buyer_fail(b, "claim", rc);
+                continue;
+            }
+            b->toks[t].state = 2;
+            /* the goods sold come in again, so that a long run keeps
+             * units to compete for */
+            for (int k = 0; k < NKEYS; k++) {
+                int64_t units = b->toks[t].units[k];
+                if (units == 0)
+                    continue;
+                RETRY_BUSY(rc, rsv_stock_adjust(ctx, b->shop,
+                                                1 + (uint64_t)k / NLOCS,
+                                                1 + (uint64_t)k % NLOCS,
+                                                units, NULL));
+                if (rc == RSV_OK)
+                    b->restocked[k] += units;
+                else
+                    buyer_fail(b, "restock", rc);
+            }
         } else if (r < 82) {
             RETRY_BUSY(rc, rsv_release(ctx, b->shop, name, strlen(name)));
             if (rc == RSV_OK)
@@ -1875,22 +1892,25 @@ static void *mixed_buyer(void *p)
             if (rc != RSV_OK)
                 buyer_fail(b, "extend", rc);
         } else {
+            /* the merchant counts one unit more or less: a unit less
+             * shrinks the pool while buyers take from it, or is refused
+             * when every unit is held */
             uint64_t item = 1 + ll_rnd(&rng, 2), loc = 1 + ll_rnd(&rng, 2);
-            int64_t more = 1 + (int64_t)ll_rnd(&rng, 3);
-            RETRY_BUSY(rc, rsv_stock_adjust(ctx, b->shop, item, loc, more,
+            int64_t delta = ll_rnd(&rng, 2) ? 1 : -1;
+            RETRY_BUSY(rc, rsv_stock_adjust(ctx, b->shop, item, loc, delta,
                                             NULL));
             if (rc == RSV_OK)
-                b->restocked[KEY(item, loc)] += more;
-            else
-                buyer_fail(b, "restock", rc);
+                b->restocked[KEY(item, loc)] += delta;
+            else if (rc != RSV_ESTOCK)
+                buyer_fail(b, "stock change", rc);
         }
     }
     rsv_cart_free(cart);
     return NULL;
 }
 
-/* Threads of buyers over four keys of 6 units, on each side.  Whatever
- * the scheduling, per key: stock on hand = stock set + restocks - units
+/* Threads of buyers over four keys of 8 units, on each side.  Whatever
+ * the scheduling, per key: stock on hand = stock set + changes - units
  * claimed; units held = the holds of the checkouts the buyers were told
  * they hold; nothing oversold; every checkout in the state its last
  * answer said; and, once everything held is released, exactly the stock
