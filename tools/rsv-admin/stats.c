@@ -147,8 +147,8 @@ static const char *const co_states[N_CO] = {"held", "claimed", "released",
                                             "expired"};
 
 enum { SH_KEYS, SH_HELD, SH_EXPIRED, SH_EXPIRED_HOLDS, SH_SWEEP_LAG,
-       SH_POOL_ROWS, SH_JOURNAL_ROWS, SH_JOURNAL_OLDEST, SH_SETTLED_OLDEST,
-       N_SH };
+       SH_POOL_ROWS, SH_POOLS_DRY, SH_JOURNAL_ROWS, SH_JOURNAL_OLDEST,
+       SH_SETTLED_OLDEST, N_SH };
 
 /* One figure per shop: its --json member, text column, Prometheus metric
  * and help.  The ages are in seconds (milliseconds kept), 0 when there is
@@ -170,6 +170,10 @@ static const struct shop_def {
      "none reaches the shop (0: no expired hold)."},
     {"pool_rows", "POOL_ROWS", "libreserve_shop_pool_rows",
      "Rows of the shop's pools (reservable units kept as rows)."},
+    {"pools_dry", "POOLS_DRY", "libreserve_shop_pools_dry",
+     "Keys whose pool is empty while the ledger still has units to issue "
+     "and buyers hold units: a contended item whose pool is not being "
+     "refilled, so reserves take its ledger row lock instead."},
     {"journal_rows", "JOURNAL", "libreserve_shop_journal_rows",
      "Journal backlog: claims and releases not yet folded into the "
      "ledger."},
@@ -228,8 +232,10 @@ static shop_stats *shop_slot(shop_list *l, uint64_t shop)
  * checkouts by status from their index (shop_id, status, updated_at)
  * alone. */
 static const struct shop_query {
-    const char *sql;
+    const char *sql; /* %s: "WHERE shop_id = N", or (ledger_where) "WHERE
+                        l.shop_id = N AND" */
     int cols[4];
+    int ledger_where;
 } shop_queries[] = {
     {"SELECT shop_id, COUNT(*) FROM rsv_ledger %s GROUP BY shop_id",
      {SH_KEYS, -3, -3, -3}},
@@ -241,6 +247,16 @@ static const struct shop_query {
      {SH_HELD, SH_EXPIRED, SH_EXPIRED_HOLDS, SH_SWEEP_LAG}},
     {"SELECT shop_id, COUNT(*) FROM rsv_pool %s GROUP BY shop_id",
      {SH_POOL_ROWS, -3, -3, -3}},
+    /* next_unit_id > 1: the key has had a pool (only contended keys get
+     * one); on_hand > issued: units not yet in the pool or holds */
+    {"SELECT l.shop_id, COUNT(*) FROM rsv_ledger l %s l.next_unit_id > "
+     "1 AND l.on_hand > l.issued AND NOT EXISTS (SELECT 1 FROM rsv_pool u "
+     "WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND "
+     "u.location_id = l.location_id) AND EXISTS (SELECT 1 FROM rsv_holds h "
+     "FORCE INDEX (rsv_holds_expiry) WHERE h.shop_id = l.shop_id AND "
+     "h.item_id = l.item_id AND h.location_id = l.location_id AND "
+     "h.expires_at > NOW(6)) GROUP BY l.shop_id", {SH_POOLS_DRY, -3, -3, -3},
+     1},
     {"SELECT shop_id, COUNT(*), TIMESTAMPDIFF(MICROSECOND, MIN(settled_at),"
      " NOW(6)) / 1e6 FROM rsv_journal %s GROUP BY shop_id",
      {SH_JOURNAL_ROWS, SH_JOURNAL_OLDEST, -3, -3}},
@@ -255,12 +271,16 @@ static int read_shops(const cmd_env *e, uint64_t shop, int all,
     char where[64] = "";
     if (!all)
         snprintf(where, sizeof where, "WHERE shop_id = %" PRIu64, shop);
+    char lwhere[80];
+    snprintf(lwhere, sizeof lwhere, all ? "WHERE" : "WHERE l.shop_id = %"
+             PRIu64 " AND", shop);
     for (size_t q = 0; q < sizeof shop_queries / sizeof shop_queries[0];
          q++) {
-        char text[600];
+        char text[1000];
         snprintf(text, sizeof text, "/* conn_tag:admin */ ");
         size_t len = strlen(text);
-        snprintf(text + len, sizeof text - len, shop_queries[q].sql, where);
+        snprintf(text + len, sizeof text - len, shop_queries[q].sql,
+                 shop_queries[q].ledger_where ? lwhere : where);
         MYSQL_RES *r = query_rows(e->conn, text);
         if (!r)
             return db_fail(e->o, e->conn, "stats");
