@@ -29,6 +29,12 @@ $(B)/rsv-admin: $(ADMIN_SRC) $(ADMIN_HDR) include/reserve.h lib/internal.h mk/ad
 
 CHECK_EXTRA_BUILD += $(B)/rsv-admin
 CHECK_EXTRA += tests/admin-test.sh
+# The sweeper service's command lines as written in its unit file; who
+# holds the connections (it starts a second server, with
+# performance_schema on); the alert rules and the dashboard against what
+# the library and rsv-admin print (promtool, from Debian's prometheus).
+CHECK_EXTRA += tests/sweeper-unit-test.sh tests/connections-test.sh \
+	tests/monitoring-test.sh
 
 # The installed copy is linked again, every time (LIBDIR may differ from
 # the last install), without the build tree's rpath: it finds libreserve

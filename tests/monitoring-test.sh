@@ -71,39 +71,9 @@ conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "${RSV_TEST_USER:-root}" 
 "$ADMIN" "${conn[@]}" set-stock 1 2 1 50 >/dev/null
 # The library's own Prometheus text, after a reserve, a claim and a
 # refused reserve (so that results other than ok appear).
-DB=$DB python3 - >"$tmp/library.prom" <<'PY' || bad "the library's rsv_stats_prometheus"
-import ctypes, ctypes.util, os, sys
-from ctypes import c_void_p, c_char_p, c_uint, c_ulong, c_uint64, c_int64, c_size_t, c_int, POINTER, byref
-m = ctypes.CDLL(ctypes.util.find_library("mariadb") or "libmariadb.so.3")
-r = ctypes.CDLL(os.path.abspath(os.path.join(os.environ.get("RSV_BUILD", "build"), "libreserve.so")))
-m.mysql_init.restype = c_void_p; m.mysql_init.argtypes = [c_void_p]
-m.mysql_real_connect.restype = c_void_p
-m.mysql_real_connect.argtypes = [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_uint, c_char_p, c_ulong]
-r.rsv_open.argtypes = [POINTER(c_void_p), c_void_p, c_void_p]
-r.rsv_reserve_one.argtypes = [c_void_p, c_uint64, c_char_p, c_size_t, c_uint64, c_uint64, c_int64, c_int64]
-r.rsv_claim.argtypes = [c_void_p, c_uint64, c_char_p, c_size_t]
-r.rsv_stats_snapshot_new.argtypes = [POINTER(c_void_p)]
-r.rsv_stats_snapshot_add.argtypes = [c_void_p, c_void_p]
-r.rsv_stats_prometheus.argtypes = [c_void_p, c_char_p, c_char_p, c_size_t, POINTER(c_size_t)]
-conn = m.mysql_init(None)
-if not m.mysql_real_connect(conn, None, os.environ.get("RSV_TEST_USER", "root").encode(),
-                            os.environ.get("RSV_TEST_PASSWORD", "").encode(),
-                            os.environ["DB"].encode(), 0, os.environ["RSV_TEST_SOCKET"].encode(), 0):
-    sys.exit("connect failed")
-ctx = c_void_p()
-assert r.rsv_open(byref(ctx), conn, None) == 0
-assert r.rsv_reserve_one(ctx, 1, b"t1", 2, 1, 1, 3, 0) == 0
-assert r.rsv_claim(ctx, 1, b"t1", 2) == 0
-assert r.rsv_reserve_one(ctx, 1, b"t2", 2, 1, 1, 1000, 0) != 0
-snap = c_void_p()
-assert r.rsv_stats_snapshot_new(byref(snap)) == 0
-assert r.rsv_stats_snapshot_add(snap, ctx) == 0
-need = c_size_t()
-r.rsv_stats_prometheus(snap, b'instance="a"', None, 0, byref(need))
-buf = ctypes.create_string_buffer(need.value)
-assert r.rsv_stats_prometheus(snap, b'instance="a"', buf, need.value, None) == 0
-sys.stdout.write(buf.value.decode())
-PY
+DB=$DB python3 tests/rsvctl.py reserve 1 t1 1 1 3 0 -- claim 1 t1 -- \
+  try-reserve 1 t2 1 1 1000 0 -- prometheus 'instance="a"' >"$tmp/library.prom" ||
+  bad "the library's rsv_stats_prometheus"
 "$ADMIN" "${conn[@]}" stats --all --prometheus >"$tmp/stats.prom" || bad "rsv-admin stats --all --prometheus"
 "$ADMIN" "${conn[@]}" stats --all --by-shop --metrics-file "$tmp/by-shop.prom" || bad "rsv-admin stats --by-shop --metrics-file"
 # A tagged session running a statement, so that connections has samples.
