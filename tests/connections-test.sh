@@ -20,18 +20,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-client=$(command -v mariadb || command -v mysql) || { echo "connections-test: no mariadb client" >&2; exit 1; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh connections
 USER_=${RSV_TEST_USER:-root}
 export MYSQL_PWD=${RSV_TEST_PASSWORD:-} RSV_ADMIN_PASSWORD=${RSV_TEST_PASSWORD:-}
-DB=rsv_connections_test_$$
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; [ -n "${out:-}" ] && echo "     output: ${out:0:2000}"; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-connections.XXXXXX")
-sock=
+# the statements go to the server of the scenario running
+sock=$RSV_TEST_SOCKET
 sql() { "$client" --no-defaults --socket="$sock" -u"$USER_" "$@"; }
 kill_tagged() { # end the sessions whose statement carries one of the tags
   local id
@@ -46,15 +41,12 @@ end_clients() {
   for p in $waiter $other; do wait "$p" 2>/dev/null; done
   waiter= other=
 }
-cleanup() {
+cleanup_extra() {
   end_clients
-  for s in "$RSV_TEST_SOCKET" ${second:+"$second/mysqld.sock"}; do
-    sock=$s; sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1
-  done
   if [ -n "$second" ]; then tools/mariadb.sh stop "$second"; rm -rf "$second"; fi
-  rm -rf "$tmp"
+  sock=$RSV_TEST_SOCKET
+  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1
 }
-trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # check DESC PYTHON-EXPR: the expression sees d, the parsed JSON of $out
@@ -150,11 +142,11 @@ if [ "${h:-0}" != 1 ]; then
       tools/mariadb.sh start "$second" >"$tmp/start.log" 2>&1; then
     sock=$second/mysqld.sock
     USER_=root MYSQL_PWD= RSV_ADMIN_PASSWORD= scenario "server with performance_schema" 1
+    sock=$RSV_TEST_SOCKET
   else
     cat "$tmp/start.log"; bad "start a server with performance_schema"
   fi
 fi
 
 echo
-echo "connections: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -18,14 +18,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-client=$(command -v mariadb || command -v mysql) || { echo "monitoring-test: no mariadb client" >&2; exit 1; }
 DIR=examples/monitoring
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-finish() { echo; echo "monitoring: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh monitoring
 
 if ! command -v promtool >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
@@ -34,12 +29,9 @@ if ! command -v promtool >/dev/null 2>&1; then
 fi
 if ! command -v promtool >/dev/null 2>&1; then
   echo "monitoring-test: SKIP: promtool is missing (Debian's prometheus package: run as root, or apt-get install prometheus)"
-  finish
+  finish; exit $?
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-monitoring.XXXXXX")
-DB=rsv_monitoring_test_$$
-sql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
 # End the server sessions running statements tagged $1 (a client killed
 # mid-statement leaves its statement running on the server).
 kill_tagged() {
@@ -48,8 +40,7 @@ kill_tagged() {
     sql -e "KILL $id" >/dev/null 2>&1
   done
 }
-cleanup() { kill_tagged monitoring.test; sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
+cleanup_extra() { kill_tagged monitoring.test; }
 
 # ---- the rules ----
 if promtool check rules "$DIR/libreserve-alerts.yml" >"$tmp/check.log" 2>&1; then
@@ -64,7 +55,7 @@ else
 fi
 
 # ---- what the library and rsv-admin print ----
-sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql || { bad "create the database"; finish; }
+sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql || { bad "create the database"; finish; exit $?; }
 export RSV_ADMIN_PASSWORD=${RSV_TEST_PASSWORD:-}
 conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "${RSV_TEST_USER:-root}" --database "$DB")
 "$ADMIN" "${conn[@]}" set-stock 1 1 1 50 >/dev/null
@@ -174,4 +165,5 @@ alerts=$(grep -o 'alert: [A-Za-z]*' "$DIR/libreserve-alerts.yml" | cut -d' ' -f2
 tested=$(grep -o 'alertname: [A-Za-z]*' "$DIR/libreserve-alerts.test.yml" | cut -d' ' -f2 | sort -u)
 if [ "$alerts" = "$tested" ]; then ok "every alert has a unit test ($(echo "$alerts" | wc -l))"; else bad "alerts without a unit test: $(comm -23 <(echo "$alerts") <(echo "$tested") | tr '\n' ' ')"; fi
 
+echo
 finish

@@ -25,35 +25,24 @@ cd "$(dirname "$0")/.." || exit 1
 UNIT=debian/rsv-admin.rsv-admin-sweep@.service
 TIMER=debian/rsv-admin.rsv-admin-sweep@.timer
 ADMIN=$(realpath "${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}")
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-client=$(command -v mariadb || command -v mysql) || { echo "sweeper-unit-test: no mariadb client" >&2; exit 1; }
 installed=${RSV_UNIT_INSTALLED:-0}
 INSTANCE=rsvtest$$
-DB=rsv_sweeper_unit_$$
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh sweeper-unit
 export DB
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-finish() { echo; echo "sweeper-unit: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-sweeper-unit.XXXXXX")
+stop() { echo; finish; exit $?; }
 if [ "$installed" = 1 ]; then
   etc=/etc/rsv-admin state=/var/lib/rsv-admin
   made_state=0; [ -d "$state" ] || made_state=1
 else
   etc=$tmp/etc state=$tmp/state
 fi
-sql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
-cleanup() {
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1
+cleanup_extra() {
   if [ "$installed" = 1 ]; then
     rm -f "$etc/$INSTANCE.cnf" "$state/$INSTANCE"-*.prom
     [ "$made_state" = 1 ] && rmdir "$state" 2>/dev/null
   fi
-  rm -rf "$tmp"
 }
-trap cleanup EXIT
 
 # ---- the unit, as systemd reads it ----
 # value KEY FILE: the values of KEY= in FILE, one a line, in order
@@ -73,7 +62,7 @@ expand() {
   printf '%s' "$out"
 }
 mapfile -t lines < <(value ExecStart "$UNIT")
-if [ ${#lines[@]} -ge 1 ]; then ok "$UNIT: ${#lines[@]} ExecStart= line(s)"; else bad "$UNIT: no ExecStart="; finish; fi
+if [ ${#lines[@]} -ge 1 ]; then ok "$UNIT: ${#lines[@]} ExecStart= line(s)"; else bad "$UNIT: no ExecStart="; stop; fi
 check_type=$(value Type "$UNIT")
 if [ "$check_type" = oneshot ]; then ok "Type=oneshot"; else bad "Type=$check_type, want oneshot"; fi
 state_dir=$(value StateDirectory "$UNIT")
@@ -95,15 +84,15 @@ if command -v systemd-analyze >/dev/null 2>&1 && [ "$installed" = 1 ]; then
 fi
 
 # ---- a database with work for the sweeper ----
-sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql || { bad "create the database"; finish; }
+sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql || { bad "create the database"; stop; }
 conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "${RSV_TEST_USER:-root}" --database "$DB")
 RSV_ADMIN_PASSWORD=${RSV_TEST_PASSWORD:-} "$ADMIN" "${conn[@]}" set-stock 1 1 1 20 >/dev/null &&
 RSV_ADMIN_PASSWORD=${RSV_TEST_PASSWORD:-} "$ADMIN" "${conn[@]}" set-stock 2 1 1 20 >/dev/null ||
-  { bad "set-stock"; finish; }
+  { bad "set-stock"; stop; }
 # three claims (journalled), then holds of 2 + 3 units that expire at once
 python3 tests/rsvctl.py reserve 1 paid-1 1 1 1 0 -- reserve 1 paid-2 1 1 1 0 -- \
   reserve 2 paid-3 1 1 1 0 -- reserve 1 gone-1 1 1 2 1 -- reserve 2 gone-2 1 1 3 1 -- \
-  claim 1 paid-1 -- claim 1 paid-2 -- claim 2 paid-3 || { bad "holds and claims"; finish; }
+  claim 1 paid-1 -- claim 1 paid-2 -- claim 2 paid-3 || { bad "holds and claims"; stop; }
 until [ "$(sql -N "$DB" -e "SELECT COUNT(*) FROM rsv_holds WHERE expires_at > NOW(6) AND checkout_token LIKE 'gone%'")" = 0 ]; do
   sleep 0.05
 done
@@ -230,4 +219,4 @@ if [ "$(prom libreserve_sweep_runs_total ',result="failed"')" = 1 ] &&
 else
   bad "after a failed run: $(grep -v '^#' "$state/$INSTANCE-sweep.prom" | tr '\n' ' ')"
 fi
-finish
+stop
