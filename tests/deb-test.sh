@@ -345,6 +345,9 @@ left=()
 for p in "${PKGS[@]}"; do
   while IFS= read -r path; do
     if [ -z "$path" ] || [ "$path" = /. ]; then continue; fi
+    # /lib of the sweeper's units is, on a merged-/usr system, the
+    # system's link to usr/lib: not the packages'
+    if [ -L "$path" ] && [ -d "$path" ]; then continue; fi
     if [ -L "$path" ] || [ -f "$path" ]; then
       left+=("$path")
     elif [ -d "$path" ]; then
