@@ -12,6 +12,10 @@
  * are for.  Human-readable output by default, one JSON document on stdout
  * with --json.  See `rsv-admin --help` and
  * rsv-admin(1) for the commands and the exit codes.
+ *
+ * This file: the command line, the connection, the output helpers, and
+ * the commands on stock, checkouts, the audit and the schema; sweep,
+ * stats and connections have files of their own (admin.h).
  */
 #include <ctype.h>
 #include <errno.h>
