@@ -34,6 +34,17 @@ static void wait_expired(tu_fix *f)
         nanosleep(&pause, NULL);
 }
 
+/* f opened on 5 units at (1, 1), of which a checkout `token` held qty
+ * that have expired. */
+static void open_with_expired(tu_fix *f, const char *token, int64_t qty)
+{
+    tu_fix_open(f, 0, 0);
+    tu_fix_stock(f, 1, 1, 5);
+    TU_OK(f->ctx, rsv_reserve_one(f->ctx, f->shop, token, strlen(token), 1,
+                                  1, qty, 1));
+    wait_expired(f);
+}
+
 static rsv_sweep_result fresh_result(void)
 {
     rsv_sweep_result r;
@@ -139,10 +150,7 @@ END_TEST
 START_TEST(report_refuses_what_it_cannot_fill)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 5);
-    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("x"), 1, 1, 1, 1));
-    wait_expired(&f);
+    open_with_expired(&f, "x", 1);
     uint64_t failed0 = 0, failed1 = 0;
     TU_OK(f.ctx, rsv_stats_get(f.ctx, RSV_STAT_FAILED, RSV_OP_SWEEP,
                                &failed0));
@@ -172,10 +180,7 @@ END_TEST
 START_TEST(report_counts_work_before_a_failure)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 5);
-    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("y"), 1, 1, 2, 1));
-    wait_expired(&f);
+    open_with_expired(&f, "y", 2);
     /* The connection inside the caller's transaction: refused at once. */
     tu_exec(f.conn, "START TRANSACTION");
     rsv_sweep_result r = fresh_result();
