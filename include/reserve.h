@@ -611,6 +611,35 @@ RSV_EXTERN int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
                          int64_t *released_out);
 
+/* What one rsv_sweep_report() did.  Output only: set version, leave the
+ * rest; the library writes every field of that version.  New fields are
+ * only ever appended, under a new version number. */
+#define RSV_SWEEP_RESULT_VERSION 1
+typedef struct rsv_sweep_result {
+    uint32_t version;          /* set by the caller to
+                                  RSV_SWEEP_RESULT_VERSION */
+    int64_t holds_released;    /* expired holds given back (rsv_sweep's
+                                  *released_out) */
+    int64_t units_released;    /* their units, reservable again */
+    int64_t journal_folded;    /* journal rows (claims and releases
+                                  settled since) folded into the ledger */
+    int64_t pool_rows_drained; /* rows of idle pools given back to their
+                                  ledger rows (see rsv_options.pool_idle_s) */
+    int64_t checkouts_purged;  /* checkout records deleted after the
+                                  retention (settled_retention_s) */
+} rsv_sweep_result;
+
+/*
+ * rsv_sweep(), saying what each of its passes did: *result (version set
+ * by the caller) receives the counts of the work that committed, also
+ * when the call fails part way (as rsv_sweep's *released_out does).  For
+ * a sweeper's log and metrics.  Returns what rsv_sweep() returns, and
+ * RSV_EINVAL (nothing done, nothing written) for a NULL result or a
+ * version this library does not know.
+ */
+RSV_EXTERN int rsv_sweep_report(rsv_ctx *ctx, uint64_t shop_id,
+                                int64_t max_holds, rsv_sweep_result *result);
+
 /*
  * Set the stock on hand of (item, location) to on_hand, creating the
  * ledger row if needed.  Lowering it below what is pooled shrinks the pool

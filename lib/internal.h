@@ -608,11 +608,17 @@ RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
 RSV_HIDDEN int ledger_lock_key(rsv_ctx *ctx, uint64_t shop,
                                const uint64_t key[2], int skip,
                                ledger_row *lv, int *held);
+/* What one fold did, for rsv_sweep_report: expired holds given back,
+ * their units, and journal rows folded. */
+typedef struct fold_counts {
+    int64_t holds, hold_units, settled;
+} fold_counts;
 /* With the ledger row locked: give back up to max_reap expired holds
  * (INT64_MAX: as many as one fold takes, 2,048) and fold settlements into
- * on_hand/issued (lv is updated).  Never waits for other rows. */
+ * on_hand/issued (lv is updated); *out (may be NULL) says how much.
+ * Never waits for other rows. */
 RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
-                           int64_t max_reap, int64_t *reaped_out);
+                           int64_t max_reap, fold_counts *out);
 /* With the ledger row locked: on_hand -= taken, issued += issue - returned,
  * next_unit_id += minted (lv is updated). */
 RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,

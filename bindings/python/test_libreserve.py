@@ -241,6 +241,7 @@ class TestNullArguments(unittest.TestCase):
             lambda: lib.rsv_replenish(NULL, 1, 1, 1, r(i64)),
             lambda: lib.rsv_pool_drain(NULL, 1, 1, 1, r(i64)),
             lambda: lib.rsv_sweep(NULL, 1, 0, r(i64)),
+            lambda: lib.rsv_sweep_report(NULL, 1, 0, NULL),
             lambda: lib.rsv_stock_set(NULL, 1, 1, 1, 1),
             lambda: lib.rsv_stock_adjust(NULL, 1, 1, 1, 1, r(i64)),
             lambda: lib.rsv_stock_get(NULL, 1, 1, 1, NULL, NULL, NULL, NULL),
@@ -949,8 +950,11 @@ class TestLifecycle(ServerTest):
         self.assertEqual(st.status, rsv.STATUS_EXPIRED)
         self.assertLess(st.expires_in_ms, 0)
         self.assertEqual(self.held(), 0)   # expired holds do not count
-        self.assertEqual(c.sweep(s), 2)
+        r = c.sweep_report(s)
+        self.assertEqual((r.holds_released, r.units_released), (2, 4))
         self.assertEqual(c.sweep(s), 0)
+        self.assertEqual(c.sweep_report(s).as_dict(),
+                         dict.fromkeys(r.as_dict(), 0))
         self.assertEqual(c.checkout_status(s, b"slow").units, 0)
         e = self.assertRsv(rsv.Expired, rsv.EEXPIRED, c.claim, s, b"slow")
         self.assertIsInstance(e, rsv.ExpectedOutcome)

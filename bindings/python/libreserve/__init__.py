@@ -558,6 +558,29 @@ class Options(ctypes.Structure):
                                          for kv in self.as_dict().items())
 
 
+SWEEP_RESULT_VERSION = 1
+
+
+class SweepResult(ctypes.Structure):
+    """struct rsv_sweep_result: what one Context.sweep_report() did."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("holds_released", ctypes.c_int64),
+        ("units_released", ctypes.c_int64),
+        ("journal_folded", ctypes.c_int64),
+        ("pool_rows_drained", ctypes.c_int64),
+        ("checkouts_purged", ctypes.c_int64),
+    ]
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name, _ in self._fields_[1:]}
+
+    def __repr__(self):
+        return "SweepResult(%s)" % ", ".join("%s=%r" % kv
+                                             for kv in self.as_dict().items())
+
+
 _AUDIT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64,
                              ctypes.c_uint64, ctypes.c_uint64,
                              ctypes.c_char_p)
@@ -637,6 +660,9 @@ _PROTOS = {
                                       ctypes.c_uint64, _i64p]),
     "rsv_sweep": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_int64,
                                  _i64p]),
+    "rsv_sweep_report": (ctypes.c_int, [_c_p, ctypes.c_uint64,
+                                        ctypes.c_int64,
+                                        ctypes.POINTER(SweepResult)]),
     "rsv_stock_set": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
                                      ctypes.c_uint64, ctypes.c_int64]),
     "rsv_stock_adjust": (ctypes.c_int, [_c_p, ctypes.c_uint64,
@@ -1621,6 +1647,17 @@ class Context(_Closable):
                            _i64(max_holds, "max_holds"), ctypes.byref(n))
         self._check(rc, "rsv_sweep")
         return n.value
+
+    def sweep_report(self, shop_id, max_holds=0):
+        """rsv_sweep_report() -> SweepResult: expired holds given back and
+        their units, journal rows folded, idle pool rows drained, checkout
+        records purged."""
+        r = SweepResult(version=SWEEP_RESULT_VERSION)
+        rc = lib.rsv_sweep_report(self._ptr(), _u64(shop_id, "shop_id"),
+                                  _i64(max_holds, "max_holds"),
+                                  ctypes.byref(r))
+        self._check(rc, "rsv_sweep_report")
+        return r
 
     def stock_set(self, shop_id, item_id, location_id, on_hand):
         """rsv_stock_set()."""
