@@ -347,6 +347,28 @@ func TestClosed(t *testing.T) {
 	}
 }
 
+// The audit reports what it finds through a callback from C.
+func TestAuditFindsTampering(t *testing.T) {
+	ctx := context.Background()
+	c := open(t, nil)
+	it := item()
+	if err := c.StockSet(ctx, 10, it, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	db.Query(t, fmt.Sprintf("UPDATE rsv_ledger SET issued = issued + 3 WHERE shop_id = 10 AND item_id = %d", it))
+	defer db.Query(t, fmt.Sprintf("UPDATE rsv_ledger SET issued = issued - 3 WHERE shop_id = 10 AND item_id = %d", it))
+	found, err := c.Audit(ctx, 10, false)
+	if err != nil || len(found) == 0 {
+		t.Fatalf("audit after tampering: %v %v", found, err)
+	}
+	for _, v := range found {
+		if v.Shop != 10 || v.Item != it || v.Location != 1 || v.Problem == "" {
+			t.Fatalf("violation %+v", v)
+		}
+	}
+	t.Logf("%+v", found[0])
+}
+
 func TestDSN(t *testing.T) {
 	d := reserve.DSN{User: "a@b", Password: "p:w/&?", Host: "db", Port: 3307, Database: "shop", Params: map[string]string{"ssl": "1", "connect_timeout": "5"}}
 	want := "mariadb://a%40b:p%3Aw%2F%26%3F@db:3307/shop?connect_timeout=5&ssl=1"
