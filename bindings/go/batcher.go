@@ -39,28 +39,18 @@ type Batcher struct {
 // (1..64), each opened as Open opens one.
 func OpenBatcher(ctx context.Context, dsn string, opts *Options, connections int) (*Batcher, error) {
 	const op = "open batcher"
-	if err := load(); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, ctxError(op, ctx)
-	}
 	if connections < 1 || connections > 64 {
 		return nil, argError(op, ErrInvalid, "connections must be 1..64, not %d", connections)
 	}
-	if err := noNUL(op, "the dsn", dsn); err != nil {
-		return nil, err
-	}
-	var o C.rsv_options
-	tag, err := opts.toC(op, &o)
+	var p *C.rsv_batcher
+	var rc C.int
+	err := opening(ctx, op, dsn, opts, func(cdsn *C.char, o *C.rsv_options) {
+		rc = C.go_rsv_batcher_open(&p, cdsn, o, C.uint32_t(connections))
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer C.free(unsafe.Pointer(tag))
-	cdsn := C.CString(dsn)
-	defer C.free(unsafe.Pointer(cdsn))
-	var p *C.rsv_batcher
-	if rc := C.go_rsv_batcher_open(&p, cdsn, &o, C.uint32_t(connections)); rc != 0 {
+	if rc != 0 {
 		return nil, newError(op, Code(rc), "the batcher keeps no message: open a Conn with the same dsn to see why")
 	}
 	w, err := newWaiter(int(C.go_rsv_batcher_fd(p)))

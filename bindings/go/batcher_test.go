@@ -15,12 +15,8 @@ import (
 
 func TestBatcherManyGoroutines(t *testing.T) {
 	ctx := context.Background()
-	c := open(t, nil)
-	it := item()
 	const stockUnits, buyers = 40, 64
-	if err := c.StockSet(ctx, 7, it, 1, stockUnits); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 7, 1, stockUnits)
 	b, err := reserve.OpenBatcher(ctx, db.DSN, nil, 4)
 	if err != nil {
 		t.Fatal(err)

@@ -54,11 +54,7 @@ func waitForLockWait(t *testing.T, d *testdb.DB) {
 func TestCancelClaimWaitingForLock(t *testing.T) {
 	bg := context.Background()
 	// A generous budget: the call must end by cancellation, not by it.
-	c := open(t, &reserve.Options{CallTimeout: time.Minute, LockWait: 50 * time.Second})
-	it := item()
-	if err := c.StockSet(bg, 6, it, 1, 5); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, &reserve.Options{CallTimeout: time.Minute, LockWait: 50 * time.Second}, 6, 1, 5)
 	if err := c.ReserveOne(bg, 6, "cancel-1", it, 1, 2, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +87,7 @@ func TestCancelClaimWaitingForLock(t *testing.T) {
 
 func TestCanceledBeforeTheCall(t *testing.T) {
 	bg := context.Background()
-	c := open(t, nil)
-	it := item()
-	if err := c.StockSet(bg, 6, it, 2, 5); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 6, 2, 5)
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	err := c.ReserveOne(ctx, 6, "cancel-2", it, 2, 1, 0)
@@ -116,11 +108,7 @@ func TestCanceledBeforeTheCall(t *testing.T) {
 // A context that ends while a call waits for its turn on the Conn.
 func TestCanceledWaitingForTheConn(t *testing.T) {
 	bg := context.Background()
-	c := open(t, &reserve.Options{CallTimeout: time.Minute, LockWait: 50 * time.Second})
-	it := item()
-	if err := c.StockSet(bg, 6, it, 3, 5); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, &reserve.Options{CallTimeout: time.Minute, LockWait: 50 * time.Second}, 6, 3, 5)
 	if err := c.ReserveOne(bg, 6, "cancel-3", it, 3, 1, 0); err != nil {
 		t.Fatal(err)
 	}

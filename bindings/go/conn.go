@@ -55,25 +55,13 @@ type Conn struct {
 // connect_timeout bounds it.
 func Open(ctx context.Context, dsn string, opts *Options) (*Conn, error) {
 	const op = "open"
-	if err := load(); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, ctxError(op, ctx)
-	}
-	if err := noNUL(op, "the dsn", dsn); err != nil {
-		return nil, err
-	}
-	var o C.rsv_options
-	tag, err := opts.toC(op, &o)
+	var p *C.rsv_ctx
+	var rc C.int
+	err := opening(ctx, op, dsn, opts, func(cdsn *C.char, o *C.rsv_options) { rc = C.go_rsv_open_dsn(&p, cdsn, o) })
 	if err != nil {
 		return nil, err
 	}
-	defer C.free(unsafe.Pointer(tag))
-	cdsn := C.CString(dsn)
-	defer C.free(unsafe.Pointer(cdsn))
-	var p *C.rsv_ctx
-	if rc := C.go_rsv_open_dsn(&p, cdsn, &o); rc != 0 {
+	if rc != 0 {
 		msg := ""
 		if p != nil {
 			msg = C.GoString(C.go_rsv_errmsg(p))
@@ -84,6 +72,30 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Conn, error) {
 	c := &Conn{sem: make(chan struct{}, 1), ptr: p}
 	runtime.SetFinalizer(c, (*Conn).Close)
 	return c, nil
+}
+
+// opening makes the checks and C arguments Open and OpenBatcher share,
+// and calls open with them.
+func opening(ctx context.Context, op, dsn string, opts *Options, open func(*C.char, *C.rsv_options)) error {
+	if err := load(); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctxError(op, ctx)
+	}
+	if err := noNUL(op, "the dsn", dsn); err != nil {
+		return err
+	}
+	var o C.rsv_options
+	tag, err := opts.toC(op, &o)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(tag))
+	cdsn := C.CString(dsn)
+	defer C.free(unsafe.Pointer(cdsn))
+	open(cdsn, &o)
+	return nil
 }
 
 // Close closes the context and its connection, after the call in

@@ -41,6 +41,17 @@ func open(t *testing.T, opts *reserve.Options) *reserve.Conn {
 	return c
 }
 
+// stocked opens a Conn and gives a new item onHand units at location.
+func stocked(t *testing.T, opts *reserve.Options, shop, location uint64, onHand int64) (*reserve.Conn, uint64) {
+	t.Helper()
+	c := open(t, opts)
+	it := item()
+	if err := c.StockSet(context.Background(), shop, it, location, onHand); err != nil {
+		t.Fatal(err)
+	}
+	return c, it
+}
+
 // item gives each test an item id of its own.
 var nextItem struct {
 	sync.Mutex
@@ -80,11 +91,7 @@ func wantCode(t *testing.T, err error, code reserve.Code) *reserve.Error {
 
 func TestReserveClaim(t *testing.T) {
 	ctx := context.Background()
-	c := open(t, nil)
-	it := item()
-	if err := c.StockSet(ctx, 1, it, 7, 10); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 1, 7, 10)
 	if err := c.ReserveOne(ctx, 1, "rc-1", it, 7, 2, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +181,7 @@ func TestCartAndOutcomes(t *testing.T) {
 // says what was wrong.
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
-	c := open(t, nil)
-	it := item()
-	if err := c.StockSet(ctx, 3, it, 1, 5); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 3, 1, 5)
 	cases := []struct {
 		name string
 		code reserve.Code
@@ -250,11 +253,7 @@ func TestWrongPassword(t *testing.T) {
 
 func TestBatches(t *testing.T) {
 	ctx := context.Background()
-	c := open(t, nil)
-	it := item()
-	if err := c.StockSet(ctx, 4, it, 1, 3); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 4, 1, 3)
 	var reqs []reserve.ReserveRequest
 	for i := 0; i < 4; i++ {
 		reqs = append(reqs, reserve.ReserveRequest{Shop: 4, Token: fmt.Sprintf("b-%d", i), Item: it, Location: 1, Quantity: 1})
@@ -305,11 +304,7 @@ func TestBatches(t *testing.T) {
 // Calls from many goroutines on one Conn take turns.
 func TestConnSharedByGoroutines(t *testing.T) {
 	ctx := context.Background()
-	c := open(t, nil)
-	it := item()
-	if err := c.StockSet(ctx, 5, it, 1, 100); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 5, 1, 100)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := 0; g < 16; g++ {
@@ -350,11 +345,7 @@ func TestClosed(t *testing.T) {
 // The audit reports what it finds through a callback from C.
 func TestAuditFindsTampering(t *testing.T) {
 	ctx := context.Background()
-	c := open(t, nil)
-	it := item()
-	if err := c.StockSet(ctx, 10, it, 1, 5); err != nil {
-		t.Fatal(err)
-	}
+	c, it := stocked(t, nil, 10, 1, 5)
 	db.Query(t, fmt.Sprintf("UPDATE rsv_ledger SET issued = issued + 3 WHERE shop_id = 10 AND item_id = %d", it))
 	defer db.Query(t, fmt.Sprintf("UPDATE rsv_ledger SET issued = issued - 3 WHERE shop_id = 10 AND item_id = %d", it))
 	found, err := c.Audit(ctx, 10, false)

@@ -98,6 +98,16 @@ module Libreserve
       [FFI::MemoryPointer.new(:char, bytes.bytesize).put_bytes(0, bytes), bytes.bytesize]
     end
 
+    # The arguments that name a checkout: shop id, token, token length.
+    def checkout_args(shop_id, token)
+      [Args.id(shop_id, "shop_id"), *token_arg(token)]
+    end
+
+    def reserve_one_args(shop_id, token, item_id, location_id, quantity, ttl_ms)
+      checkout_args(shop_id, token) +
+        [Args.id(item_id, "item_id"), Args.id(location_id, "location_id"), Args.quantity(quantity), Args.ttl(ttl_ms)]
+    end
+
     def with_cart(lines)
       out = FFI::MemoryPointer.new(:pointer)
       rc = Native.rsv_cart_new(out)

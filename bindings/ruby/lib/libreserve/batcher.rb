@@ -46,19 +46,17 @@ module Libreserve
     end
 
     def reserve_one(shop_id, token, item_id:, location_id:, quantity:, ttl_ms: 0)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token),
-              Args.id(item_id, "item_id"), Args.id(location_id, "location_id"),
-              Args.quantity(quantity), Args.ttl(ttl_ms)]
+      args = Libreserve.reserve_one_args(shop_id, token, item_id, location_id, quantity, ttl_ms)
       call { |p| Native.rsv_batcher_reserve_one(p, *args) }
     end
 
     def claim(shop_id, token)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token)]
+      args = Libreserve.checkout_args(shop_id, token)
       call { |p| Native.rsv_batcher_claim(p, *args) }
     end
 
     def release(shop_id, token)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token)]
+      args = Libreserve.checkout_args(shop_id, token)
       call { |p| Native.rsv_batcher_release(p, *args) }
     end
 

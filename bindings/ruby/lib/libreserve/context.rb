@@ -77,9 +77,7 @@ module Libreserve
     # Holds quantity units of item_id at location_id for the checkout token
     # of shop_id, for ttl_ms (0: the context's default).
     def reserve_one(shop_id, token, item_id:, location_id:, quantity:, ttl_ms: 0)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token),
-              Args.id(item_id, "item_id"), Args.id(location_id, "location_id"),
-              Args.quantity(quantity), Args.ttl(ttl_ms)]
+      args = Libreserve.reserve_one_args(shop_id, token, item_id, location_id, quantity, ttl_ms)
       call { |p| Native.rsv_reserve_one(p, *args) }
       true
     end
@@ -110,7 +108,7 @@ module Libreserve
     # Payment succeeded: the checkout's units leave the stock for good.  A
     # repeated claim raises AlreadyClaimed and takes nothing.
     def claim(shop_id, token)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token)]
+      args = Libreserve.checkout_args(shop_id, token)
       call { |p| Native.rsv_claim(p, *args) }
       true
     end
@@ -118,7 +116,7 @@ module Libreserve
     # Payment failed or the buyer left: the units go back.  Releasing a
     # released or expired checkout is not an error.
     def release(shop_id, token)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token)]
+      args = Libreserve.checkout_args(shop_id, token)
       call { |p| Native.rsv_release(p, *args) }
       true
     end
@@ -126,14 +124,14 @@ module Libreserve
     # Pushes the checkout's deadline to now + ttl_ms (0: the default).
     # (Not `extend`, which every Ruby object has.)
     def extend_hold(shop_id, token, ttl_ms: 0)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token), Args.ttl(ttl_ms)]
+      args = Libreserve.checkout_args(shop_id, token) << Args.ttl(ttl_ms)
       call { |p| Native.rsv_extend(p, *args) }
       true
     end
 
     # The checkout's state, read without locking.
     def status(shop_id, token)
-      args = [Args.id(shop_id, "shop_id"), *Libreserve.token_arg(token)]
+      args = Libreserve.checkout_args(shop_id, token)
       st = FFI::MemoryPointer.new(:int32)
       units = FFI::MemoryPointer.new(:int64)
       expires = FFI::MemoryPointer.new(:int64)
