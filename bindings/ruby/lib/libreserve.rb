@@ -63,6 +63,20 @@ module Libreserve
 
     # --- shared by Context and Batcher; not part of the API ---
 
+    # A releaser that closes only in the process that opened: a forked
+    # child closing the inherited connection would end the parent's
+    # session (the server sees one socket, one session).
+    def closer(pid)
+      proc { |ptr| yield ptr if Process.pid == pid }
+    end
+
+    def check_pid(pid, what)
+      return if Process.pid == pid
+
+      raise IOError, "this libreserve #{what} was opened by process #{pid}, before a fork: " \
+                     "open a new one in this process (#{Process.pid})"
+    end
+
     # struct rsv_options with the library's defaults, then the given
     # fields.  Returns it and what it points to (keep both alive).
     def native_options(options)

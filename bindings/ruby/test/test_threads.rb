@@ -62,6 +62,37 @@ class TestThreads < Minitest::Test
     end
   end
 
+  # A context and a batcher inherited by a forked child refuse to work
+  # there, and the child's exit does not end the parent's session.
+  def test_fork
+    Libreserve.open(TestDB.dsn) do |ctx|
+      ctx.stock_set(11, item_id: @item, location_id: 1, on_hand: 5)
+      Libreserve::Batcher.open(TestDB.dsn, connections: 1) do |b|
+        r, w = IO.pipe
+        pid = fork do
+          r.close
+          said = [-> { ctx.stock(11, item_id: @item, location_id: 1) }, -> { b.claim(11, "x") }].map do |call|
+            call.call
+            "ran"
+          rescue IOError => e
+            e.message[/before a fork/] || e.message
+          end
+          ctx.close
+          b.close
+          w.puts said.join("|")
+          w.close
+          GC.start
+        end
+        w.close
+        said = r.read
+        Process.wait(pid)
+        assert_equal "before a fork|before a fork\n", said
+        assert_equal 5, ctx.stock(11, item_id: @item, location_id: 1).on_hand
+        b.reserve_one(11, "after-fork", item_id: @item, location_id: 1, quantity: 1)
+      end
+    end
+  end
+
   def test_closed_batcher
     b = Libreserve::Batcher.new(TestDB.dsn, connections: 1)
     b.close

@@ -40,6 +40,7 @@ module Libreserve
       end
 
       @ptr = out.read_pointer
+      @pid = Process.pid
       @lock = Mutex.new
       @idle = ConditionVariable.new
       @inside = 0
@@ -108,6 +109,9 @@ module Libreserve
 
         ptr = @ptr
         @ptr = nil
+        # (a forked child has none of the workers close would wait for)
+        return if Process.pid != @pid
+
         @idle.wait(@lock) while @inside.positive?
         Native.rsv_batcher_close(ptr)
       end
@@ -125,6 +129,8 @@ module Libreserve
     def inside
       p = @lock.synchronize do
         raise IOError, "the libreserve batcher is closed" if @ptr.nil?
+
+        Libreserve.check_pid(@pid, "batcher")
 
         @inside += 1
         @ptr

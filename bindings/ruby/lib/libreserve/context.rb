@@ -21,7 +21,9 @@ module Libreserve
   # (rsv_open_dsn).  Calls from several threads on one context take turns;
   # for concurrency open one per thread, or share a Batcher.  While a call
   # waits for the server the GVL is released: the process's other threads
-  # run.
+  # run.  A context belongs to the process that opened it: after a fork
+  # the child's calls raise IOError, and the child closing it (or its
+  # garbage collector) leaves the parent's connection alone.
   class Context
     # Context.open(dsn, **options) { |ctx| ... } closes the context when
     # the block ends and returns the block's value; without a block it
@@ -51,7 +53,8 @@ module Libreserve
         Native.rsv_close(ptr) unless ptr.null?
         raise Libreserve.error_for(rc, detail)
       end
-      @ptr = FFI::AutoPointer.new(ptr, Native.method(:rsv_close))
+      @pid = Process.pid
+      @ptr = FFI::AutoPointer.new(ptr, Libreserve.closer(@pid) { |p| Native.rsv_close(p) })
       @lock = Mutex.new
     end
 
@@ -245,6 +248,8 @@ module Libreserve
 
     def check_open
       raise IOError, "the libreserve context is closed" if @ptr.nil?
+
+      Libreserve.check_pid(@pid, "context")
     end
 
     # Runs one library call on the context; raises for its code.
