@@ -107,7 +107,7 @@ func (c Code) invalidArgument() bool {
 type Error struct {
 	Code    Code   // the return code
 	Op      string // the call: "reserve", "claim", "open", ...
-	Message string // the library's message for this call (rsv_errmsg)
+	Message string // the library's message for this call (rsv_errmsg), else the code's text
 	// Line is the cart line that could not be served (ErrOutOfStock,
 	// ErrNoItem of Reserve), else -1.
 	Line int
@@ -117,11 +117,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := e.Message
-	if msg == "" {
-		msg = e.Code.Error()
-	}
-	return fmt.Sprintf("libreserve: %s: %s (%s)", e.Op, msg, e.Code.String())
+	return fmt.Sprintf("libreserve: %s: %s (%s)", e.Op, e.Message, e.Code.String())
 }
 
 // Unwrap gives the code, so that errors.Is(err, ErrOutOfStock) holds.
@@ -137,6 +133,9 @@ func (e *Error) Is(target error) bool {
 func (e *Error) Expected() bool { return e.Code.Expected() }
 
 func newError(op string, code Code, msg string) *Error {
+	if msg == "" {
+		msg = code.Error()
+	}
 	return &Error{Code: code, Op: op, Message: msg, Line: -1}
 }
 
