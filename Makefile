@@ -20,6 +20,7 @@ MANDIR ?= $(DATADIR)/man
 BINDIR ?= $(EXEC_PREFIX)/bin
 DESTDIR ?=
 INSTALL ?= install
+LDCONFIG ?= ldconfig
 
 CC ?= cc
 CXX ?= c++
@@ -78,9 +79,12 @@ $(STLIB): $(LIB_OBJ) $(SHLIB)
 	ar rcs $@ $(B)/libreserve-all.o
 
 # Always rewritten: it records PREFIX/LIBDIR, which may differ at install.
+# libdir and includedir are written relative to ${prefix} when they lie
+# under PREFIX, as pkg-config users expect (--define-variable=prefix=...).
+pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 $(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile FORCE | $(B)/lib
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR))|g' \
+	    -e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
 # ---- tests ----
 TEST_SRC := $(wildcard tests/check_*.c)
@@ -135,9 +139,10 @@ demo: deps
 
 # ---- install ----
 install: lib
-	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(CMAKEDIR)
 	$(INSTALL) -m 644 include/reserve.h $(DESTDIR)$(INCLUDEDIR)/reserve.h
-	$(INSTALL) -m 644 include/reserve/libuv.h include/reserve/libevent.h $(DESTDIR)$(INCLUDEDIR)/reserve/
+	$(INSTALL) -m 644 include/reserve/*.h $(DESTDIR)$(INCLUDEDIR)/reserve/
+	$(INSTALL) -m 644 $(CMAKE_PKG) $(DESTDIR)$(CMAKEDIR)/
 	$(INSTALL) -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libreserve.so.$(VERSION)
 	ln -sf libreserve.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libreserve.so
@@ -148,10 +153,18 @@ install: lib
 	  if [ -L "$$f" ]; then ln -sf "$$(readlink "$$f")" $(DESTDIR)$(MANDIR)/man3/"$${f#man/}"; \
 	  else $(INSTALL) -m 644 "$$f" $(DESTDIR)$(MANDIR)/man3/; fi; \
 	done
+ifeq ($(DESTDIR),)
+	@# Installed onto this machine by root: refresh the dynamic loader's
+	@# cache, or programs fail to find the new libreserve.so.0 until
+	@# someone runs ldconfig.  Packaging (DESTDIR) leaves that to the
+	@# package manager.
+	@if [ "$$(id -u)" = 0 ]; then echo "$(LDCONFIG)"; $(LDCONFIG); \
+	else echo "install: not root: run ldconfig as root if $(LIBDIR) is in the loader's path, else set LD_LIBRARY_PATH or an rpath"; fi
+endif
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/reserve.h $(DESTDIR)$(LIBDIR)/libreserve.* $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/reserve
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(CMAKEDIR)
 	rm -rf $(DESTDIR)$(DATADIR)/libreserve
 	cd man 2>/dev/null && for f in *.3; do rm -f $(DESTDIR)$(MANDIR)/man3/$$f; done || true
 
