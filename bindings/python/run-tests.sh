@@ -22,5 +22,24 @@ fi
 cd "$here"
 # No bytecode cache in the source tree.
 export PYTHONDONTWRITEBYTECODE=1
-if [ $# -eq 0 ]; then set -- test_libreserve; fi
-exec python3 -m unittest -v "$@"
+if [ $# -gt 0 ]; then exec python3 -m unittest -v "$@"; fi
+python3 -m unittest -v test_libreserve || exit 1
+
+# The recipe for joining a mysqlclient (Django) transaction needs MySQLdb
+# built against MariaDB Connector/C: Debian's python3-mysqldb, installed
+# here as root when missing, for Debian's own python3.
+has_mysqldb() { "$1" -c 'import MySQLdb' >/dev/null 2>&1; }
+py=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null 2>&1 && has_mysqldb "$p"; then py=$p; break; fi
+done
+if [ -z "$py" ] && [ -x /usr/bin/python3 ]; then
+  "$repo/tools/deps.sh" packages python3-mysqldb >/dev/null 2>&1 &&
+    has_mysqldb /usr/bin/python3 && py=/usr/bin/python3
+fi
+if [ -z "$py" ]; then
+  echo "skip test_mysqldb: no python3 with MySQLdb (apt-get install python3-mysqldb)"
+  exit 0
+fi
+echo "== test_mysqldb with $py ($("$py" -c 'import MySQLdb; print("mysqlclient", MySQLdb.__version__)'))"
+exec "$py" -m unittest -v test_mysqldb

@@ -318,11 +318,13 @@ test('calls waiting on locked rows leave libuv\'s thread pool to fs', { skip: mi
     const waiting = () => Number(h.sql('SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN ' +
       'information_schema.processlist p ON p.id = t.trx_mysql_thread_id ' +
       `WHERE t.trx_state = 'LOCK WAIT' AND p.db = '${DB}'`));
+    // (the server refreshes innodb_trx only once nobody has read it for
+    // 0.1 s: poll slower than that)
     let n = 0;
     for (let i = 0; (n = waiting()) < calls.length; i++) {
       assert.equal(settled, 0, 'a call finished while the rows were locked');
-      assert.ok(i < 500, `only ${n} of ${calls.length} calls reached the server: the others wait for a thread`);
-      await sleep(10);
+      assert.ok(i < 150, `only ${n} of ${calls.length} calls reached the server: the others wait for a thread`);
+      await sleep(200);
     }
     const t0 = process.hrtime.bigint();
     const st = await fs.promises.stat(__filename);
@@ -330,7 +332,6 @@ test('calls waiting on locked rows leave libuv\'s thread pool to fs', { skip: mi
     const ms = Number(process.hrtime.bigint() - t0) / 1e6;
     assert.equal(text.length > 0 && st.isFile(), true);
     assert.equal(settled, 0, 'the file was read only after a waiting call finished');
-    assert.equal(waiting(), calls.length);
     t.diagnostic(`fs.stat + readFile with ${calls.length} calls waiting on locks: ${ms.toFixed(1)} ms`);
   } finally {
     holder.stdin.end('ROLLBACK;\n');
