@@ -9,7 +9,9 @@
 #     libreserve.so.0 the dynamic loader finds (LD_LIBRARY_PATH here), and
 #     runs stock_set -> reserve -> claim through a connection string;
 #   - the ten-line example of README.md runs as printed (its connection
-#     string replaced by the test server's);
+#     string replaced by the test server's), and so does its asyncio
+#     example;
+#   - the type hints are installed with it (py.typed);
 #   - pip uninstall removes it again.
 # Usage: tools/mariadb.sh run bindings/python/pip-install-test.sh (make check
 # runs it; make lib first).  PYTHON=... picks the interpreter; otherwise the
@@ -142,6 +144,30 @@ if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/
   echo "$out" | sed 's/^/     /'; ok "README's example runs again (the claim is not taken twice)"
 else
   echo "$out" | sed 's/^/     /'; bad "README's example runs again"
+fi
+
+if [ -f "$site/libreserve/py.typed" ] && [ -f "$site/libreserve/aio.py" ]; then
+  ok "installed with py.typed and the asyncio module"
+else
+  bad "py.typed or aio.py missing from $site/libreserve"
+fi
+
+# The asyncio example, under "## asyncio", as printed.
+awk '/^## asyncio/ { s = 1 } s && /^```python$/ { c = 1; next }
+     c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme_aio.py"
+"$PY" - "$tmp/readme_aio.py" "$dsn" <<'PY' || bad "put the test server into the README's asyncio example"
+import re, sys
+path, dsn = sys.argv[1:]
+text = open(path).read()
+new, n = re.subn(r'"mariadb://[^"]*"', lambda m: repr(dsn), text)
+assert n == 1, "one connection string expected, found %d" % n
+open(path, "w").write(new)
+PY
+if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme_aio.py" 2>&1) &&
+   grep -q "status=<Status.CLAIMED: 2>" <<<"$out"; then
+  echo "$out" | sed 's/^/     /'; ok "README's asyncio example runs"
+else
+  echo "$out" | sed 's/^/     /'; bad "README's asyncio example runs"
 fi
 
 # ---- --target: a plain directory on PYTHONPATH ----

@@ -456,7 +456,8 @@ class Disabled(Failure):
 
 class Canceled(Failure):
     """RSV_ECANCELED: a non-blocking call of the C library was canceled
-    (rsv_cancel) before or between its attempts; nothing was applied."""
+    (rsv_cancel) before or between its attempts; nothing was applied.
+    (AsyncContext raises asyncio.CancelledError for a cancelled task.)"""
 
 
 _EXC_BY_CODE = {
