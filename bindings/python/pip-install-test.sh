@@ -123,11 +123,10 @@ else
   echo "$out"; bad "venv: the installed package runs"
 fi
 
-# The README's example, as printed, from the installed package.
-awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
-lines=$(grep -c . "$tmp/readme.py")
-if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
-"$PY" - "$tmp/readme.py" "$dsn" <<'PY' || bad "put the test server into the README's example"
+# put_dsn FILE: an example of the README, its one connection string
+# replaced by the test server's.
+put_dsn() {
+  "$PY" - "$1" "$dsn" <<'PY'
 import re, sys
 path, dsn = sys.argv[1:]
 text = open(path).read()
@@ -135,6 +134,13 @@ new, n = re.subn(r'"mariadb://[^"]*"', lambda m: repr(dsn), text)
 assert n == 1, "one connection string expected, found %d" % n
 open(path, "w").write(new)
 PY
+}
+
+# The README's example, as printed, from the installed package.
+awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
+lines=$(grep -c . "$tmp/readme.py")
+if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
+put_dsn "$tmp/readme.py" || bad "put the test server into the README's example"
 if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
   echo "$out" | sed 's/^/     /'; ok "README's example runs"
 else
@@ -155,14 +161,7 @@ fi
 # The asyncio example, under "## asyncio", as printed.
 awk '/^## asyncio/ { s = 1 } s && /^```python$/ { c = 1; next }
      c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme_aio.py"
-"$PY" - "$tmp/readme_aio.py" "$dsn" <<'PY' || bad "put the test server into the README's asyncio example"
-import re, sys
-path, dsn = sys.argv[1:]
-text = open(path).read()
-new, n = re.subn(r'"mariadb://[^"]*"', lambda m: repr(dsn), text)
-assert n == 1, "one connection string expected, found %d" % n
-open(path, "w").write(new)
-PY
+put_dsn "$tmp/readme_aio.py" || bad "put the test server into the README's asyncio example"
 if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme_aio.py" 2>&1) &&
    grep -q "status=<Status.CLAIMED: 2>" <<<"$out"; then
   echo "$out" | sed 's/^/     /'; ok "README's asyncio example runs"

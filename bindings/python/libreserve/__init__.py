@@ -116,6 +116,8 @@ class Code(enum.IntEnum):
     PENDING = 1
 
 
+# The older names, spelled out rather than made in a loop so that type
+# checkers and editors see every one (the same for Status, Op and Stat).
 OK = Code.OK
 EOUTOFSTOCK = Code.EOUTOFSTOCK
 ENOTFOUND = Code.ENOTFOUND
