@@ -181,6 +181,12 @@ class FdWait {
   }
 }
 
+// koffi's uv_poll_t is young (koffi 2.15 and later, not yet documented):
+// say so at require() rather than at the first call.
+if (!koffi.node || typeof koffi.node.poll !== 'function') {
+  throw new Error(`libreserve: koffi ${koffi.version} has no node.poll (this package needs koffi 3.3 or later)`);
+}
+
 // Threads of the package's own (runner.js) for the calls that have no
 // non-blocking form: one per call in flight, kept for the next call while
 // idle (at most IDLE_RUNNERS of them), never holding the process open
