@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the Python binding's tests (python3 -m unittest -v) against the
-# server in RSV_TEST_SOCKET.  Start it under a throwaway server:
+# server in RSV_TEST_SOCKET: test_libreserve, then test_mysqldb (joining a
+# mysqlclient transaction) with a python3 that has MySQLdb.  Start it
+# under a throwaway server:
 #   tools/mariadb.sh run bindings/python/run-tests.sh [unittest args...]
+# (with arguments, only those, under python3).
 # Library: $LIBRESERVE_PATH if set (e.g. an installed libreserve.so.0),
 # otherwise the in-tree build/libreserve.so.  Schema: $RSV_SCHEMA if set,
 # otherwise the one installed next to the library, else sql/schema.sql.
