@@ -19,13 +19,18 @@ owns the MariaDB connection (rsv_open_dsn):
 Connection (MariaDB Connector/C through ctypes) is there for SQL of one's
 own (loading the schema, a claim joined to the application's
 transaction) and for callers who already have a connection:
-Context(conn) then works on it (rsv_open).
+Context(conn) then works on it (rsv_open), as it does on a mysqlclient
+(MySQLdb, Django) connection.  AsyncContext (libreserve/aio.py) is the
+asyncio interface.
 
 Every failing call raises a ReserveError subclass carrying the library's
-code (``.code``, ``.name``), its short text (``.strerror``) and the detailed
-message of rsv_errmsg() (``.message``).  Expected outcomes (out of stock,
-expired, already claimed, ...) derive from ExpectedOutcome, the rest from
-Failure.
+code (``.code``, a Code), its name (``.name``), its short text
+(``.strerror``), the detailed message of rsv_errmsg() (``.message``) and
+the server's error number behind it (``.errno``).  Expected outcomes (out
+of stock, expired, already claimed, ...) derive from ExpectedOutcome, the
+rest from Failure; ConnectionLost is also a ConnectionError (and
+AuthenticationError one of it), arguments of the wrong type raise
+TypeErrors, bad values ValueErrors.
 
 Which libreserve.so is loaded (first match wins):
   1. $LIBRESERVE_PATH: the library file itself, or a directory holding
