@@ -158,6 +158,54 @@ else
   bad "py.typed or aio.py missing from $site/libreserve"
 fi
 
+# The type hints, as a type checker sees the installed package: mypy
+# (Debian's python3-mypy) passes a program that uses it right, finds
+# exactly the two wrong arguments of another, and finds nothing to say
+# about the package itself.
+mypy_ok() { /usr/bin/python3 -m mypy --version >/dev/null 2>&1; }
+mypy_ok || "$repo/tools/deps.sh" packages python3-mypy >/dev/null 2>&1
+if ! mypy_ok; then
+  echo "skip type check: no mypy (apt-get install python3-mypy)"
+else
+  cat >"$tmp/run/typed_app.py" <<'PY'
+import asyncio
+from typing import List
+import libreserve as rsv
+
+def checkout(dsn: str) -> int:
+    with rsv.connect(dsn, hold_ttl_ms=60000) as ctx:
+        ctx.reserve_one(1, "t", 42, 7, 2)
+        st: rsv.CheckoutStatus = ctx.checkout_status(1, b"t")
+        if st.status is rsv.Status.HELD:
+            ctx.claim(1, "t")
+        try:
+            ctx.release(1, "t")
+        except rsv.AlreadyClaimed as e:
+            print(e.code, e.errno, e.message)
+        v: List[rsv.Violation] = ctx.audit(1)
+        return ctx.stock_get(1, 42, 7).available + len(v)
+
+async def acheckout(dsn: str) -> str:
+    async with await rsv.connect_async(dsn) as ctx:
+        await ctx.claim(1, "t")
+        return (await ctx.checkout_status(1, "t")).name
+PY
+  cat >"$tmp/run/typed_bad.py" <<'PY'
+import libreserve as rsv
+def f(ctx: rsv.Context) -> None:
+    ctx.reserve_one(1, 12, 42, 7, 2)
+    ctx.claim("1", "t")
+PY
+  out=$(cd "$tmp/run" && /usr/bin/python3 -m mypy --no-incremental --cache-dir=/dev/null \
+        --python-executable "$venv/bin/python" typed_app.py typed_bad.py "$site/libreserve" 2>&1)
+  errors=$(grep -c ': error: ' <<<"$out")
+  if [ "$errors" = 2 ] && [ "$(grep -c '^typed_bad.py:[34]: error: .*\[arg-type\]' <<<"$out")" = 2 ]; then
+    ok "mypy: the installed package's hints pass a right program and catch a wrong one"
+  else
+    echo "$out" | tail -20; bad "mypy on the installed package"
+  fi
+fi
+
 # The asyncio example, under "## asyncio", as printed.
 awk '/^## asyncio/ { s = 1 } s && /^```python$/ { c = 1; next }
      c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme_aio.py"

@@ -310,6 +310,8 @@ class ReserveError(Exception):
     message: str
     function: Optional[str]
     errno: Optional[int]
+    #: the cart line that could not be served (Context.reserve), or None
+    failed_line: Optional[int] = None
 
     def __init__(self, code: int, message: Optional[str] = None,
                  function: Optional[str] = None) -> None:
@@ -350,7 +352,6 @@ class Failure(ReserveError):
 class OutOfStock(ExpectedOutcome):
     """RSV_EOUTOFSTOCK; .failed_line is the cart line that could not be
     served (None if unknown)."""
-    failed_line = None
 
 
 class NotFound(ExpectedOutcome):
@@ -377,7 +378,7 @@ class InDoubt(ExpectedOutcome):
     """RSV_EINDOUBT: connection lost during COMMIT; repeat the call."""
 
 
-class ConnectionLost(Failure, ConnectionError):
+class ConnectionLost(Failure, ConnectionError):  # type: ignore[misc]
     """RSV_ECONN: cannot connect, not connected, or the connection was lost
     before COMMIT (nothing applied).  Also a ConnectionError.  Reconnect
     (Context.reconnect) and repeat the call."""
@@ -467,7 +468,7 @@ class Canceled(Failure):
     (AsyncContext raises asyncio.CancelledError for a cancelled task.)"""
 
 
-_EXC_BY_CODE = {
+_EXC_BY_CODE: Dict[int, type] = {
     EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
     ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
     EINDOUBT: InDoubt, ECONN: ConnectionLost, EINVAL: InvalidArgument,
@@ -710,6 +711,7 @@ class Options(ctypes.Structure):
         ("stmt_cache_max", ctypes.c_int32),
     ]
 
+    _field_names: Tuple[str, ...] = ()
     version: int
     flags: int
     pool_cap: int
@@ -1699,7 +1701,7 @@ class Context(_Closable):
                  options: Optional["Options"] = None, **fields: Any) -> None:
         self._p = None
         self.owns_connection = isinstance(conn, (str, bytes))
-        self._callback = None      # keeps the C trampoline alive
+        self._callback: Any = None  # keeps the C trampoline alive
         self.callback_errors = []  # exceptions raised by the callback
         self.connection = conn if isinstance(conn, Connection) else None
         # a MySQLdb connection must outlive the context: keep it
@@ -1983,7 +1985,8 @@ class Context(_Closable):
         clean), each a Violation(shop_id, item_id, location_id, problem).  callback(violation) is also called for each one; an
         exception it raises stops further callbacks and is re-raised once
         the audit has returned."""
-        found, errors = [], []
+        found: List[Violation] = []
+        errors: List[BaseException] = []
 
         def trampoline(_arg, shop, item, loc, problem):
             v = Violation(shop, item, loc, _s(problem))
@@ -2063,7 +2066,8 @@ class Context(_Closable):
         None removes it.  An exception fn raises cannot cross the C frame:
         it is appended to self.callback_errors and the call goes on."""
         if fn is None:
-            rc = lib.rsv_set_callback(self._ptr(), ctypes.cast(None, _OP_FN),
+            rc = lib.rsv_set_callback(self._ptr(),
+                                      ctypes.cast(None, _OP_FN),  # type: ignore[arg-type]
                                       None)
             self._check_plain(rc, "rsv_set_callback")
             self._callback = None
@@ -2125,10 +2129,10 @@ def make_dsn(database: str, user: Optional[str] = None,
     where = q(host) if host else ""
     if port is not None:
         where += ":%d" % int(port)
-    query = [("socket", socket)] + sorted(params.items())
+    pairs = [("socket", socket)] + sorted(params.items())
     query = "&".join("%s=%s" % (q(k), q(int(v) if isinstance(v, bool)
                                        else v))
-                     for k, v in query if v is not None)
+                     for k, v in pairs if v is not None)
     return "mariadb://%s%s/%s%s" % (auth, where, q(database),
                                     "?" + query if query else "")
 

@@ -293,9 +293,12 @@ class AsyncBatcher:
         call, code = ctypes.c_void_p(), ctypes.c_int()
         while p and lib.rsv_batcher_next_done(p, ctypes.byref(call),
                                               ctypes.byref(code)) == OK:
-            fut, fn = self._calls.pop(call.value, (None, ""))
+            key = call.value or 0
             lib.rsv_batcher_call_free(call.value)
-            if fut is None or fut.done():
+            if key not in self._calls:
+                continue
+            fut, fn = self._calls.pop(key)
+            if fut.done():
                 continue
             if code.value == OK:
                 fut.set_result(OK)
@@ -315,7 +318,7 @@ class AsyncBatcher:
             return
         loop = asyncio.get_running_loop()
         fut: "asyncio.Future[int]" = loop.create_future()
-        self._calls[call.value] = (fut, fn)
+        self._calls[call.value or 0] = (fut, fn)
         if self._loop is None:
             self._loop = loop
             loop.add_reader(lib.rsv_batcher_fd(p), self._answer)
