@@ -139,10 +139,9 @@ demo: deps
 
 # ---- install ----
 install: lib
-	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(CMAKEDIR)
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3
 	$(INSTALL) -m 644 include/reserve.h $(DESTDIR)$(INCLUDEDIR)/reserve.h
 	$(INSTALL) -m 644 include/reserve/*.h $(DESTDIR)$(INCLUDEDIR)/reserve/
-	$(INSTALL) -m 644 $(CMAKE_PKG) $(DESTDIR)$(CMAKEDIR)/
 	$(INSTALL) -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libreserve.so.$(VERSION)
 	ln -sf libreserve.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libreserve.so
@@ -153,6 +152,8 @@ install: lib
 	  if [ -L "$$f" ]; then ln -sf "$$(readlink "$$f")" $(DESTDIR)$(MANDIR)/man3/"$${f#man/}"; \
 	  else $(INSTALL) -m 644 "$$f" $(DESTDIR)$(MANDIR)/man3/; fi; \
 	done
+	$(INSTALL) -d $(DESTDIR)$(CMAKEDIR)
+	$(INSTALL) -m 644 $(CMAKE_PKG) $(DESTDIR)$(CMAKEDIR)/
 ifeq ($(DESTDIR),)
 	@# Installed onto this machine by root: refresh the dynamic loader's
 	@# cache, or programs fail to find the new libreserve.so.0 until
