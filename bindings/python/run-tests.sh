@@ -31,14 +31,21 @@ python3 -m unittest -v test_libreserve || exit 1
 # The recipe for joining a mysqlclient (Django) transaction needs MySQLdb
 # built against MariaDB Connector/C: Debian's python3-mysqldb, installed
 # here as root when missing, for Debian's own python3.
-has_mysqldb() { "$1" -c 'import MySQLdb' >/dev/null 2>&1; }
-py=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null 2>&1 && has_mysqldb "$p"; then py=$p; break; fi
-done
-if [ -z "$py" ] && [ -x /usr/bin/python3 ]; then
-  "$repo/tools/deps.sh" packages python3-mysqldb >/dev/null 2>&1 &&
-    has_mysqldb /usr/bin/python3 && py=/usr/bin/python3
+# An ASan-instrumented library (make check-asan) needs the python3 on
+# PATH, which preloads the sanitizer's runtime: no other interpreter then.
+cands=python3
+ldd "$LIBRESERVE_PATH" 2>/dev/null | grep -q libasan || cands="$cands /usr/bin/python3"
+pick() {
+  local p
+  for p in $cands; do
+    command -v "$p" >/dev/null 2>&1 && "$p" -c 'import MySQLdb' >/dev/null 2>&1 &&
+      { echo "$p"; return 0; }
+  done
+  return 1
+}
+if ! py=$(pick); then
+  "$repo/tools/deps.sh" packages python3-mysqldb >/dev/null 2>&1
+  py=$(pick) || py=
 fi
 if [ -z "$py" ]; then
   echo "skip test_mysqldb: no python3 with MySQLdb (apt-get install python3-mysqldb)"
