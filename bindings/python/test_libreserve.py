@@ -1486,6 +1486,7 @@ class TestPythonTerms(ServerTest):
             self.assertIsInstance(e, rsv.ConnectionLost)
             self.assertIsInstance(e, ConnectionError)
             self.assertEqual((e.code, e.errno), (rsv.ECONN, 1045))
+            self.assertNotIsInstance(e, rsv.InDoubt)
             self.assertIn("Access denied", e.message)
             self.assertIn("RSV_ECONN", str(e))
         # no server there: a connection error, not an authentication one
@@ -1500,6 +1501,22 @@ class TestPythonTerms(ServerTest):
         with self.assertRaises(rsv.NoItem) as cm:
             self.ctx.stock_get(self.shop, 9, 9)
         self.assertIsNone(cm.exception.errno)
+
+    def test_builtin_bases(self):
+        # what a caller catching Python's own exceptions gets
+        for code, base in ((rsv.ECONN, ConnectionError),
+                           (rsv.EINDOUBT, ConnectionError),
+                           (rsv.EBUSY, TimeoutError),
+                           (rsv.EINVAL, ValueError),
+                           (rsv.ERANGE, IndexError)):
+            self.assertTrue(issubclass(rsv.exception_for(code), base),
+                            (code, base))
+        self.assertTrue(issubclass(rsv.ArgumentTypeError, TypeError))
+        e = rsv.InDoubt(rsv.EINDOUBT, "lost during COMMIT (MySQL error 2013)",
+                        "rsv_claim")
+        self.assertEqual((e.errno, e.strerror), (2013, rsv.strerror(rsv.EINDOUBT)))
+        self.assertTrue(str(e).startswith("rsv_claim: RSV_EINDOUBT (-7): "))
+        self.assertIsInstance(e, rsv.ExpectedOutcome)
 
     def test_enums(self):
         c, s = self.ctx, self.shop

@@ -370,12 +370,17 @@ class AlreadyReleased(ExpectedOutcome):
     """RSV_ERELEASED."""
 
 
-class Busy(ExpectedOutcome):
-    """RSV_EBUSY: lock conflicts persisted through every retry."""
+class Busy(ExpectedOutcome, TimeoutError):  # type: ignore[misc]
+    """RSV_EBUSY: lock conflicts persisted through every retry, or the
+    call's time budget (call_timeout_ms) was spent; nothing was applied.
+    Also a TimeoutError."""
 
 
-class InDoubt(ExpectedOutcome):
-    """RSV_EINDOUBT: connection lost during COMMIT; repeat the call."""
+class InDoubt(ExpectedOutcome, ConnectionError):  # type: ignore[misc]
+    """RSV_EINDOUBT: the connection was lost during COMMIT, so the outcome
+    is unknown: reconnect and repeat the same call, which settles it (every
+    call is idempotent for its token).  Also a ConnectionError, as
+    reconnecting and repeating is what both want."""
 
 
 class ConnectionLost(Failure, ConnectionError):  # type: ignore[misc]
