@@ -55,7 +55,9 @@ import re
 import sys
 from collections import namedtuple
 from typing import (Any, Callable, Dict, Iterable, List, NamedTuple, Optional,
-                    Sequence, Tuple, Union)
+                    Sequence, Tuple, TypeVar, Union)
+
+_Self = TypeVar("_Self")
 
 __all__ = [
     "Connection", "Context", "Cart", "Options", "Violation", "Stock",
@@ -1051,13 +1053,16 @@ class _Closable:
     """Context-manager support and close-on-collect for the wrappers of
     library handles (each defines close(), idempotent)."""
 
-    def __enter__(self):
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -1076,10 +1081,14 @@ class Connection(_Closable):
     open on it.  Values come back as bytes (or None for NULL).
     """
 
-    def __init__(self, unix_socket=None, host=None, port=0, user=None,
-                 password=None, db=None, connect_timeout=None,
-                 read_timeout=None, reconnect=False, multi_statements=False):
-        self._contexts = []
+    def __init__(self, unix_socket: Optional[str] = None,
+                 host: Optional[str] = None, port: int = 0,
+                 user: Optional[str] = None, password: Optional[str] = None,
+                 db: Optional[str] = None,
+                 connect_timeout: Optional[int] = None,
+                 read_timeout: Optional[int] = None, reconnect: bool = False,
+                 multi_statements: bool = False) -> None:
+        self._contexts: List[Context] = []
         h = _mdb.mysql_init(None)
         if not h:
             raise MemoryError("mysql_init failed")
@@ -1122,11 +1131,13 @@ class Connection(_Closable):
                             _s(_mdb.mysql_sqlstate(h)))
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once closed."""
         return not self.handle
 
-    def close(self):
-        """Close every context on this connection, then mysql_close()."""
+    def close(self) -> None:
+        """Close every context on this connection, then the connection
+        itself (mysql_close); idempotent."""
         for ctx in list(self._contexts):
             ctx.close()
         if self.handle:
@@ -1135,19 +1146,19 @@ class Connection(_Closable):
 
     # -- info --
     @property
-    def thread_id(self):
+    def thread_id(self) -> int:
         return _mdb.mysql_thread_id(self._h())
 
     @property
-    def server_info(self):
+    def server_info(self) -> Optional[str]:
         return _s(_mdb.mysql_get_server_info(self._h()))
 
     @property
-    def errno(self):
+    def errno(self) -> int:
         return _mdb.mysql_errno(self._h())
 
     @property
-    def error(self):
+    def error(self) -> Optional[str]:
         """mysql_error() of the last call on the connection."""
         return _s(_mdb.mysql_error(self._h()))
 
@@ -1190,28 +1201,28 @@ class Connection(_Closable):
             if st != 0:
                 return out
 
-    def query(self, sql):
+    def query(self, sql: Union[str, bytes]) -> List[Tuple[Optional[bytes], ...]]:
         """Run one statement, return its rows: a list of tuples of bytes or
         None (an empty list for a statement without a result set)."""
         rows, _ = self._run(sql)[-1]
         return rows if rows is not None else []
 
-    def scalar(self, sql):
+    def scalar(self, sql: Union[str, bytes]) -> Optional[bytes]:
         """The first column of the first row (bytes), or None."""
         rows = self.query(sql)
         return rows[0][0] if rows else None
 
-    def scalar_int(self, sql):
+    def scalar_int(self, sql: Union[str, bytes]) -> Optional[int]:
         """scalar() as an int (None stays None)."""
         v = self.scalar(sql)
         return int(v) if v is not None else None
 
-    def execute(self, sql):
+    def execute(self, sql: Union[str, bytes]) -> int:
         """Run one statement, return the affected row count."""
         _, n = self._run(sql)[-1]
         return n or 0
 
-    def execute_script(self, sql):
+    def execute_script(self, sql: Union[str, bytes]) -> List[Tuple[Any, Any]]:
         """Run a script the way the mariadb client does: ;-separated
         statements, sent in one round trip per part (multi-statements are
         switched on for the call only), and "DELIMITER xx" lines for
@@ -1229,22 +1240,26 @@ class Connection(_Closable):
         finally:
             _mdb.mysql_set_server_option(h, _MYSQL_OPTION_MULTI_STATEMENTS_OFF)
 
-    def execute_file(self, path):
+    def execute_file(self, path: str) -> List[Tuple[Any, Any]]:
         """Run an SQL file (e.g. find_schema()) with execute_script()."""
         with open(path, "rb") as f:
             return self.execute_script(f.read())
 
-    def select_db(self, db):
+    def select_db(self, db: str) -> None:
+        """Make db the connection's default database."""
         if _mdb.mysql_select_db(self._h(), db.encode("utf-8")) != 0:
             raise self._error()
 
-    def begin(self):
+    def begin(self) -> None:
+        """START TRANSACTION: a claim made now joins it."""
         self.execute("START TRANSACTION")
 
-    def commit(self):
+    def commit(self) -> None:
+        """COMMIT the open transaction."""
         self.execute("COMMIT")
 
-    def rollback(self):
+    def rollback(self) -> None:
+        """ROLLBACK the open transaction (and a claim that joined it)."""
         self.execute("ROLLBACK")
 
 
@@ -1398,11 +1413,11 @@ class Cart:
         """Remove every line."""
         lib.rsv_cart_clear(self._ptr())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return lib.rsv_cart_lines(self._ptr())
 
     @property
-    def lines(self):
+    def lines(self) -> int:
         """rsv_cart_lines()."""
         return len(self)
 
@@ -1436,7 +1451,7 @@ class Cart:
         v = lib.rsv_cart_failed_line(self._ptr())
         return None if v == _SIZE_MAX else v
 
-    def free(self):
+    def free(self) -> None:
         """rsv_cart_free(); idempotent."""
         if self._p:
             lib.rsv_cart_free(self._p)
@@ -1445,13 +1460,13 @@ class Cart:
     close = free
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.free()
 
     def __del__(self):
@@ -1523,21 +1538,22 @@ class StatsSnapshot(_Closable):
         if rc != OK:
             _raise(rc, strerror(rc), function)
 
-    def add(self, ctx):
+    def add(self, ctx: "Context") -> None:
         """rsv_stats_snapshot_add(): add the statistics of a Context."""
         self._check(lib.rsv_stats_snapshot_add(self._ptr(), ctx._ptr()),
                     "rsv_stats_snapshot_add")
 
-    def merge(self, other):
+    def merge(self, other: "StatsSnapshot") -> None:
         """rsv_stats_snapshot_merge(): add another StatsSnapshot."""
         self._check(lib.rsv_stats_snapshot_merge(self._ptr(), other._ptr()),
                     "rsv_stats_snapshot_merge")
 
-    def clear(self):
+    def clear(self) -> None:
         """rsv_stats_snapshot_clear(): back to zero, no context added."""
         lib.rsv_stats_snapshot_clear(self._ptr())
 
-    def prometheus(self, labels=None):
+    def prometheus(self, labels: Union[None, str, bytes, Dict[str, Any]] = None
+                   ) -> str:
         """rsv_stats_prometheus() -> str.  labels: None, a dict {name:
         value} (values escaped here), or the C string as is
         ('instance="a"')."""
@@ -1546,19 +1562,18 @@ class StatsSnapshot(_Closable):
                              .replace('"', '\\"').replace("\n", "\\n"))
             labels = ",".join('%s="%s"' % (k, esc(v))
                               for k, v in labels.items())
-        if isinstance(labels, str):
-            labels = labels.encode("utf-8")
+        text = labels.encode("utf-8") if isinstance(labels, str) else labels
         need = ctypes.c_size_t()
-        rc = lib.rsv_stats_prometheus(self._ptr(), labels, None, 0,
+        rc = lib.rsv_stats_prometheus(self._ptr(), text, None, 0,
                                       ctypes.byref(need))
         while rc == ERANGE:
             buf = ctypes.create_string_buffer(need.value)
-            rc = lib.rsv_stats_prometheus(self._ptr(), labels, buf,
+            rc = lib.rsv_stats_prometheus(self._ptr(), text, buf,
                                           need.value, ctypes.byref(need))
         self._check(rc, "rsv_stats_prometheus")
         return buf.value.decode("utf-8")
 
-    def close(self):
+    def close(self) -> None:
         """rsv_stats_snapshot_free(); idempotent."""
         if self._p:
             lib.rsv_stats_snapshot_free(self._p)
@@ -1567,7 +1582,7 @@ class StatsSnapshot(_Closable):
     free = close
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
 
@@ -1666,7 +1681,7 @@ class Batcher(_Closable):
                                                        self._ptr()),
                     "rsv_batcher_stats_snapshot_add")
 
-    def close(self):
+    def close(self) -> None:
         """rsv_batcher_close(): runs what is queued, then frees it;
         idempotent."""
         if self._p:
@@ -1674,7 +1689,7 @@ class Batcher(_Closable):
             self._p = None
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
 
@@ -1766,21 +1781,21 @@ class Context(_Closable):
                     pass
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
     @property
-    def errmsg(self):
+    def errmsg(self) -> str:
         """rsv_errmsg(): message of the last failing call ("" after OK)."""
         return _s(lib.rsv_errmsg(self._ptr()))
 
     @property
-    def errcode(self):
+    def errcode(self) -> int:
         """rsv_errcode(): code of the last call."""
         return lib.rsv_errcode(self._ptr())
 
     @property
-    def connection_handle(self):
+    def connection_handle(self) -> Optional[int]:
         """rsv_connection(): the MYSQL* address the context is bound to."""
         return lib.rsv_connection(self._ptr())
 
