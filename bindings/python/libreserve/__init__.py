@@ -992,7 +992,7 @@ def schema_version() -> int:
     return lib.rsv_schema_version()
 
 
-def schema_procedures():
+def schema_procedures() -> List[str]:
     """The stored procedures the library calls (rsv_schema_procedure()):
     a database without them works, with more round trips per call."""
     names = []
@@ -2001,7 +2001,7 @@ class Context(_Closable):
         self._check(rc, "rsv_sweep")
         return n.value
 
-    def sweep_report(self, shop_id, max_holds=0):
+    def sweep_report(self, shop_id: int, max_holds: int = 0) -> "SweepResult":
         """rsv_sweep_report() -> SweepResult: expired holds given back and
         their units, journal rows folded, idle pool rows drained, checkout
         records purged."""
