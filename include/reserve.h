@@ -120,7 +120,7 @@ extern "C" {
 #define RSV_VERSION_NUMBER 100
 /* The version of the database schema (sql/schema.sql, table rsv_schema)
  * this library works on; see rsv_open() and RSV_ESCHEMAVER. */
-#define RSV_SCHEMA_VERSION 2
+#define RSV_SCHEMA_VERSION 3
 
 /* The version of the library actually loaded, e.g. "0.1.0".  Static
  * string, never freed.  Compare with RSV_VERSION to detect a header/library

@@ -145,12 +145,22 @@ START_TEST(replenish_mints_exactly_the_gap)
         TU_OK(ctx, rsv_stock_get(ctx, shop, item, 1, NULL, NULL, &pooled,
                                  NULL));
         ck_assert_int_eq(pooled, caps[i]);
+        /* rows of cap / 100 units (at least 1), ids following on: with
+         * one unit a row the bottom row went, ids 2 .. cap + 1; else it
+         * kept the rest, and the second fill is one row more */
+        int64_t per = caps[i] / 100 > 1 ? caps[i] / 100 : 1;
+        int64_t rows = (caps[i] + per - 1) / per;
         char q[200];
         snprintf(q, sizeof q, "SELECT MAX(id) - MIN(id) + 1 FROM "
                  "rsv_pool WHERE shop_id = %llu AND "
                  "item_id = %llu", (unsigned long long)shop,
                  (unsigned long long)item);
-        ck_assert_int_eq(tu_i64(c, q), caps[i]); /* ids 2 .. cap + 1 */
+        ck_assert_int_eq(tu_i64(c, q), per == 1 ? caps[i] : rows + 1);
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
+                 "shop_id = %llu AND item_id = %llu AND units > %lld",
+                 (unsigned long long)shop, (unsigned long long)item,
+                 (long long)per);
+        ck_assert_int_eq(tu_i64(c, q), 0);
         rsv_close(ctx);
         mysql_close(c);
     }
@@ -258,22 +268,23 @@ START_TEST(pool_drain_gives_rows_back)
 END_TEST
 
 /* A pool row another transaction holds (as a reserve in flight does) is
- * passed over, without waiting, and stays counted as issued. */
+ * passed over, without waiting, and its units stay counted as issued.
+ * (30 units: three rows of 10 at the default cap.) */
 START_TEST(pool_drain_leaves_rows_in_flight)
 {
     tu_fix f;
     tu_fix_open_impatient(&f, 0);
-    tu_fix_pooled(&f, 1, 1, 10);
+    tu_fix_pooled(&f, 1, 1, 30);
     MYSQL *other = other_locks("id FROM rsv_pool", f.shop, 1);
     int64_t drained = -1;
     TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
-    ck_assert_int_eq(drained, 9);
-    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 1);
-    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 1);
+    ck_assert_int_eq(drained, 20);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 10);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 10);
     tu_exec(other, "ROLLBACK");
     mysql_close(other);
     TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
-    ck_assert_int_eq(drained, 1);
+    ck_assert_int_eq(drained, 10);
     ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 0);
     tu_fix_close(&f);
 }
@@ -344,7 +355,7 @@ START_TEST(sweep_drains_idle_pools)
     uint64_t before = drained_by(f.ctx, RSV_OP_SWEEP);
     TU_OK(f.ctx, rsv_sweep(f.ctx, shop2, 0, NULL));
     ck_assert_uint_eq(drained_by(f.ctx, RSV_OP_SWEEP) - before, 140);
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
+    snprintf(q, sizeof q, "SELECT COALESCE(SUM(units), 0) FROM rsv_pool WHERE "
              "shop_id = %llu", (unsigned long long)shop2);
     ck_assert_int_eq(tu_i64(f.conn, q), 0);
     /* the item sells on: 2 units, none lost */
