@@ -290,6 +290,91 @@ START_TEST(pool_drain_leaves_rows_in_flight)
 }
 END_TEST
 
+/* The units of key (item, location 1) row by row, lowest id first, as
+ * "u,u,...". */
+static void pool_shape(MYSQL *c, uint64_t shop, uint64_t item, char *out,
+                       size_t len)
+{
+    char q[240];
+    snprintf(q, sizeof q, "SELECT units FROM rsv_pool WHERE shop_id = %llu "
+             "AND item_id = %llu AND location_id = 1 ORDER BY id",
+             (unsigned long long)shop, (unsigned long long)item);
+    ck_assert_int_eq(mysql_query(c, q), 0);
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row;
+    size_t o = 0;
+    out[0] = '\0';
+    while ((row = mysql_fetch_row(r)) && o < len)
+        o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", row[0]);
+    mysql_free_result(r);
+}
+
+/* A pool row carries pool_cap / 100 units (the default cap: 10).  A
+ * reserve takes units from the lowest rows, the one procedure and the
+ * statements alike: rows it empties go, the row it takes part of keeps
+ * the rest.  A stock shrink takes units from the top the same way. */
+START_TEST(pool_rows_carry_several_units)
+{
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    MYSQL *c2;
+    rsv_ctx *stmts = tu_open_with(&c2, RSV_OPT_NO_PROACTIVE_REFILL |
+                                           TEST_OPT_STATEMENTS_ONLY, 0);
+    tu_fix_pooled(&f, 1, 1, 35);
+    char shape[256];
+    pool_shape(f.conn, f.shop, 1, shape, sizeof shape);
+    ck_assert_str_eq(shape, "10,10,10,5");
+    /* the procedure: 3 of the bottom row */
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("a"), 1, 1, 3, 0));
+    pool_shape(f.conn, f.shop, 1, shape, sizeof shape);
+    ck_assert_str_eq(shape, "7,10,10,5");
+    /* the statements: the bottom row whole and 5 of the next */
+    TU_OK(stmts, rsv_reserve_one(stmts, f.shop, TOK("b"), 1, 1, 12, 0));
+    pool_shape(f.conn, f.shop, 1, shape, sizeof shape);
+    ck_assert_str_eq(shape, "5,10,5");
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 20);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 35);
+    /* a cart through the procedure (where in the pool: the context's
+     * cursors decide) */
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l1[1] = {1};
+    tu_fix_pooled(&f, 2, 1, 20);
+    ck_assert_int_eq(rsv_cart_add(cart, 1, l1, 1, 6, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 2, l1, 1, 11, 0), RSV_OK);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("c"), cart, 0));
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 14);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 2, 1), 9);
+    /* shrinking below what is issued (35: 14 pooled, 21 held) takes pool
+     * units from the top, rows whole and the last in part */
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 27));
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 6);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 27);
+    /* every unit held is claimable, and the books balance */
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("a")));
+    TU_OK(stmts, rsv_claim(stmts, f.shop, TOK("b")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("c")));
+    int64_t v = -1;
+    TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, &v));
+    ck_assert_int_eq(v, 0);
+    /* a row left without a unit is a violation the audit names */
+    char q[200];
+    snprintf(q, sizeof q, "UPDATE rsv_pool SET units = 0 WHERE shop_id = "
+             "%llu AND item_id = 2", (unsigned long long)f.shop);
+    tu_exec(tu_fix_admin(&f), q);
+    TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, &v));
+    ck_assert_int_ge(v, 1);
+    snprintf(q, sizeof q, "UPDATE rsv_pool SET units = 9 WHERE shop_id = "
+             "%llu AND item_id = 2", (unsigned long long)f.shop);
+    (void)shape;
+    tu_exec(tu_fix_admin(&f), q);
+    rsv_cart_free(cart);
+    rsv_close(stmts);
+    mysql_close(c2);
+    tu_fix_close(&f);
+}
+END_TEST
+
 static void make_idle(MYSQL *c, uint64_t shop, uint64_t item, uint64_t loc)
 {
     char q[240];
@@ -628,6 +713,7 @@ int main(void)
     tu_add(s, "pool_drain_gives_rows_back", pool_drain_gives_rows_back);
     tu_add(s, "pool_drain_leaves_rows_in_flight",
            pool_drain_leaves_rows_in_flight);
+    tu_add(s, "pool_rows_carry_several_units", pool_rows_carry_several_units);
     tu_add(s, "sweep_drains_idle_pools", sweep_drains_idle_pools);
     tu_add(s, "extend_and_status", extend_and_status);
     tu_add(s, "sweep_reads_each_key_not_each_hold",
