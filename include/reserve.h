@@ -120,7 +120,7 @@ extern "C" {
 #define RSV_VERSION_NUMBER 100
 /* The version of the database schema (sql/schema.sql, table rsv_schema)
  * this library works on; see rsv_open() and RSV_ESCHEMAVER. */
-#define RSV_SCHEMA_VERSION 2
+#define RSV_SCHEMA_VERSION 3
 
 /* The version of the library actually loaded, e.g. "0.1.0".  Static
  * string, never freed.  Compare with RSV_VERSION to detect a header/library
@@ -572,7 +572,7 @@ RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,
  * folding settled checkouts into the ledger and giving back the units of
  * expired holds.  Concurrent replenishers serialize on the ledger row, so
  * together they never add more than the ledger allows.  *added_out (may be
- * NULL) receives the number of rows added.
+ * NULL) receives the number of units added.
  * Returns RSV_OK, RSV_ENOITEM, RSV_EINTXN, RSV_EBUSY, RSV_EINDOUBT and the
  * usual failures.
  */
@@ -581,13 +581,13 @@ RSV_EXTERN int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
 
 /*
  * Give the pool of (item, location) back to its ledger row: delete its
- * rows and lower the units issued by as many, in one transaction.  For
+ * rows and lower the units issued by their units, in one transaction.  For
  * an item whose sale is over, or one that should not be pooled until
  * buyers contend for it again (the next refill makes a new pool; the
  * stock a buyer can reserve does not change).  Rows that reserves in
  * flight are taking are left to them.  rsv_sweep() does the same for
  * pools left idle for rsv_options.pool_idle_s.  *units_out (may be NULL)
- * receives the rows given back; they are also counted in
+ * receives the units given back; they are also counted in
  * RSV_STAT_POOL_DRAINED.  Waits for the ledger row like rsv_replenish().
  * Returns RSV_OK, RSV_ENOITEM, RSV_EINTXN, RSV_EBUSY, RSV_EINDOUBT,
  * RSV_EDISABLED and the usual failures.
@@ -662,7 +662,7 @@ RSV_EXTERN int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id,
 /*
  * Read the stock of (item, location) from one consistent snapshot without
  * locking: stock on hand after every committed claim, units held by active
- * (unexpired) checkouts, rows in the pool, and units a new checkout could
+ * (unexpired) checkouts, units in the pool, and units a new checkout could
  * still reserve (on hand - held).  Any out pointer may be NULL.
  * Returns RSV_OK, RSV_ENOITEM, and the usual failures.
  */
@@ -683,8 +683,8 @@ typedef void (*rsv_audit_fn)(void *arg, uint64_t shop_id, uint64_t item_id,
 /*
  * Check the invariants on one consistent snapshot, for one shop or (with
  * all_shops non-zero) for every shop:
- *   units issued to the pool and holds == pool rows + held + unfolded
- *   settlements; pool rows + active holds <= stock on hand; no pool above
+ *   units issued to the pool and holds == pool units + held + unfolded
+ *   settlements; pool units + active holds <= stock on hand; no pool above
  *   its cap; no negative stock; no hold, pool row or settlement without a
  *   ledger row; every hold quantity positive.
  * Each violation is passed to fn (may be NULL); *violations_out (may be

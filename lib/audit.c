@@ -27,8 +27,8 @@ static int b_ledger_rows(strbuf *s, uint32_t all)
         "SELECT CAST(l.shop_id AS SIGNED), CAST(l.item_id AS "
         "SIGNED), CAST(l.location_id AS SIGNED), l.on_hand, l.issued, "
         "COALESCE(l.pool_cap, 0), CAST(l.next_unit_id AS SIGNED), "
-        "(SELECT COUNT(*) FROM rsv_pool u" BY_KEY KEYMATCH("u")
-        "), (SELECT CAST(COALESCE(MAX(u.id), 0) AS SIGNED) FROM "
+        "(SELECT CAST(COALESCE(SUM(u.units), 0) AS SIGNED) FROM rsv_pool u"
+        BY_KEY KEYMATCH("u") "), (SELECT CAST(COALESCE(MAX(u.id), 0) AS SIGNED) FROM "
         "rsv_pool u" BY_KEY KEYMATCH("u") "), "
         "(SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM "
         "rsv_holds h" HOLDS_BY_KEY KEYMATCH("h") "), "
@@ -87,6 +87,14 @@ static int b_orphans(strbuf *s, uint32_t all)
                 "WHERE c.shop_id = h.shop_id AND c.checkout_token = "
                 "h.checkout_token) GROUP BY h.shop_id, h.item_id, "
                 "h.location_id)");
+    /* 6: pool rows that carry no unit (a take deletes a row it empties) */
+    buf_puts(s, " UNION ALL (SELECT CAST(u.shop_id AS SIGNED), "
+                "CAST(u.item_id AS SIGNED), "
+                "CAST(u.location_id AS SIGNED), 6, COUNT(*) FROM "
+                "rsv_pool u WHERE ");
+    buf_puts(s, all ? "1" : "u.shop_id = ?");
+    buf_puts(s, " AND u.units < 1 GROUP BY u.shop_id, u.item_id, "
+                "u.location_id)");
     return 0;
 }
 
@@ -149,7 +157,7 @@ static void check_ledger_rows(rsv_ctx *ctx, struct audit_state *st)
          * the default): only the largest option bounds it. */
         int64_t cap = lv.cap > 0 ? lv.cap : POOL_CAP_MAX;
         if (pool > cap) {
-            snprintf(m, sizeof m, "pool %lld rows above its cap %lld",
+            snprintf(m, sizeof m, "pool %lld units above its cap %lld",
                      (long long)pool, (long long)cap);
             report(st, shop, item, loc, m);
         }
@@ -168,13 +176,14 @@ static void check_orphans(rsv_ctx *ctx, struct audit_state *st)
         "settlements without a ledger row",
         ("a checkout with more holds than it recorded, or holds of a "
          "settled checkout"),
-        "holds without a checkout row"};
+        "holds without a checkout row",
+        "pool rows without a unit"};
     sql_res *r = &ctx->res;
     char m[256];
     for (size_t i = 0; i < r->rows; i++) {
         int64_t k = RES_I(r, i, 3);
         snprintf(m, sizeof m, "%lld %s", (long long)RES_I(r, i, 4),
-                 k >= 1 && k <= 5 ? what[k] : "?");
+                 k >= 1 && k <= 6 ? what[k] : "?");
         report(st, RES_I(r, i, 0), RES_I(r, i, 1), RES_I(r, i, 2), m);
     }
 }
@@ -209,7 +218,7 @@ static int audit_run(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
     }
     if (rc == RSV_OK) {
         args_reset(&ctx->args);
-        for (int i = 0; i < 5 && !all; i++)
+        for (int i = 0; i < 6 && !all; i++)
             arg_u64(&ctx->args, shop_id);
         rc = sql_run(ctx, b_orphans, all, "iiiii", NULL);
         if (rc == RSV_OK)

@@ -58,7 +58,7 @@
  * when its arguments or its answer do. */
 #define RSV_PROC_RESERVE "rsv_reserve_key_v2" /* and each batch entry */
 #define RSV_PROC_CART "rsv_fast_cart_v4"
-#define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
+#define RSV_PROC_TOP_UP "rsv_pool_top_up_v3" /* called by both */
 /* the top-up after a pool take: called by every reserve procedure */
 #define RSV_PROC_TOP_UP_HELD "rsv_pool_top_up_held_v1"
 /* a key's units off its pool: called by every reserve procedure */
@@ -628,24 +628,26 @@ RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
  * shop (reserve's taken rows, stock's shrink); pad with id 0, which no
  * pool row has. */
 RSV_HIDDEN int b_pool_delete(strbuf *s, uint32_t n);
-/* With the ledger row locked: delete up to `want` pool rows, from the
- * top, that no one else holds (SKIP LOCKED: rows in-flight reserves are
- * taking are theirs); *done gets how many.  The caller subtracts them from
- * the ledger row's issued. */
+/* With the ledger row locked: take up to `want` pool units, from the top,
+ * from rows no one else holds (SKIP LOCKED: rows in-flight reserves are
+ * taking are theirs): rows whole, and the last maybe in part; *done gets
+ * how many units.  The caller subtracts them from the ledger row's
+ * issued. */
 RSV_HIDDEN int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop,
                                   const ledger_row *lv, int64_t want,
                                   int64_t *done);
-/* With the ledger row locked: count pool rows. */
+/* With the ledger row locked: count the pool's units. */
 RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
                                  const ledger_row *lv, int64_t *count);
-/* With the ledger row locked: add n pool rows and `direct` units issued
- * straight to holds (lv is updated). */
+/* With the ledger row locked: mint `units` pool units (in rows of
+ * ledger_cap / 100 units, at least 1) and issue `direct` units straight to
+ * holds (lv is updated). */
 RSV_HIDDEN int ledger_issue(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
-                            int64_t n_rows, int64_t direct);
+                            int64_t units, int64_t direct);
 /* Refill a pool in its own transaction; skip: do not wait for another
  * transaction holding the ledger row (a refiller already at work, or a
  * reserve procedure taking units from it), and then set *skipped (if not
- * NULL).  *added gets the rows added. */
+ * NULL).  *added gets the units added. */
 RSV_HIDDEN int ledger_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc, int skip, int64_t *added,
                              int *skipped);

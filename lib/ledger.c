@@ -299,7 +299,7 @@ int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
 }
 
 static const char SQL_POOL_COUNT[] =
-    "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = ? AND "
+    "SELECT COALESCE(SUM(units), 0) FROM rsv_pool WHERE shop_id = ? AND "
     "item_id = ? AND location_id = ?";
 
 int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
@@ -338,46 +338,87 @@ int b_pool_delete(strbuf *s, uint32_t n)
 
 /* Pool rows are taken from the top (the fast path reads from the bottom). */
 static const char SQL_POOL_PICK[] =
-    "SELECT CAST(id AS SIGNED) FROM rsv_pool WHERE "
+    "SELECT CAST(id AS SIGNED), units FROM rsv_pool WHERE "
     "shop_id = ? AND item_id = ? AND "
     "location_id = ? ORDER BY id DESC LIMIT ? "
     "FOR UPDATE SKIP LOCKED";
+
+/* The last row a shrink reaches keeps the units it does not take. */
+static const char SQL_POOL_SHRINK_PART[] =
+    "UPDATE rsv_pool SET units = units - ? WHERE shop_id = ? AND "
+    "item_id = ? AND location_id = ? AND id = ? AND units > ?";
 
 int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
                        int64_t want, int64_t *done)
 {
     *done = 0;
     while (*done < want) {
+        /* rows carry at least one unit each: as many rows as units left
+         * to take is always enough */
         int64_t n = want - *done < SHRINK_CHUNK ? want - *done : SHRINK_CHUNK;
         args_reset(&ctx->args);
         arg_u64(&ctx->args, shop);
         arg_u64(&ctx->args, lv->item);
         arg_u64(&ctx->args, lv->loc);
         arg_i64(&ctx->args, n);
-        int rc = sql_fixed(ctx, SQL_POOL_PICK, "i", NULL);
+        int rc = sql_fixed(ctx, SQL_POOL_PICK, "ii", NULL);
         if (rc)
             return rc;
         size_t got = ctx->res.rows;
         if (got == 0)
             return RSV_OK;
+        /* whole rows while they fit in what is left, then part of one */
         uint64_t ids[SHRINK_CHUNK];
-        for (size_t i = 0; i < got; i++)
-            ids[i] = (uint64_t)RES_I(&ctx->res, i, 0);
-        uint32_t bucket = sql_bucket(got);
-        args_reset(&ctx->args);
-        for (uint32_t i = 0; i < bucket; i++) {
-            arg_u64(&ctx->args, lv->item);
-            arg_u64(&ctx->args, lv->loc);
-            arg_u64(&ctx->args, i < got ? ids[i] : 0); /* 0 pads */
+        size_t whole = 0;
+        int64_t left = want - *done, part = 0;
+        uint64_t part_id = 0;
+        for (size_t i = 0; i < got && left > 0; i++) {
+            int64_t u = RES_I(&ctx->res, i, 1);
+            if (u <= left) {
+                ids[whole++] = (uint64_t)RES_I(&ctx->res, i, 0);
+                left -= u;
+            } else {
+                part = left;
+                part_id = (uint64_t)RES_I(&ctx->res, i, 0);
+                left = 0;
+            }
         }
-        arg_u64(&ctx->args, shop);
-        if ((rc = sql_run(ctx, b_pool_delete, bucket, NULL, NULL)))
-            return rc;
-        *done += (int64_t)got;
-        if ((int64_t)got < n)
+        if (whole > 0) {
+            uint32_t bucket = sql_bucket(whole);
+            args_reset(&ctx->args);
+            for (uint32_t i = 0; i < bucket; i++) {
+                arg_u64(&ctx->args, lv->item);
+                arg_u64(&ctx->args, lv->loc);
+                arg_u64(&ctx->args, i < whole ? ids[i] : 0); /* 0 pads */
+            }
+            arg_u64(&ctx->args, shop);
+            if ((rc = sql_run(ctx, b_pool_delete, bucket, NULL, NULL)))
+                return rc;
+        }
+        if (part > 0) {
+            args_reset(&ctx->args);
+            arg_i64(&ctx->args, part);
+            key_args(ctx, shop, lv);
+            arg_u64(&ctx->args, part_id);
+            arg_i64(&ctx->args, part);
+            if ((rc = sql_fixed(ctx, SQL_POOL_SHRINK_PART, NULL, NULL)))
+                return rc;
+        }
+        *done = want - left;
+        if ((int64_t)got < n || part > 0)
             return RSV_OK; /* the rest is locked by in-flight reserves */
     }
     return RSV_OK;
+}
+
+/* Units in each row a mint makes (the last row takes the rest): about a
+ * hundred rows for a full pool, so that many buyers at once take
+ * different rows, and one row for a reserve of several units
+ * (sql/schema.sql, rsv_pool; rsv_pool_top_up_v3 mints the same way). */
+static int64_t units_per_row(const rsv_ctx *ctx, const ledger_row *lv)
+{
+    int64_t per = ledger_cap(ctx, lv) / 100;
+    return per < 1 ? 1 : per;
 }
 
 /* Up to 10^digits consecutive ids from one statement: a digits cross join
@@ -394,7 +435,8 @@ static int b_mint(strbuf *s, uint32_t digits)
     static const char *const name[4] = {"a", "b", "c", "e"};
     static const char *const weight[4] = {"", "10 * ", "100 * ", "1000 * "};
     buf_puts(s, "INSERT INTO rsv_pool (shop_id, item_id, "
-                "location_id, id) SELECT ?, ?, ?, ? + n FROM (SELECT ");
+                "location_id, id, units) SELECT ?, ?, ?, ? + n, "
+                "LEAST(?, ? - n * ?) FROM (SELECT ");
     for (uint32_t i = 0; i < digits; i++) {
         buf_puts(s, i ? " + " : "");
         buf_puts(s, weight[i]);
@@ -412,28 +454,33 @@ static int b_mint(strbuf *s, uint32_t digits)
     return 0;
 }
 
-int ledger_issue(rsv_ctx *ctx, uint64_t shop, ledger_row *lv, int64_t n_rows,
+int ledger_issue(rsv_ctx *ctx, uint64_t shop, ledger_row *lv, int64_t units,
                  int64_t direct)
 {
-    if (n_rows < 0 || n_rows > 10000 || direct < 0 ||
-        lv->issued + n_rows + direct > lv->on_hand)
+    if (units < 0 || units > POOL_CAP_MAX || direct < 0 ||
+        lv->issued + units + direct > lv->on_hand)
         return ctx_fail(ctx, RSV_EDB,
-                        "internal: issuing %lld rows + %lld units exceeds "
-                        "the ledger", (long long)n_rows, (long long)direct);
-    if (n_rows > 0) {
+                        "internal: issuing %lld pool units + %lld units "
+                        "exceeds the ledger", (long long)units,
+                        (long long)direct);
+    int64_t per = units_per_row(ctx, lv), rows = (units + per - 1) / per;
+    if (rows > 0) {
         args_reset(&ctx->args);
         key_args(ctx, shop, lv);
         arg_u64(&ctx->args, lv->next_id);
-        arg_i64(&ctx->args, n_rows);
-        uint32_t digits = n_rows <= 10 ? 1 : n_rows <= 100 ? 2
-                          : n_rows <= 1000 ? 3 : 4;
+        arg_i64(&ctx->args, per);
+        arg_i64(&ctx->args, units);
+        arg_i64(&ctx->args, per);
+        arg_i64(&ctx->args, rows);
+        uint32_t digits = rows <= 10 ? 1 : rows <= 100 ? 2
+                          : rows <= 1000 ? 3 : 4;
         int rc = sql_run(ctx, b_mint, digits, NULL, NULL);
         if (rc)
             return rc;
     }
-    if (n_rows == 0 && direct == 0)
+    if (units == 0 && direct == 0)
         return RSV_OK;
-    return ledger_update(ctx, shop, lv, 0, 0, n_rows + direct, n_rows);
+    return ledger_update(ctx, shop, lv, 0, 0, units + direct, rows);
 }
 
 /* Rows the pool may take now: up to its cap, within what the ledger has

@@ -114,10 +114,12 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
     if (was_short)
         return REFILL_YES;
     /* A read from the bottom tells by itself: the ids above the lowest
-     * free row (an overestimate of the rows left).  Only reads from a
+     * free row, times the units a row is minted with (an overestimate of
+     * the units left: rows taken in part carry fewer).  Only reads from a
      * cursor need the count, and only pools this context reads often
      * (still in its cache): a cart over many items must not count each. */
-    int64_t span = (int64_t)(next_id - first_id);
+    int64_t per = ctx->opts.pool_cap / 100 > 1 ? ctx->opts.pool_cap / 100 : 1;
+    int64_t span = (int64_t)(next_id - first_id) * per;
     pool_seen *s = seen_find(ctx, shop, item, loc);
     if (!s) /* (evicted by another key of this cart since the read) */
         return start == 0 && span < ctx->opts.refill_low_water ? REFILL_YES

@@ -59,7 +59,7 @@
 static void pool_part(strbuf *s, uint32_t k, int slow, int first)
 {
     buf_printf_u(s, first ? "(SELECT 2, " : " UNION ALL (SELECT 2, ", k,
-                 ", CAST(id AS SIGNED), 0, 0 FROM rsv_pool WHERE "
+                 ", CAST(id AS SIGNED), units, 0 FROM rsv_pool WHERE "
                  "shop_id = ? AND item_id = ? AND "
                  "location_id = ? AND id >= ? ORDER BY id LIMIT ?");
     buf_puts(s, slow ? ")" : " FOR UPDATE SKIP LOCKED)");
@@ -68,7 +68,7 @@ static void pool_part(strbuf *s, uint32_t k, int slow, int first)
 /* shape: number of keys, SLOW_BIT for the slow path's variant.  Columns:
  *   (0, status, generation, hold_count, 0)   the checkout row, locked
  *   (1, item, location, next_unit_id, on_hand - issued)   ledger, unlocked
- *   (2, key index, pool row id, 0, 0)        pool rows, locked
+ *   (2, key index, pool row id, units, 0)    pool rows, locked
  * The slow variant has only the pool parts, and does not lock: the rows it
  * reads are then locked by primary key (take_waiting). */
 static int b_take(strbuf *s, uint32_t shape)
@@ -130,18 +130,32 @@ static int b_checkout_write(strbuf *s, uint32_t update)
     return 0;
 }
 
-static int key_push_id(rsv_ctx *ctx, rkey *k, uint64_t id)
+static int key_push_row(rsv_ctx *ctx, rkey *k, uint64_t id, int64_t units)
 {
-    if (k->read.nids == k->read.cap_ids) {
-        size_t cap = k->read.cap_ids ? k->read.cap_ids * 2 : 8;
-        uint64_t *ids = realloc(k->read.ids, cap * sizeof *ids);
-        if (!ids)
+    if (k->read.nrows == k->read.cap_rows) {
+        size_t cap = k->read.cap_rows ? k->read.cap_rows * 2 : 8;
+        prow *rows = realloc(k->read.rows, cap * sizeof *rows);
+        if (!rows)
             return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-        k->read.ids = ids;
-        k->read.cap_ids = cap;
+        k->read.rows = rows;
+        k->read.cap_rows = cap;
     }
-    k->read.ids[k->read.nids++] = id;
+    k->read.rows[k->read.nrows++] = (prow){id, units};
+    k->read.units += units;
     return RSV_OK;
+}
+
+/* Of key k's rows read, how its allocation from the pool takes them:
+ * the first *whole rows entirely (deleted), then *part units of the next
+ * one (0: none; that row keeps the rest). */
+static void rows_taken(const rkey *k, size_t *whole, int64_t *part)
+{
+    int64_t left = k->alloc.pool;
+    size_t i = 0;
+    while (i < k->read.nrows && left >= k->read.rows[i].units)
+        left -= k->read.rows[i++].units;
+    *whole = i;
+    *part = i < k->read.nrows ? left : 0;
 }
 
 /* Run the take statement and sort its rows into the job. */
@@ -194,23 +208,24 @@ static int take(rsv_ctx *ctx, rjob *j, int slow)
         default: {
             size_t k = (size_t)RES_I(r, i, 1);
             if (k < j->nkeys &&
-                (rc = key_push_id(ctx, &j->keys[k], (uint64_t)RES_I(r, i, 2))))
+                (rc = key_push_row(ctx, &j->keys[k], (uint64_t)RES_I(r, i, 2),
+                                   RES_I(r, i, 3))))
                 return rc;
             break;
         }
         }
     }
     for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].read.nids) {
-            j->keys[k].read.first_id = j->keys[k].read.ids[0];
-            j->keys[k].read.last_id = j->keys[k].read.ids[j->keys[k].read.nids - 1];
+        if (j->keys[k].read.nrows) {
+            j->keys[k].read.first_id = j->keys[k].read.rows[0].id;
+            j->keys[k].read.last_id = j->keys[k].read.rows[j->keys[k].read.nrows - 1].id;
         }
     return RSV_OK;
 }
 
-static int cmp_id(const void *a, const void *b)
+static int cmp_row(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    uint64_t x = ((const prow *)a)->id, y = ((const prow *)b)->id;
     return x < y ? -1 : x > y;
 }
 
@@ -226,8 +241,9 @@ static int walk_before(const id_walk *w, const id_walk *stop)
 }
 
 /* Bind the next chunk of (key, pool id) pairs, in key order: of each key
- * its first `used` ids (rows to delete) or, with read_all, every id read
- * (rows to lock), each as item, location and id, preceded by the key's
+ * the rows its allocation takes whole (rows to delete: rows_taken) or,
+ * with read_all, every row read (rows to lock), each as item, location and
+ * id, preceded by the key's
  * index with with_index; up to `stop` if given.  Padded up to the
  * statement's size bucket with id 0 (pool ids start at 1: it matches
  * nothing), then the shop.  Returns the number of real pairs bound; 0 when
@@ -240,7 +256,11 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
     size_t n = 0, last_k = 0;
     while (w->k < j->nkeys && n < DELETE_CHUNK && walk_before(w, stop)) {
         const rkey *key = &j->keys[w->k];
-        if (w->i >= (read_all ? key->read.nids : key->alloc.used)) {
+        size_t whole = key->read.nrows;
+        int64_t part;
+        if (!read_all)
+            rows_taken(key, &whole, &part);
+        if (w->i >= whole) {
             w->k++;
             w->i = 0;
             continue;
@@ -249,7 +269,7 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
             arg_u64(&ctx->args, w->k);
         arg_u64(&ctx->args, key->item);
         arg_u64(&ctx->args, key->loc);
-        arg_u64(&ctx->args, key->read.ids[w->i++]);
+        arg_u64(&ctx->args, key->read.rows[w->i++].id);
         last_k = w->k;
         n++;
     }
@@ -267,13 +287,14 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
     return n;
 }
 
-/* The rows read, locked by primary key: columns (key index, pool row id)
- * of the rows still there.  shape: size bucket, SKIP_BIT to pass over rows
+/* The rows read, locked by primary key: columns (key index, pool row id,
+ * units) of the rows still there.  shape: size bucket, SKIP_BIT to pass over rows
  * other transactions hold instead of waiting for them. */
 #define SKIP_BIT SHAPE_FLAG_A
 static int b_pool_lock(strbuf *s, uint32_t shape)
 {
-    buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED) FROM ");
+    buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED), u.units "
+                "FROM ");
     sql_key_rows(s, 4, SHAPE_SIZE(shape));
     buf_puts(s, "rsv_pool u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
                 "AND u.item_id = k.k1 AND u.location_id = "
@@ -295,14 +316,15 @@ static int lock_pairs(rsv_ctx *ctx, rjob *j, int skip, id_walk *w,
     uint32_t bucket = 0;
     while (bind_id_chunk(ctx, j, 1, 1, w, stop, &bucket)) {
         int rc = sql_run(ctx, b_pool_lock, bucket | (skip ? SKIP_BIT : 0),
-                         "ii", NULL);
+                         "iii", NULL);
         if (rc)
             return rc;
         for (size_t r = 0; r < ctx->res.rows; r++) {
             size_t key = (size_t)RES_I(&ctx->res, r, 0);
-            if (key < j->nkeys && got[key] < j->keys[key].read.nids) {
-                j->keys[key].read.ids[got[key]++] =
-                    (uint64_t)RES_I(&ctx->res, r, 1);
+            if (key < j->nkeys && got[key] < j->keys[key].read.nrows) {
+                j->keys[key].read.rows[got[key]++] =
+                    (prow){(uint64_t)RES_I(&ctx->res, r, 1),
+                           RES_I(&ctx->res, r, 2)};
                 (*locked)++;
             }
         }
@@ -327,20 +349,22 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
     uint64_t top_id = 0; /* ... and id (0: none held yet) */
     int rc = RSV_OK;
     for (int round = 0;; round++) {
-        for (size_t k = 0; k < j->nkeys; k++)
-            j->keys[k].read.nids = 0; /* each round reads afresh */
+        for (size_t k = 0; k < j->nkeys; k++) {
+            j->keys[k].read.nrows = 0; /* each round reads afresh */
+            j->keys[k].read.units = 0;
+        }
         if ((rc = take(ctx, j, 1)))
             break;
         size_t nread = 0;
         for (size_t k = 0; k < j->nkeys; k++)
-            nread += j->keys[k].read.nids;
+            nread += j->keys[k].read.nrows;
         if (nread == 0)
             break;
         /* Where the rows read pass the highest held: the walk's split. */
         id_walk split = {top_k, 0};
         if (top_id) {
             const rkey *key = &j->keys[top_k];
-            while (split.i < key->read.nids && key->read.ids[split.i] <= top_id)
+            while (split.i < key->read.nrows && key->read.rows[split.i].id <= top_id)
                 split.i++;
         }
         memset(got, 0, j->nkeys * sizeof *got);
@@ -348,7 +372,7 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
         id_walk w = {0, 0};
         if (top_id) {
             for (size_t k = 0; k < split.k; k++)
-                below += j->keys[k].read.nids;
+                below += j->keys[k].read.nrows;
             below += split.i;
             if ((rc = lock_pairs(ctx, j, 1, &w, &split, got, &locked)))
                 break;
@@ -358,13 +382,18 @@ static int take_waiting(rsv_ctx *ctx, rjob *j)
             break;
         for (size_t q = 0; q < j->nkeys; q++) {
             rkey *key = &j->keys[q];
-            key->read.nids = got[q];
-            if (key->read.nids > 1) /* (ids may be NULL when empty) */
-                qsort(key->read.ids, key->read.nids, sizeof *key->read.ids, cmp_id);
-            key->read.first_id = key->read.nids ? key->read.ids[0] : 0;
-            key->read.last_id = key->read.nids ? key->read.ids[key->read.nids - 1] : 0;
+            key->read.nrows = got[q];
+            if (key->read.nrows > 1) /* (rows may be NULL when empty) */
+                qsort(key->read.rows, key->read.nrows, sizeof *key->read.rows,
+                      cmp_row);
+            /* the units of the rows locked, as they are now */
+            key->read.units = 0;
+            for (size_t i = 0; i < key->read.nrows; i++)
+                key->read.units += key->read.rows[i].units;
+            key->read.first_id = key->read.nrows ? key->read.rows[0].id : 0;
+            key->read.last_id = key->read.nrows ? key->read.rows[key->read.nrows - 1].id : 0;
             /* (never lowered: a row held stays held until the end) */
-            if (key->read.nids &&
+            if (key->read.nrows &&
                 (q > top_k || (q == top_k && key->read.last_id > top_id))) {
                 top_k = q;
                 top_id = key->read.last_id;
@@ -399,7 +428,24 @@ static int unknown_key(rsv_ctx *ctx, rjob *j, const rkey *k)
 
 /* ---------------- writing the holds ---------------- */
 
-static int delete_used(rsv_ctx *ctx, rjob *j)
+/* The rows the keys' allocations take in part (at most one per key)
+ * keep the rest of their units, in one statement for the whole cart:
+ * (item, location, id, units taken) per row, padded with id 0, then the
+ * shop.  The guard on units is the row lock's: we hold it, so it cannot
+ * fail. */
+static int b_pool_take_part(strbuf *s, uint32_t n)
+{
+    buf_puts(s, "UPDATE ");
+    sql_key_rows(s, 4, n);
+    buf_puts(s, "rsv_pool u FORCE INDEX (PRIMARY) ON u.shop_id = ? AND "
+                "u.item_id = k.k0 AND u.location_id = k.k1 AND u.id = k.k2 "
+                "SET u.units = u.units - k.k3 WHERE u.units > k.k3");
+    return 0;
+}
+
+/* Take the units allocated from the pool: the rows taken whole are
+ * deleted, the ones taken in part keep the rest. */
+static int take_rows(rsv_ctx *ctx, rjob *j)
 {
     id_walk w = {0, 0};
     uint32_t bucket = 0;
@@ -416,6 +462,44 @@ static int delete_used(rsv_ctx *ctx, rjob *j)
                             "internal: deleted %llu of %zu pool rows",
                             (unsigned long long)affected, n);
     }
+    args_reset(&ctx->args);
+    size_t parts = 0;
+    const rkey *last = NULL;
+    uint64_t last_id = 0;
+    for (size_t k = 0; k < j->nkeys; k++) {
+        const rkey *key = &j->keys[k];
+        size_t whole;
+        int64_t part;
+        rows_taken(key, &whole, &part);
+        if (part == 0)
+            continue;
+        arg_u64(&ctx->args, key->item);
+        arg_u64(&ctx->args, key->loc);
+        arg_u64(&ctx->args, key->read.rows[whole].id);
+        arg_i64(&ctx->args, part);
+        last = key;
+        last_id = key->read.rows[whole].id;
+        parts++;
+    }
+    if (parts == 0)
+        return RSV_OK;
+    uint32_t padded = sql_bucket(parts);
+    for (size_t p = parts; p < padded; p++) {
+        arg_u64(&ctx->args, last->item);
+        arg_u64(&ctx->args, last->loc);
+        arg_u64(&ctx->args, 0); /* pool ids start at 1: matches nothing */
+        arg_i64(&ctx->args, 0);
+    }
+    arg_u64(&ctx->args, j->shop);
+    uint64_t affected = 0;
+    int rc = sql_run(ctx, b_pool_take_part, padded, NULL, &affected);
+    if (rc)
+        return rc;
+    if (affected != parts)
+        return ctx_fail(ctx, RSV_EDB, "internal: %llu of %zu pool rows "
+                        "taken in part kept the rest of their units (row "
+                        "%llu ...)", (unsigned long long)affected, parts,
+                        (unsigned long long)last_id);
     return RSV_OK;
 }
 
@@ -440,7 +524,7 @@ static int write_holds(rsv_ctx *ctx, rjob *j)
     uint32_t gen = j->prev_found ? j->prev_gen + 1 : 1;
     int64_t ttl_us = j->ttl_ms * 1000;
 
-    int rc = delete_used(ctx, j);
+    int rc = take_rows(ctx, j);
     if (rc)
         return rc;
     if (j->prev_found && j->prev_status == ST_HELD &&
@@ -508,7 +592,7 @@ static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     int due = pool_refill_due(ctx, j->shop, k->item, k->loc, k->plan.start,
                               k->read.hint_next, k->read.first_id,
-                              (int64_t)k->read.nids < k->plan.want);
+                              k->read.units < k->plan.want);
     if (due != REFILL_COUNT)
         return due == REFILL_YES;
     struct pool_probe pp;
@@ -538,9 +622,9 @@ static int fast_body(rsv_ctx *ctx, void *p)
      * rows other checkouts hold (see RSV_STAT_SHORT_READS). */
     for (size_t k = 0; k < j->nkeys; k++)
         stats_add(ctx, RSV_STAT_SHORT_READS,
-                  (int64_t)j->keys[k].read.nids < j->keys[k].plan.want);
+                  j->keys[k].read.units < j->keys[k].plan.want);
     for (size_t k = 0; k < j->nkeys; k++)
-        if (j->keys[k].plan.start > 0 && (int64_t)j->keys[k].read.nids < j->keys[k].plan.want)
+        if (j->keys[k].plan.start > 0 && j->keys[k].read.units < j->keys[k].plan.want)
             return pass_end(j, END_CURSOR_SHORT); /* rolled back */
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
@@ -620,20 +704,20 @@ static int slow_body(rsv_ctx *ctx, void *p)
      * pool up so the next buyers take the fast path again. */
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        int64_t rows = 0;
+        int64_t units = 0;
         int64_t left = key->slow.lv.on_hand - key->slow.lv.issued - key->alloc.direct;
-        if (left > 0 && (int64_t)key->read.nids < key->plan.want) {
+        if (left > 0 && key->read.units < key->plan.want) {
             int64_t count = 0;
             if ((rc = ledger_pool_count(ctx, j->shop, &key->slow.lv, &count)))
                 return rc;
-            rows = ledger_cap(ctx, &key->slow.lv) - (count - (int64_t)key->alloc.used);
-            if (rows > left)
-                rows = left;
-            if (rows < 0)
-                rows = 0;
+            units = ledger_cap(ctx, &key->slow.lv) - (count - key->alloc.pool);
+            if (units > left)
+                units = left;
+            if (units < 0)
+                units = 0;
         }
-        if ((rows || key->alloc.direct) &&
-            (rc = ledger_issue(ctx, j->shop, &key->slow.lv, rows, key->alloc.direct)))
+        if ((units || key->alloc.direct) &&
+            (rc = ledger_issue(ctx, j->shop, &key->slow.lv, units, key->alloc.direct)))
             return rc;
     }
     return write_holds(ctx, j);
@@ -705,7 +789,7 @@ static void note_short_reads(rjob *j)
 {
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        key->slow.fast_next = key->read.have_hint && (int64_t)key->read.nids < key->plan.want
+        key->slow.fast_next = key->read.have_hint && key->read.units < key->plan.want
                              ? key->read.hint_next : 0;
         key->slow.fast_avail = key->slow.fast_next ? key->read.hint_avail : 0;
     }

@@ -42,7 +42,7 @@ void job_free(rjob *j)
 {
     if (j->keys)
         for (size_t k = 0; k < j->nkeys; k++)
-            free(j->keys[k].read.ids);
+            free(j->keys[k].read.rows);
     free(j->keys);
     free(j->pairs);
     free(j->line_keys);
@@ -146,7 +146,8 @@ void job_reset_pass(rjob *j)
     j->prev_found = 0;
     for (size_t k = 0; k < j->nkeys; k++) {
         rkey *key = &j->keys[k];
-        key->read.nids = key->alloc.used = 0;
+        key->read.nrows = 0;
+        key->read.units = key->alloc.pool = 0;
         key->read.first_id = key->read.last_id = 0;
         key->alloc.direct = key->alloc.take = key->read.ledger_took = key->read.minted = 0;
         key->read.have_hint = 0;
@@ -161,7 +162,7 @@ void job_reset_pass(rjob *j)
  * took from it) less what was allocated from the ledger so far. */
 static int64_t key_cover(const rkey *k, int slow)
 {
-    int64_t c = (int64_t)(k->read.nids - k->alloc.used) + k->read.ledger_took - k->alloc.direct;
+    int64_t c = k->read.units - k->alloc.pool + k->read.ledger_took - k->alloc.direct;
     if (slow)
         c += k->slow.lv.on_hand - k->slow.lv.issued;
     return c;
@@ -169,10 +170,10 @@ static int64_t key_cover(const rkey *k, int slow)
 
 static void key_take(rkey *k, int64_t n)
 {
-    int64_t from_pool = (int64_t)(k->read.nids - k->alloc.used);
+    int64_t from_pool = k->read.units - k->alloc.pool;
     if (from_pool > n)
         from_pool = n;
-    k->alloc.used += (size_t)from_pool;
+    k->alloc.pool += from_pool;
     k->alloc.direct += n - from_pool;
     k->alloc.take += n;
 }

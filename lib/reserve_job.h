@@ -65,26 +65,36 @@ typedef struct rfacts {
                             ledger could not cover it either */
 } rfacts;
 
+/* A pool row the statements read: its id and the units it carries. */
+typedef struct prow {
+    uint64_t id;
+    int64_t units;
+} prow;
+
 /* One distinct (item, location) of the cart: what the plan wants there,
  * what the last pass read, what the allocation took, and what only one
  * path keeps.  job_reset_pass() forgets the read and the allocation. */
 typedef struct rkey {
     uint64_t item, loc;
     struct {
-        int64_t want;        /* LIMIT of the pool read (this pass) */
+        int64_t want;        /* units wanted; also the LIMIT of the
+                                statements' pool read (rows: each has at
+                                least one unit) */
         int64_t want_all;    /* units of every line that may use the key */
         int64_t want_first;  /* units of the lines that name it first */
         uint64_t start;      /* the pool read begins at this id */
     } plan;
     struct {
-        uint64_t *ids;       /* pool rows read, ascending (statements) */
-        size_t nids, cap_ids;
+        prow *rows;          /* pool rows read, ascending (statements) */
+        size_t nrows, cap_rows;
+        int64_t units;       /* units in the rows read (statements), or
+                                taken from the pool (procedures) */
         uint64_t first_id, last_id; /* lowest and highest pool id read */
         int64_t ledger_took; /* units a procedure took straight from the
                                 ledger row (it was free and covered the
                                 key); when it rolled back, what it could
                                 have held */
-        int64_t minted;      /* pool rows a procedure's pending top-up
+        int64_t minted;      /* pool units a procedure's pending top-up
                                 minted (-1: the ledger row was held
                                 elsewhere) */
         int have_hint;
@@ -92,7 +102,9 @@ typedef struct rkey {
         int64_t hint_avail;  /* on_hand - issued as last committed */
     } read;
     struct {
-        size_t used;         /* ids allocated to lines */
+        int64_t pool;        /* units allocated from the rows read: the
+                                first rows whole, the last maybe in part
+                                (rows_taken) */
         int64_t direct;      /* units issued straight from the ledger */
         int64_t take;        /* units held at this key in total */
     } alloc;

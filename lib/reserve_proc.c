@@ -159,7 +159,7 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
  * rows minted), as the statement path's read would have left it. */
 static void proc_key_answer(rsv_ctx *ctx, rjob *j, rkey *k, const int64_t *v)
 {
-    k->read.nids = (size_t)v[0];
+    k->read.units = v[0];
     k->read.first_id = (uint64_t)v[1];
     k->read.last_id = (uint64_t)v[2];
     /* next_unit_id 0: the ledger row was held elsewhere and a read from
@@ -248,7 +248,7 @@ static int proc_short(rsv_ctx *ctx, rjob *j)
     for (size_t k = 0; k < j->nkeys; k++) {
         const rkey *key = &j->keys[k];
         if (key->plan.start > 0 && key->read.ledger_took == 0 &&
-            (int64_t)key->read.nids < key->plan.want)
+            key->read.units < key->plan.want)
             return pass_end(j, END_CURSOR_SHORT);
     }
     int rc = job_allocate(ctx, j, 0);
@@ -261,7 +261,7 @@ static void proc_committed(rsv_ctx *ctx, rjob *j)
 {
     for (size_t i = 0; i < j->nkeys; i++) {
         rkey *key = &j->keys[i];
-        key->alloc.used = key->read.nids;
+        key->alloc.pool = key->read.units;
         key->alloc.direct = key->read.ledger_took;
         key->alloc.take = key->plan.want;
         stats_add(ctx, RSV_STAT_LEDGER_TAKES, key->read.ledger_took > 0);

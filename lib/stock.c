@@ -165,9 +165,9 @@ static const char SQL_STOCK_GET[] =
     "SUM(h.quantity) FROM rsv_holds h" HOLDS_BY_KEY " WHERE "
     "h.shop_id = l.shop_id AND h.item_id = l.item_id "
     "AND h.location_id = l.location_id AND h.expires_at > "
-    "NOW(6)), 0), (SELECT COUNT(*) FROM rsv_pool u" BY_KEY
+    "NOW(6)), 0), COALESCE((SELECT SUM(u.units) FROM rsv_pool u" BY_KEY
     " WHERE u.shop_id = l.shop_id AND u.item_id = "
-    "l.item_id AND u.location_id = l.location_id) "
+    "l.item_id AND u.location_id = l.location_id), 0) "
     "FROM "
     "rsv_ledger l WHERE l.shop_id = ? AND l.item_id = ? "
     "AND l.location_id = ?";

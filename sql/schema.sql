@@ -1,4 +1,4 @@
--- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.16, InnoDB), version 2.
+-- libreserve schema (MariaDB >= 10.6 or MySQL >= 8.0.16, InnoDB), version 3.
 --
 -- Load it into the application's database, to install and to upgrade
 -- (loading it again keeps every row):
@@ -10,7 +10,7 @@
 -- each libreserve transaction on one shard.
 --
 -- How the numbers fit together, per (shop, item, location):
---   rsv_ledger.issued = rows in rsv_pool
+--   rsv_ledger.issued = units in rsv_pool (the sum of its rows' units)
 --                     + quantity in rsv_holds
 --                     + quantity in rsv_journal
 --   and 0 <= issued <= on_hand (enforced by a CHECK constraint).
@@ -159,16 +159,44 @@ CREATE TABLE IF NOT EXISTS rsv_ledger (
            AND (pool_cap IS NULL OR pool_cap BETWEEN 1 AND 10000))
 ) ENGINE=InnoDB;
 
--- The pool: one row per reservable unit, at most pool_cap rows per key.
--- The filter columns lead the clustered key, so taking a unit locks one
--- index record (no secondary index, no second lock).
+-- The pool: lockable rows of reservable units, at most pool_cap units per
+-- key.  A row carries `units` units (at least 1): a pool is minted in rows
+-- of pool_cap / 100 units each (1 below a cap of 200), so a full pool has
+-- about 100 rows, enough for that many buyers at once to take different
+-- rows, and a reserve of several units usually takes one row.  A take
+-- updates a row in place, or deletes it when it takes all its units: a
+-- pool of one row per unit was minted and deleted row by row, and its
+-- buyers spent their time reading past deleted rows and spinning on a
+-- few index pages (docs/performance.md).  The filter columns lead the
+-- clustered key, so taking units locks one index record per row (no
+-- secondary index, no second lock).
 CREATE TABLE IF NOT EXISTS rsv_pool (
   shop_id            BIGINT UNSIGNED NOT NULL, -- as in rsv_ledger
   item_id            BIGINT UNSIGNED NOT NULL, -- as in rsv_ledger
   location_id        BIGINT UNSIGNED NOT NULL, -- as in rsv_ledger
   id                 BIGINT UNSIGNED NOT NULL, -- from next_unit_id
+  units              INT NOT NULL DEFAULT 1,   -- units in this row (>= 1)
   PRIMARY KEY (shop_id, item_id, location_id, id)
 ) ENGINE=InnoDB;
+
+-- Upgrade from version 2, whose pool rows were one unit each: the column,
+-- added in place (metadata only), says 1 for every row already there.
+-- Libraries of version 2 count pool rows as units: stop them before
+-- loading this file (README, "Upgrading").
+DROP PROCEDURE IF EXISTS rsv_upgrade_to_v3;
+DELIMITER //
+CREATE PROCEDURE rsv_upgrade_to_v3()
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                  WHERE table_schema = DATABASE() AND table_name = 'rsv_pool'
+                    AND column_name = 'units') THEN
+    ALTER TABLE rsv_pool ADD COLUMN units INT NOT NULL DEFAULT 1 AFTER id;
+  END IF;
+END//
+DELIMITER ;
+CALL rsv_upgrade_to_v3();
+DROP PROCEDURE rsv_upgrade_to_v3;
 
 -- One row per checkout that ever reserved: its state, and the record that
 -- makes claims idempotent.  Claimed/released rows are purged by rsv_sweep()
@@ -248,20 +276,20 @@ SELECT l.shop_id, l.item_id, l.location_id,
                     AND h.item_id = l.item_id
                     AND h.location_id = l.location_id
                     AND h.expires_at > NOW(6)), 0) AS held,
-       (SELECT COUNT(*) FROM rsv_pool u FORCE INDEX (PRIMARY)
-         WHERE u.shop_id = l.shop_id
-           AND u.item_id = l.item_id
-           AND u.location_id = l.location_id) AS pooled
+       COALESCE((SELECT SUM(u.units) FROM rsv_pool u FORCE INDEX (PRIMARY)
+                  WHERE u.shop_id = l.shop_id
+                    AND u.item_id = l.item_id
+                    AND u.location_id = l.location_id), 0) AS pooled
   FROM rsv_ledger l;
 
 -- The version this file installs, once its tables and view exist (the
 -- procedures below are optional: without them the library sends
 -- statements).
 INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
-  VALUES (1, 2, 2, NOW(6))
-  ON DUPLICATE KEY UPDATE updated_at = IF(version < 2, NOW(6), updated_at),
-                          version = GREATEST(version, 2),
-                          oldest_library = GREATEST(oldest_library, 2);
+  VALUES (1, 3, 3, NOW(6))
+  ON DUPLICATE KEY UPDATE updated_at = IF(version < 3, NOW(6), updated_at),
+                          version = GREATEST(version, 3),
+                          oldest_library = GREATEST(oldest_library, 3);
 
 -- Top a pool up from inside a reserve procedure that holds its ledger row
 -- (libreserve's procedures call it; never call it yourself).  A top-up
@@ -269,29 +297,35 @@ INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
 -- hold a hot item's row whenever they take units from it; a top-up that
 -- found it held is therefore left to the next procedure of that context
 -- that gets the row, which does it here, on the server, with no round trip
--- and no transaction of its own.  Counts the pool (under the ledger row
--- lock nobody else adds rows; rows this transaction took do not count),
--- and mints up to p_cap rows, within p_avail units not yet issued and at
--- most 1,000 at a time, with ids from p_next.  The caller adds *p_mint to
--- the ledger row's issued and next_unit_id.
+-- and no transaction of its own.  Counts the pool's units (under the
+-- ledger row lock nobody else adds rows; units this transaction took do
+-- not count), and mints up to p_cap units, within p_avail units not yet
+-- issued and at most 1,000 at a time, in rows of p_cap / 100 units (at
+-- least 1; the last row takes the rest), with ids from p_next.  The caller
+-- adds *p_units to the ledger row's issued and *p_rows to its
+-- next_unit_id.  The same rule mints in the library (ledger_issue).
 DROP PROCEDURE IF EXISTS rsv_pool_top_up_v1;
 DROP PROCEDURE IF EXISTS rsv_pool_top_up_v2;
+DROP PROCEDURE IF EXISTS rsv_pool_top_up_v3;
 DELIMITER //
-CREATE PROCEDURE rsv_pool_top_up_v2(
+CREATE PROCEDURE rsv_pool_top_up_v3(
     IN p_shop BIGINT UNSIGNED, IN p_item BIGINT UNSIGNED,
     IN p_loc BIGINT UNSIGNED, IN p_next BIGINT UNSIGNED, IN p_cap BIGINT,
-    IN p_avail BIGINT, OUT p_mint BIGINT)
+    IN p_avail BIGINT, OUT p_units BIGINT, OUT p_rows BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_count BIGINT DEFAULT 0;
-  SELECT COUNT(*) INTO v_count FROM rsv_pool
+  DECLARE v_count, v_per BIGINT DEFAULT 0;
+  SELECT COALESCE(SUM(units), 0) INTO v_count FROM rsv_pool
    WHERE shop_id = p_shop AND item_id = p_item
      AND location_id = p_loc;
-  SET p_mint = GREATEST(0, LEAST(p_cap - v_count, p_avail, 1000));
-  IF p_mint > 0 THEN
+  SET p_units = GREATEST(0, LEAST(p_cap - v_count, p_avail, 1000)),
+      v_per = GREATEST(1, p_cap DIV 100),
+      p_rows = (p_units + v_per - 1) DIV v_per;
+  IF p_rows > 0 THEN
     INSERT INTO rsv_pool (shop_id, item_id,
-        location_id, id)
-      SELECT p_shop, p_item, p_loc, p_next + n
+        location_id, id, units)
+      SELECT p_shop, p_item, p_loc, p_next + n,
+             LEAST(v_per, p_units - n * v_per)
         FROM (SELECT a.d + 10 * b.d + 100 * c.d AS n
                 FROM (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2
                       UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5
@@ -305,7 +339,7 @@ BEGIN
                       SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL
                       SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL
                       SELECT 8 UNION ALL SELECT 9) c) seq
-       WHERE n < p_mint;
+       WHERE n < p_rows;
   END IF;
 END//
 DELIMITER ;
@@ -313,9 +347,10 @@ DELIMITER ;
 -- The top-up due (p_fill > 0) after a reserve took a key's units from its
 -- pool, in the caller's transaction (libreserve's procedures call it;
 -- never call it yourself): when the caller holds the key's ledger row
--- (p_locked), mint as rsv_pool_top_up_v2 does and count the rows as
+-- (p_locked), mint as rsv_pool_top_up_v3 does and count the units as
 -- issued (p_next and p_avail follow); otherwise p_mint is -1: still due,
 -- left to the library.  p_cap: the ledger row's pool_cap, else p_fill.
+-- p_mint: the units minted.
 DROP PROCEDURE IF EXISTS rsv_pool_top_up_held_v1;
 DELIMITER //
 CREATE PROCEDURE rsv_pool_top_up_held_v1(
@@ -324,34 +359,31 @@ CREATE PROCEDURE rsv_pool_top_up_held_v1(
     INOUT p_next BIGINT UNSIGNED, INOUT p_avail BIGINT, OUT p_mint BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
+  DECLARE v_rows BIGINT DEFAULT 0;
   SET p_mint = -1;
   IF p_locked THEN
-    CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, p_next, p_cap, p_avail,
-                            p_mint);
+    CALL rsv_pool_top_up_v3(p_shop, p_item, p_loc, p_next, p_cap, p_avail,
+                            p_mint, v_rows);
     IF p_mint > 0 THEN
       UPDATE rsv_ledger
          SET issued = issued + p_mint,
-             next_unit_id = next_unit_id + p_mint, updated_at = NOW(6)
+             next_unit_id = next_unit_id + v_rows, updated_at = NOW(6)
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc;
-      SET p_next = p_next + p_mint, p_avail = p_avail - p_mint;
+      SET p_next = p_next + v_rows, p_avail = p_avail - p_mint;
     END IF;
   END IF;
 END//
 DELIMITER ;
 
--- Take up to p_want units of a key's pool, the lowest ids from p_from up
--- that no other transaction holds (SKIP LOCKED: never waited for), in the
--- caller's transaction (libreserve's procedures call it; never call it
--- yourself).  The rows are deleted only when all p_want were there: the
--- caller rolls a short take back anyway, and until then the locks keep
--- other readers off them.  Several units are read in one statement and
--- deleted in one: a statement per unit made a reserve of 5 units cost the
--- server about three times a reserve of one (docs/performance.md).  The
--- DELETE never reaches a row it does not hold, which would wait for its
--- holder: with no gap between the ids taken it stops after p_want rows;
--- otherwise it names them.  One unit, the usual reserve, keeps the
--- cheaper single-row statements.
+-- Take up to p_want units of a key's pool, from the lowest ids from p_from
+-- up that no other transaction holds (SKIP LOCKED: never waited for), in
+-- the caller's transaction (libreserve's procedures call it; never call
+-- it yourself): one row at a time, so that a reserve locks only the rows
+-- it takes units from (usually one: a row carries several units); a row
+-- whose units are all taken is deleted, the last one otherwise keeps the
+-- rest.  A short take (p_taken < p_want) is rolled back by the caller.
+-- p_first and p_last: the lowest and highest ids taken from.
 DROP PROCEDURE IF EXISTS rsv_pool_take_units_v1;
 DELIMITER //
 CREATE PROCEDURE rsv_pool_take_units_v1(
@@ -361,39 +393,34 @@ CREATE PROCEDURE rsv_pool_take_units_v1(
     OUT p_last BIGINT UNSIGNED)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_ids TEXT;
-  SET p_first = NULL, p_last = NULL;
-  IF p_want = 1 THEN
-    SELECT id INTO p_first FROM rsv_pool
+  DECLARE v_id, v_from BIGINT UNSIGNED;
+  DECLARE v_units, v_take INT;
+  SET p_taken = 0, p_first = NULL, p_last = NULL, v_from = p_from;
+  each_row: LOOP
+    SET v_id = NULL;
+    SELECT id, units INTO v_id, v_units FROM rsv_pool
      WHERE shop_id = p_shop AND item_id = p_item
-       AND location_id = p_loc AND id >= p_from
+       AND location_id = p_loc AND id >= v_from
      ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
-    SET p_taken = p_first IS NOT NULL, p_last = p_first;
-    IF p_taken THEN
+    IF v_id IS NULL THEN
+      LEAVE each_row;
+    END IF;
+    SET v_take = LEAST(v_units, p_want - p_taken);
+    IF v_take = v_units THEN
       DELETE FROM rsv_pool
        WHERE shop_id = p_shop AND item_id = p_item
-         AND location_id = p_loc AND id = p_first;
-    END IF;
-  ELSE
-    SELECT COUNT(*), MIN(id), MAX(id), JSON_ARRAYAGG(id)
-      INTO p_taken, p_first, p_last, v_ids
-      FROM (SELECT id FROM rsv_pool
-             WHERE shop_id = p_shop AND item_id = p_item
-               AND location_id = p_loc AND id >= p_from
-             ORDER BY id LIMIT p_want FOR UPDATE SKIP LOCKED) t;
-    IF p_taken = p_want AND p_last - p_first + 1 = p_taken THEN
-      DELETE FROM rsv_pool
+         AND location_id = p_loc AND id = v_id;
+    ELSE
+      UPDATE rsv_pool SET units = units - v_take
        WHERE shop_id = p_shop AND item_id = p_item
-         AND location_id = p_loc AND id >= p_first
-       ORDER BY id LIMIT p_want;
-    ELSEIF p_taken = p_want THEN
-      DELETE u FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (
-               id BIGINT UNSIGNED PATH '$')) k
-        JOIN rsv_pool u FORCE INDEX (PRIMARY)
-          ON u.shop_id = p_shop AND u.item_id = p_item
-         AND u.location_id = p_loc AND u.id = k.id;
+         AND location_id = p_loc AND id = v_id;
     END IF;
-  END IF;
+    SET p_taken = p_taken + v_take, p_first = COALESCE(p_first, v_id),
+        p_last = v_id, v_from = v_id + 1;
+    IF p_taken = p_want THEN
+      LEAVE each_row;
+    END IF;
+  END LOOP each_row;
 END//
 DELIMITER ;
 
@@ -421,7 +448,7 @@ DELIMITER ;
 -- server that rolls the whole transaction back on a lock-wait timeout
 -- (innodb_rollback_on_timeout) only gets the read.
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
--- this transaction holds the ledger row (rsv_pool_top_up_v2).
+-- this transaction holds the ledger row (rsv_pool_top_up_v3).
 -- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
 -- re-reserve, which the library does with statements), 2 = the pool had
 -- fewer rows free than wanted, 3 = no ledger row (the caller rolls back
@@ -461,8 +488,8 @@ CREATE PROCEDURE rsv_reserve_key_v2(
     OUT o_mint BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_dup, v_held, v_took INT DEFAULT 0;
-  DECLARE v_cap BIGINT;
+  DECLARE v_dup, v_held, v_took, v_units INT DEFAULT 0;
+  DECLARE v_cap, v_rows BIGINT DEFAULT 0;
   -- held here (but short), or held elsewhere
   DECLARE v_locked INT DEFAULT 0;
   -- A deadlock, lock-wait timeout or any other error: in a transaction of
@@ -527,16 +554,16 @@ BEGIN
       -- The units from the ledger row, and a pending top-up if one is
       -- due, minted from what is left after this reserve.
       IF p_fill > 0 THEN
-        CALL rsv_pool_top_up_v2(p_shop, p_item, p_loc, o_next,
+        CALL rsv_pool_top_up_v3(p_shop, p_item, p_loc, o_next,
                                 COALESCE(v_cap, p_fill), o_avail - p_want,
-                                o_mint);
+                                o_mint, v_rows);
       END IF;
       UPDATE rsv_ledger
          SET issued = issued + p_want + o_mint,
-             next_unit_id = next_unit_id + o_mint, updated_at = NOW(6)
+             next_unit_id = next_unit_id + v_rows, updated_at = NOW(6)
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc;
-      SET o_direct = p_want, o_next = o_next + o_mint,
+      SET o_direct = p_want, o_next = o_next + v_rows,
           o_avail = o_avail - p_want - o_mint;
       LEAVE body;
     END IF;
@@ -560,13 +587,17 @@ BEGIN
     -- One unit, the usual reserve, without the nested CALL: it cost a
     -- batch entry about 5 % of its server time (docs/performance.md).
     IF p_want = 1 THEN
-      SELECT id INTO o_first FROM rsv_pool
+      SELECT id, units INTO o_first, v_units FROM rsv_pool
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc AND id >= p_start
        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
       SET o_taken = o_first IS NOT NULL, o_last = o_first;
-      IF o_taken THEN
+      IF o_taken AND v_units = 1 THEN
         DELETE FROM rsv_pool
+         WHERE shop_id = p_shop AND item_id = p_item
+           AND location_id = p_loc AND id = o_first;
+      ELSEIF o_taken THEN
+        UPDATE rsv_pool SET units = units - 1
          WHERE shop_id = p_shop AND item_id = p_item
            AND location_id = p_loc AND id = o_first;
       END IF;
@@ -662,7 +693,7 @@ BEGIN
   DECLARE v_later VARBINARY(4096) DEFAULT '';
   DECLARE v_idx, v_want, v_taken, v_status, v_found, v_locked, v_held,
     v_took INT DEFAULT 0;
-  DECLARE v_fill, v_cap, v_mint BIGINT DEFAULT 0;
+  DECLARE v_fill, v_cap, v_mint, v_rows BIGINT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_avail BIGINT;
@@ -755,16 +786,18 @@ BEGIN
          AND location_id = v_loc FOR UPDATE SKIP LOCKED;
       IF v_avail >= v_want THEN
         SET v_avail = v_avail - v_want;
+        SET v_rows = 0;
         IF v_fill > 0 THEN
-          CALL rsv_pool_top_up_v2(p_shop, v_item, v_loc, v_next,
-                                  COALESCE(v_cap, v_fill), v_avail, v_mint);
+          CALL rsv_pool_top_up_v3(p_shop, v_item, v_loc, v_next,
+                                  COALESCE(v_cap, v_fill), v_avail, v_mint,
+                                  v_rows);
         END IF;
         UPDATE rsv_ledger
            SET issued = issued + v_want + v_mint,
-               next_unit_id = next_unit_id + v_mint, updated_at = NOW(6)
+               next_unit_id = next_unit_id + v_rows, updated_at = NOW(6)
          WHERE shop_id = p_shop AND item_id = v_item
            AND location_id = v_loc;
-        SET v_answer = CONCAT(v_answer, v_idx, ',0,0,0,', v_next + v_mint,
+        SET v_answer = CONCAT(v_answer, v_idx, ',0,0,0,', v_next + v_rows,
                               ',', v_avail - v_mint, ',', v_want, ',',
                               v_mint, ';');
       ELSE

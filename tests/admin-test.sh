@@ -393,7 +393,7 @@ expect "stats: pool depth" 0 'd["keys"][3]["pooled"] == 2 and d["keys"][3]["on_h
 expect "stats: totals" 0 'd["totals"]["shops"] == 1 and d["totals"]["keys"] == 4 and all(d["totals"][f] == sum(k[f] for k in d["keys"]) for f in ("on_hand","held","available","pooled","expired","journal_backlog"))'
 # The same figures counted straight from the tables.
 sql "$DB" -N -e "SELECT l.item_id, l.location_id,
-    (SELECT COUNT(*) FROM rsv_pool u WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND u.location_id = l.location_id),
+    (SELECT COALESCE(SUM(units), 0) FROM rsv_pool u WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND u.location_id = l.location_id),
     (SELECT COALESCE(SUM(quantity), 0) FROM rsv_holds h WHERE h.shop_id = l.shop_id AND h.item_id = l.item_id AND h.location_id = l.location_id AND h.expires_at <= NOW(6)),
     (SELECT COUNT(*) FROM rsv_journal x WHERE x.shop_id = l.shop_id AND x.item_id = l.item_id AND x.location_id = l.location_id)
   FROM rsv_ledger l WHERE l.shop_id = 6 ORDER BY 1, 2" >"$tmp/direct" 2>&1

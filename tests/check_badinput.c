@@ -16,7 +16,7 @@ static int64_t shop_rows(MYSQL *c, uint64_t shop)
 {
     char q[1024];
     snprintf(q, sizeof q,
-             "SELECT (SELECT COUNT(*) FROM rsv_pool WHERE shop_id=%llu)"
+             "SELECT (SELECT COALESCE(SUM(units), 0) FROM rsv_pool WHERE shop_id=%llu)"
              " + (SELECT COUNT(*) FROM rsv_holds WHERE shop_id=%llu)"
              " + (SELECT COUNT(*) FROM rsv_checkouts WHERE shop_id=%llu)"
              " + (SELECT COUNT(*) FROM rsv_journal WHERE shop_id=%llu)",

@@ -785,7 +785,7 @@ static void snapshot(seq *q, side *s, strs tab[NTABLES])
         "(SELECT COALESCE(SUM(quantity), 0) FROM rsv_journal j "
         "  WHERE j.shop_id = l.shop_id AND j.item_id = l.item_id AND "
         "  j.location_id = l.location_id AND j.kind = 2), "
-        "l.on_hand - l.issued, (SELECT COUNT(*) FROM rsv_pool p "
+        "l.on_hand - l.issued, (SELECT COALESCE(SUM(units), 0) FROM rsv_pool p "
         "  WHERE p.shop_id = l.shop_id AND p.item_id = l.item_id AND "
         "  p.location_id = l.location_id), "
         "(SELECT COALESCE(SUM(quantity), 0) FROM rsv_journal j "
@@ -810,7 +810,7 @@ static void snapshot(seq *q, side *s, strs tab[NTABLES])
         s->unissued[k] = unissued;
         s->released[k] = released;
         if (q->synced[k])
-            strs_add(&tab[T_POOL], "item %s loc %s: %s rows", row[0], row[1],
+            strs_add(&tab[T_POOL], "item %s loc %s: %s units", row[0], row[1],
                      row[4]);
     }
     mysql_free_result(r);

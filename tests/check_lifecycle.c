@@ -145,12 +145,22 @@ START_TEST(replenish_mints_exactly_the_gap)
         TU_OK(ctx, rsv_stock_get(ctx, shop, item, 1, NULL, NULL, &pooled,
                                  NULL));
         ck_assert_int_eq(pooled, caps[i]);
+        /* rows of cap / 100 units (at least 1), ids following on: with
+         * one unit a row the bottom row went, ids 2 .. cap + 1; else it
+         * kept the rest, and the second fill is one row more */
+        int64_t per = caps[i] / 100 > 1 ? caps[i] / 100 : 1;
+        int64_t rows = (caps[i] + per - 1) / per;
         char q[200];
         snprintf(q, sizeof q, "SELECT MAX(id) - MIN(id) + 1 FROM "
                  "rsv_pool WHERE shop_id = %llu AND "
                  "item_id = %llu", (unsigned long long)shop,
                  (unsigned long long)item);
-        ck_assert_int_eq(tu_i64(c, q), caps[i]); /* ids 2 .. cap + 1 */
+        ck_assert_int_eq(tu_i64(c, q), per == 1 ? caps[i] : rows + 1);
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
+                 "shop_id = %llu AND item_id = %llu AND units > %lld",
+                 (unsigned long long)shop, (unsigned long long)item,
+                 (long long)per);
+        ck_assert_int_eq(tu_i64(c, q), 0);
         rsv_close(ctx);
         mysql_close(c);
     }
@@ -258,23 +268,109 @@ START_TEST(pool_drain_gives_rows_back)
 END_TEST
 
 /* A pool row another transaction holds (as a reserve in flight does) is
- * passed over, without waiting, and stays counted as issued. */
+ * passed over, without waiting, and its units stay counted as issued.
+ * (30 units: three rows of 10 at the default cap.) */
 START_TEST(pool_drain_leaves_rows_in_flight)
 {
     tu_fix f;
     tu_fix_open_impatient(&f, 0);
-    tu_fix_pooled(&f, 1, 1, 10);
+    tu_fix_pooled(&f, 1, 1, 30);
     MYSQL *other = other_locks("id FROM rsv_pool", f.shop, 1);
     int64_t drained = -1;
     TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
-    ck_assert_int_eq(drained, 9);
-    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 1);
-    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 1);
+    ck_assert_int_eq(drained, 20);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 10);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 10);
     tu_exec(other, "ROLLBACK");
     mysql_close(other);
     TU_OK(f.ctx, rsv_pool_drain(f.ctx, f.shop, 1, 1, &drained));
-    ck_assert_int_eq(drained, 1);
+    ck_assert_int_eq(drained, 10);
     ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 0);
+    tu_fix_close(&f);
+}
+END_TEST
+
+/* The units of key (item, location 1) row by row, lowest id first, as
+ * "u,u,...". */
+static void pool_shape(MYSQL *c, uint64_t shop, uint64_t item, char *out,
+                       size_t len)
+{
+    char q[240];
+    snprintf(q, sizeof q, "SELECT units FROM rsv_pool WHERE shop_id = %llu "
+             "AND item_id = %llu AND location_id = 1 ORDER BY id",
+             (unsigned long long)shop, (unsigned long long)item);
+    ck_assert_int_eq(mysql_query(c, q), 0);
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row;
+    size_t o = 0;
+    out[0] = '\0';
+    while ((row = mysql_fetch_row(r)) && o < len)
+        o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", row[0]);
+    mysql_free_result(r);
+}
+
+/* A pool row carries pool_cap / 100 units (the default cap: 10).  A
+ * reserve takes units from the lowest rows, the one procedure and the
+ * statements alike: rows it empties go, the row it takes part of keeps
+ * the rest.  A stock shrink takes units from the top the same way. */
+START_TEST(pool_rows_carry_several_units)
+{
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    MYSQL *c2;
+    rsv_ctx *stmts = tu_open_with(&c2, RSV_OPT_NO_PROACTIVE_REFILL |
+                                           TEST_OPT_STATEMENTS_ONLY, 0);
+    tu_fix_pooled(&f, 1, 1, 35);
+    char shape[256];
+    pool_shape(f.conn, f.shop, 1, shape, sizeof shape);
+    ck_assert_str_eq(shape, "10,10,10,5");
+    /* the procedure: 3 of the bottom row */
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("a"), 1, 1, 3, 0));
+    pool_shape(f.conn, f.shop, 1, shape, sizeof shape);
+    ck_assert_str_eq(shape, "7,10,10,5");
+    /* the statements: the bottom row whole and 5 of the next */
+    TU_OK(stmts, rsv_reserve_one(stmts, f.shop, TOK("b"), 1, 1, 12, 0));
+    pool_shape(f.conn, f.shop, 1, shape, sizeof shape);
+    ck_assert_str_eq(shape, "5,10,5");
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 20);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 35);
+    /* a cart through the procedure (where in the pool: the context's
+     * cursors decide) */
+    rsv_cart *cart;
+    ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+    uint64_t l1[1] = {1};
+    tu_fix_pooled(&f, 2, 1, 20);
+    ck_assert_int_eq(rsv_cart_add(cart, 1, l1, 1, 6, 0), RSV_OK);
+    ck_assert_int_eq(rsv_cart_add(cart, 2, l1, 1, 11, 0), RSV_OK);
+    TU_OK(f.ctx, rsv_reserve(f.ctx, f.shop, TOK("c"), cart, 0));
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 14);
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 2, 1), 9);
+    /* shrinking below what is issued (35: 14 pooled, 21 held) takes pool
+     * units from the top, rows whole and the last in part */
+    TU_OK(f.ctx, rsv_stock_set(f.ctx, f.shop, 1, 1, 27));
+    ck_assert_int_eq(pooled_of(f.ctx, f.shop, 1, 1), 6);
+    ck_assert_int_eq(issued_of(f.conn, f.shop, 1), 27);
+    /* every unit held is claimable, and the books balance */
+    TU_OK(f.ctx, rsv_claim(f.ctx, f.shop, TOK("a")));
+    TU_OK(stmts, rsv_claim(stmts, f.shop, TOK("b")));
+    TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("c")));
+    int64_t v = -1;
+    TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, &v));
+    ck_assert_int_eq(v, 0);
+    /* a row left without a unit is a violation the audit names */
+    char q[200];
+    snprintf(q, sizeof q, "UPDATE rsv_pool SET units = 0 WHERE shop_id = "
+             "%llu AND item_id = 2", (unsigned long long)f.shop);
+    tu_exec(tu_fix_admin(&f), q);
+    TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, &v));
+    ck_assert_int_ge(v, 1);
+    snprintf(q, sizeof q, "UPDATE rsv_pool SET units = 9 WHERE shop_id = "
+             "%llu AND item_id = 2", (unsigned long long)f.shop);
+    (void)shape;
+    tu_exec(tu_fix_admin(&f), q);
+    rsv_cart_free(cart);
+    rsv_close(stmts);
+    mysql_close(c2);
     tu_fix_close(&f);
 }
 END_TEST
@@ -344,7 +440,7 @@ START_TEST(sweep_drains_idle_pools)
     uint64_t before = drained_by(f.ctx, RSV_OP_SWEEP);
     TU_OK(f.ctx, rsv_sweep(f.ctx, shop2, 0, NULL));
     ck_assert_uint_eq(drained_by(f.ctx, RSV_OP_SWEEP) - before, 140);
-    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_pool WHERE "
+    snprintf(q, sizeof q, "SELECT COALESCE(SUM(units), 0) FROM rsv_pool WHERE "
              "shop_id = %llu", (unsigned long long)shop2);
     ck_assert_int_eq(tu_i64(f.conn, q), 0);
     /* the item sells on: 2 units, none lost */
@@ -617,6 +713,7 @@ int main(void)
     tu_add(s, "pool_drain_gives_rows_back", pool_drain_gives_rows_back);
     tu_add(s, "pool_drain_leaves_rows_in_flight",
            pool_drain_leaves_rows_in_flight);
+    tu_add(s, "pool_rows_carry_several_units", pool_rows_carry_several_units);
     tu_add(s, "sweep_drains_idle_pools", sweep_drains_idle_pools);
     tu_add(s, "extend_and_status", extend_and_status);
     tu_add(s, "sweep_reads_each_key_not_each_hold",

@@ -68,8 +68,8 @@ static int64_t seen(MYSQL *w, const char *fmt, uint64_t shop)
     "SELECT on_hand FROM rsv_ledger WHERE shop_id = %llu AND "              \
     "item_id = 1 AND location_id = 1"
 #define POOLED                                                              \
-    "SELECT COUNT(*) FROM rsv_pool WHERE shop_id = %llu AND "               \
-    "item_id = 1"
+    "SELECT COALESCE(SUM(units), 0) FROM rsv_pool WHERE shop_id = %llu "    \
+    "AND item_id = 1"
 
 struct run {
     MYSQL *c, *w;

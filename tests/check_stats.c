@@ -368,7 +368,7 @@ static void snapshot(MYSQL *c, uint64_t shop, char *out, size_t n)
              "location_id, on_hand, issued, next_unit_id) ORDER BY "
              "item_id, location_id) FROM rsv_ledger "
              "WHERE shop_id = %1$llu), "
-             "(SELECT COUNT(*) FROM rsv_pool WHERE shop_id = %1$llu), "
+             "(SELECT COALESCE(SUM(units), 0) FROM rsv_pool WHERE shop_id = %1$llu), "
              "(SELECT GROUP_CONCAT(CONCAT_WS(',', checkout_token, status, "
              "generation, expires_at) ORDER BY checkout_token) FROM "
              "rsv_checkouts WHERE shop_id = %1$llu), "

@@ -43,7 +43,7 @@ version1() {
       rsv_checkouts TO reservation_checkouts, rsv_holds TO reserved_quantities,
       rsv_journal TO reservation_settlements;
     ALTER TABLE inventory_levels RENAME COLUMN item_id TO inventory_item_id, RENAME COLUMN location_id TO inventory_group_id;
-    ALTER TABLE reservation_units RENAME COLUMN item_id TO inventory_item_id, RENAME COLUMN location_id TO inventory_group_id;
+    ALTER TABLE reservation_units RENAME COLUMN item_id TO inventory_item_id, RENAME COLUMN location_id TO inventory_group_id, DROP COLUMN units;
     ALTER TABLE reservation_checkouts RENAME INDEX rsv_checkouts_settled TO reservation_checkouts_settled;
     ALTER TABLE reserved_quantities RENAME COLUMN item_id TO inventory_item_id, RENAME COLUMN location_id TO inventory_group_id, RENAME INDEX rsv_holds_expiry TO reserved_quantities_expiry;
     ALTER TABLE reservation_settlements RENAME COLUMN item_id TO inventory_item_id, RENAME COLUMN location_id TO inventory_group_id;
@@ -54,7 +54,7 @@ if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads the schem
 if as "$INST" "$DB" <sql/schema.sql; then ok "installing account loads it again (upgrade path)"; else bad "installing account loads it again"; fi
 sql -e "CREATE DATABASE \`${DB}v\`; GRANT $(join "${INSTALL_PRIVS[@]}") ON \`${DB}v\`.* TO '$INST'@'localhost'" && version1 "${DB}v" || exit 1
 if as "$INST" "${DB}v" <sql/schema.sql &&
-   [ "$(sql -N "${DB}v" -e "SELECT CONCAT(version, ' ', (SELECT on_hand FROM rsv_ledger)) FROM rsv_schema")" = "2 5" ]; then
+   [ "$(sql -N "${DB}v" -e "SELECT CONCAT(version, ' ', (SELECT on_hand FROM rsv_ledger)) FROM rsv_schema")" = "3 5" ]; then
   ok "installing account upgrades a database of version 1"
 else
   bad "installing account upgrades a database of version 1"

@@ -99,7 +99,7 @@ enum rsv_stat {
                                  the pool: the procedures do that when no
                                  other transaction holds the row and it
                                  has enough units not yet issued */,
-    RSV_STAT_POOL_DRAINED = 16 /* pool rows given back to their ledger row:
+    RSV_STAT_POOL_DRAINED = 16 /* pool units given back to their ledger row:
                                  by rsv_pool_drain (counted under
                                  RSV_OP_REPLENISH) and by rsv_sweep's pass
                                  over idle pools (RSV_OP_SWEEP; see

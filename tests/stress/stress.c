@@ -1214,7 +1214,10 @@ static void client_main(int slot, int inc)
     if (!c.rng)
         c.rng = 1;
     rsv_options_init(&c.opts, RSV_OPTIONS_VERSION);
-    c.opts.pool_cap = C.pool_cap;
+    /* every other client with eight times the cap: its refills mint rows
+     * of several units, so pools hold rows of one unit and of several
+     * (pool_cap / 100 a row) side by side */
+    c.opts.pool_cap = slot % 2 ? C.pool_cap * 8 : C.pool_cap;
     c.opts.pool_idle_s = 2; /* sweeps drain pools while others reserve */
     if (c.impatient) {
         c.opts.lock_wait_timeout_s = 1;

@@ -64,8 +64,9 @@ static const char stats_sql[] =
     "l.location_id, CAST(l.on_hand - COALESCE((SELECT "
     "SUM(x.quantity) FROM rsv_journal x FORCE INDEX (PRIMARY)"
     KEYMATCH("x") " AND x.kind = 2), 0) AS SIGNED), " HOLDS(">") ", "
-    HOLDS("<=") ", (SELECT COUNT(*) FROM rsv_pool u FORCE INDEX "
-    "(PRIMARY)" KEYMATCH("u") "), (SELECT COUNT(*) FROM "
+    HOLDS("<=") ", CAST(COALESCE((SELECT SUM(u.units) FROM rsv_pool u "
+    "FORCE INDEX (PRIMARY)" KEYMATCH("u") "), 0) AS SIGNED), (SELECT "
+    "COUNT(*) FROM "
     "rsv_journal x FORCE INDEX (PRIMARY)" KEYMATCH("x") ") "
     "FROM rsv_ledger l";
 #undef HOLDS
