@@ -71,6 +71,10 @@ static struct cfg {
     const char *dir, *cluster_sh, *db;
     unsigned seed;
     int clients, duration, kill_node;
+    const char *fault;  /* what happens to fault_node: kill, cut, flap,
+                           lossy, slow (NULL: nothing) */
+    int fault_node, fault_s, loss_pct, kbps;
+    int64_t call_timeout_ms; /* the clients' budget (0: the default) */
     long hot_stock, other_stock;
     int pool_cap;
     uint32_t flags;
@@ -79,12 +83,16 @@ static struct cfg {
     int rtt_us;
     unsigned proxy_port; /* its ports: this and the next two */
 } C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
+       NULL, 0, 8, 30, 64, 0,
        100000, 100000, 50, 0, 0, NULL, 0, 14040};
 
 static char sockets[NODES][600];
 static unsigned proxy_ports[NODES]; /* 0: clients use the socket */
 static atomic_int node_down[NODES];
 static atomic_int stop_flag;
+/* node + 1 while the fault of --cut-node and the like is on it (its links
+ * cut, lossy or slow), else 0 */
+static atomic_int fault_on;
 
 /* ------------------------------------------------------------------ */
 /* Problems found                                                     */
@@ -139,7 +147,11 @@ struct client {
     size_t nrecs, caprecs;
     long ops, in_txn, eintxn, repeats, edb, ebusy, moved, batches;
     uint64_t call_us; /* time inside library calls */
+    uint64_t max_call_us; /* the longest single call */
+    long over_budget;     /* calls longer than their budget allows */
     long code_count[32];
+    long fault_codes[32]; /* the answers of the faulted node while the
+                             fault was on */
     uint64_t deadlocks, retries, one_trip; /* the library's counters, over
                                               every context it opened */
 };
@@ -179,6 +191,32 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* The longest a call may take: its budget (call_timeout_ms), one
+ * statement's lock wait past it (a quarter of the budget, whole seconds,
+ * reserve.h), and a second for a machine shared with the three nodes.
+ * A commit waiting for the cluster is not bounded by the server: without
+ * the budget it waits as long as the cluster does. */
+static uint64_t call_bound_us(void)
+{
+    int64_t budget = C.call_timeout_ms > 0 ? C.call_timeout_ms : 5000;
+    int64_t lock_wait_s = (budget + 3999) / 4000;
+    return (uint64_t)(budget + lock_wait_s * 1000 + 1000) * 1000u;
+}
+
+static void count_code(struct client *c, int rc);
+
+/* One library call's answer and time. */
+static void note_call(struct client *c, uint64_t us, int rc)
+{
+    c->call_us += us;
+    if (us > c->max_call_us)
+        c->max_call_us = us;
+    if (us > call_bound_us())
+        c->over_budget++;
+    if (atomic_load(&fault_on) == c->node + 1 && rc <= 0 && rc > -32)
+        c->fault_codes[-rc]++;
+    (void)count_code;
+}
 /* A client's connection: through the node's delay proxy when there is
  * one (the checks always use the socket). */
 static MYSQL *client_connect(int node)
@@ -320,7 +358,7 @@ static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
     if (kind != CALL_RESERVE) {
         uint64_t t0 = now_us();
         int rc = ll_call_once(c->ctx, &k);
-        c->call_us += now_us() - t0;
+        note_call(c, now_us() - t0, rc);
         return rc;
     }
     if (rsv_cart_new(&k.cart) != RSV_OK)
@@ -331,7 +369,7 @@ static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
     }
     uint64_t t0 = now_us();
     int rc = ll_call_once(c->ctx, &k);
-    c->call_us += now_us() - t0;
+    note_call(c, now_us() - t0, rc);
     rsv_cart_free(k.cart);
     return rc;
 }
@@ -443,7 +481,7 @@ static void run_batch(struct client *c, int kind, struct rec **recs, int n,
                  ? rsv_claim_batch(c->ctx, (size_t)n, shops, toks, lens, res)
                  : rsv_release_batch(c->ctx, (size_t)n, shops, toks, lens,
                                      res);
-    c->call_us += now_us() - t0;
+    note_call(c, now_us() - t0, rc);
     c->ops++;
     c->batches++;
     count_code(c, rc);
@@ -528,7 +566,9 @@ static void *client_main(void *p)
             cl_reconnect(c);
         if (seq % 40 == 39) {
             int64_t released = 0;
+            uint64_t t0 = now_us();
             int rc = rsv_sweep(c->ctx, SHOP, 200, &released);
+            note_call(c, now_us() - t0, rc);
             c->ops++;
             count_code(c, rc);
             check_in_txn(c, "rsv_sweep", rc);
@@ -593,16 +633,17 @@ static void *client_main(void *p)
 /* The fault schedule                                                 */
 /* ------------------------------------------------------------------ */
 
-static int cluster_cmd(const char *what, int node)
+static int cluster_cmd_arg(const char *what, int node, int arg)
 {
-    char n[16];
+    char n[16], a[16];
     snprintf(n, sizeof n, "%d", node);
+    snprintf(a, sizeof a, "%d", arg);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
         execl("/bin/bash", "bash", C.cluster_sh, what, C.dir, n,
-              (char *)NULL);
+              arg ? a : (char *)NULL, (char *)NULL);
         _exit(127);
     }
     int st = 0;
@@ -611,12 +652,57 @@ static int cluster_cmd(const char *what, int node)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int cluster_cmd(const char *what, int node)
+{
+    return cluster_cmd_arg(what, node, 0);
+}
+
 static long total_ops(void)
 {
     long n = 0;
     for (int i = 0; i < C.clients; i++)
         n += clients[i].ops; /* (read racily: progress only) */
     return n;
+}
+
+/* The faulted node's links to the others for fault_s seconds: cut
+ * (partitioned away, both sides alive), flapping (cut and healed in
+ * turn), lossy (loss_pct of the packets dropped) or slow (kbps), then
+ * healed; the node stays up throughout. */
+static void fault_step(uint64_t start, const char *what, int arg)
+{
+    printf("galera-load: %.1f s, %ld calls: %s node %d%s\n",
+           (ll_now_ms() - start) / 1000.0, total_ops(), what, C.fault_node,
+           !strcmp(what, "heal") ? "'s links" : "");
+    fflush(stdout);
+    if (cluster_cmd_arg(what, C.fault_node, arg) != 0)
+        problem("cluster.sh %s failed", what);
+}
+
+static void run_fault(uint64_t start)
+{
+    uint64_t end = ll_now_ms() + (uint64_t)C.fault_s * 1000;
+    atomic_store(&fault_on, C.fault_node);
+    if (!strcmp(C.fault, "flap")) {
+        /* cut longer than the suspect timeout (3 s): each cut ends in a
+         * new view without the node, each heal in its rejoining */
+        while (ll_now_ms() < end) {
+            fault_step(start, "cut", 0);
+            ll_sleep_ms(4000);
+            fault_step(start, "heal", 0);
+            ll_sleep_ms(2500);
+        }
+    } else {
+        if (!strcmp(C.fault, "cut"))
+            fault_step(start, "cut", 0);
+        else if (!strcmp(C.fault, "lossy"))
+            fault_step(start, "cut", C.loss_pct);
+        else
+            fault_step(start, "slow", C.kbps);
+        ll_sleep_ms((long)(end - ll_now_ms()));
+        fault_step(start, "heal", 0);
+    }
+    atomic_store(&fault_on, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -993,6 +1079,9 @@ static void usage(void)
             "usage: galera_load --dir DIR [--cluster-sh PATH] [--db NAME]\n"
             "         [--seed N] [--clients N] [--duration S]\n"
             "         [--kill-node N (0: none)] [--hot-stock N]\n"
+            "         [--cut-node|--flap-node|--lossy-node|--slow-node N\n"
+            "          [--fault-seconds S] [--loss-pct P] [--kbps K]]\n"
+            "         [--call-timeout-ms MS]\n"
             "         [--pool-cap N] [--statements-only] [--verbose]\n"
             "         [--proxy PATH --rtt-us N [--proxy-port P]]\n");
     exit(2);
@@ -1026,8 +1115,24 @@ int main(int argc, char **argv)
             C.clients = atoi(v);
         else if (!strcmp(a, "--duration"))
             C.duration = atoi(v);
-        else if (!strcmp(a, "--kill-node"))
+        else if (!strcmp(a, "--kill-node")) {
             C.kill_node = atoi(v);
+            C.fault = NULL;
+        }
+        else if (!strcmp(a, "--cut-node") || !strcmp(a, "--flap-node") ||
+                 !strcmp(a, "--lossy-node") || !strcmp(a, "--slow-node")) {
+            C.fault = a[2] == 'c' ? "cut" : a[2] == 'f' ? "flap"
+                      : a[2] == 'l' ? "lossy" : "slow";
+            C.fault_node = atoi(v);
+            C.kill_node = 0;
+        } else if (!strcmp(a, "--fault-seconds"))
+            C.fault_s = atoi(v);
+        else if (!strcmp(a, "--loss-pct"))
+            C.loss_pct = atoi(v);
+        else if (!strcmp(a, "--kbps"))
+            C.kbps = atoi(v);
+        else if (!strcmp(a, "--call-timeout-ms"))
+            C.call_timeout_ms = atoll(v);
         else if (!strcmp(a, "--hot-stock"))
             C.hot_stock = atol(v);
         else if (!strcmp(a, "--pool-cap"))
@@ -1043,6 +1148,10 @@ int main(int argc, char **argv)
     }
     if (!C.dir || C.clients < 1 || C.clients > MAX_CLIENTS ||
         C.duration < 1 || C.kill_node < 0 || C.kill_node > NODES ||
+        (C.fault && (C.fault_node < 1 || C.fault_node > NODES ||
+                     C.kill_node || C.fault_s < 1 || C.loss_pct < 1 ||
+                     C.loss_pct > 100 || C.kbps < 1)) ||
+        C.call_timeout_ms < 0 ||
         C.hot_stock < 1 || C.pool_cap < 1 ||
         (C.proxy && (C.rtt_us < 0 || C.proxy_port < 1024 ||
                      C.proxy_port + NODES > 32768)))
@@ -1074,6 +1183,8 @@ int main(int argc, char **argv)
         rsv_options_init(&c->opts, RSV_OPTIONS_VERSION);
         c->opts.pool_cap = C.pool_cap;
         c->opts.flags = C.flags;
+        if (C.call_timeout_ms > 0)
+            c->opts.call_timeout_ms = C.call_timeout_ms;
         /* every node has clients of each kind: the one-trip procedures,
          * statements one by one (what a claim in the caller's transaction,
          * a re-reserve or the slow path send), and batches */
@@ -1094,6 +1205,10 @@ int main(int argc, char **argv)
     int killed = 0, back = 0;
     while (ll_now_ms() < start + (uint64_t)C.duration * 1000) {
         ll_sleep_ms(200);
+        if (C.fault && !killed && ll_now_ms() >= kill_at) {
+            run_fault(start);
+            killed = back = 1;
+        }
         if (C.kill_node && !killed && ll_now_ms() >= kill_at) {
             printf("galera-load: %.1f s, %ld calls: SIGKILL node %d\n",
                    (ll_now_ms() - start) / 1000.0, total_ops(), C.kill_node);
@@ -1180,6 +1295,35 @@ int main(int argc, char **argv)
             printf(" %s %ld", rsv_code_name(-k) ? rsv_code_name(-k) : "?",
                    codes[k]);
     printf("\n");
+    /* every call within its budget, on every node */
+    long over = 0, fcodes[32] = {0};
+    uint64_t max_us[NODES] = {0};
+    for (int i = 0; i < C.clients; i++) {
+        over += clients[i].over_budget;
+        if (clients[i].max_call_us > max_us[clients[i].home])
+            max_us[clients[i].home] = clients[i].max_call_us;
+        for (int k = 0; k < 32; k++)
+            fcodes[k] += clients[i].fault_codes[k];
+    }
+    printf("galera-load: longest call by home node:");
+    for (int n = 0; n < NODES; n++)
+        printf(" %d: %.2f s", n + 1, max_us[n] / 1e6);
+    printf(" (bound %.2f s)\n", call_bound_us() / 1e6);
+    if (over)
+        problem("%ld calls took longer than their budget allows (%.2f s)",
+                over, call_bound_us() / 1e6);
+    if (C.fault) {
+        printf("galera-load: answers on node %d while its links were %s:",
+               C.fault_node, !strcmp(C.fault, "lossy") ? "lossy"
+                             : !strcmp(C.fault, "slow") ? "slow"
+                                                       : "cut");
+        for (int k = 0; k < 32; k++)
+            if (fcodes[k])
+                printf(" %s %ld",
+                       rsv_code_name(-k) ? rsv_code_name(-k) : "?",
+                       fcodes[k]);
+        printf("\n");
+    }
     fflush(stdout);
 
     /* every node synced before anything is read */
