@@ -149,10 +149,12 @@ enum rsv_code {
                               through every retry, or the call's time
                               budget (call_timeout_ms) was spent; nothing
                               was applied */
-    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT (or,
-                              on a Galera node, COMMIT or a procedure that
-                              commits failed with an error other than a
-                              conflict): the outcome is unknown.
+    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT, or
+                              COMMIT did not answer within the call's
+                              budget (the library closed the connection),
+                              or, on a Galera node, COMMIT or a procedure
+                              that commits failed with an error other
+                              than a conflict: the outcome is unknown.
                               Reconnect and repeat the same call; every
                               call is idempotent for the same token (a
                               repeated claim then returns RSV_OK or
@@ -196,9 +198,17 @@ enum rsv_code {
                               schema first) or newer than it knows
                               (upgrade the library); the message names the
                               command */
-    RSV_ECANCELED = -26    /* a non-blocking call was stopped by
+    RSV_ECANCELED = -26,   /* a non-blocking call was stopped by
                               rsv_cancel() before or between its attempts:
                               nothing was applied */
+    RSV_ENOTPRIMARY = -27  /* the server does not take writes now: it is
+                              read-only (a replica), or a Galera node
+                              outside the primary component (partitioned
+                              away, joining).  It refused the call before
+                              anything was applied.  Reconnect to the
+                              writable server and repeat the call: with a
+                              dsn of several hosts rsv_reconnect() finds
+                              it */
 };
 
 /* Limits of a single call. */
@@ -277,7 +287,21 @@ typedef struct rsv_options {
                                    nothing, once it is spent (plus at most
                                    the statement's lock wait, see
                                    lock_wait_timeout_s) instead of after
-                                   (max_retries + 1) lock waits */
+                                   (max_retries + 1) lock waits.  A COMMIT
+                                   (or a procedure that commits) still
+                                   unanswered when it is spent, and at
+                                   least one lock wait after it began,
+                                   waits no longer: it stalls on
+                                   replication (a Galera cluster evicting
+                                   a silent node, a semi-synchronous
+                                   replica gone), and answers RSV_EINDOUBT,
+                                   the connection closed (reconnect).  Any
+                                   other statement the server has not
+                                   answered a second after the lock wait
+                                   that follows the budget answers
+                                   RSV_ECONN.  Not over TLS (some
+                                   Connector/C versions keep their own
+                                   timeout there: set read_timeout) */
     int32_t stmt_cache_max;     /* prepared statements one context keeps
                                    on the server (1..48, default 48):
                                    max_prepared_stmt_count must allow
@@ -331,7 +355,8 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
  * MYSQL* to lend (bindings over FFI; a claim that must join the
  * application's own transaction needs rsv_open on that connection).  dsn:
  *
- *   mariadb://[USER[:PASSWORD]@][HOST][:PORT][/DATABASE][?KEY=VALUE&...]
+ *   mariadb://[USER[:PASSWORD]@][HOST[:PORT][,HOST[:PORT]...]][/DATABASE]
+ *             [?KEY=VALUE&...]
  *
  * ("mysql://" is the same), with %XX escapes in every part.  Keys: socket
  * (a Unix socket path; also the way to name one without a HOST),
@@ -339,25 +364,39 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
  * bounds a call to a server that stopped answering: the connection is
  * then lost, RSV_ECONN or RSV_EINDOUBT), ssl (1: require TLS), ssl_ca,
  * ssl_capath, ssl_cert, ssl_key, ssl_verify (1: verify the server's
- * certificate and name).  Unknown keys are refused.
+ * certificate and name), target (below).  Unknown keys are refused.
+ *
+ * Several hosts (up to 16; a replicated pair, a Galera cluster's nodes)
+ * are tried in the order given, as libpq does, and the context connects
+ * to the first that answers and is what target asks for: "writable" (the
+ * default) is a server that is not read-only and, on a Galera node, is
+ * ready, synced and in the primary component; "any" takes the first that
+ * answers (to read a replica).  rsv_reconnect() goes through the list
+ * again from its start, so after a failover, or a node's loss or
+ * partition, the same dsn finds the server that now takes writes.  With
+ * several hosts connect_timeout defaults to 5 s per host.
  *
  * The connection belongs to the context: rsv_close() closes it and
  * rsv_reconnect() opens it again.  Codes and *out as rsv_open(), plus
- * RSV_EINVAL for a malformed dsn and RSV_ECONN when the server cannot be
- * reached (the message says why).
+ * RSV_EINVAL for a malformed dsn (a bad host or port in the list names
+ * it; a socket with several hosts), RSV_ECONN when no host can be
+ * reached and RSV_ENOTPRIMARY when a host answered but none takes writes
+ * (the message names every host and why it was passed over).
  */
 RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
                             const rsv_options *opts);
 
 /*
- * Connect again after RSV_ECONN or RSV_EINDOUBT (then repeat the call: it
- * is idempotent for the same token).  A context from rsv_open_dsn() closes
- * its connection and opens a new one with the same dsn (rsv_connection()
- * then returns the new handle); one from rsv_open() asks Connector/C to
+ * Connect again after RSV_ECONN, RSV_EINDOUBT or RSV_ENOTPRIMARY (then
+ * repeat the call: it is idempotent for the same token).  A context from
+ * rsv_open_dsn() closes its connection and opens a new one with the same
+ * dsn, to the first of its hosts that takes writes (rsv_connection() then
+ * returns the new handle); one from rsv_open() asks Connector/C to
  * reconnect the application's handle in place (mariadb_reconnect, with
- * auto-reconnect switched on only for that call).  The prepared statements
- * are prepared again on first use.  Returns RSV_OK, RSV_EINVAL (NULL), or
- * RSV_ECONN with the reason.
+ * auto-reconnect switched on only for that call), to the same server.
+ * The prepared statements are prepared again on first use.  Returns
+ * RSV_OK, RSV_EINVAL (NULL), or RSV_ECONN or RSV_ENOTPRIMARY with the
+ * reason, as rsv_open_dsn().
  */
 RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx);
 
@@ -1191,7 +1230,7 @@ RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
  * How many calls of kind op (RSV_OP_*, or RSV_OP_ALL) returned `code`:
  * RSV_OK or any RSV_E* code (an unused number in that range gives 0).
  * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown op, a code
- * outside RSV_ECANCELED..RSV_OK).
+ * outside RSV_ENOTPRIMARY..RSV_OK).
  */
 RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
                                  uint64_t *out);

@@ -52,5 +52,6 @@ static int settle_batch_body(rsv_ctx *ctx, void *p)
 
 int batch_settle_call(rsv_ctx *ctx, rbatch *b)
 {
-    return txn_run(ctx, TXN_SELF_COMMIT, settle_batch_body, b);
+    return txn_run(ctx, TXN_SELF_COMMIT | TXN_READS_AFTER_COMMIT,
+                   settle_batch_body, b);
 }

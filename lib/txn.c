@@ -192,9 +192,24 @@ void txn_rollback_quietly(rsv_ctx *ctx)
     if (sql_text(ctx, SQL_ROLLBACK) != RSV_OK &&
         !is_conn_errno(ctx->db_errno))
         (void)sql_text(ctx, SQL_ROLLBACK);
+    /* A Galera node that left the primary component while the transaction
+     * was open refuses ROLLBACK as it refuses everything (1047): the
+     * transaction would stay open, and the caller's next call join it.
+     * The session is ended instead, which rolls it back; the ping makes
+     * Connector/C see the connection gone (RSV_ECONN next, not
+     * RSV_EINTXN). */
+    int cut = ctx->db_errno == ER_UNKNOWN_COM_ERROR && txn_caller_open(ctx);
+    if (cut) {
+        mariadb_cancel(ctx->conn);
+        (void)mysql_ping(ctx->conn);
+    }
     memcpy(ctx->msg, msg, sizeof msg);
     ctx->code = code;
     ctx->db_errno = err;
+    if (cut)
+        ctx_fail(ctx, code, "%s; the node refused ROLLBACK too, so the "
+                 "library closed the connection, which ends the "
+                 "transaction: reconnect", msg);
 }
 
 /* One attempt of a body that is a single statement with its own
@@ -206,9 +221,12 @@ void txn_rollback_quietly(rsv_ctx *ctx)
  * back before it reports the error; a transaction still open (the
  * server's status flag, read locally) is rolled back here all the same,
  * so nothing is ever left holding locks. */
-static int self_committed(rsv_ctx *ctx, txn_body body, void *arg)
+static int self_committed(rsv_ctx *ctx, int flags, txn_body body,
+                          void *arg)
 {
+    ctx->commit_point = 1;
     int rc = body(ctx, arg);
+    ctx->commit_point = 0;
     if (rc == RSV_ECONN && ctx->executed)
         return ctx_fail(ctx, RSV_EINDOUBT,
                         "connection lost during a one-statement "
@@ -217,6 +235,16 @@ static int self_committed(rsv_ctx *ctx, txn_body body, void *arg)
                         ctx->msg);
     if (rc != RSV_OK && txn_caller_open(ctx))
         txn_rollback_quietly(ctx);
+    /* A node outside the primary component refuses each statement before
+     * it runs, the procedure's COMMIT too (nothing applied), but a read
+     * after that COMMIT as well. */
+    if (rc == RSV_ENOTPRIMARY && ctx->executed &&
+        (flags & TXN_READS_AFTER_COMMIT))
+        return ctx_fail(ctx, RSV_EINDOUBT,
+                        "a one-statement transaction (a stored procedure) "
+                        "was refused part-way (%s): it may have committed "
+                        "before; reconnect (to a node of the primary "
+                        "component) and repeat the call", ctx->msg);
     /* As a failed COMMIT on a Galera node (txn_run): the procedure's own
      * COMMIT may have failed after its write set left for the others, and
      * which of its statements failed cannot be told from here. */
@@ -286,7 +314,7 @@ static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
         }
         ctx->commit_anyway = 0;
         if (flags & TXN_SELF_COMMIT) {
-            rc = self_committed(ctx, body, arg);
+            rc = self_committed(ctx, flags, body, arg);
             if (rc != RSV__RETRY)
                 return rc;
             continue;
@@ -306,7 +334,9 @@ static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
             int body_rc = rc;
             char msg[sizeof ctx->msg];
             memcpy(msg, ctx->msg, sizeof msg);
+            ctx->commit_point = 1;
             int crc = sql_text(ctx, SQL_COMMIT);
+            ctx->commit_point = 0;
             if (crc == RSV_OK) {
                 if (body_rc != RSV_OK) {
                     memcpy(ctx->msg, msg, sizeof msg);

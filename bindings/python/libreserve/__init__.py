@@ -98,6 +98,7 @@ ERANGE = -23
 EDISABLED = -24
 ESCHEMAVER = -25
 ECANCELED = -26
+ENOTPRIMARY = -27
 # Not an error: a call of the C library's non-blocking interface is in
 # progress.  This binding's calls block, so it never returns it.
 PENDING = 1
@@ -105,7 +106,7 @@ PENDING = 1
 ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
              EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
              ESCHEMA, ESERVER, EINTXN, ENOMEM, EDB, ETOOBIG, ESTOCK, ECONFIG,
-             ERANGE, EDISABLED, ESCHEMAVER, ECANCELED)
+             ERANGE, EDISABLED, ESCHEMAVER, ECANCELED, ENOTPRIMARY)
 
 TOKEN_MAX = 128
 QUANTITY_MAX = 1000000000
@@ -317,6 +318,13 @@ class Canceled(Failure):
     (rsv_cancel) before or between its attempts; nothing was applied."""
 
 
+class NotPrimary(ConnectionLost):
+    """RSV_ENOTPRIMARY: the server takes no writes now (a read-only
+    replica, a Galera node outside the primary component); nothing was
+    applied.  Reconnect (Context.reconnect: with several hosts in the dsn
+    it finds the writable one) and repeat the call."""
+
+
 _EXC_BY_CODE = {
     EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
     ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
@@ -326,7 +334,7 @@ _EXC_BY_CODE = {
     EINTXN: InTransaction, ENOMEM: OutOfMemory, EDB: DatabaseError,
     ETOOBIG: CartTooBig, ESTOCK: StockError, ECONFIG: ConfigError,
     ERANGE: RangeError, EDISABLED: Disabled, ESCHEMAVER: SchemaVersionError,
-    ECANCELED: Canceled,
+    ECANCELED: Canceled, ENOTPRIMARY: NotPrimary,
 }
 
 
