@@ -8,9 +8,11 @@
  * Owns: the clients (threads, one connection and context each, spread
  * over the nodes, each node with clients of three kinds: one call at a
  * time through the procedures, the same sending statements one by one,
- * and batches of checkouts, claims and releases; a client whose node dies
- * moves to another and repeats the call it was in: every call is
- * idempotent per token), the record of
+ * and batches of checkouts, claims and releases; each connects with
+ * rsv_open_dsn to a dsn of every node, its home node first, and after a
+ * lost connection, an answer in doubt or a refusal calls rsv_reconnect,
+ * which lands on a node that takes writes, and repeats the call it was
+ * in: every call is idempotent per token), the record of
  * every acknowledged outcome, the fault schedule (kill a node, restart it,
  * through tests/galera/cluster.sh), and the checks:
  *
@@ -79,12 +81,14 @@ static struct cfg {
     int pool_cap;
     uint32_t flags;
     int verbose;
+    const char *addr_prefix; /* node N listens on addr_prefix N */
+    unsigned port_base;      /* and port port_base + N */
     const char *proxy; /* the delay proxy, clients behind it */
     int rtt_us;
     unsigned proxy_port; /* its ports: this and the next two */
 } C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
        NULL, 0, 8, 30, 64, 0,
-       100000, 100000, 50, 0, 0, NULL, 0, 14040};
+       100000, 100000, 50, 0, 0, "127.0.14.", 14000, NULL, 0, 14040};
 
 static char sockets[NODES][600];
 static unsigned proxy_ports[NODES]; /* 0: clients use the socket */
@@ -217,15 +221,38 @@ static void note_call(struct client *c, uint64_t us, int rc)
         c->fault_codes[-rc]++;
     (void)count_code;
 }
-/* A client's connection: through the node's delay proxy when there is
- * one (the checks always use the socket). */
-static MYSQL *client_connect(int node)
+/* A client's dsn: every node (through its delay proxy when there is
+ * one; the checks always use the socket), its home node first.  The
+ * library connects to the first that takes writes (target=writable, the
+ * default): a node killed, partitioned away or still joining is passed
+ * over, and rsv_reconnect goes back to the home node once it is back. */
+static void client_dsn(const struct client *c, char *out, size_t len)
 {
-    if (!proxy_ports[node])
-        return node_connect(node, 60);
-    ll_server srv = {.host = "127.0.0.1", .port = proxy_ports[node],
-                     .connect_timeout_s = 5, .rw_timeout_s = 60};
-    return ll_connect(NULL, &srv, C.db, NULL, 0);
+    size_t n = (size_t)snprintf(out, len, "mariadb://root@");
+    for (int k = 0; k < NODES; k++) {
+        int node = (c->home + k) % NODES;
+        if (proxy_ports[node])
+            n += (size_t)snprintf(out + n, len - n, "%s127.0.0.1:%u",
+                                  k ? "," : "", proxy_ports[node]);
+        else
+            n += (size_t)snprintf(out + n, len - n, "%s%s%d:%u",
+                                  k ? "," : "", C.addr_prefix, node + 1,
+                                  C.port_base + 1u + (unsigned)node);
+    }
+    snprintf(out + n, len - n, "/%s?connect_timeout=5&read_timeout=60&"
+             "write_timeout=60", C.db);
+}
+
+/* The node a connection is on, from its port. */
+static int conn_node(MYSQL *m)
+{
+    unsigned int port = 0;
+    mariadb_get_infov(m, MARIADB_CONNECTION_PORT, &port);
+    for (int n = 0; n < NODES; n++)
+        if (proxy_ports[n] ? port == proxy_ports[n]
+                           : port == C.port_base + 1u + (unsigned)n)
+            return n;
+    return -1;
 }
 
 /* One delay proxy per node (tests/bench/proxy.c), on 127.0.0.1 ports
@@ -279,41 +306,44 @@ static void cl_close(struct client *c)
     if (c->ctx && rsv_stats_get(c->ctx, RSV_STAT_ONE_TRIP, RSV_OP_ALL, &v) ==
                       RSV_OK)
         c->one_trip += v;
-    rsv_close(c->ctx);
-    if (c->db)
-        mysql_close(c->db);
+    rsv_close(c->ctx); /* (and its connection: the context opened it) */
     c->ctx = NULL;
     c->db = NULL;
 }
 
-/* Connect to the home node, or the next one that answers and accepts
- * rsv_open (a node still joining refuses queries). */
+/* Connect through the client's dsn (or, with a context, reconnect it:
+ * the documented way after a lost connection or a refusal), until a node
+ * takes it. */
 static void cl_connect(struct client *c)
 {
     uint64_t start = ll_now_ms();
+    char dsn[512];
+    client_dsn(c, dsn, sizeof dsn);
     for (int tries = 0;; tries++) {
-        for (int k = 0; k < NODES; k++) {
-            int n = (c->home + k) % NODES;
-            if (atomic_load(&node_down[n]))
-                continue;
-            MYSQL *m = client_connect(n);
-            if (!m)
-                continue;
-            rsv_ctx *x = NULL;
-            if (rsv_open(&x, m, &c->opts) == RSV_OK) {
-                c->db = m;
-                c->ctx = x;
-                if (n != c->node)
-                    c->moved++;
-                c->node = n;
-                return;
+        int rc;
+        if (c->ctx) {
+            rc = rsv_reconnect(c->ctx);
+        } else {
+            rc = rsv_open_dsn(&c->ctx, dsn, &c->opts);
+            if (rc != RSV_OK) {
+                if (C.verbose)
+                    fprintf(stderr, "galera-load: client %d: %s\n", c->id,
+                            rsv_errmsg(c->ctx));
+                rsv_close(c->ctx);
+                c->ctx = NULL;
             }
-            if (C.verbose)
-                fprintf(stderr, "galera-load: client %d: rsv_open on node "
-                                "%d: %s\n", c->id, n + 1, rsv_errmsg(x));
-            rsv_close(x);
-            mysql_close(m);
         }
+        if (rc == RSV_OK) {
+            c->db = rsv_connection(c->ctx);
+            int n = conn_node(c->db);
+            if (n != c->node)
+                c->moved++;
+            c->node = n < 0 ? c->home : n;
+            return;
+        }
+        if (C.verbose && c->ctx)
+            fprintf(stderr, "galera-load: client %d: rsv_reconnect: %s\n",
+                    c->id, rsv_errmsg(c->ctx));
         if (ll_now_ms() - start > 240000) {
             problem("client %d: no node accepted a connection for 240 s",
                     c->id);
@@ -325,7 +355,6 @@ static void cl_connect(struct client *c)
 
 static void cl_reconnect(struct client *c)
 {
-    cl_close(c);
     cl_connect(c);
 }
 
@@ -1081,7 +1110,7 @@ static void usage(void)
             "         [--kill-node N (0: none)] [--hot-stock N]\n"
             "         [--cut-node|--flap-node|--lossy-node|--slow-node N\n"
             "          [--fault-seconds S] [--loss-pct P] [--kbps K]]\n"
-            "         [--call-timeout-ms MS]\n"
+            "         [--call-timeout-ms MS] [--addr-prefix P] [--port-base B]\n"
             "         [--pool-cap N] [--statements-only] [--verbose]\n"
             "         [--proxy PATH --rtt-us N [--proxy-port P]]\n");
     exit(2);
@@ -1139,6 +1168,10 @@ int main(int argc, char **argv)
             C.pool_cap = atoi(v);
         else if (!strcmp(a, "--proxy"))
             C.proxy = v;
+        else if (!strcmp(a, "--addr-prefix"))
+            C.addr_prefix = v;
+        else if (!strcmp(a, "--port-base"))
+            C.port_base = (unsigned)atoi(v);
         else if (!strcmp(a, "--rtt-us"))
             C.rtt_us = atoi(v);
         else if (!strcmp(a, "--proxy-port"))

@@ -41,7 +41,8 @@
 #                    this round trip (GALERA_PROXY: build/bench/proxy)
 #   GALERA_KEEP=1    keep the directory (logs, data) after a pass; it is
 #                    always kept after a failure
-#   GALERA_PORT_BASE ports BASE+1..BASE+33 on 127.0.0.1 (14000)
+#   GALERA_PORT_BASE ports BASE+1..BASE+33 (14000), on the nodes' own
+#                    loopback addresses GALERA_ADDR_PREFIX1..3 (127.0.14.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-quick}
@@ -155,6 +156,7 @@ for i in $(seq 1 "$runs"); do
   set +e
   "$load" --dir "$dir" --cluster-sh tests/galera/cluster.sh --db "$db" \
     --seed "$s" --clients "$clients" --duration "$duration" "${fault_args[@]}" \
+    --addr-prefix "${GALERA_ADDR_PREFIX:-127.0.14.}" --port-base "${GALERA_PORT_BASE:-14000}" \
     "${proxy_args[@]}"
   rc=$?
   set -e
