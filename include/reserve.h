@@ -233,6 +233,20 @@ RSV_EXTERN const char *rsv_code_name(int code);
 /* Flags for rsv_options.flags. */
 #define RSV_OPT_NO_PROACTIVE_REFILL 0x2u /* only refill a pool when a
                                             reserve finds it short */
+/* Never acknowledge what only the primary has.  On a primary whose
+ * semi-synchronous replication is enabled but has fallen back to
+ * asynchronous (no replica acknowledged within
+ * rpl_semi_sync_master_timeout: Rpl_semi_sync_master_status OFF), a
+ * failover loses what it commits.  With this flag every call that writes
+ * reads that status after its transaction, one more round trip, and
+ * answers RSV_EINDOUBT instead of its outcome while it is OFF: repeat the
+ * call (it is idempotent), after a failover on the new primary, where the
+ * outcome is then either found or applied again.  A server with
+ * semi-synchronous replication switched off (a primary promoted with no
+ * replica yet) is taken as the operator's choice and passes.  rsv_open
+ * answers RSV_ECONFIG on a server without these variables (MariaDB has
+ * them). */
+#define RSV_OPT_REPLICA_ACK 0x10u
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then

@@ -277,6 +277,8 @@ struct rsv_ctx {
                                   session's) */
     uint64_t deadline_us;      /* the call's time budget ends (monotonic;
                                   0 = none): no attempt starts after it */
+    int ack_checked;           /* RSV_OPT_REPLICA_ACK: this operation has
+                                  read the replication status (txn.c) */
     int commit_point;          /* the statement in flight commits (COMMIT,
                                   a procedure that commits): its answer
                                   is waited for until the budget is spent
@@ -420,6 +422,10 @@ RSV_HIDDEN int b_call_settle_batch(strbuf *s, uint32_t shape);
 typedef int (*txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
+/* Whether the server commits without a replica's acknowledgement now
+ * (semi-synchronous replication enabled, fallen back to asynchronous):
+ * 1, 0, or -1 when it cannot be read (code and message set). */
+RSV_HIDDEN int replica_ack_lost(rsv_ctx *ctx);
 /* ROLLBACK, keeping the code and message of what made it necessary. */
 RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
 /* Uniform-ish random number from the context's generator. */
