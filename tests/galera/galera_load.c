@@ -77,6 +77,9 @@ static struct cfg {
                            lossy, slow (NULL: nothing) */
     int fault_node, fault_s, loss_pct, kbps;
     int64_t call_timeout_ms; /* the clients' budget (0: the default) */
+    int soak_s;              /* a soak: faults in turn on every node, and
+                                a sample of the process and the servers
+                                every soak_s seconds (0: no soak) */
     long hot_stock, other_stock;
     int pool_cap;
     uint32_t flags;
@@ -87,7 +90,7 @@ static struct cfg {
     int rtt_us;
     unsigned proxy_port; /* its ports: this and the next two */
 } C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
-       NULL, 0, 8, 30, 64, 0,
+       NULL, 0, 8, 30, 64, 0, 0,
        100000, 100000, 50, 0, 0, "127.0.14.", 14000, NULL, 0, 14040};
 
 static char sockets[NODES][600];
@@ -708,6 +711,143 @@ static void fault_step(uint64_t start, const char *what, int arg)
         problem("cluster.sh %s failed", what);
 }
 
+static void run_fault(uint64_t start);
+
+/* ------------------------------------------------------------------ */
+/* The soak: faults in turn, and what the process and servers hold     */
+/* ------------------------------------------------------------------ */
+
+struct sample {
+    long rss_kb, fds, conns;
+};
+
+static long proc_rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static long proc_fds(void)
+{
+    long n = 0;
+    char path[64];
+    for (int fd = 0; fd < 65536; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        if (access(path, F_OK) == 0)
+            n++;
+        else if (fd > 4096)
+            break;
+    }
+    return n;
+}
+
+/* The clients' connections on every node: the sessions of the load's
+ * database, the sampler's own left out. */
+static long server_conns(void)
+{
+    long total = 0;
+    for (int n = 0; n < NODES; n++) {
+        MYSQL *m = node_connect(n, 10);
+        if (!m)
+            continue;
+        char q[256];
+        int64_t v = 0;
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM information_schema."
+                 "PROCESSLIST WHERE DB = '%s' AND ID <> CONNECTION_ID()",
+                 C.db);
+        if (ll_i64(m, q, 0, &v) == 0)
+            total += v;
+        mysql_close(m);
+    }
+    return total;
+}
+
+static struct sample samples[4096];
+static int nsamples;
+
+static void *sampler_main(void *arg)
+{
+    uint64_t start = *(uint64_t *)arg, next = start;
+    mysql_thread_init();
+    while (!atomic_load(&stop_flag) && nsamples < 4096) {
+        next += (uint64_t)C.soak_s * 1000;
+        while (!atomic_load(&stop_flag) && ll_now_ms() < next)
+            ll_sleep_ms(100);
+        if (atomic_load(&stop_flag))
+            break;
+        struct sample *s = &samples[nsamples];
+        s->rss_kb = proc_rss_kb();
+        s->fds = proc_fds();
+        s->conns = server_conns();
+        printf("soak: %6.0f s %8ld calls  RSS %6ld kB  fds %4ld  server "
+               "connections %3ld%s\n", (ll_now_ms() - start) / 1000.0,
+               total_ops(), s->rss_kb, s->fds, s->conns,
+               atomic_load(&fault_on) ? "  (fault on)" : "");
+        fflush(stdout);
+        nsamples++;
+    }
+    mysql_thread_end();
+    return NULL;
+}
+
+/* Flat: the last sample holds no more descriptors or connections than
+ * the most seen in the first third of the run (each client holds one
+ * connection, and the checks' own come and go), and no more than a
+ * quarter more memory (the allocator keeps some of what peaks freed). */
+static void soak_verdict(void)
+{
+    if (nsamples < 6) {
+        problem("soak: %d samples, too few to tell (a longer run)",
+                nsamples);
+        return;
+    }
+    struct sample base = {0, 0, 0}, last = samples[nsamples - 1];
+    for (int i = 1; i <= nsamples / 3; i++) {
+        if (samples[i].rss_kb > base.rss_kb)
+            base.rss_kb = samples[i].rss_kb;
+        if (samples[i].fds > base.fds)
+            base.fds = samples[i].fds;
+        if (samples[i].conns > base.conns)
+            base.conns = samples[i].conns;
+    }
+    printf("soak: first third at most RSS %ld kB, %ld fds, %ld server "
+           "connections; last RSS %ld kB, %ld fds, %ld connections\n",
+           base.rss_kb, base.fds, base.conns, last.rss_kb, last.fds,
+           last.conns);
+    if (last.fds > base.fds + 2)
+        problem("soak: open descriptors grew from %ld to %ld", base.fds,
+                last.fds);
+    if (last.conns > base.conns + 2)
+        problem("soak: server connections grew from %ld to %ld",
+                base.conns, last.conns);
+    if (last.rss_kb > base.rss_kb + base.rss_kb / 4)
+        problem("soak: RSS grew from %ld kB to %ld kB", base.rss_kb,
+                last.rss_kb);
+}
+
+/* Faults in turn until 20 s before the end: each kind of link failure on
+ * each node in turn, fault_s seconds each, 10 s apart. */
+static void soak_faults(uint64_t start)
+{
+    static const char *const kinds[] = {"cut", "lossy", "flap", "slow"};
+    uint64_t end = start + (uint64_t)C.duration * 1000;
+    for (int k = 0;; k++) {
+        ll_sleep_ms(10000);
+        if (ll_now_ms() + (uint64_t)C.fault_s * 1000 + 20000 > end)
+            break;
+        C.fault = kinds[k % 4];
+        C.fault_node = k % NODES + 1;
+        run_fault(start);
+    }
+}
+
 static void run_fault(uint64_t start)
 {
     uint64_t end = ll_now_ms() + (uint64_t)C.fault_s * 1000;
@@ -1111,6 +1251,7 @@ static void usage(void)
             "         [--cut-node|--flap-node|--lossy-node|--slow-node N\n"
             "          [--fault-seconds S] [--loss-pct P] [--kbps K]]\n"
             "         [--call-timeout-ms MS] [--addr-prefix P] [--port-base B]\n"
+            "         [--soak SAMPLE_SECONDS]\n"
             "         [--pool-cap N] [--statements-only] [--verbose]\n"
             "         [--proxy PATH --rtt-us N [--proxy-port P]]\n");
     exit(2);
@@ -1162,6 +1303,11 @@ int main(int argc, char **argv)
             C.kbps = atoi(v);
         else if (!strcmp(a, "--call-timeout-ms"))
             C.call_timeout_ms = atoll(v);
+        else if (!strcmp(a, "--soak")) {
+            C.soak_s = atoi(v);
+            C.kill_node = 0;
+            C.fault = NULL;
+        }
         else if (!strcmp(a, "--hot-stock"))
             C.hot_stock = atol(v);
         else if (!strcmp(a, "--pool-cap"))
@@ -1184,7 +1330,8 @@ int main(int argc, char **argv)
         (C.fault && (C.fault_node < 1 || C.fault_node > NODES ||
                      C.kill_node || C.fault_s < 1 || C.loss_pct < 1 ||
                      C.loss_pct > 100 || C.kbps < 1)) ||
-        C.call_timeout_ms < 0 ||
+        C.call_timeout_ms < 0 || C.soak_s < 0 ||
+        (C.soak_s && (C.fault || C.kill_node || C.duration < 60)) ||
         C.hot_stock < 1 || C.pool_cap < 1 ||
         (C.proxy && (C.rtt_us < 0 || C.proxy_port < 1024 ||
                      C.proxy_port + NODES > 32768)))
@@ -1232,6 +1379,14 @@ int main(int argc, char **argv)
             perror("galera-load: pthread_create");
             return 2;
         }
+    pthread_t sampler;
+    if (C.soak_s) {
+        if (pthread_create(&sampler, NULL, sampler_main, &start)) {
+            perror("galera-load: pthread_create");
+            return 2;
+        }
+        soak_faults(start);
+    }
     /* kill a node a third in, bring it back half-way */
     uint64_t kill_at = start + (uint64_t)C.duration * 1000 / 3;
     uint64_t back_at = start + (uint64_t)C.duration * 1000 / 2;
@@ -1267,6 +1422,10 @@ int main(int argc, char **argv)
     atomic_store(&stop_flag, 1);
     for (int i = 0; i < C.clients; i++)
         pthread_join(th[i], NULL);
+    if (C.soak_s) {
+        pthread_join(sampler, NULL);
+        soak_verdict();
+    }
     double secs = (ll_now_ms() - start) / 1000.0;
 
     long ops = 0, in_txn = 0, eintxn = 0, repeats = 0, edb = 0, moved = 0,

@@ -11,7 +11,7 @@
 # on every node.  Every server it started is stopped when it ends, also on
 # failure or Ctrl-C.  The last line is "galera: N passed, M failed".
 #
-# Usage: tests/galera/run-galera.sh quick|long|partition|repro
+# Usage: tests/galera/run-galera.sh quick|long|partition|soak|repro
 #   quick   3 runs of 30 s, 9 clients (make check-galera): node 1 and
 #           then node 2 killed and brought back, then node 3 partitioned
 #           away from the others for 8 s while alive, and healed
@@ -21,6 +21,12 @@
 #           a node partitioned away for 12 s, a flapping partition, a
 #           lossy link (30 % of the packets dropped) and a slow one
 #           (64 kbytes/s), each for 12 s
+#   soak    one run of 600 s (GALERA_DURATION), 9 clients (make
+#           soak-galera): every kind of link failure on every node in
+#           turn, 12 s each and 10 s apart, and every 15 s the load's
+#           resident memory, open descriptors and its sessions on the
+#           servers printed; they must end no higher than in the first
+#           third of the run (allowing a quarter more memory)
 # In the runs where a node's links fail the clients' call budget is 1 s
 # (call_timeout_ms), shorter than the cluster takes to evict a silent
 # node: a commit waiting for it must answer when the budget is spent.
@@ -53,8 +59,9 @@ case "$mode" in
   long) runs=6 duration=90 clients=12 faults=(kill:1 kill:2 kill:3) ;;
   partition) runs=4 duration=40 clients=9
     faults=(cut:3 flap:1 lossy:2 slow:3) ;;
+  soak) runs=1 duration=600 clients=9 faults=(soak:0) ;;
   repro) runs=0 duration=20 clients=3 faults=() ;;
-  *) echo "usage: $0 quick|long|partition|repro" >&2; exit 2 ;;
+  *) echo "usage: $0 quick|long|partition|soak|repro" >&2; exit 2 ;;
 esac
 runs=${GALERA_RUNS:-$runs}
 duration=${GALERA_DURATION:-$duration}
@@ -139,6 +146,7 @@ for i in $(seq 1 "$runs"); do
   node=${fault#*:}
   case "${fault%%:*}" in
     kill) fault_args=(--kill-node "$node") what="node $node killed and brought back" ;;
+    soak) fault_args=(--soak 15 --fault-seconds 12) what="faults on every node in turn" ;;
     cut|flap|lossy|slow)
       fault_args=("--${fault%%:*}-node" "$node" --fault-seconds "${GALERA_FAULT_SECONDS:-$([ "$mode" = quick ] && echo 8 || echo 12)}")
       what="node $node's links: ${fault%%:*}" ;;
