@@ -413,17 +413,11 @@ static int replica_ack(rsv_ctx *ctx, int flags, int rc)
     if (!(ctx->opts.flags & RSV_OPT_REPLICA_ACK) || (flags & TXN_ONE_READ) ||
         ctx->ack_checked)
         return rc;
-    switch (rc) {
-    case RSV_OK:
-    case RSV_EOUTOFSTOCK:
-    case RSV_ENOTFOUND:
-    case RSV_EEXPIRED:
-    case RSV_ECLAIMED:
-    case RSV_ERELEASED:
-        break;
-    default:
+    /* RSV_OK and the outcomes RSV_EOUTOFSTOCK .. RSV_ERELEASED answer
+     * from the primary's state; the rest applied nothing or are in doubt
+     * already */
+    if (rc > RSV_OK || rc < RSV_ERELEASED)
         return rc;
-    }
     ctx->ack_checked = 1;
     int code = ctx->code;
     char msg[sizeof ctx->msg];
