@@ -63,7 +63,10 @@
  *    mariadb_reconnect() (and off again), or, for a MYSQL the application
  *    allocated itself, mysql_close() it and mysql_init() +
  *    mysql_real_connect() it in place.  A different MYSQL handle needs a
- *    new context.
+ *    new context.  After RSV_ENOTPRIMARY the server takes no writes (a
+ *    replica, a Galera node outside the primary component): connect to
+ *    the one that does; a context from rsv_open_dsn() with several hosts
+ *    finds it in rsv_reconnect().
  *
  *  - Identifiers.  shop_id, item_id (inventory item) and location_id
  *    (inventory group) are unsigned 64-bit integers chosen by the
