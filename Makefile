@@ -35,6 +35,8 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-mis
 REAL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -O2 -g $(WARN) -Iinclude -Ilib -DRSV_DATADIR='"$(DATADIR)"' $(MARIADB_CFLAGS) $(SAN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 REAL_LDFLAGS = -pthread $(SAN_LDFLAGS) $(LDFLAGS)
 
+# The public headers: reserve.h and what it includes by audience.
+PUB_HDR := include/reserve.h $(wildcard include/reserve/*.h)
 LIB_SRC := $(wildcard lib/*.c)
 LIB_HDR := $(wildcard lib/*.h)
 LIB_OBJ := $(LIB_SRC:lib/%.c=$(B)/lib/%.o)
@@ -54,7 +56,7 @@ deps-build:
 deps:
 	@tools/deps.sh test
 
-$(B)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(B)/lib
+$(B)/lib/%.o: lib/%.c $(LIB_HDR) $(PUB_HDR) | $(B)/lib
 	$(CC) $(REAL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 $(B)/lib $(B)/tests $(B)/examples:
@@ -77,6 +79,27 @@ $(STLIB): $(LIB_OBJ) $(SHLIB)
 	objcopy --keep-global-symbols=$(B)/exports.list $(B)/libreserve-all.o
 	ar rcs $@ $(B)/libreserve-all.o
 
+# The test build: the same library, but rsv_open accepts the test-only
+# option flags (lib/test_flags.h), which the installed library refuses.
+# Only the files that read those flags are compiled again; the tests, the
+# benchmark and the load programs link it (TEST_LIB_LINK).
+TEST_B := $(B)/test
+TEST_BUILD_SRC := $(shell grep -l TEST_OPT_FLAGS lib/*.c)
+TEST_BUILD_OBJ := $(TEST_BUILD_SRC:lib/%.c=$(TEST_B)/lib/%.o)
+TEST_SHLIB := $(TEST_B)/libreserve.so
+TEST_LIB_LINK = -L$(TEST_B) -Wl,-rpath,$(CURDIR)/$(TEST_B) -lreserve
+
+$(TEST_B)/lib:
+	mkdir -p $@
+
+$(TEST_B)/lib/%.o: lib/%.c $(LIB_HDR) $(PUB_HDR) | $(TEST_B)/lib
+	$(CC) $(REAL_CFLAGS) -DRSV_TEST_BUILD -fPIC -fvisibility=hidden -c $< -o $@
+
+$(TEST_SHLIB): $(filter-out $(TEST_BUILD_SRC:lib/%.c=$(B)/lib/%.o),$(LIB_OBJ)) $(TEST_BUILD_OBJ) lib/libreserve.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libreserve.map -Wl,--no-undefined -o $(TEST_B)/libreserve.so.$(VERSION) $(filter %.o,$^) $(REAL_LDFLAGS) $(MARIADB_LIBS)
+	ln -sf libreserve.so.$(VERSION) $(TEST_B)/$(SONAME)
+	ln -sf $(SONAME) $@
+
 # Always rewritten: it records PREFIX/LIBDIR, which may differ at install.
 $(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile FORCE | $(B)/lib
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
@@ -85,7 +108,7 @@ $(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile FORCE | $(B)/lib
 # ---- tests ----
 TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
-TEST_LINK = -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
+TEST_LINK = $(TEST_LIB_LINK) $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
 
 # The client plumbing of every test program that talks to a server
 # (tests/loadlib.h); the load programs in mk/*.mk compile it in, and the
@@ -93,25 +116,31 @@ TEST_LINK = -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(CHECK_L
 LOADLIB := tests/loadlib.c tests/loadlib.h tests/sqlscript.h
 TESTUTIL_OBJ := $(B)/tests/testutil.o $(B)/tests/loadlib.o
 
-$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/loadlib.h tests/nonblock_shim.h include/reserve.h | $(B)/tests
+$(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/loadlib.h tests/nonblock_shim.h $(PUB_HDR) | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
-$(B)/tests/loadlib.o: $(LOADLIB) include/reserve.h | $(B)/tests
+$(B)/tests/loadlib.o: $(LOADLIB) $(PUB_HDR) | $(B)/tests
 	$(CC) $(REAL_CFLAGS) -c $< -o $@
 
-$(B)/tests/check_%: tests/check_%.c $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests
+$(B)/tests/check_%: tests/check_%.c $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+
+# The decision table of docs/internals.md, executed: the suite links
+# lib/reserve_next.c alone (pure: no server, no other file), and reads the
+# table from the page.
+$(B)/tests/check_decisions: tests/check_decisions.c lib/reserve_next.c lib/reserve_job.h $(LIB_HDR) $(PUB_HDR) docs/internals.md | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_SOURCE_DIR='"$(CURDIR)"' $< lib/reserve_next.c -o $@ $(REAL_LDFLAGS) $(CHECK_LIBS) -lm
 
 # The same suites through the non-blocking interface: tests/nonblock_shim.h
 # turns each of its six calls into _start, a wait on rsv_async_fd and
 # rsv_cont.
 NB_SUITES := lifecycle badinput concurrency
 NB_TEST_BIN := $(NB_SUITES:%=$(B)/tests/check_%_nb)
-$(B)/tests/check_%_nb: tests/check_%.c tests/nonblock_shim.h $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests
+$(B)/tests/check_%_nb: tests/check_%.c tests/nonblock_shim.h $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_TEST_NONBLOCKING $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
 
 # A C++ caller: the header must compile as C++ and link.
-$(B)/tests/cxx_caller: tests/cxx_caller.cpp include/reserve.h $(B)/libreserve.so | $(B)/tests
+$(B)/tests/cxx_caller: tests/cxx_caller.cpp $(PUB_HDR) $(B)/libreserve.so | $(B)/tests
 	$(CXX) -std=c++11 -Wall -Wextra -Werror -Iinclude $(MARIADB_CFLAGS) $< -o $@ -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
 TEST_PROGS := $(TEST_BIN) $(NB_TEST_BIN) $(B)/tests/cxx_caller
@@ -123,10 +152,10 @@ check: deps
 test: check
 
 # ---- example ----
-$(B)/examples/checkout_demo: examples/checkout_demo.c include/reserve.h $(B)/libreserve.so | $(B)/examples
+$(B)/examples/checkout_demo: examples/checkout_demo.c $(PUB_HDR) $(B)/libreserve.so | $(B)/examples
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
 
-$(B)/examples/minimal: examples/minimal.c include/reserve.h $(B)/libreserve.so | $(B)/examples
+$(B)/examples/minimal: examples/minimal.c $(PUB_HDR) $(B)/libreserve.so | $(B)/examples
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
 demo: deps
@@ -137,7 +166,7 @@ demo: deps
 install: lib
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(DATADIR)/libreserve $(DESTDIR)$(MANDIR)/man3
 	$(INSTALL) -m 644 include/reserve.h $(DESTDIR)$(INCLUDEDIR)/reserve.h
-	$(INSTALL) -m 644 include/reserve/libuv.h include/reserve/libevent.h $(DESTDIR)$(INCLUDEDIR)/reserve/
+	$(INSTALL) -m 644 include/reserve/*.h $(DESTDIR)$(INCLUDEDIR)/reserve/
 	$(INSTALL) -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libreserve.so.$(VERSION)
 	ln -sf libreserve.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libreserve.so

@@ -4,7 +4,7 @@
  *
  * Owns what a batch adds to the single calls: checking every entry as the
  * single call would, choosing which entries go into the one batch
- * statement (batch_reserve.c, batch_settle.c) and in which order, counting
+ * statement (batch_call.c) and in which order, counting
  * each entry as a call of its own, and running the entries the batch
  * statement cannot decide one by one through the single calls, so that
  * every entry gets exactly the single call's answer.  The single calls'
@@ -15,40 +15,6 @@
 #include <string.h>
 
 #include "batch.h"
-
-void batch_json_token(strbuf *s, const void *token, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    char out[2 * RSV_TOKEN_MAX + 2];
-    const unsigned char *t = token;
-    size_t o = 0;
-    out[o++] = '"';
-    for (size_t i = 0; i < len && i < RSV_TOKEN_MAX; i++) {
-        out[o++] = hex[t[i] >> 4];
-        out[o++] = hex[t[i] & 15];
-    }
-    out[o++] = '"';
-    buf_putn(s, out, o);
-}
-
-int batch_answer(rsv_ctx *ctx, rbatch *b, size_t ncols, const char *proc)
-{
-    const sql_res *r = &ctx->res;
-    if (r->rows != b->nsend)
-        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
-                        "%zu entries", proc, r->rows, b->nsend);
-    for (size_t row = 0; row < r->rows; row++) {
-        int64_t idx = RES_I(r, row, 0);
-        bentry *e = idx >= 0 && (size_t)idx < b->n ? &b->e[idx] : NULL;
-        if (!e || e->state != BE_SEND || e->answered)
-            return ctx_fail(ctx, RSV_EDB, "internal: %s answered entry "
-                            "%lld", proc, (long long)idx);
-        e->answered = 1;
-        for (size_t c = 1; c < ncols; c++)
-            e->ans[c - 1] = RES_I(r, row, c);
-    }
-    return RSV_OK;
-}
 
 static void fill(int *results, size_t n, int code)
 {
@@ -285,7 +251,7 @@ static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
         entry_token_check(ctx, &b, e);
         if (e->state != BE_SEND)
             continue;
-        if (!ctx->has_batch_proc) {
+        if (!proc_usable(ctx, PROC_RESERVE_BATCH)) {
             e->state = BE_ALONE;
             continue;
         }
@@ -297,7 +263,7 @@ static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
     batch_sort(&b, cmp_reserve);
     if (b.nsend > 0) {
         rc = batch_reserve_call(ctx, &b);
-        if (rc == BATCH_ONE_BY_ONE) {
+        if (rc == RSV__NO_PROC) {
             for (size_t i = 0; i < b.nsend; i++)
                 b.send[i]->state = BE_ALONE;
         } else if (rc != RSV_OK) {
@@ -384,17 +350,17 @@ static int settle_batch(rsv_ctx *ctx, int op, size_t n,
         return fail_whole(ctx, &b, results, rc);
     for (size_t i = 0; i < n; i++) {
         entry_token_check(ctx, &b, &b.e[i]);
-        if (b.e[i].state == BE_SEND && !ctx->has_settle_batch_proc)
+        if (b.e[i].state == BE_SEND && !proc_usable(ctx, PROC_SETTLE_BATCH))
             b.e[i].state = BE_ALONE;
     }
     batch_sort(&b, cmp_settle);
     if (b.nsend > 0) {
         rc = batch_settle_call(ctx, &b);
-        if (rc != RSV_OK && rc != BATCH_ONE_BY_ONE)
+        if (rc != RSV_OK && rc != RSV__NO_PROC)
             return fail_whole(ctx, &b, results, rc);
         for (size_t i = 0; i < b.nsend; i++) {
             bentry *e = b.send[i];
-            if (rc == BATCH_ONE_BY_ONE) {
+            if (rc == RSV__NO_PROC) {
                 e->state = BE_ALONE;
                 continue;
             }

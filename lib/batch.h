@@ -1,8 +1,7 @@
 /*
  * batch.h - what the batch files share (batch.c: the public calls, their
- * checks and accounting, and the entries run one by one; batch_reserve.c
- * and batch_settle.c: the one CALL of each kind).  Private to the
- * library, like internal.h.
+ * checks and accounting, and the entries run one by one; batch_call.c:
+ * the one CALL of each kind).  Private to the library, like internal.h.
  */
 #ifndef RSV_BATCH_H
 #define RSV_BATCH_H
@@ -46,23 +45,12 @@ typedef struct rbatch {
     strbuf json;        /* the CALL's batch argument */
 } rbatch;
 
-/* A batch body's return when the procedure cannot be called here (gone,
- * not allowed): nothing ran, and the entries go one by one. */
-#define BATCH_ONE_BY_ONE 2
-
 /* Run the batch statement for b->send: its own transaction
  * (TXN_SELF_COMMIT, retried on conflicts), then each sent entry's ans[]
- * filled.  Returns RSV_OK, BATCH_ONE_BY_ONE, or the whole batch's code. */
+ * filled.  Returns RSV_OK, RSV__NO_PROC (the procedure cannot be called
+ * here: nothing ran, the entries go one by one), or the whole batch's
+ * code. */
 RSV_HIDDEN int batch_reserve_call(rsv_ctx *ctx, rbatch *b);
 RSV_HIDDEN int batch_settle_call(rsv_ctx *ctx, rbatch *b);
-
-/* Append a checkout token as a JSON string of hex digits (the
- * procedures UNHEX it: tokens are bytes, JSON text is not). */
-RSV_HIDDEN void batch_json_token(strbuf *s, const void *token, size_t len);
-/* Read the CALL's answer rows into the sent entries' ans[] (ncols
- * columns, idx first).  Returns RSV_OK or RSV_EDB for an answer that does
- * not match what was sent. */
-RSV_HIDDEN int batch_answer(rsv_ctx *ctx, rbatch *b, size_t ncols,
-                            const char *proc);
 
 #endif

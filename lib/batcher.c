@@ -19,13 +19,9 @@
  * goes to the done list, and the completion pipe is readable while that
  * list is not empty.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 
@@ -184,11 +180,8 @@ static void answer(rsv_batcher *b, breq *r, int rc)
         pthread_cond_signal(&r->cv);
         return;
     }
-    if (!b->done_head) {
-        char one = 1;
-        while (write(b->fd[1], &one, 1) < 0 && errno == EINTR)
-            ;
-    }
+    if (!b->done_head)
+        wakeup_set(b->fd);
     *b->done_tail = r;
     b->done_tail = &r->next;
 }
@@ -329,9 +322,7 @@ static void batcher_free(rsv_batcher *b)
         b->done_head = r->next;
         free((rsv_batcher_call *)r);
     }
-    for (int i = 0; i < 2; i++)
-        if (b->fd[i] >= 0)
-            close(b->fd[i]);
+    wakeup_close(b->fd);
     pthread_cond_destroy(&b->left);
     pthread_cond_destroy(&b->work);
     pthread_mutex_destroy(&b->mu);
@@ -346,39 +337,14 @@ RSV_EXTERN void rsv_batcher_close(rsv_batcher *b)
         batcher_free(b);
 }
 
-/* The completion pipe, both ends non-blocking and close-on-exec; -1s
- * when it cannot be made. */
-static int make_pipe(int fd[2])
-{
-    if (pipe(fd) != 0) {
-        fd[0] = fd[1] = -1;
-        return RSV_ENOMEM;
-    }
-    for (int i = 0; i < 2; i++) {
-        int fl = fcntl(fd[i], F_GETFL), fdfl = fcntl(fd[i], F_GETFD);
-        if (fl < 0 || fdfl < 0 || fcntl(fd[i], F_SETFL, fl | O_NONBLOCK) < 0 ||
-            fcntl(fd[i], F_SETFD, fdfl | FD_CLOEXEC) < 0)
-            return RSV_ENOMEM;
-    }
-    return RSV_OK;
-}
-
 static int start_workers(rsv_batcher *b)
 {
-    /* Signals stay the application's threads' business: the workers
-     * start with every signal blocked. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = RSV_OK;
-    for (uint32_t i = 0; i < b->n && rc == RSV_OK; i++) {
-        if (pthread_create(&b->w[i].thread, NULL, worker_main, &b->w[i]))
-            rc = RSV_ENOMEM;
-        else
-            b->w[i].has_thread = 1;
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (thread_start(&b->w[i].thread, worker_main, &b->w[i]))
+            return RSV_ENOMEM;
+        b->w[i].has_thread = 1;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
+    return RSV_OK;
 }
 
 RSV_EXTERN int rsv_batcher_open(rsv_batcher **out, const char *dsn,
@@ -406,7 +372,7 @@ RSV_EXTERN int rsv_batcher_open(rsv_batcher **out, const char *dsn,
     b->done_tail = &b->done_head;
     b->w = w;
     b->n = connections;
-    int rc = make_pipe(b->fd);
+    int rc = wakeup_open(b->fd) ? RSV_ENOMEM : RSV_OK;
     for (uint32_t i = 0; i < connections && rc == RSV_OK; i++) {
         w[i].b = b;
         rc = rsv_open_dsn(&w[i].ctx, dsn, opts);
@@ -512,9 +478,7 @@ RSV_EXTERN int rsv_batcher_next_done(rsv_batcher *b, rsv_batcher_call **done,
     b->done_head = r->next;
     if (!b->done_head) {
         b->done_tail = &b->done_head;
-        char byte;
-        while (read(b->fd[0], &byte, 1) < 0 && errno == EINTR)
-            ;
+        wakeup_clear(b->fd);
     }
     pthread_mutex_unlock(&b->mu);
     r->next = NULL;

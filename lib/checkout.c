@@ -268,16 +268,6 @@ static int extend_body(rsv_ctx *ctx, void *p)
 
 /* ---- claim and release in one round trip (rsv_settle_v2) ---- */
 
-#define SETTLE_BY_STATEMENTS 1 /* the procedure cannot be called: nothing
-                                  ran, send the statements */
-
-int b_call_settle(strbuf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "CALL " RSV_PROC_SETTLE "(?, ?, ?)");
-    return 0;
-}
-
 /* The procedure runs the statements of claim_body or release_body (kind)
  * on the server and commits; its answer says what it found and did, and
  * the return code and message are the ones those bodies give. */
@@ -289,11 +279,7 @@ static int settle_call(rsv_ctx *ctx, struct co_arg *a, int kind)
     arg_i64(&ctx->args, kind);
     int rc = sql_run(ctx, b_call_settle, 0, "iiiii", NULL);
     if (rc) {
-        if (sql_proc_unusable(ctx->db_errno)) {
-            ctx->has_settle_proc = 0;
-            return SETTLE_BY_STATEMENTS;
-        }
-        return rc;
+        return proc_unusable(ctx, PROC_SETTLE) ? RSV__NO_PROC : rc;
     }
     sql_res *r = &ctx->res;
     if (r->rows != 1)
@@ -357,9 +343,9 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
     txn_body proc = op == RSV_OP_CLAIM     ? claim_proc_body
                         : op == RSV_OP_RELEASE ? release_proc_body
                                            : NULL;
-    if (proc && ctx->has_settle_proc && !txn_caller_open(ctx)) {
+    if (proc && proc_usable(ctx, PROC_SETTLE) && !txn_caller_open(ctx)) {
         rc = txn_run(ctx, TXN_SELF_COMMIT, proc, &a);
-        if (rc != SETTLE_BY_STATEMENTS)
+        if (rc != RSV__NO_PROC)
             return rc ? rc : ctx_ok(ctx);
     }
     rc = txn_run(ctx, TXN_MAY_JOIN, body, &a);

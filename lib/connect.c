@@ -1,6 +1,6 @@
 /*
- * connect.c - contexts that own their connection (rsv_open_dsn) and
- * reconnecting (rsv_reconnect).
+ * connect.c - the connections a context opens itself (rsv_open_dsn),
+ * and reconnecting (rsv_reconnect).
  *
  * Owns the connection string: its parsing (%XX escapes, the keys it
  * knows, nothing else, a list of hosts), the Connector/C options it
@@ -8,7 +8,8 @@
  * the target asks for among its hosts (the writable one: after a
  * failover or a node's loss the same dsn leads to the new one).  Bindings
  * over FFI have no MYSQL* of their own to lend, so the library opens one;
- * everything else about the context is rsv_open's (context.c).
+ * everything else about the context is rsv_open's (context.c, which opens
+ * a context on what conn_open_dsn connected).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,28 +392,17 @@ void conn_release(rsv_ctx *ctx)
     ctx->dsn = NULL;
 }
 
-RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
-                            const rsv_options *opts)
+int conn_open_dsn(rsv_ctx *ctx, const char *dsn, MYSQL **out)
 {
-    if (!out)
-        return RSV_EINVAL;
     *out = NULL;
-    if (!dsn)
-        return RSV_EINVAL;
-    rsv_ctx *ctx = ctx_new();
-    if (!ctx)
-        return RSV_ENOMEM;
-    *out = ctx;
     ctx->dsn = calloc(1, sizeof *ctx->dsn);
     if (!ctx->dsn)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     int rc = dsn_parse(ctx, dsn, ctx->dsn);
     if (rc)
         return rc;
-    MYSQL *m = dsn_connect(ctx, ctx->dsn);
-    if (!m)
-        return ctx->code;
-    return ctx_open_on(ctx, m, opts);
+    *out = dsn_connect(ctx, ctx->dsn);
+    return *out ? RSV_OK : ctx->code;
 }
 
 RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx)
@@ -441,5 +431,8 @@ RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx)
                             mysql_errno(ctx->conn));
     }
     ctx->thread_id = mysql_thread_id(ctx->conn);
-    return ctx_ok(ctx);
+    /* Another server, or the same one since a schema load: what it has
+     * decides again which procedures are used. */
+    int rc = schema_check(ctx);
+    return rc ? rc : ctx_ok(ctx);
 }

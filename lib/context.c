@@ -1,12 +1,12 @@
 /*
- * context.c - options, opening and closing a context, and the checks made
- * on the server and connection when a context is opened.
+ * context.c - options, opening and closing a context (rsv_open,
+ * rsv_open_dsn, rsv_close), and the checks made on the server and
+ * connection when a context is opened (the schema's are schema.c's).
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fault.h"
 #include "internal.h"
@@ -72,8 +72,8 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         memcpy(&o, in, sizeof o);
         o.version = RSV_OPTIONS_VERSION;
     }
-    if (o.flags & ~(RSV_OPT_NO_PROACTIVE_REFILL | RSV_OPT_REPLICA_ACK |
-                    TEST_OPT_READ_FROM_BOTTOM | TEST_OPT_STATEMENTS_ONLY))
+    if (o.flags &
+        ~(RSV_OPT_NO_PROACTIVE_REFILL | RSV_OPT_REPLICA_ACK | TEST_OPT_FLAGS))
         return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
     if (o.pool_cap < 1 || o.pool_cap > POOL_CAP_MAX)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..%d, not %lld",
@@ -130,42 +130,6 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
     return RSV_OK;
 }
 
-/* rsv_open has no retry frame: a lock conflict is answered, never the
- * internal RSV__RETRY. */
-static int open_code(rsv_ctx *ctx, int rc)
-{
-    return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg) : rc;
-}
-
-/* One-row text query helper for the checks below. */
-static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
-                     int ncol, char *out2, size_t out2len)
-{
-    int frc = RSV_OK;
-    if (FAULT_ENTER(ctx, NULL, 0, NULL, NULL, &frc))
-        return open_code(ctx, frc);
-    if (mysql_real_query(ctx->conn, q, strlen(q)) != 0)
-        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
-                                          mysql_error(ctx->conn),
-                                          "server check"));
-    MYSQL_RES *r = mysql_store_result(ctx->conn);
-    if (!r)
-        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
-                                          mysql_error(ctx->conn),
-                                          "server check"));
-    MYSQL_ROW row = mysql_fetch_row(r);
-    out[0] = '\0';
-    if (out2)
-        out2[0] = '\0';
-    if (row) {
-        snprintf(out, outlen, "%s", row[0] ? row[0] : "");
-        if (ncol > 1 && out2)
-            snprintf(out2, out2len, "%s", row[1] ? row[1] : "");
-    }
-    mysql_free_result(r);
-    return open_code(ctx, FAULT_LEAVE(ctx, RSV_OK));
-}
-
 /* A Galera node (MariaDB Galera Cluster, Percona XtraDB Cluster) rolls a
  * transaction back when a write set from another node conflicts with it
  * (a brute-force abort), whatever statement the transaction is in.  When
@@ -184,9 +148,9 @@ static int query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
 static int check_galera(rsv_ctx *ctx)
 {
     char name[64], on[16];
-    int rc = query_row(ctx, "/* conn_tag:open */ SHOW GLOBAL VARIABLES LIKE "
-                            "'wsrep_on'",
-                       name, sizeof name, 2, on, sizeof on);
+    int rc = sql_query_row(ctx, "/* conn_tag:open */ SHOW GLOBAL VARIABLES "
+                                "LIKE 'wsrep_on'",
+                           name, sizeof name, on, sizeof on);
     if (rc)
         return rc;
     ctx->galera = strcmp(on, "ON") == 0 || strcmp(on, "1") == 0;
@@ -220,9 +184,9 @@ static int check_server(rsv_ctx *ctx)
                         "session");
 
     char log_bin[32], fmt[32];
-    int rc = query_row(ctx, "/* conn_tag:open */ SELECT @@log_bin, "
-                            "@@binlog_format",
-                       log_bin, sizeof log_bin, 2, fmt, sizeof fmt);
+    int rc = sql_query_row(ctx, "/* conn_tag:open */ SELECT @@log_bin, "
+                                "@@binlog_format",
+                           log_bin, sizeof log_bin, fmt, sizeof fmt);
     if (rc)
         return rc;
     if (strcmp(log_bin, "1") == 0 && strcmp(fmt, "STATEMENT") == 0)
@@ -234,149 +198,21 @@ static int check_server(rsv_ctx *ctx)
     return check_galera(ctx);
 }
 
-/* The schema's version against the library's (RSV_SCHEMA_VERSION); a
- * schema from before versions (no rsv_schema table) is version 0. */
-static int check_version(rsv_ctx *ctx, const char *db, int has_table)
-{
-    char v[32] = "0", oldest[32] = "0";
-    if (has_table) {
-        /* a table read: with autocommit off it opens a transaction, which
-         * must not outlive rsv_open (unless it was the caller's) */
-        int was_open = txn_caller_open(ctx);
-        int rc = query_row(ctx, "/* conn_tag:open */ SELECT version, "
-                                "oldest_library FROM rsv_schema WHERE id = 1",
-                           v, sizeof v, 2, oldest, sizeof oldest);
-        if (!was_open && txn_caller_open(ctx))
-            txn_rollback_quietly(ctx);
-        if (rc)
-            return rc;
-    }
-    long version = strtol(v, NULL, 10), need = strtol(oldest, NULL, 10);
-    if (version < RSV_SCHEMA_VERSION)
-        return ctx_fail(ctx, RSV_ESCHEMAVER,
-                        "database %s holds libreserve schema version %ld; "
-                        "this library needs version %d: stop the processes "
-                        "of older libraries, then upgrade the schema (every "
-                        "row is kept): mariadb %s < "
-                        RSV_DATADIR "/libreserve/schema.sql", db, version,
-                        RSV_SCHEMA_VERSION, db);
-    if (need > RSV_SCHEMA_VERSION)
-        return ctx_fail(ctx, RSV_ESCHEMAVER,
-                        "database %s holds libreserve schema version %ld, "
-                        "which needs a library of schema version %ld or "
-                        "later; this library (%s) has version %d: upgrade "
-                        "the library", db, version, need, RSV_VERSION,
-                        RSV_SCHEMA_VERSION);
-    return RSV_OK;
-}
-
-static int check_schema(rsv_ctx *ctx)
-{
-    static const char *tables[] = {
-        "rsv_ledger", "rsv_pool", "rsv_checkouts",
-        "rsv_holds", "rsv_journal", "rsv_schema",
-    };
-    enum { NTABLES = sizeof tables / sizeof tables[0] };
-    /* One round trip: the database, then one digit per table (is it
-     * there?) and one for each procedure. */
-    char q[4096];
-    size_t len = (size_t)snprintf(q, sizeof q,
-                                  "/* conn_tag:open */ SELECT DATABASE(), "
-                                  "CONCAT(");
-    for (size_t i = 0; i < NTABLES; i++)
-        len += (size_t)snprintf(q + len, sizeof q - len,
-                                "(SELECT COUNT(*) FROM information_schema."
-                                "tables WHERE table_schema = DATABASE() AND "
-                                "table_name = '%s'), ", tables[i]);
-    enum {
-        P_RESERVE, P_CART, P_TOP_UP, P_TOP_UP_HELD, P_TAKE_UNITS,
-        P_RESERVE_KEY, P_RESERVE_BATCH, P_SETTLE, P_SETTLE_CHECKOUT,
-        P_SETTLE_BATCH, NPROCS
-    };
-    static const char *const procs[NPROCS] = {
-        [P_RESERVE] = RSV_PROC_RESERVE,
-        [P_CART] = RSV_PROC_CART,
-        [P_TOP_UP] = RSV_PROC_TOP_UP,
-        [P_TOP_UP_HELD] = RSV_PROC_TOP_UP_HELD,
-        [P_TAKE_UNITS] = RSV_PROC_TAKE_UNITS,
-        [P_RESERVE_KEY] = RSV_PROC_RESERVE_KEY,
-        [P_RESERVE_BATCH] = RSV_PROC_RESERVE_BATCH,
-        [P_SETTLE] = RSV_PROC_SETTLE,
-        [P_SETTLE_CHECKOUT] = RSV_PROC_SETTLE_CHECKOUT,
-        [P_SETTLE_BATCH] = RSV_PROC_SETTLE_BATCH,
-    };
-    for (size_t i = 0; i < NPROCS; i++)
-        len += (size_t)snprintf(q + len, sizeof q - len,
-                                "%s(SELECT COUNT(*) FROM information_schema."
-                                "routines WHERE routine_schema = DATABASE() "
-                                "AND routine_type = 'PROCEDURE' AND "
-                                "routine_name = '%s')", i ? ", " : "",
-                                procs[i]);
-    /* A schema from before versions named its tables differently (see
-     * the top of sql/schema.sql): two of its ledger's columns tell it from
-     * an application's table of that name. */
-    len += (size_t)snprintf(q + len, sizeof q - len,
-                            ", (SELECT COUNT(*) FROM information_schema."
-                            "columns WHERE table_schema = DATABASE() AND "
-                            "table_name = 'inventory_levels' AND column_name "
-                            "IN ('issued', 'next_unit_id'))");
-    snprintf(q + len, sizeof q - len, ")");
-    char db[256], found[32];
-    int rc = query_row(ctx, q, db, sizeof db, 2, found, sizeof found);
-    if (rc)
-        return rc;
-    if (!db[0])
-        return ctx_fail(ctx, RSV_ESCHEMA,
-                        "no database selected on the connection: select the "
-                        "database that holds the libreserve schema");
-    /* The version first: an older schema lacks tables of today's names
-     * and is upgraded, not installed. */
-    int versioned = found[NTABLES - 1] == '1';
-    int unversioned_old = found[NTABLES + NPROCS] == '2';
-    if ((versioned || unversioned_old) &&
-        (rc = check_version(ctx, db, versioned)))
-        return rc;
-    for (size_t i = 0; i < NTABLES - 1; i++)
-        if (found[i] != '1')
-            return ctx_fail(ctx, RSV_ESCHEMA,
-                            "table %s.%s is missing: load sql/schema.sql "
-                            "(share/libreserve/schema.sql) into this database",
-                            db, tables[i]);
-    if (!versioned && (rc = check_version(ctx, db, 0)))
-        return rc;
-    /* The reserve procedures are optional: without them (an account
-     * without EXECUTE, which does not see them, or a loader that skipped
-     * them) every reserve sends its statements one by one, slower on a
-     * network but the same transaction.  RSV_STAT_ONE_TRIP shows which is used.
-     * The same holds for claims and releases and their procedure. */
-    int use_procs = !(ctx->opts.flags & TEST_OPT_STATEMENTS_ONLY);
-    const char *have = found + NTABLES;
-    /* (what each calls must be there too) */
-    int take_ok = use_procs && have[P_TOP_UP] == '1' &&
-                  have[P_TOP_UP_HELD] == '1' && have[P_TAKE_UNITS] == '1';
-    int key_ok = take_ok && have[P_RESERVE_KEY] == '1';
-    int settle_ok = use_procs && have[P_SETTLE_CHECKOUT] == '1';
-    ctx->has_proc = key_ok && have[P_RESERVE] == '1';
-    ctx->has_batch_proc = key_ok && have[P_RESERVE_BATCH] == '1';
-    ctx->has_cart_proc = take_ok && have[P_CART] == '1';
-    ctx->has_settle_proc = settle_ok && have[P_SETTLE] == '1';
-    ctx->has_settle_batch_proc = settle_ok && have[P_SETTLE_BATCH] == '1';
-    return RSV_OK;
-}
-
-rsv_ctx *ctx_new(void)
+/* A new context, its operation clock started as rsv_open's; NULL when out
+ * of memory. */
+static rsv_ctx *ctx_new(void)
 {
     rsv_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return NULL;
     FAULT_OPENED(ctx);
-    ctx->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ctx ^
-               0x9E3779B97F4A7C15ULL;
+    ctx_rand_seed(ctx);
     op_begin(ctx, OP_OPEN, 0, 0, NULL, 0);
     return ctx;
 }
 
-int ctx_open_on(rsv_ctx *ctx, MYSQL *conn, const rsv_options *opts)
+/* rsv_open's options and checks, on conn. */
+static int ctx_open_on(rsv_ctx *ctx, MYSQL *conn, const rsv_options *opts)
 {
     ctx->conn = conn;
     int rc = apply_options(ctx, opts);
@@ -395,7 +231,7 @@ int ctx_open_on(rsv_ctx *ctx, MYSQL *conn, const rsv_options *opts)
                         "apply a statement outside it; disable it and "
                         "reconnect explicitly");
     ctx->thread_id = mysql_thread_id(conn);
-    if ((rc = check_server(ctx)) || (rc = check_schema(ctx)))
+    if ((rc = check_server(ctx)) || (rc = schema_check(ctx)))
         return rc;
     if ((ctx->opts.flags & RSV_OPT_REPLICA_ACK) &&
         replica_ack_lost(ctx) < 0)
@@ -420,6 +256,23 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts)
         return RSV_ENOMEM;
     *out = ctx;
     return ctx_open_on(ctx, conn, opts);
+}
+
+RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
+                            const rsv_options *opts)
+{
+    if (!out)
+        return RSV_EINVAL;
+    *out = NULL;
+    if (!dsn)
+        return RSV_EINVAL;
+    rsv_ctx *ctx = ctx_new();
+    if (!ctx)
+        return RSV_ENOMEM;
+    *out = ctx;
+    MYSQL *m;
+    int rc = conn_open_dsn(ctx, dsn, &m);
+    return rc ? rc : ctx_open_on(ctx, m, opts);
 }
 
 RSV_EXTERN void rsv_close(rsv_ctx *ctx)

@@ -151,3 +151,17 @@ int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
     ctx->code = code;
     return code;
 }
+
+void ctx_error_save(const rsv_ctx *ctx, ctx_error *e)
+{
+    e->code = ctx->code;
+    e->db_errno = ctx->db_errno;
+    memcpy(e->msg, ctx->msg, sizeof e->msg);
+}
+
+void ctx_error_restore(rsv_ctx *ctx, const ctx_error *e)
+{
+    ctx->code = e->code;
+    ctx->db_errno = e->db_errno;
+    memcpy(ctx->msg, e->msg, sizeof ctx->msg);
+}

@@ -1,8 +1,33 @@
 /*
- * internal.h - private types shared by the library's source files.
+ * internal.h - private types shared by the library's source files, and
+ * the functions each file offers the others, in layer order.
  *
  * Owns the layout of the context, the cart, the statement cache and the
  * parameter/result buffers.  Nothing here is visible to applications.
+ *
+ * LAYERS.  lib/ is flat; this table is where a file's layer is written.
+ * A file calls only files of its own layer or a lower one, and no two
+ * files call each other, directly or round a circle.  tests/layers.sh
+ * reads this table and checks both on the built objects (which hidden
+ * symbol each object takes from which).
+ *
+ *   layer      files (lib/NAME.c)
+ *   1 base     clock threads errors guard stats cart
+ *   2 wire     sql fault
+ *   3 frame    txn
+ *   4 storage  schema ledger ledger_seen pool_cursor
+ *   5 engine   reserve_job reserve_next sold_out reserve_proc reserve
+ *              checkout stock pool_drain sweep audit
+ *   6 batch    batch_call batch
+ *   7 surface  connect context nonblock stats_export batcher
+ *
+ * base: time, threads, errors, the guard of a call in flight, counters;
+ * wire: statements on the connection; frame: transactions and
+ * operations; storage: the schema's contract and what is known of its
+ * rows; engine: the operations; batch: many operations in one call;
+ * surface: contexts, connections, the non-blocking interface, exports.
+ * fault.c exists only in the fault-injection test build; it names the
+ * CALL builders of schema.c to tell a commit point in its trace.
  *
  * LOCK ORDER.  Every path takes row locks in this order:
  *
@@ -19,6 +44,7 @@
 #ifndef RSV_INTERNAL_H
 #define RSV_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,8 +54,8 @@
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
 
 /* The stored procedures (sql/schema.sql) the library calls, and those
- * they call; the version in a name changes whenever its arguments, answer
- * or tables do. */
+ * they call (schema.c has the list); the version in a name changes only
+ * when its arguments or its answer do. */
 #define RSV_PROC_RESERVE "rsv_fast_reserve_v6"
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
@@ -56,14 +82,22 @@
 /* The largest pool_cap option a context accepts (rsv_options). */
 #define POOL_CAP_MAX 10000
 
-/* Internal code: a deadlock or lock-wait timeout; the transaction must be
- * rolled back and may be retried. */
+/* Internal codes: passed between the library's functions, never returned
+ * to the application, and far from every public code (RSV_PENDING and
+ * RSV_OK .. RSV_ECANCELED). */
+/* A deadlock or lock-wait timeout; the transaction must be rolled back and
+ * may be retried. */
 #define RSV__RETRY (-1000)
-
-/* Internal code: op_begin refused the call because a non-blocking call is
- * in progress on the context (nb_busy); op_end answers RSV_EINVAL for it
- * and touches nothing. */
+/* op_begin refused the call because a non-blocking call is in progress on
+ * the context (nb_busy); op_end answers RSV_EINVAL for it and touches
+ * nothing. */
 #define RSV__REFUSED (-1002)
+/* A procedure cannot be called here (proc_unusable): nothing ran, and the
+ * same work goes by statements. */
+#define RSV__NO_PROC (-1003)
+/* A pass of a reserve ended without a final code: how is in its job
+ * (reserve_job.h, rend). */
+#define RSV__PASS_ENDED (-1004)
 
 /* Transaction control.  The explicit AND NO CHAIN NO RELEASE keep a
  * session's completion_type out of it: CHAIN would open a new transaction
@@ -96,12 +130,6 @@ typedef struct strbuf {
     size_t len, cap;
     int oom;
 } strbuf;
-
-RSV_HIDDEN void buf_puts(strbuf *b, const char *s);
-RSV_HIDDEN void buf_putn(strbuf *b, const char *s, size_t n);
-RSV_HIDDEN void buf_printf_u(strbuf *b, const char *before, uint64_t v,
-                             const char *after);
-RSV_HIDDEN void buf_free(strbuf *b);
 
 /* Index hints for reads of one key's rows in a correlated subquery: the
  * statistics of a schema loaded empty (or of tables that grew fast since)
@@ -157,6 +185,12 @@ typedef struct sql_res {
 
 /* ---- the statement cache ---- */
 typedef int (*sql_builder)(strbuf *sql, uint32_t shape);
+/* A built statement's shape: its size (lines, tuples, keys ...) in the low
+ * bits, and at most two flags above them for a builder's variants (each
+ * builder names its own: LOCK_SKIP, SLOW_BIT ...). */
+#define SHAPE_FLAG_A 0x80000000u
+#define SHAPE_FLAG_B 0x40000000u
+#define SHAPE_SIZE(shape) ((shape) & ~(SHAPE_FLAG_A | SHAPE_FLAG_B))
 
 typedef struct stmt_slot {
     sql_builder build; /* identifies the statement kind ... */
@@ -218,9 +252,51 @@ typedef struct pool_seen {
 #define RSV_POOL_SEEN 16       /* pools remembered per context */
 #define RSV_LEDGER_SEEN 1024   /* ledger rows remembered (ledger_seen.c) */
 
+/* ---- a call in flight (guard.c; the worker is nonblock.c's) ---- */
+enum { NB_IDLE, NB_QUEUED, NB_RUNNING, NB_DONE };
+enum { JOB_RESERVE, JOB_RESERVE_ONE, JOB_CLAIM, JOB_RELEASE, JOB_EXTEND,
+       JOB_STATUS };
+
+/* One call's arguments: the token copied, the cart and out-pointers the
+ * caller's (untouched by the caller until completion). */
+struct nb_job {
+    int kind;
+    uint64_t shop;
+    unsigned char token[RSV_TOKEN_MAX];
+    size_t token_len;
+    rsv_cart *cart;
+    uint64_t item, loc;
+    int64_t quantity, ttl_ms;
+    int32_t *status_out;
+    int64_t *units_out, *expires_out;
+};
+
+struct nb_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* the worker waits on it for a job, and in its
+                           backoff pauses for a cancel */
+    pthread_t thread;
+    int has_thread;
+    int fd[2];          /* completion descriptor (threads.c): [0] is
+                           rsv_async_fd, readable once the call finished */
+    int pending;        /* from a start that said RSV_PENDING until
+                           rsv_cont gives the result; read and written by
+                           the caller's thread only */
+    /* under mu: */
+    int state;          /* NB_* */
+    int cancel;         /* rsv_cancel asked the call to stop */
+    int cut;            /* and shut its connection's socket down */
+    int quit;           /* rsv_close: the worker ends */
+    int sock;           /* while NB_RUNNING, a duplicate of the
+                           connection's socket (or -1), for rsv_cancel: a
+                           descriptor of our own cannot be closed and
+                           reused under us by Connector/C */
+    int result;         /* the call's code, once NB_DONE */
+    struct nb_job job;
+};
+
 /* ---- context ---- */
 struct dsn_parts;
-struct nb_state;
 struct rsv_ctx {
     MYSQL *conn;
     struct dsn_parts *dsn;       /* how to connect again, when the context
@@ -255,17 +331,16 @@ struct rsv_ctx {
     const void *op_token;
     size_t op_token_len;
 
-    int has_proc;              /* the reserve procedure is in the schema
-                                  (rsv_open; cleared if a CALL shows it
-                                  gone or not allowed) */
-    int has_cart_proc;         /* and the cart procedure, the same way */
-    int has_settle_proc;       /* and the claim/release procedure */
-    int has_batch_proc;        /* and the batch reserve procedure */
-    int has_settle_batch_proc; /* and the batch claim/release one */
+    uint32_t procs;            /* PROC_BIT(id) for each procedure the
+                                  context calls: it is in the schema with
+                                  all it calls (schema_check, at rsv_open
+                                  and rsv_reconnect; cleared when a CALL
+                                  shows it gone or not allowed) */
     int galera;                /* the server is a Galera cluster node
-                                  (wsrep_on at rsv_open): no procedures,
-                                  and every statement of a transaction is
-                                  checked to have run inside it (sql.c) */
+                                  (wsrep_on at rsv_open): every statement
+                                  of a transaction is checked to have run
+                                  inside it (sql.c), and a failed CALL is
+                                  in doubt (txn.c) */
     int in_frame;              /* a transaction of ours (or the caller's
                                   we joined) is open: each statement's
                                   answer must say so (txn.c, sql.c) */
@@ -289,22 +364,52 @@ struct rsv_ctx {
     rsv_op_fn callback;
     void *callback_user;
     int in_callback;
-    struct nb_state *nb;         /* the non-blocking interface's worker and
-                                  descriptor, once used (nonblock.c) */
+    struct nb_state *nb;       /* the call in flight and the worker of the
+                                  non-blocking interface, once used
+                                  (guard.c, nonblock.c) */
     ctx_stats stats;
 };
 
-/* ---- contexts (context.c) and their own connections (connect.c) ---- */
-/* A new context, its operation clock started as rsv_open's; NULL when out
- * of memory. */
-RSV_HIDDEN rsv_ctx *ctx_new(void);
-/* rsv_open's options and checks, on conn. */
-RSV_HIDDEN int ctx_open_on(rsv_ctx *ctx, MYSQL *conn,
-                           const rsv_options *opts);
-/* Close the connection if the context opened it, and forget how. */
-RSV_HIDDEN void conn_release(rsv_ctx *ctx);
+/* ================= layer 1: base ================= */
 
-/* ---- the non-blocking interface (nonblock.c) ---- */
+/* ---- clock.c: time and jitter ---- */
+/* Microseconds on the monotonic clock. */
+RSV_HIDDEN uint64_t now_us(void);
+RSV_HIDDEN void ctx_rand_seed(rsv_ctx *ctx);
+/* Uniform-ish random number from the context's generator. */
+RSV_HIDDEN uint64_t ctx_rand(rsv_ctx *ctx);
+
+/* ---- threads.c: the library's own threads, completion descriptors ---- */
+/* pthread_create with every signal blocked in the new thread; returns
+ * pthread_create's error. */
+RSV_HIDDEN int thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+/* A completion descriptor: fd[0] readable while an answer waits.  open
+ * returns 0 or an errno (fds then -1); set makes it readable (call once
+ * per waiting state), clear consumes that. */
+RSV_HIDDEN int wakeup_open(int fd[2]);
+RSV_HIDDEN void wakeup_set(const int fd[2]);
+RSV_HIDDEN void wakeup_clear(const int fd[2]);
+RSV_HIDDEN void wakeup_close(int fd[2]);
+
+/* ---- errors.c: codes, messages and the server's errors ---- */
+RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+RSV_HIDDEN int ctx_ok(rsv_ctx *ctx);
+RSV_HIDDEN int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
+                           const char *what);
+RSV_HIDDEN int is_conn_errno(unsigned int err);
+/* A context's code, server error and message, kept across work whose own
+ * failure must not replace them (a rollback after a failure, a best-effort
+ * refill after a commit, the completion callback). */
+typedef struct ctx_error {
+    int code;
+    unsigned int db_errno;
+    char msg[512];
+} ctx_error;
+RSV_HIDDEN void ctx_error_save(const rsv_ctx *ctx, ctx_error *e);
+RSV_HIDDEN void ctx_error_restore(rsv_ctx *ctx, const ctx_error *e);
+
+/* ---- guard.c: a call in flight ---- */
 /* A non-blocking call is in progress on ctx and this thread is not its
  * worker: the function must refuse (RSV_EINVAL) without writing to ctx. */
 RSV_HIDDEN int nb_busy(const rsv_ctx *ctx);
@@ -315,18 +420,37 @@ RSV_HIDDEN const char *nb_busy_msg(void);
 RSV_HIDDEN int nb_canceled(rsv_ctx *ctx);
 /* The backoff pause between attempts; on the worker a cancel ends it. */
 RSV_HIDDEN void nb_sleep(rsv_ctx *ctx, uint64_t us);
+/* This thread is ctx's worker from now on (nonblock.c); and whether the
+ * calling thread is it. */
+RSV_HIDDEN void nb_become_worker(const rsv_ctx *ctx);
+RSV_HIDDEN int nb_is_worker(const rsv_ctx *ctx);
+/* Make ctx->nb and its descriptor once; RSV_OK or RSV_ENOMEM. */
+RSV_HIDDEN int nb_ensure(rsv_ctx *ctx);
+/* Stop the call in flight (nb->mu held): no attempt starts after this,
+ * the backoff wait ends, and a statement in flight ends at once (the
+ * server sees the session go and rolls back what was not committed). */
+RSV_HIDDEN void nb_stop_locked(struct nb_state *nb);
 /* rsv_close: cancel the call in flight, join the worker, free. */
 RSV_HIDDEN void nb_free(rsv_ctx *ctx);
 
-/* ---- errors (errors.c) ---- */
-RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-RSV_HIDDEN int ctx_ok(rsv_ctx *ctx);
-RSV_HIDDEN int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
-                           const char *what);
-RSV_HIDDEN int is_conn_errno(unsigned int err);
+/* ---- stats.c: the counters of each context ---- */
+/* Add n to a counter (RSV_STAT_RETRIES ..) of the current operation. */
+RSV_HIDDEN void stats_add(rsv_ctx *ctx, int stat, uint64_t n);
+/* Count a finished call: its outcome and latency. */
+RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
+/* A counter as rsv_stats_get() reports it (stat and op already checked),
+ * for a context's statistics or a snapshot's (stats_export.c). */
+RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
+                                uint32_t op);
+/* ================= layer 2: wire ================= */
 
-/* ---- statements (sql.c) ---- */
+/* ---- sql.c: statements, their cache, buffers and results ---- */
+RSV_HIDDEN void buf_puts(strbuf *b, const char *s);
+RSV_HIDDEN void buf_putn(strbuf *b, const char *s, size_t n);
+RSV_HIDDEN void buf_printf_u(strbuf *b, const char *before, uint64_t v,
+                             const char *after);
+RSV_HIDDEN void buf_free(strbuf *b);
+
 RSV_HIDDEN void args_reset(sql_args *a);
 RSV_HIDDEN void arg_i64(sql_args *a, int64_t x);
 RSV_HIDDEN void arg_u64(sql_args *a, uint64_t x);
@@ -387,16 +511,17 @@ RSV_HIDDEN int sql_proc_unusable(unsigned int err);
  * before a statement that commits and answers that many (nothing may be
  * allocated after the commit).  Returns RSV_OK or RSV_ENOMEM. */
 RSV_HIDDEN int sql_res_room(rsv_ctx *ctx, const char *spec, size_t rows);
+/* A one-row text query for the checks of rsv_open and rsv_reconnect
+ * (not prepared: they run once per connection): the first column into
+ * out, the second (if out2 is not NULL) into out2; "" for no row or NULL.
+ * A lock conflict answers RSV_EBUSY: these checks have no retry frame. */
+RSV_HIDDEN int sql_query_row(rsv_ctx *ctx, const char *q, char *out,
+                             size_t outlen, char *out2, size_t out2len);
 
-/* ---- transactions (txn.c) ---- */
-/* The CALLs of the procedures (reserve_proc.c, checkout.c); the fault walk
- * names them in its trace, because they are commit points. */
-RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
-RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
-RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);
-RSV_HIDDEN int b_call_reserve_batch(strbuf *s, uint32_t shape);
-RSV_HIDDEN int b_call_settle_batch(strbuf *s, uint32_t shape);
+/* ================= layer 3: frame ================= */
 
+/* ---- txn.c: the transaction frame, and the frame of every public
+ * operation ---- */
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,
                                commits or rolls back its own transaction
@@ -428,8 +553,6 @@ RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
 RSV_HIDDEN int replica_ack_lost(rsv_ctx *ctx);
 /* ROLLBACK, keeping the code and message of what made it necessary. */
 RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
-/* Uniform-ish random number from the context's generator. */
-RSV_HIDDEN uint64_t ctx_rand(rsv_ctx *ctx);
 /* Start a public operation: sets the tag, the clock and the shop/token the
  * completion callback gets.  `writes`: the operation changes the database,
  * so the kill switch refuses it; then returns RSV_EDISABLED (message set),
@@ -447,25 +570,40 @@ RSV_HIDDEN int op_end_entry(rsv_ctx *ctx, int op, int rc, uint64_t shop,
                             const void *token, size_t token_len,
                             uint64_t start_us);
 
-/* ---- statistics (stats.c) ---- */
-/* Add n to a counter (RSV_STAT_RETRIES ..) of the current operation. */
-RSV_HIDDEN void stats_add(rsv_ctx *ctx, int stat, uint64_t n);
-/* Count a finished call: its outcome and latency. */
-RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
-/* A counter as rsv_stats_get() reports it (stat and op already checked),
- * for a context's statistics or a snapshot's (stats_export.c). */
-RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
-                                uint32_t op);
-/* Add b into a as snapshots add up: sums, the slowest call a maximum
- * (stats_export.c). */
-RSV_HIDDEN void stats_merge(ctx_stats *a, const ctx_stats *b);
-/* Add one context's statistics, copied earlier, to a snapshot
- * (stats_export.c; for the batcher, whose contexts belong to its
- * workers). */
-RSV_HIDDEN void stats_snapshot_add_copy(rsv_stats_snapshot *snap,
-                                        const ctx_stats *s);
+/* ================= layer 4: storage ================= */
 
-/* ---- ledger (ledger.c) ---- */
+/* ---- schema.c: the procedures and tables the library needs ---- */
+/* The procedures, by id: those the library calls first, then those only
+ * they call.  rsv_schema_procedure(id) names them. */
+enum {
+    PROC_RESERVE, PROC_CART, PROC_RESERVE_BATCH, PROC_SETTLE,
+    PROC_SETTLE_BATCH,
+    PROC_RESERVE_KEY, PROC_TAKE_UNITS, PROC_TOP_UP, PROC_TOP_UP_HELD,
+    PROC_SETTLE_CHECKOUT,
+    PROC__COUNT
+};
+#define PROC_BIT(id) (1u << (id))
+static inline int proc_usable(const rsv_ctx *ctx, int id)
+{
+    return (ctx->procs & PROC_BIT(id)) != 0;
+}
+/* After a failed CALL of procedure id: whether it cannot be called here
+ * (dropped since, no EXECUTE, another version under the name); then the
+ * context stops trying it and nothing ran. */
+RSV_HIDDEN int proc_unusable(rsv_ctx *ctx, int id);
+/* The tables, the schema version and the procedures of the connection's
+ * database (one round trip): RSV_ESCHEMA / RSV_ESCHEMAVER with the
+ * command that mends it, or RSV_OK with ctx->procs set. */
+RSV_HIDDEN int schema_check(rsv_ctx *ctx);
+/* The CALL statement of each procedure the library calls (their
+ * arguments are listed there). */
+RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_reserve_batch(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_settle_batch(strbuf *s, uint32_t shape);
+
+/* ---- ledger.c: the ledger rows, and the pool rows under them ---- */
 typedef struct ledger_row {
     uint64_t item, loc;
     int64_t on_hand, issued;
@@ -527,19 +665,13 @@ RSV_HIDDEN int64_t ledger_cap(const rsv_ctx *ctx, const ledger_row *lv);
 RSV_HIDDEN int ledger_no_row(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                              uint64_t loc);
 
-/* ---- giving pools back to the ledger (pool_drain.c) ---- */
-/* rsv_sweep's pass over idle pools: drain the pools of the shop's keys
- * whose ledger row has not changed for opts.pool_idle_s seconds (up to
- * 1,024 keys per call), counting the rows in RSV_STAT_POOL_DRAINED. */
-RSV_HIDDEN int pool_drain_idle(rsv_ctx *ctx, uint64_t shop);
-
-/* ---- ledger rows this context has seen exist (ledger_seen.c) ---- */
+/* ---- ledger_seen.c: ledger rows this context has seen exist ---- */
 RSV_HIDDEN void ledger_seen_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                  uint64_t loc);
 RSV_HIDDEN int ledger_seen(const rsv_ctx *ctx, uint64_t shop, uint64_t item,
                            uint64_t loc);
 
-/* ---- pool cursors (pool_cursor.c) ---- */
+/* ---- pool_cursor.c: what this context last saw of each pool ---- */
 /* Where this context's next fast-path read of the pool starts (0: the
  * bottom). */
 RSV_HIDDEN uint64_t pool_cursor_start(rsv_ctx *ctx, uint64_t shop,
@@ -579,7 +711,10 @@ RSV_HIDDEN int pool_refill_pending(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                  uint64_t loc, int skipped);
 
-/* ---- checkouts (checkout.c) ---- */
+/* ================= layer 5: engine ================= */
+/* (the reserve's own files share reserve_job.h) */
+
+/* ---- checkout.c: claims, releases, extensions, status ---- */
 RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
 RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
 /* Move the checkout's remaining holds to the settlement journal as `kind`
@@ -592,5 +727,31 @@ RSV_HIDDEN int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token,
 RSV_HIDDEN int settle_answer_code(rsv_ctx *ctx, int kind, uint64_t shop,
                                   int found, int status, int64_t hold_count,
                                   int64_t holds, int64_t done);
+
+/* ---- pool_drain.c: giving pools back to the ledger ---- */
+/* rsv_sweep's pass over idle pools: drain the pools of the shop's keys
+ * whose ledger row has not changed for opts.pool_idle_s seconds (up to
+ * 1,024 keys per call), counting the rows in RSV_STAT_POOL_DRAINED. */
+RSV_HIDDEN int pool_drain_idle(rsv_ctx *ctx, uint64_t shop);
+
+/* ================= layer 6: batch (batch.h) ================= */
+
+/* ================= layer 7: surface ================= */
+
+/* ---- connect.c: connections a context opens itself ---- */
+/* Parse dsn, keep it in ctx for rsv_reconnect, connect: RSV_OK with *out
+ * the new connection, or the code (message set). */
+RSV_HIDDEN int conn_open_dsn(rsv_ctx *ctx, const char *dsn, MYSQL **out);
+/* Close the connection if the context opened it, and forget how. */
+RSV_HIDDEN void conn_release(rsv_ctx *ctx);
+
+/* ---- stats_export.c: snapshots and Prometheus text ---- */
+/* Add b into a as snapshots add up: sums, the slowest call a maximum
+ */
+RSV_HIDDEN void stats_merge(ctx_stats *a, const ctx_stats *b);
+/* Add one context's statistics, copied earlier, to a snapshot (for the
+ * batcher, whose contexts belong to its workers). */
+RSV_HIDDEN void stats_snapshot_add_copy(rsv_stats_snapshot *snap,
+                                        const ctx_stats *s);
 
 #endif /* RSV_INTERNAL_H */

@@ -31,13 +31,13 @@ int64_t ledger_cap(const rsv_ctx *ctx, const ledger_row *lv)
     return lv->cap > 0 ? lv->cap : ctx->opts.pool_cap;
 }
 
-/* shape: bucket of keys, bit 31 = SKIP LOCKED, bit 30 = shared */
-#define LOCK_SKIP 0x80000000u  /* b_lock: FOR UPDATE SKIP LOCKED */
-#define LOCK_SHARE 0x40000000u /* b_lock: LOCK IN SHARE MODE */
+/* b_lock's shape: a bucket of keys, and how it locks */
+#define LOCK_SKIP SHAPE_FLAG_A  /* FOR UPDATE SKIP LOCKED */
+#define LOCK_SHARE SHAPE_FLAG_B /* LOCK IN SHARE MODE */
 
 static int b_lock(strbuf *s, uint32_t shape)
 {
-    uint32_t n = shape & ~(LOCK_SKIP | LOCK_SHARE);
+    uint32_t n = SHAPE_SIZE(shape);
     /* Joined in the (ascending) order of the keys given: that is the
      * order the rows are locked in. */
     buf_puts(s, "SELECT CAST(l.item_id AS SIGNED), "

@@ -8,79 +8,14 @@
  * the blocking function on the context, so retries, the time budget and
  * the in-doubt rules are those of the blocking call by construction; the
  * blocking code stays the only implementation (docs/nonblocking.md says
- * why).  While a call is pending only the worker touches the context and
- * its connection: op_begin (txn.c) and the few functions that take no
- * operation refuse other threads through nb_busy(), without writing to the
- * context.  txn_run asks nb_canceled() before each attempt and sleeps its
- * backoff in nb_sleep(), which a cancel cuts short.
+ * why).  The state both threads share, and the busy, cancel and backoff
+ * questions the lower layers ask of it, are guard.c's.
  */
-#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
-
-enum { NB_IDLE, NB_QUEUED, NB_RUNNING, NB_DONE };
-enum { JOB_RESERVE, JOB_RESERVE_ONE, JOB_CLAIM, JOB_RELEASE, JOB_EXTEND,
-       JOB_STATUS };
-
-/* One call's arguments: the token copied, the cart and out-pointers the
- * caller's (untouched by the caller until completion). */
-struct nb_job {
-    int kind;
-    uint64_t shop;
-    unsigned char token[RSV_TOKEN_MAX];
-    size_t token_len;
-    rsv_cart *cart;
-    uint64_t item, loc;
-    int64_t quantity, ttl_ms;
-    int32_t *status_out;
-    int64_t *units_out, *expires_out;
-};
-
-struct nb_state {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;  /* the worker waits on it for a job, and in its
-                           backoff pauses for a cancel */
-    pthread_t thread;
-    int has_thread;
-    int fd[2];          /* completion pipe: [0] is rsv_async_fd, readable
-                           once the call finished; [1] the worker's */
-    int pending;        /* from a start that said RSV_PENDING until
-                           rsv_cont gives the result; read and written by
-                           the caller's thread only */
-    /* under mu: */
-    int state;          /* NB_* */
-    int cancel;         /* rsv_cancel asked the call to stop */
-    int cut;            /* and shut its connection's socket down */
-    int quit;           /* rsv_close: the worker ends */
-    int sock;           /* while NB_RUNNING, a duplicate of the
-                           connection's socket (or -1), for rsv_cancel: a
-                           descriptor of our own cannot be closed and
-                           reused under us by Connector/C */
-    int result;         /* the call's code, once NB_DONE */
-    struct nb_job job;
-};
-
-/* The context whose worker runs on this thread: its calls pass. */
-static _Thread_local const rsv_ctx *nb_worker_of;
-
-#define IN_PROGRESS "a non-blocking call is in progress on this context: " \
-                    "wait for its descriptor (rsv_async_fd) and call rsv_cont"
-
-int nb_busy(const rsv_ctx *ctx)
-{
-    /* (the worker asks first: it never reads the caller's flag) */
-    return nb_worker_of != ctx && ctx->nb && ctx->nb->pending;
-}
-
-const char *nb_busy_msg(void) { return IN_PROGRESS; }
 
 static int nb_op(int kind)
 {
@@ -96,50 +31,6 @@ static int nb_op(int kind)
     default:
         return RSV_OP_RESERVE;
     }
-}
-
-static int nb_cancel_fail(rsv_ctx *ctx, int cut)
-{
-    return ctx_fail(ctx, RSV_ECANCELED,
-                    cut ? "canceled (rsv_cancel) between two attempts: "
-                          "nothing was applied; the connection was cut, "
-                          "call rsv_reconnect before the next call"
-                        : "canceled (rsv_cancel): nothing was applied");
-}
-
-int nb_canceled(rsv_ctx *ctx)
-{
-    struct nb_state *nb = ctx->nb;
-    if (!nb || nb_worker_of != ctx)
-        return 0;
-    pthread_mutex_lock(&nb->mu);
-    int cancel = nb->cancel, cut = nb->cut;
-    pthread_mutex_unlock(&nb->mu);
-    return cancel ? nb_cancel_fail(ctx, cut) : 0;
-}
-
-void nb_sleep(rsv_ctx *ctx, uint64_t us)
-{
-    struct nb_state *nb = ctx->nb;
-    struct timespec ts;
-    if (!nb || nb_worker_of != ctx) {
-        ts.tv_sec = (time_t)(us / 1000000);
-        ts.tv_nsec = (long)(us % 1000000) * 1000;
-        nanosleep(&ts, NULL);
-        return;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the condition's clock */
-    ts.tv_sec += (time_t)(us / 1000000);
-    ts.tv_nsec += (long)(us % 1000000) * 1000;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&nb->mu);
-    while (!nb->cancel &&
-           pthread_cond_timedwait(&nb->cv, &nb->mu, &ts) != ETIMEDOUT)
-        ;
-    pthread_mutex_unlock(&nb->mu);
 }
 
 static int nb_run(rsv_ctx *ctx, struct nb_job *j)
@@ -174,18 +65,11 @@ static int nb_run_canceled(rsv_ctx *ctx, struct nb_job *j)
                                 "nothing was sent to the server"));
 }
 
-static void nb_signal_done(struct nb_state *nb)
-{
-    char b = 1;
-    while (write(nb->fd[1], &b, 1) < 0 && errno == EINTR)
-        ;
-}
-
 static void *nb_main(void *arg)
 {
     rsv_ctx *ctx = arg;
     struct nb_state *nb = ctx->nb;
-    nb_worker_of = ctx;
+    nb_become_worker(ctx);
     mysql_thread_init();
     pthread_mutex_lock(&nb->mu);
     for (;;) {
@@ -213,56 +97,11 @@ static void *nb_main(void *arg)
         /* every write of the call (its out-pointers, the message) comes
          * before this byte: the caller reads them after rsv_cont, which
          * takes mu */
-        nb_signal_done(nb);
+        wakeup_set(nb->fd);
     }
     pthread_mutex_unlock(&nb->mu);
     mysql_thread_end();
     return NULL;
-}
-
-static int set_flags(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    int fdfl = fcntl(fd, F_GETFD);
-    return fl < 0 || fdfl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-                   fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0
-               ? -1
-               : 0;
-}
-
-/* The state and the pipe, made once; the caller is not pending. */
-static int nb_ensure(rsv_ctx *ctx)
-{
-    if (ctx->nb)
-        return RSV_OK;
-    struct nb_state *nb = calloc(1, sizeof *nb);
-    if (!nb)
-        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    if (pipe(nb->fd) != 0) {
-        int e = errno;
-        free(nb);
-        return ctx_fail(ctx, RSV_ENOMEM,
-                        "cannot create the completion descriptor: %s",
-                        strerror(e));
-    }
-    if (set_flags(nb->fd[0]) || set_flags(nb->fd[1])) {
-        int e = errno;
-        close(nb->fd[0]);
-        close(nb->fd[1]);
-        free(nb);
-        return ctx_fail(ctx, RSV_ENOMEM,
-                        "cannot set up the completion descriptor: %s",
-                        strerror(e));
-    }
-    pthread_mutex_init(&nb->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&nb->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    nb->sock = -1;
-    ctx->nb = nb;
-    return RSV_OK;
 }
 
 static int nb_start_thread(rsv_ctx *ctx)
@@ -270,53 +109,13 @@ static int nb_start_thread(rsv_ctx *ctx)
     struct nb_state *nb = ctx->nb;
     if (nb->has_thread)
         return RSV_OK;
-    /* Signals stay the application's threads' business: the worker
-     * starts with every signal blocked. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int e = pthread_create(&nb->thread, NULL, nb_main, ctx);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int e = thread_start(&nb->thread, nb_main, ctx);
     if (e != 0)
         return ctx_fail(ctx, RSV_ENOMEM, "cannot start the worker thread: %s",
                         strerror(e));
     nb->has_thread = 1;
     return RSV_OK;
 }
-/* Stop the call in flight (nb->mu held): no attempt starts after this,
- * the backoff wait ends, and a statement in flight ends at once (the
- * server sees the session go and rolls back what was not committed). */
-static void stop_locked(struct nb_state *nb)
-{
-    nb->cancel = 1;
-    if (nb->state == NB_RUNNING && nb->sock >= 0 && !nb->cut) {
-        shutdown(nb->sock, SHUT_RDWR);
-        nb->cut = 1;
-    }
-    pthread_cond_broadcast(&nb->cv);
-}
-
-
-void nb_free(rsv_ctx *ctx)
-{
-    struct nb_state *nb = ctx->nb;
-    if (!nb)
-        return;
-    if (nb->has_thread) {
-        pthread_mutex_lock(&nb->mu);
-        nb->quit = 1;
-        stop_locked(nb);
-        pthread_mutex_unlock(&nb->mu);
-        pthread_join(nb->thread, NULL);
-    }
-    pthread_cond_destroy(&nb->cv);
-    pthread_mutex_destroy(&nb->mu);
-    close(nb->fd[0]);
-    close(nb->fd[1]);
-    free(nb);
-    ctx->nb = NULL;
-}
-
 /* Whether the blocking call would answer at once, before any statement:
  * then the start runs it on the caller's thread and returns its code. */
 static int answers_at_once(const rsv_ctx *ctx, const struct nb_job *j,
@@ -350,7 +149,7 @@ static int nb_start(rsv_ctx *ctx, struct nb_job *j, const void *token)
         return RSV_EINVAL;
     /* (on the worker, from the completion callback: it would wait for
      * itself) */
-    if (nb_busy(ctx) || nb_worker_of == ctx)
+    if (nb_busy(ctx) || nb_is_worker(ctx))
         return RSV_EINVAL;
     if (answers_at_once(ctx, j, token)) {
         const void *t = token;
@@ -458,7 +257,7 @@ RSV_EXTERN int rsv_cont(rsv_ctx *ctx)
     if (!ctx)
         return RSV_EINVAL;
     struct nb_state *nb = ctx->nb;
-    if (nb && nb_worker_of == ctx)
+    if (nb && nb_is_worker(ctx))
         return RSV_EINVAL; /* from the completion callback: not done yet */
     if (!nb || !nb->pending)
         return ctx_fail(ctx, RSV_EINVAL,
@@ -469,9 +268,7 @@ RSV_EXTERN int rsv_cont(rsv_ctx *ctx)
         pthread_mutex_unlock(&nb->mu);
         return RSV_PENDING;
     }
-    char b;
-    while (read(nb->fd[0], &b, 1) < 0 && errno == EINTR)
-        ;
+    wakeup_clear(nb->fd);
     nb->state = NB_IDLE;
     nb->pending = 0;
     int rc = nb->result;
@@ -499,7 +296,7 @@ RSV_EXTERN int rsv_cancel(rsv_ctx *ctx)
     if (!ctx)
         return RSV_EINVAL;
     struct nb_state *nb = ctx->nb;
-    if (nb && nb_worker_of == ctx)
+    if (nb && nb_is_worker(ctx))
         return RSV_EINVAL; /* from the completion callback */
     if (!nb || !nb->pending)
         return ctx_fail(ctx, RSV_EINVAL,
@@ -507,7 +304,7 @@ RSV_EXTERN int rsv_cancel(rsv_ctx *ctx)
                         "this context");
     pthread_mutex_lock(&nb->mu);
     if (nb->state == NB_QUEUED || nb->state == NB_RUNNING)
-        stop_locked(nb);
+        nb_stop_locked(nb);
     pthread_mutex_unlock(&nb->mu);
     return RSV_OK;
 }

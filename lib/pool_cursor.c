@@ -27,18 +27,10 @@
  * pool that falls out of the cache is read from the bottom again.
  */
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
 #define PROBE_GAP_US 1000000
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                 uint64_t loc)

@@ -54,7 +54,7 @@
 
 /* ---------------- statements ---------------- */
 
-#define SLOW_BIT 0x80000000u
+#define SLOW_BIT SHAPE_FLAG_A /* b_take: the slow path's variant */
 
 static void pool_part(strbuf *s, uint32_t k, int slow, int first)
 {
@@ -73,7 +73,7 @@ static void pool_part(strbuf *s, uint32_t k, int slow, int first)
  * reads are then locked by primary key (take_waiting). */
 static int b_take(strbuf *s, uint32_t shape)
 {
-    uint32_t n = shape & ~SLOW_BIT;
+    uint32_t n = SHAPE_SIZE(shape);
     int slow = (shape & SLOW_BIT) != 0;
     if (!slow) {
         buf_puts(s, "(SELECT 0, status, CAST(generation AS SIGNED), "
@@ -270,11 +270,11 @@ static size_t bind_id_chunk(rsv_ctx *ctx, const rjob *j, int read_all,
 /* The rows read, locked by primary key: columns (key index, pool row id)
  * of the rows still there.  shape: size bucket, SKIP_BIT to pass over rows
  * other transactions hold instead of waiting for them. */
-#define SKIP_BIT 0x80000000u
+#define SKIP_BIT SHAPE_FLAG_A
 static int b_pool_lock(strbuf *s, uint32_t shape)
 {
     buf_puts(s, "SELECT CAST(k.k0 AS SIGNED), CAST(u.id AS SIGNED) FROM ");
-    sql_key_rows(s, 4, shape & ~SKIP_BIT);
+    sql_key_rows(s, 4, SHAPE_SIZE(shape));
     buf_puts(s, "rsv_pool u FORCE INDEX (PRIMARY) ON u.shop_id = ? "
                 "AND u.item_id = k.k1 AND u.location_id = "
                 "k.k2 AND u.id = k.k3 FOR UPDATE");
@@ -516,10 +516,10 @@ static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
     pp.shop = j->shop;
     pp.lv.item = k->item;
     pp.lv.loc = k->loc;
-    char msg[sizeof ctx->msg];
-    memcpy(msg, ctx->msg, sizeof msg);
+    ctx_error said;
+    ctx_error_save(ctx, &said);
     int rc = txn_run(ctx, TXN_ONE_READ, probe_body, &pp);
-    memcpy(ctx->msg, msg, sizeof msg);
+    ctx_error_restore(ctx, &said);
     return rc != RSV_OK || pp.count < ctx->opts.refill_low_water;
 }
 
@@ -662,15 +662,14 @@ void reserve_refill_ahead(rsv_ctx *ctx, rjob *j)
         int skipped = 0;
         /* Best effort: the reserve already committed; a failed refill only
          * means the next short reserve refills instead. */
-        char msg[sizeof ctx->msg];
-        memcpy(msg, ctx->msg, sizeof msg);
+        ctx_error said;
+        ctx_error_save(ctx, &said);
         stats_add(ctx, RSV_STAT_INLINE_REFILLS, 1);
         (void)ledger_refill(ctx, j->shop, key->item, key->loc, 1, &added,
                             &skipped);
         /* found the row held: left to this context's next procedure */
         pool_refill_done(ctx, j->shop, key->item, key->loc, skipped);
-
-        memcpy(ctx->msg, msg, sizeof msg);
+        ctx_error_restore(ctx, &said);
     }
 }
 
@@ -685,11 +684,11 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
         return txn_run(ctx, 0, fast_body, j);
     case PASS_SLOW: {
         int rc = txn_run(ctx, 0, slow_body, j);
-        int again = rc == PASS_ENDED && (j->end == END_REFILLED ||
+        int again = rc == RSV__PASS_ENDED && (j->end == END_REFILLED ||
                                          j->end == END_SHARED_IN_VAIN);
         stats_add(ctx, RSV_STAT_SLOW_PATHS, !again);
         stats_add(ctx, RSV_STAT_BACK_TO_FAST,
-                  rc == PASS_ENDED && j->end == END_REFILLED);
+                  rc == RSV__PASS_ENDED && j->end == END_REFILLED);
         return rc;
     }
     case PASS_REFILL:
@@ -700,13 +699,40 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
     }
 }
 
+/* Remember, for the slow path, what the last fast read saw of the pools
+ * that came up short (kept across passes: the slow path compares). */
+static void note_short_reads(rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++) {
+        rkey *key = &j->keys[k];
+        key->slow.fast_next = key->read.have_hint && (int64_t)key->read.nids < key->plan.want
+                             ? key->read.hint_next : 0;
+        key->slow.fast_avail = key->slow.fast_next ? key->read.hint_avail : 0;
+    }
+}
+
+/* The facts reserve_next() decides on (docs/internals.md section 2.3),
+ * gathered after each pass; batch.c asks them for a batch entry too. */
+void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f)
+{
+    if (end == END_SHORT)
+        note_short_reads(j);
+    f->proc_fits = reserve_proc_fits(ctx, j);
+    f->marked_sold_out = 0;
+    f->short_unsure = 0;
+    for (size_t l = 0; l < j->cart->n; l++) {
+        f->marked_sold_out |= end == END_FINAL && sold_out_marked(ctx, j, l);
+        f->short_unsure |= end == END_SHORT && sold_out_unsure(j, l);
+    }
+}
+
 /* Run passes until reserve_next() says done (reserve_next.c decides). */
 static int reserve_run(rsv_ctx *ctx, rjob *j)
 {
     rpass pass = PASS_START;
     int rc = RSV_OK;
     for (;;) {
-        rend end = rc == PASS_ENDED ? j->end : END_FINAL;
+        rend end = rc == RSV__PASS_ENDED ? j->end : END_FINAL;
         rfacts f;
         reserve_facts(ctx, j, end, &f);
         rstate before = j->st;
@@ -718,7 +744,7 @@ static int reserve_run(rsv_ctx *ctx, rjob *j)
         pass = next;
         rc = run_pass(ctx, j, pass);
     }
-    if (rc == PASS_ENDED)
+    if (rc == RSV__PASS_ENDED)
         return ctx_fail(ctx, RSV_EDB, "internal: reserve pass %d ended "
                         "with %d and nothing next", pass, j->end);
     return rc;

@@ -25,7 +25,7 @@ typedef enum rpass {
 
 /* How a pass ended when it did not end with a final code (RSV_OK or an
  * RSV_E* code): what it read that decides the next pass.  A body that ends
- * this way stores it in j->end and returns PASS_ENDED, which the frame
+ * this way stores it in j->end and returns RSV__PASS_ENDED, which the frame
  * rolls back like any code but RSV_OK; nothing is then held. */
 typedef enum rend {
     END_FINAL = 0,     /* the pass returned a final code */
@@ -42,7 +42,6 @@ typedef enum rend {
     END_SHARED_IN_VAIN /* slow path: waited in share mode and nothing was
                           refilled: again, locking exclusively */
 } rend;
-#define PASS_ENDED 1 /* a body's return: see j->end */
 
 /* What the decisions remember across the passes of one reserve. */
 typedef struct rstate {
@@ -127,7 +126,7 @@ typedef struct rjob {
     uint32_t prev_gen;
     uint64_t *pairs;     /* the keys as (item, location) pairs */
     rstate st;           /* the decisions so far */
-    rend end;            /* how the last pass ended (PASS_ENDED) */
+    rend end;            /* how the last pass ended (RSV__PASS_ENDED) */
 } rjob;
 
 /* reserve_job.c: building the job, each pass's reads, the allocation */
@@ -154,16 +153,17 @@ RSV_HIDDEN int reserve_proc_body(rsv_ctx *ctx, void *p);
 RSV_HIDDEN int64_t reserve_proc_fill(rsv_ctx *ctx, const rjob *j);
 RSV_HIDDEN void reserve_proc_one_done(rsv_ctx *ctx, rjob *j, const int64_t *v);
 
-/* reserve.c: the top-ups after a fast commit (PASS_REFILL) */
+/* reserve.c: the top-ups after a fast commit (PASS_REFILL), and the
+ * facts reserve_next() decides on */
 RSV_HIDDEN void reserve_refill_ahead(rsv_ctx *ctx, rjob *j);
+RSV_HIDDEN void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f);
 
 /* sold_out.c: "out of stock" without the ledger row lock */
 RSV_HIDDEN int sold_out_marked(rsv_ctx *ctx, const rjob *j, size_t l);
 RSV_HIDDEN int sold_out_unsure(const rjob *j, size_t l);
 RSV_HIDDEN int sold_out_read(rsv_ctx *ctx, rjob *j);
 
-/* reserve_next.c: which pass runs next */
-RSV_HIDDEN void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f);
+/* reserve_next.c: which pass runs next (pure) */
 RSV_HIDDEN rpass reserve_next(rstate *st, rpass last, int rc, rend end,
                               const rfacts *f);
 RSV_HIDDEN int reserve_ledger_mode(const rjob *j);
@@ -172,7 +172,7 @@ RSV_HIDDEN int reserve_refilled_since(const rjob *j);
 static inline int pass_end(rjob *j, rend end)
 {
     j->end = end;
-    return PASS_ENDED;
+    return RSV__PASS_ENDED;
 }
 
 #endif

@@ -2,10 +2,13 @@
  * reserve_next.c - which pass a reserve runs next: the one place that
  * decides it.  The driver (reserve_run in reserve.c) runs a pass, gathers
  * the facts (reserve_facts), asks reserve_next() and runs what it says,
- * until it says PASS_DONE.  reserve_next() is pure: the state it changes
- * is the rstate it is given.  Also here, the two decisions the slow path
+ * until it says PASS_DONE.  Also here, the two decisions the slow path
  * makes once it holds the ledger rows (lock mode, back to the fast path).
- * docs/internals.md §2 has the same rules as a table.
+ *
+ * Everything here is pure: it reads the job and the facts it is given
+ * and changes only the rstate it is given, and calls no other file of
+ * the library, so tests/check_decisions.c links this file alone and
+ * checks every row of docs/internals.md section 2.3 against it.
  */
 #include "reserve_job.h"
 
@@ -29,10 +32,18 @@ static rpass slow(rstate *st)
     return PASS_SLOW;
 }
 
+/* A pass of the fast path, by procedure or by statements. */
+static int is_fast(rpass p)
+{
+    return p == PASS_CALL || p == PASS_STATEMENTS;
+}
+
 rpass reserve_next(rstate *st, rpass last, int rc, rend end,
                    const rfacts *f)
 {
     if (last == PASS_START) {
+        if (end != END_FINAL || rc != RSV_OK)
+            return PASS_DONE;
         /* A line this context found sold out: ask the read first, so
          * pools restocked since cost one read and sold-out ones no
          * checkout row inserted and rolled back. */
@@ -59,19 +70,21 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
     case END_CURSOR_SHORT:
         /* Rows below the cursor may be free: the same pass from the
          * bottom, once (a read from the bottom never ends this way). */
-        if (st->rescan)
+        if (!is_fast(last) || st->rescan)
             return PASS_DONE;
         st->rescan = 1;
         return last;
     case END_NARROW:
         /* The same pass reading every location, once. */
-        if (st->wide)
+        if (!is_fast(last) || st->wide)
             return PASS_DONE;
         st->wide = 1;
         return last;
     case END_NO_PROC:
         return last == PASS_CALL ? PASS_STATEMENTS : PASS_DONE;
     case END_SHORT:
+        if (!is_fast(last))
+            return PASS_DONE;
         /* Short where the ledger could not cover the line either: one
          * read without the ledger lock may answer out of stock before
          * the whole cart's ledger rows are locked for nothing. */
@@ -81,38 +94,17 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
         }
         return slow(st);
     case END_SHARED_IN_VAIN:
+        if (last != PASS_SLOW)
+            return PASS_DONE;
         st->ledger_excl = 1;
         return PASS_SLOW;
     case END_REFILLED:
+        if (last != PASS_SLOW)
+            return PASS_DONE;
         st->back_to_fast++;
         return fast(f);
     default:
         return PASS_DONE;
-    }
-}
-
-/* Remember, for the slow path, what the last fast read saw of the pools
- * that came up short (kept across passes: the slow path compares). */
-static void note_short_reads(rjob *j)
-{
-    for (size_t k = 0; k < j->nkeys; k++) {
-        rkey *key = &j->keys[k];
-        key->slow.fast_next = key->read.have_hint && (int64_t)key->read.nids < key->plan.want
-                             ? key->read.hint_next : 0;
-        key->slow.fast_avail = key->slow.fast_next ? key->read.hint_avail : 0;
-    }
-}
-
-void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f)
-{
-    if (end == END_SHORT)
-        note_short_reads(j);
-    f->proc_fits = reserve_proc_fits(ctx, j);
-    f->marked_sold_out = 0;
-    f->short_unsure = 0;
-    for (size_t l = 0; l < j->cart->n; l++) {
-        f->marked_sold_out |= end == END_FINAL && sold_out_marked(ctx, j, l);
-        f->short_unsure |= end == END_SHORT && sold_out_unsure(j, l);
     }
 }
 

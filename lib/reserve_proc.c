@@ -29,20 +29,6 @@ enum {
                              marks, 75 (48 keys: 3,600 of the procedure's
                              4,096 bytes) */
 
-int b_call_reserve(strbuf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?)");
-    return 0;
-}
-
-int b_call_cart(strbuf *s, uint32_t shape)
-{
-    (void)shape;
-    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?)");
-    return 0;
-}
-
 /* Which procedure can do this pass, if any.  The procedures do what
  * fast_body does for a new checkout, with the same commit, and they hold
  * at every key exactly what they take there (from its pool, or from its
@@ -80,10 +66,11 @@ static proc_plan plan_for(const rsv_ctx *ctx, const rjob *j)
     }
     if (p.taken == 0 || units > PROC_MAX_UNITS)
         return p;
-    if (p.taken == 1 && p.checked == 0 && ctx->has_proc)
+    if (p.taken == 1 && p.checked == 0 &&
+        proc_usable(ctx, PROC_RESERVE))
         p.which = PLAN_ONE;
     else if (p.taken <= PROC_MAX_KEYS && p.taken + p.checked <= PROC_MAX_LIST &&
-             ctx->has_cart_proc)
+             proc_usable(ctx, PROC_CART))
         p.which = PLAN_CART;
     return p;
 }
@@ -302,13 +289,9 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     job_choose_starts(ctx, j);
     int rc = proc_call(ctx, j, &plan);
     if (rc) {
-        if (sql_proc_unusable(ctx->db_errno)) {
-            if (plan.which == PLAN_ONE)
-                ctx->has_proc = 0;
-            else
-                ctx->has_cart_proc = 0;
+        if (proc_unusable(ctx, plan.which == PLAN_ONE ? PROC_RESERVE
+                                                      : PROC_CART))
             return pass_end(j, END_NO_PROC);
-        }
         return rc;
     }
     int64_t status = 0;

@@ -5,11 +5,11 @@
  */
 #include "reserve_job.h"
 
-#define OWN_BIT 0x80000000u /* b_sold_out: a re-reserve's own holds */
+#define OWN_BIT SHAPE_FLAG_A /* b_sold_out: a re-reserve's own holds */
 
 static int b_sold_out(strbuf *s, uint32_t shape)
 {
-    uint32_t n = shape & ~OWN_BIT;
+    uint32_t n = SHAPE_SIZE(shape);
     /* One statement: one read view for every ledger row and the
      * subqueries, so a line is judged as of one moment even when its
      * locations are many.  Uncommitted deletes of pool rows and holds

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <time.h>
-
 #include <errmsg.h>
 #include <mysqld_error.h>
 
@@ -50,20 +48,13 @@ typedef struct read_wait {
     uint64_t until_us;  /* the wait ends (monotonic) */
 } read_wait;
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void read_wait_arm(rsv_ctx *ctx, read_wait *w)
 {
     w->pvio = NULL;
     MARIADB_PVIO *pvio = ctx->conn->net.pvio;
     if (!ctx->deadline_us || !pvio || pvio->ctls)
         return;
-    uint64_t now = mono_us();
+    uint64_t now = now_us();
     int64_t left_ms = ctx->deadline_us > now
                           ? (int64_t)((ctx->deadline_us - now) / 1000) : 0;
     int64_t lock_ms = (int64_t)ctx->stmt_lock_wait_s * 1000;
@@ -90,7 +81,7 @@ static int read_wait_end(rsv_ctx *ctx, read_wait *w, int rc)
     if (ctx->conn->net.pvio == w->pvio)
         w->pvio->timeout[PVIO_READ_TIMEOUT] = w->saved_ms;
     if (rc == RSV_ECONN && is_conn_errno(ctx->db_errno) &&
-        mono_us() >= w->until_us)
+        now_us() >= w->until_us)
         rc = ctx_fail(ctx, RSV_ECONN,
                       "%s; no answer within the call's time budget "
                       "(call_timeout_ms %lld): the library closed the "
@@ -880,4 +871,41 @@ int sql_text_pair(rsv_ctx *ctx, const char *first, const char *second)
         rc = FAULT_LOSE(ctx, rc);
     }
     return rc;
+}
+
+/* ---- one-row text queries: the checks of rsv_open and rsv_reconnect ---- */
+
+/* The checks of rsv_open and rsv_reconnect have no retry frame: a lock
+ * conflict is answered, never the internal RSV__RETRY. */
+static int open_code(rsv_ctx *ctx, int rc)
+{
+    return rc == RSV__RETRY ? ctx_fail(ctx, RSV_EBUSY, "%s", ctx->msg) : rc;
+}
+
+int sql_query_row(rsv_ctx *ctx, const char *q, char *out, size_t outlen,
+                  char *out2, size_t out2len)
+{
+    int frc = RSV_OK;
+    if (FAULT_ENTER(ctx, NULL, 0, NULL, NULL, &frc))
+        return open_code(ctx, frc);
+    if (mysql_real_query(ctx->conn, q, strlen(q)) != 0)
+        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                          mysql_error(ctx->conn),
+                                          "server check"));
+    MYSQL_RES *r = mysql_store_result(ctx->conn);
+    if (!r)
+        return open_code(ctx, ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                          mysql_error(ctx->conn),
+                                          "server check"));
+    MYSQL_ROW row = mysql_fetch_row(r);
+    out[0] = '\0';
+    if (out2)
+        out2[0] = '\0';
+    if (row) {
+        snprintf(out, outlen, "%s", row[0] ? row[0] : "");
+        if (out2 && mysql_num_fields(r) > 1)
+            snprintf(out2, out2len, "%s", row[1] ? row[1] : "");
+    }
+    mysql_free_result(r);
+    return open_code(ctx, FAULT_LEAVE(ctx, RSV_OK));
 }

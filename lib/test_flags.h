@@ -2,7 +2,11 @@
  * test_flags.h - option flags for the project's own tests and benchmark.
  * Not part of the installed header: they make a context predictable or
  * slower, never more correct, so users have no reason to set them.
- * rsv_open() accepts them in rsv_options.flags beside the public RSV_OPT_*.
+ *
+ * Only a test build of the library (compiled with -DRSV_TEST_BUILD: the
+ * Makefile's build/test/libreserve.so, which the tests link) accepts them
+ * in rsv_options.flags; the library that is installed refuses them with
+ * RSV_EINVAL like any unknown flag.
  */
 #ifndef RSV_TEST_FLAGS_H
 #define RSV_TEST_FLAGS_H
@@ -15,5 +19,11 @@
  * transaction, a re-reserve or the slow path), for tests of that path
  * and for comparison. */
 #define TEST_OPT_STATEMENTS_ONLY 0x8u
+
+#ifdef RSV_TEST_BUILD
+#define TEST_OPT_FLAGS (TEST_OPT_READ_FROM_BOTTOM | TEST_OPT_STATEMENTS_ONLY)
+#else
+#define TEST_OPT_FLAGS 0u
+#endif
 
 #endif

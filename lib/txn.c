@@ -16,18 +16,10 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <mysqld_error.h>
 
 #include "internal.h"
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
              const void *token, size_t token_len)
@@ -67,17 +59,13 @@ int op_end(rsv_ctx *ctx, int rc)
     if (ctx->callback && !ctx->in_callback) {
         /* The callback may call the library on this context; the caller
          * must still see this call's code and message afterwards. */
-        int code = ctx->code;
-        unsigned int err = ctx->db_errno;
-        char msg[sizeof ctx->msg];
-        memcpy(msg, ctx->msg, sizeof msg);
+        ctx_error said;
+        ctx_error_save(ctx, &said);
         ctx->in_callback = 1;
         ctx->callback(ctx->callback_user, (uint32_t)ctx->op, rc,
                       ctx->op_shop, ctx->op_token, ctx->op_token_len, us);
         ctx->in_callback = 0;
-        memcpy(ctx->msg, msg, sizeof msg);
-        ctx->code = code;
-        ctx->db_errno = err;
+        ctx_error_restore(ctx, &said);
     }
     return rc;
 }
@@ -120,17 +108,6 @@ int txn_caller_open(rsv_ctx *ctx)
 static int autocommit_on(rsv_ctx *ctx)
 {
     return (server_status(ctx) & SERVER_STATUS_AUTOCOMMIT) != 0;
-}
-
-uint64_t ctx_rand(rsv_ctx *ctx)
-{
-    /* xorshift64*: jitter and read offsets, no need for quality */
-    uint64_t x = ctx->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    ctx->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
 }
 
 /* The next retry's pause: "full jitter", uniform in [cap/2, cap), so
@@ -179,10 +156,8 @@ void txn_rollback_quietly(rsv_ctx *ctx)
 {
     /* Keep the body's message: the rollback's own failure (on a dead
      * connection) says nothing new. */
-    int code = ctx->code;
-    unsigned int err = ctx->db_errno;
-    char msg[sizeof ctx->msg];
-    memcpy(msg, ctx->msg, sizeof msg);
+    ctx_error said;
+    ctx_error_save(ctx, &said);
     ctx->in_frame = 0;
     /* A ROLLBACK answered with an error other than a lost connection was
      * not run: on a Galera node that is the deadlock of a transaction
@@ -205,13 +180,11 @@ void txn_rollback_quietly(rsv_ctx *ctx)
         mariadb_cancel(ctx->conn);
         (void)mysql_ping(ctx->conn);
     }
-    memcpy(ctx->msg, msg, sizeof msg);
-    ctx->code = code;
-    ctx->db_errno = err;
+    ctx_error_restore(ctx, &said);
     if (cut)
-        ctx_fail(ctx, code, "%s; the node refused ROLLBACK too, so the "
+        ctx_fail(ctx, said.code, "%s; the node refused ROLLBACK too, so the "
                  "library closed the connection, which ends the "
-                 "transaction: reconnect", msg);
+                 "transaction: reconnect", said.msg);
 }
 
 /* One attempt of a body that is a single statement with its own
@@ -338,16 +311,14 @@ static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
         if (rc == RSV_OK || (ctx->commit_anyway && rc != RSV__RETRY &&
                              rc != RSV_ECONN)) {
             int body_rc = rc;
-            char msg[sizeof ctx->msg];
-            memcpy(msg, ctx->msg, sizeof msg);
+            ctx_error said;
+            ctx_error_save(ctx, &said);
             ctx->commit_point = 1;
             int crc = sql_text(ctx, SQL_COMMIT);
             ctx->commit_point = 0;
             if (crc == RSV_OK) {
-                if (body_rc != RSV_OK) {
-                    memcpy(ctx->msg, msg, sizeof msg);
-                    ctx->code = body_rc;
-                }
+                if (body_rc != RSV_OK)
+                    ctx_error_restore(ctx, &said);
                 return body_rc;
             }
             if (crc == RSV_ECONN)
@@ -419,9 +390,8 @@ static int replica_ack(rsv_ctx *ctx, int flags, int rc)
     if (rc > RSV_OK || rc < RSV_ERELEASED)
         return rc;
     ctx->ack_checked = 1;
-    int code = ctx->code;
-    char msg[sizeof ctx->msg];
-    memcpy(msg, ctx->msg, sizeof msg);
+    ctx_error said;
+    ctx_error_save(ctx, &said);
     int lost = replica_ack_lost(ctx);
     if (lost < 0)
         return ctx_fail(ctx, RSV_EINDOUBT, "the transaction ended (%s), but "
@@ -436,8 +406,7 @@ static int replica_ack(rsv_ctx *ctx, int flags, int rc)
                         "(Rpl_semi_sync_master_status OFF), and a failover "
                         "now would lose this; repeat the call (after a "
                         "failover, on the new primary)", rsv_code_name(rc));
-    memcpy(ctx->msg, msg, sizeof msg);
-    ctx->code = code;
+    ctx_error_restore(ctx, &said);
     return rc;
 }
 

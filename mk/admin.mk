@@ -13,18 +13,12 @@
 ADMIN_SRC := tools/rsv-admin/rsv-admin.c
 ADMIN_MAN := man/rsv-admin.1
 
-# `schema status` checks the stored procedures the library looks for: their
-# names are read from lib/internal.h (RSV_PROC_*), so a procedure whose
-# version is bumped there is the one checked, without a second list.
-ADMIN_PROCS := $(strip $(shell sed -n 's/^\#define RSV_PROC_[A-Z_]* *"\([A-Za-z0-9_]*\)".*/\1/p' lib/internal.h))
-ADMIN_DEFS = -DRSV_ADMIN_PROCS='"$(ADMIN_PROCS)"'
-
 # The schema file `schema install` and `schema upgrade` load by default:
 # the tool built here runs with the tree's library (rpath to $(B)), so it
 # loads the tree's sql/schema.sql, which matches it; the installed tool
 # loads the installed copy, $(DATADIR)/libreserve/schema.sql.
-$(B)/rsv-admin: $(ADMIN_SRC) include/reserve.h lib/internal.h mk/admin.mk $(B)/libreserve.so
-	$(CC) $(REAL_CFLAGS) $(ADMIN_DEFS) -DRSV_ADMIN_SCHEMA='"$(CURDIR)/sql/schema.sql"' $(ADMIN_SRC) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+$(B)/rsv-admin: $(ADMIN_SRC) $(PUB_HDR) mk/admin.mk $(B)/libreserve.so
+	$(CC) $(REAL_CFLAGS) -DRSV_ADMIN_SCHEMA='"$(CURDIR)/sql/schema.sql"' $(ADMIN_SRC) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
 CHECK_EXTRA_BUILD += $(B)/rsv-admin
 CHECK_EXTRA += tests/admin-test.sh
@@ -39,9 +33,9 @@ ADMIN_RPATH = $(if $(filter /lib /lib/% /usr/lib /usr/lib/%,$(LIBDIR)),,-Wl,-rpa
 .PHONY: admin install-admin uninstall-admin
 admin: $(B)/rsv-admin
 
-install-admin: $(ADMIN_SRC) $(ADMIN_MAN) include/reserve.h lib/internal.h $(B)/libreserve.so
+install-admin: $(ADMIN_SRC) $(ADMIN_MAN) $(PUB_HDR) $(B)/libreserve.so
 	mkdir -p $(B)/admin-install
-	$(CC) $(REAL_CFLAGS) $(ADMIN_DEFS) -DRSV_ADMIN_SCHEMA='"$(DATADIR)/libreserve/schema.sql"' $(ADMIN_SRC) -o $(B)/admin-install/rsv-admin $(REAL_LDFLAGS) -L$(B) $(ADMIN_RPATH) -lreserve $(MARIADB_LIBS)
+	$(CC) $(REAL_CFLAGS) -DRSV_ADMIN_SCHEMA='"$(DATADIR)/libreserve/schema.sql"' $(ADMIN_SRC) -o $(B)/admin-install/rsv-admin $(REAL_LDFLAGS) -L$(B) $(ADMIN_RPATH) -lreserve $(MARIADB_LIBS)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	$(INSTALL) -m 755 $(B)/admin-install/rsv-admin $(DESTDIR)$(BINDIR)/rsv-admin
 	$(INSTALL) -m 644 $(ADMIN_MAN) $(DESTDIR)$(MANDIR)/man1/rsv-admin.1

@@ -27,8 +27,8 @@ BENCH_RUN_ARGS = --binlog $(BINLOG) $(if $(filter 1,$(SEMISYNC)),--semisync)
 $(B)/bench:
 	mkdir -p $@
 
-$(B)/bench/bench: tests/bench/bench.c $(LOADLIB) include/reserve.h $(B)/libreserve.so | $(B)/bench
-	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread -lm
+$(B)/bench/bench: tests/bench/bench.c $(LOADLIB) $(PUB_HDR) $(TEST_SHLIB) | $(B)/bench
+	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) $(TEST_LIB_LINK) $(MARIADB_LIBS) -lpthread -lm
 
 $(B)/bench/proxy: tests/bench/proxy.c | $(B)/bench
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS)

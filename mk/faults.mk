@@ -21,8 +21,8 @@ $(LIB_OBJ): lib/fault.h
 $(FAULT_DIR)/lib:
 	mkdir -p $@
 
-$(FAULT_DIR)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(FAULT_DIR)/lib
-	$(CC) $(REAL_CFLAGS) -DRSV_FAULT_INJECTION -c $< -o $@
+$(FAULT_DIR)/lib/%.o: lib/%.c $(LIB_HDR) $(PUB_HDR) | $(FAULT_DIR)/lib
+	$(CC) $(REAL_CFLAGS) -DRSV_FAULT_INJECTION -DRSV_TEST_BUILD -c $< -o $@
 
 $(FAULT_LIB): $(FAULT_OBJ)
 	rm -f $@

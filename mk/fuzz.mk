@@ -26,7 +26,7 @@ FUZZ_STATEFUL_RUNS ?= 2000
 FUZZ_ARGS ?=
 FUZZ_TARGETS := fuzz_cart fuzz_token fuzz_options
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g $(WARN) -Iinclude -Ilib $(MARIADB_CFLAGS) $(FUZZ_SAN) $(CPPFLAGS) $(CFLAGS)
+FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -DRSV_TEST_BUILD -O1 -g $(WARN) -Iinclude -Ilib $(MARIADB_CFLAGS) $(FUZZ_SAN) $(CPPFLAGS) $(CFLAGS)
 FUZZ_LIB_OBJ := $(LIB_SRC:lib/%.c=$(FUZZ_B)/lib/%.o)
 
 .PHONY: fuzz fuzz-quick fuzz-stateful fuzz-build fuzz-check-cc
@@ -35,7 +35,7 @@ FUZZ_LIB_OBJ := $(LIB_SRC:lib/%.c=$(FUZZ_B)/lib/%.o)
 $(FUZZ_B)/lib $(FUZZ_B)/crashes:
 	mkdir -p $@
 
-$(FUZZ_B)/lib/%.o: lib/%.c $(LIB_HDR) include/reserve.h | $(FUZZ_B)/lib
+$(FUZZ_B)/lib/%.o: lib/%.c $(LIB_HDR) $(PUB_HDR) | $(FUZZ_B)/lib
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_B)/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ) | $(FUZZ_B)/lib

@@ -31,8 +31,8 @@
 $(B)/galera:
 	mkdir -p $@
 
-$(B)/galera/galera_load: tests/galera/galera_load.c $(LOADLIB) include/reserve.h $(B)/libreserve.so | $(B)/galera
-	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
+$(B)/galera/galera_load: tests/galera/galera_load.c $(LOADLIB) $(PUB_HDR) $(TEST_SHLIB) | $(B)/galera
+	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) $(TEST_LIB_LINK) $(MARIADB_LIBS) -lpthread
 
 $(B)/galera/repro_bf_abort: tests/galera/repro_bf_abort.c | $(B)/galera
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) $(MARIADB_LIBS) -lpthread

@@ -12,7 +12,7 @@ NETWORK_TEST := $(B)/tests/network/check_network
 $(B)/tests/network:
 	mkdir -p $@
 
-$(NETWORK_TEST): tests/network/check_network.c $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests/network
+$(NETWORK_TEST): tests/network/check_network.c $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests/network
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -Itests $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
 
 CHECK_EXTRA_BUILD += $(NETWORK_TEST)

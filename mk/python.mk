@@ -18,7 +18,7 @@ CHECK_EXTRA += bindings/python/run-tests.sh bindings/python/pip-install-test.sh 
 
 .PHONY: python-test python-install-test install-test
 
-python-test: lib
+python-test: lib $(TEST_SHLIB)
 	tools/mariadb.sh run bindings/python/run-tests.sh
 
 python-install-test: lib

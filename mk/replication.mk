@@ -32,8 +32,8 @@ $(B)/replication:
 
 REPL_SRC := $(wildcard tests/replication/*.c)
 
-$(B)/replication/failover_load: $(REPL_SRC) tests/replication/failover.h $(LOADLIB) include/reserve.h $(B)/libreserve.so | $(B)/replication
-	$(CC) $(REAL_CFLAGS) $(REPL_SRC) tests/loadlib.c -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) -lpthread
+$(B)/replication/failover_load: $(REPL_SRC) tests/replication/failover.h $(LOADLIB) include/reserve.h $(TEST_SHLIB) | $(B)/replication
+	$(CC) $(REAL_CFLAGS) $(REPL_SRC) tests/loadlib.c -o $@ $(REAL_LDFLAGS) $(TEST_LIB_LINK) $(MARIADB_LIBS) -lpthread
 
 replication-build: lib $(B)/replication/failover_load $(B)/rsv-admin
 

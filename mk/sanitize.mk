@@ -57,7 +57,7 @@ asan-build:
 
 check-asan: deps
 	@$(MAKE) --no-print-directory asan-build
-	$(ASAN_ENV) RSV_BUILD=$(ASAN_B) LIBRESERVE_PATH=$(CURDIR)/$(ASAN_B)/libreserve.so \
+	$(ASAN_ENV) RSV_BUILD=$(ASAN_B) LIBRESERVE_PATH=$(CURDIR)/$(ASAN_B)/test/libreserve.so \
 	    PATH=$(CURDIR)/$(ASAN_B)/pyshim:$$PATH \
 	    tools/mariadb.sh run tests/run.sh $(TEST_PROGS:$(B)/%=$(ASAN_B)/%) -- $(ASAN_EXTRA)
 

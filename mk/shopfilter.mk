@@ -6,5 +6,5 @@
 CHECK_EXTRA += tests/shopfilter-test.py
 
 .PHONY: shopfilter-test
-shopfilter-test: lib
+shopfilter-test: lib $(TEST_SHLIB)
 	tools/mariadb.sh run tests/shopfilter-test.py

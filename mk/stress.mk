@@ -34,14 +34,14 @@ STRESS_RUN = STRESS_BUILD_DIR=$(B) tests/stress/run-stress.sh
 $(B)/stress:
 	mkdir -p $@
 
-$(B)/stress/stress: tests/stress/stress.c $(LOADLIB) include/reserve.h $(B)/libreserve.so | $(B)/stress
-	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+$(B)/stress/stress: tests/stress/stress.c $(LOADLIB) $(PUB_HDR) $(TEST_SHLIB) | $(B)/stress
+	$(CC) $(REAL_CFLAGS) $< tests/loadlib.c -o $@ $(REAL_LDFLAGS) $(TEST_LIB_LINK) $(MARIADB_LIBS)
 
 $(B)/stress/cutproxy: tests/stress/cutproxy.c | $(B)/stress
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -lpthread
 
-$(B)/stress/repro_eintxn: tests/stress/repro_eintxn.c include/reserve.h $(B)/libreserve.so | $(B)/stress
-	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
+$(B)/stress/repro_eintxn: tests/stress/repro_eintxn.c $(PUB_HDR) $(TEST_SHLIB) | $(B)/stress
+	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) $(TEST_LIB_LINK) $(MARIADB_LIBS)
 
 stress-build: lib $(B)/stress/stress $(B)/stress/cutproxy $(B)/stress/repro_eintxn
 

@@ -143,7 +143,7 @@ check "$libdir/libreserve.so -> libreserve.so.$major (libreserve-dev)" \
   grep -qx "$libdir/libreserve.so" "$tmp/libreserve-dev.list"
 check "ldconfig knows libreserve.so.$major" bash -c "ldconfig -p | grep -q 'libreserve.so.$major '"
 check "/usr/include/reserve.h == include/reserve.h" cmp -s /usr/include/reserve.h include/reserve.h
-for a in libuv libevent; do
+for a in async batch stats libuv libevent; do
   check "/usr/include/reserve/$a.h == include/reserve/$a.h (libreserve-dev)" cmp -s "/usr/include/reserve/$a.h" "include/reserve/$a.h"
 done
 check "$libdir/libreserve.a" test -f "$libdir/libreserve.a"

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 lib=${1:-build/libreserve.so}
 actual=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBR]$/ {sub(/@.*/, "", $3); print $3}' | sort)
 expected=$(grep -v '^#' tests/exports.txt | sort)
-declared=$(grep -oE '^RSV_EXTERN [^(]*\b(rsv_[a-z_0-9]+)\(' include/reserve.h | grep -oE 'rsv_[a-z_0-9]+\($' | tr -d '(' | sort)
+declared=$(cat include/reserve.h include/reserve/*.h | grep -oE '^RSV_EXTERN [^(]*\b(rsv_[a-z_0-9]+)\(' | grep -oE 'rsv_[a-z_0-9]+\($' | tr -d '(' | sort)
 status=0
 if [ "$actual" != "$expected" ]; then
   echo "exported symbols differ from tests/exports.txt:"; diff <(echo "$expected") <(echo "$actual") || true; status=1

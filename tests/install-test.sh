@@ -67,7 +67,7 @@ version=$(sed -n 's/^#define RSV_VERSION "\(.*\)"/\1/p' "$hdr" 2>/dev/null)
 major=${version%%.*}
 check "header installed" test -f "$hdr"
 check "installed header == include/reserve.h" cmp -s "$hdr" include/reserve.h
-for a in libuv libevent; do
+for a in async batch stats libuv libevent; do
   check "installed reserve/$a.h == include/reserve/$a.h" cmp -s "$root/include/reserve/$a.h" "include/reserve/$a.h"
 done
 check "RSV_VERSION found in the header ($version)" test -n "$version"

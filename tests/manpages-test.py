@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Every function the header declares has a man page (a page or a link to
-one), whose SYNOPSIS gives the same prototype as include/reserve.h.
+one), whose SYNOPSIS gives the same prototype as include/reserve.h (or the header of
+include/reserve/ that declares it).
 
 Run from anywhere (make check runs it); prints one line per mismatch and a
 closing "N passed, N failed" line."""
@@ -9,7 +10,8 @@ import re
 import sys
 
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-hdr = open("include/reserve.h").read()
+import glob
+hdr = "".join(open(f).read() for f in ["include/reserve.h"] + sorted(glob.glob("include/reserve/*.h")))
 decls = {}
 for m in re.finditer(r"RSV_EXTERN\s+([^;]*?\b(rsv_\w+)\s*\([^;]*?\));", hdr, re.S):
     decls[m.group(2)] = re.sub(r"\s+", " ", m.group(1)).strip()

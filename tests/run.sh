@@ -29,6 +29,7 @@ for a in "$@"; do
   if [ $seen_sep = 1 ]; then extras+=("$a"); else progs+=("$a"); fi
 done
 run_one exports tests/exports.sh "${RSV_BUILD:-build}/libreserve.so"
+run_one layers tests/layers.sh "${RSV_BUILD:-build}"
 for p in "${progs[@]}"; do
   run_one "$(basename "$p")" "$p"
 done

@@ -20,7 +20,7 @@ parameters substituted, so "shop_id = ?" is checked against the real id.
 The exceptions are listed in EXEMPT below, each with its reason.
 
 Run under a server: tools/mariadb.sh run tests/shopfilter-test.py (make
-check does).  Needs the in-tree build/libreserve.so and root-like
+check does).  Needs the in-tree test build, build/test/libreserve.so, and root-like
 privileges (SET GLOBAL general_log).  Exits non-zero on any violation, and
 also when nothing was captured.
 """
@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 # A test-only option flag (lib/test_flags.h, not in the public API).
 TEST_OPT_STATEMENTS_ONLY = 0x8
-os.environ.setdefault("LIBRESERVE_PATH", os.path.join(REPO, "build",
+os.environ.setdefault("LIBRESERVE_PATH", os.path.join(REPO, "build", "test",
                                                       "libreserve.so"))
 sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
 sys.dont_write_bytecode = True

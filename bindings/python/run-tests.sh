@@ -13,11 +13,13 @@ if [ -z "${RSV_TEST_SOCKET:-}" ]; then
   exit 2
 fi
 if [ -z "${LIBRESERVE_PATH:-}" ]; then
-  if [ ! -e "$repo/build/libreserve.so" ]; then
-    echo "run-tests.sh: $repo/build/libreserve.so not built (make lib) and LIBRESERVE_PATH not set" >&2
+  # the test build: one test needs a test-only option flag
+  lib=$repo/build/test/libreserve.so
+  if [ ! -e "$lib" ]; then
+    echo "run-tests.sh: $lib not built (make check builds it) and LIBRESERVE_PATH not set" >&2
     exit 2
   fi
-  export LIBRESERVE_PATH="$repo/build/libreserve.so"
+  export LIBRESERVE_PATH="$lib"
 fi
 cd "$here"
 # No bytecode cache in the source tree.

@@ -31,16 +31,6 @@
 #define RSV_ADMIN_SCHEMA RSV_DATADIR "/libreserve/schema.sql"
 #endif
 
-/* The stored procedures the library looks for when it opens a context,
- * space-separated: mk/admin.mk reads them from the RSV_PROC_* names of
- * lib/internal.h, so schema status checks the very ones the library
- * would use. */
-#ifndef RSV_ADMIN_PROCS
-#error "define RSV_ADMIN_PROCS (mk/admin.mk does)"
-#endif
-_Static_assert(sizeof RSV_ADMIN_PROCS > 1,
-               "RSV_ADMIN_PROCS is empty: no RSV_PROC_ name found");
-
 enum {
     EXIT_OKAY = 0,     /* done */
     EXIT_FOUND = 1,    /* audit violations, or no such item/checkout/shop */
@@ -1468,18 +1458,13 @@ static int read_schema(const opts *o, MYSQL *c, schema_info *s, int probe)
         mysql_free_result(r);
     }
 
-    /* The procedures, in the order the library names them. */
-    const char *procs = RSV_ADMIN_PROCS;
-    while (*procs && s->n_procs < MAX_PROCS) {
-        size_t w = strcspn(procs, " ");
-        if (w > 0 && w < sizeof s->proc[0].name) {
-            memcpy(s->proc[s->n_procs].name, procs, w);
-            s->proc[s->n_procs].name[w] = '\0';
-            s->n_procs++;
-        }
-        procs += w;
-        procs += strspn(procs, " ");
-    }
+    /* The procedures, in the order the library names them: the very ones
+     * it would call (rsv_schema_procedure). */
+    const char *pn_lib;
+    while (s->n_procs < MAX_PROCS &&
+           (pn_lib = rsv_schema_procedure(s->n_procs)) != NULL)
+        snprintf(s->proc[s->n_procs++].name, sizeof s->proc[0].name, "%s",
+                 pn_lib);
     const char *pn[MAX_PROCS];
     for (size_t i = 0; i < s->n_procs; i++)
         pn[i] = s->proc[i].name;

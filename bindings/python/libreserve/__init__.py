@@ -55,7 +55,8 @@ __all__ = [
     "InTransaction", "OutOfMemory", "DatabaseError", "CartTooBig",
     "StockError", "ConfigError", "RangeError", "Disabled", "Canceled",
     "MariaDBError",
-    "version", "version_number", "schema_version", "strerror", "code_name",
+    "version", "version_number", "schema_version", "schema_procedures",
+    "strerror", "code_name",
     "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
     "StatsSnapshot", "connect", "make_dsn", "Batcher",
@@ -584,6 +585,7 @@ _PROTOS = {
     "rsv_version": (ctypes.c_char_p, []),
     "rsv_version_number": (ctypes.c_int, []),
     "rsv_schema_version": (ctypes.c_int, []),
+    "rsv_schema_procedure": (ctypes.c_char_p, [ctypes.c_size_t]),
     "rsv_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "rsv_code_name": (ctypes.c_char_p, [ctypes.c_int]),
     "rsv_options_init": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.c_uint]),
@@ -760,6 +762,17 @@ def version_number():
 def schema_version():
     """rsv_schema_version(): the schema version the library works on."""
     return lib.rsv_schema_version()
+
+
+def schema_procedures():
+    """The stored procedures the library calls (rsv_schema_procedure()):
+    a database without them works, with more round trips per call."""
+    names = []
+    while True:
+        n = lib.rsv_schema_procedure(len(names))
+        if n is None:
+            return names
+        names.append(_s(n))
 
 
 def strerror(code):

@@ -1,0 +1,148 @@
+/*
+ * batch_call.c - the one CALL of a batch: the sent entries as the JSON
+ * argument of rsv_reserve_batch_v1 or rsv_settle_batch_v1
+ * (sql/schema.sql), and the answer read back into the entries.
+ *
+ * A reserve entry carries what the one-key procedure's CALL would pass
+ * for it (its pool cursor, its pending top-up); what a committed entry
+ * then leaves in its job and the context is the one-key procedure's own
+ * bookkeeping (reserve_proc_one_done).  A settle entry's answer becomes
+ * the code rsv_claim or rsv_release gives for it in batch.c
+ * (settle_answer_code, checkout.c).
+ */
+#include "batch.h"
+
+/* A checkout token as a JSON string of hex digits (the procedures UNHEX
+ * it: tokens are bytes, JSON text is not). */
+static void batch_json_token(strbuf *s, const void *token, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    char out[2 * RSV_TOKEN_MAX + 2];
+    const unsigned char *t = token;
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < len && i < RSV_TOKEN_MAX; i++) {
+        out[o++] = hex[t[i] >> 4];
+        out[o++] = hex[t[i] & 15];
+    }
+    out[o++] = '"';
+    buf_putn(s, out, o);
+}
+
+/* Read the CALL's answer rows into the sent entries' ans[] (ncols
+ * columns, idx first).  Returns RSV_OK or RSV_EDB for an answer that does
+ * not match what was sent. */
+static int batch_answer(rsv_ctx *ctx, rbatch *b, size_t ncols, const char *proc)
+{
+    const sql_res *r = &ctx->res;
+    if (r->rows != b->nsend)
+        return ctx_fail(ctx, RSV_EDB, "internal: %s answered %zu rows for "
+                        "%zu entries", proc, r->rows, b->nsend);
+    for (size_t row = 0; row < r->rows; row++) {
+        int64_t idx = RES_I(r, row, 0);
+        bentry *e = idx >= 0 && (size_t)idx < b->n ? &b->e[idx] : NULL;
+        if (!e || e->state != BE_SEND || e->answered)
+            return ctx_fail(ctx, RSV_EDB, "internal: %s answered entry "
+                            "%lld", proc, (long long)idx);
+        e->answered = 1;
+        for (size_t c = 1; c < ncols; c++)
+            e->ans[c - 1] = RES_I(r, row, c);
+    }
+    return RSV_OK;
+}
+
+/* ---- reserves ---- */
+
+#define RESERVE_COLS "iiiiiiiii" /* idx, status, the seven values */
+
+/* [idx, "shop", "token", "item", "location", units, "start", fill]: the
+ * 64-bit values as strings (see the procedure). */
+static void json_entry(rsv_ctx *ctx, strbuf *s, bentry *e, int first)
+{
+    rjob *j = &e->job;
+    job_reset_pass(j);
+    job_choose_starts(ctx, j);
+    const rkey *k = &j->keys[0];
+    buf_printf_u(s, first ? "[" : ",[", e->idx, ",\"");
+    buf_printf_u(s, "", e->shop, "\",");
+    batch_json_token(s, e->token, e->len);
+    buf_printf_u(s, ",\"", k->item, "\",\"");
+    buf_printf_u(s, "", k->loc, "\",");
+    buf_printf_u(s, "", (uint64_t)k->plan.want, ",\"");
+    buf_printf_u(s, "", k->plan.start, "\",");
+    buf_printf_u(s, "", (uint64_t)reserve_proc_fill(ctx, j), "]");
+}
+
+/* One attempt (TXN_SELF_COMMIT: the procedure begins and commits).  The
+ * argument is written again on every attempt: the cursors move. */
+static int reserve_batch_body(rsv_ctx *ctx, void *p)
+{
+    rbatch *b = p;
+    b->json.len = 0;
+    buf_puts(&b->json, "[");
+    for (size_t i = 0; i < b->nsend; i++) {
+        b->send[i]->answered = 0;
+        json_entry(ctx, &b->json, b->send[i], i == 0);
+    }
+    buf_puts(&b->json, "]");
+    if (b->json.oom)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    int rc = sql_res_room(ctx, RESERVE_COLS, b->nsend);
+    if (rc)
+        return rc;
+    args_reset(&ctx->args);
+    arg_bin(&ctx->args, b->json.p, b->json.len);
+    arg_i64(&ctx->args, b->ttl_ms * 1000);
+    rc = sql_run(ctx, b_call_reserve_batch, 0, RESERVE_COLS, NULL);
+    if (rc) {
+        return proc_unusable(ctx, PROC_RESERVE_BATCH) ? RSV__NO_PROC : rc;
+    }
+    return batch_answer(ctx, b, sizeof RESERVE_COLS - 1,
+                        RSV_PROC_RESERVE_BATCH);
+}
+
+int batch_reserve_call(rsv_ctx *ctx, rbatch *b)
+{
+    return txn_run(ctx, TXN_SELF_COMMIT | TXN_READS_AFTER_COMMIT,
+                   reserve_batch_body, b);
+}
+
+/* ---- claims and releases ---- */
+
+#define SETTLE_COLS "iiiiii" /* idx, found, status, hold_count, holds, done */
+
+static int settle_batch_body(rsv_ctx *ctx, void *p)
+{
+    rbatch *b = p;
+    b->json.len = 0;
+    buf_puts(&b->json, "[");
+    for (size_t i = 0; i < b->nsend; i++) {
+        bentry *e = b->send[i];
+        e->answered = 0;
+        buf_printf_u(&b->json, i ? ",[" : "[", e->idx, ",\"");
+        buf_printf_u(&b->json, "", e->shop, "\",");
+        batch_json_token(&b->json, e->token, e->len);
+        buf_puts(&b->json, "]");
+    }
+    buf_puts(&b->json, "]");
+    if (b->json.oom)
+        return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
+    int rc = sql_res_room(ctx, SETTLE_COLS, b->nsend);
+    if (rc)
+        return rc;
+    args_reset(&ctx->args);
+    arg_bin(&ctx->args, b->json.p, b->json.len);
+    arg_i64(&ctx->args, b->kind);
+    rc = sql_run(ctx, b_call_settle_batch, 0, SETTLE_COLS, NULL);
+    if (rc) {
+        return proc_unusable(ctx, PROC_SETTLE_BATCH) ? RSV__NO_PROC : rc;
+    }
+    return batch_answer(ctx, b, sizeof SETTLE_COLS - 1,
+                        RSV_PROC_SETTLE_BATCH);
+}
+
+int batch_settle_call(rsv_ctx *ctx, rbatch *b)
+{
+    return txn_run(ctx, TXN_SELF_COMMIT | TXN_READS_AFTER_COMMIT,
+                   settle_batch_body, b);
+}
