@@ -314,8 +314,9 @@ typedef struct rsv_options {
                                    (max_retries + 1) lock waits.  A COMMIT
                                    (or a procedure that commits) still
                                    unanswered when it is spent, and at
-                                   least one lock wait after it began,
-                                   waits no longer: it stalls on
+                                   least one lock wait and a second after
+                                   it was sent (a procedure's own lock
+                                   waits end first), waits no longer: it stalls on
                                    replication (a Galera cluster evicting
                                    a silent node, a semi-synchronous
                                    replica gone), and answers RSV_EINDOUBT,

@@ -34,10 +34,14 @@
  * it.  On a timeout Connector/C closes the connection (CR_SERVER_LOST):
  * a commit point answers RSV_EINDOUBT, any other statement RSV_ECONN, as
  * for any lost connection.  A commit point waits until the budget is
- * spent, and at least one statement's lock wait (a COMMIT after a body
- * that ended late still gets the time an ordinary commit needs); any
- * other statement, which the server bounds by its lock wait, is cut only
- * when the server has not answered a second after that.  A shorter read
+ * spent, and at least one statement's lock wait and a second: a
+ * procedure's statements wait for row locks too, and the server's own
+ * lock-wait answer (rolled back, retried or RSV_EBUSY: nothing applied)
+ * must arrive before the library gives up; and a COMMIT after a body that
+ * ended late still gets the time an ordinary commit needs.  Any other
+ * statement, which the server bounds by its lock wait, is cut only when
+ * the server has not answered a second after the budget and that lock
+ * wait.  A shorter read
  * timeout of the application's own stays.  The pvio is the plugin
  * interface Connector/C installs (ma_pvio.h); over TLS some versions wait
  * on their own timeout instead, so the bound is left to the connection's
@@ -58,8 +62,10 @@ static void read_wait_arm(rsv_ctx *ctx, read_wait *w)
     int64_t left_ms = ctx->deadline_us > now
                           ? (int64_t)((ctx->deadline_us - now) / 1000) : 0;
     int64_t lock_ms = (int64_t)ctx->stmt_lock_wait_s * 1000;
-    int64_t ms = ctx->commit_point ? (left_ms > lock_ms ? left_ms : lock_ms)
-                                   : left_ms + lock_ms + 1000;
+    int64_t floor_ms = lock_ms + 1000;
+    int64_t ms = ctx->commit_point
+                     ? (left_ms > floor_ms ? left_ms : floor_ms)
+                     : left_ms + floor_ms;
     if (ms < 1)
         ms = 1;
     if (pvio->timeout[PVIO_READ_TIMEOUT] > 0 &&

@@ -9,7 +9,7 @@
  * replication is switched off.
  *
  * Runs against a server of its own (tests/network/run.sh): binary log
- * on, semi-synchronous replication with AFTER_SYNC and a 3 s timeout,
+ * on, semi-synchronous replication with AFTER_SYNC and a 5 s timeout,
  * switched on by the first test, and no replica.
  */
 #include <stdio.h>
@@ -40,11 +40,11 @@ static int semi_sync_status_on(MYSQL *adm)
 }
 
 /* Switched on with no replica attached, semi-synchronous replication
- * holds the next commit back until its timeout (3 s) and only then lets
- * it through, asynchronously.  The call's budget (1 s) ends the wait
- * first: the answer is in doubt, the connection closed, and repeating
- * the call finds the outcome (here: committed once the primary gave up
- * waiting). */
+ * holds the next commit back until its timeout (5 s) and only then lets
+ * it through, asynchronously.  The call's budget (1 s; a commit waits at
+ * least a lock wait and a second: 2 s) ends the wait first: the answer
+ * is in doubt, the connection closed, and repeating the call finds the
+ * outcome (here: committed once the primary gave up waiting). */
 START_TEST(stalled_commit_answers_in_doubt)
 {
     MYSQL *adm = tu_connect();
