@@ -20,6 +20,7 @@ MANDIR ?= $(DATADIR)/man
 BINDIR ?= $(EXEC_PREFIX)/bin
 DESTDIR ?=
 INSTALL ?= install
+LDCONFIG ?= ldconfig
 
 CC ?= cc
 CXX ?= c++
@@ -101,9 +102,12 @@ $(TEST_SHLIB): $(filter-out $(TEST_BUILD_SRC:lib/%.c=$(B)/lib/%.o),$(LIB_OBJ)) $
 	ln -sf $(SONAME) $@
 
 # Always rewritten: it records PREFIX/LIBDIR, which may differ at install.
+# libdir and includedir are written relative to ${prefix} when they lie
+# under PREFIX, as pkg-config users expect (--define-variable=prefix=...).
+pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 $(B)/reserve.pc: reserve.pc.in include/reserve.h Makefile FORCE | $(B)/lib
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR))|g' \
+	    -e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
 # ---- tests ----
 TEST_SRC := $(wildcard tests/check_*.c)
@@ -177,10 +181,20 @@ install: lib
 	  if [ -L "$$f" ]; then ln -sf "$$(readlink "$$f")" $(DESTDIR)$(MANDIR)/man3/"$${f#man/}"; \
 	  else $(INSTALL) -m 644 "$$f" $(DESTDIR)$(MANDIR)/man3/; fi; \
 	done
+	$(INSTALL) -d $(DESTDIR)$(CMAKEDIR)
+	$(INSTALL) -m 644 $(CMAKE_PKG) $(DESTDIR)$(CMAKEDIR)/
+ifeq ($(DESTDIR),)
+	@# Installed onto this machine by root: refresh the dynamic loader's
+	@# cache, or programs fail to find the new libreserve.so.0 until
+	@# someone runs ldconfig.  Packaging (DESTDIR) leaves that to the
+	@# package manager.
+	@if [ "$$(id -u)" = 0 ]; then echo "$(LDCONFIG)"; $(LDCONFIG); \
+	else echo "install: not root: run ldconfig as root if $(LIBDIR) is in the loader's path, else set LD_LIBRARY_PATH or an rpath"; fi
+endif
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/reserve.h $(DESTDIR)$(LIBDIR)/libreserve.* $(DESTDIR)$(LIBDIR)/pkgconfig/reserve.pc
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/reserve
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/reserve $(DESTDIR)$(CMAKEDIR)
 	rm -rf $(DESTDIR)$(DATADIR)/libreserve
 	cd man 2>/dev/null && for f in *.3; do rm -f $(DESTDIR)$(MANDIR)/man3/$$f; done || true
 

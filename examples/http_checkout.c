@@ -1,454 +1,857 @@
 /*
- * http_checkout.c - an HTTP checkout server on libuv that never waits on
- * the database, and a flash sale of a few hundred buyers against it.
+ * http_checkout.c - an HTTP checkout server on one libuv loop that never
+ * waits on the database: the connections, their limits and timeouts, the
+ * contexts the calls run on, and the JSON answers.  What a request may be
+ * is examples/http_request.c's; the program around it (options, signals,
+ * the demo's flash sale) is examples/http_main.c.
  *
- * The server: one libuv loop, a listening socket on 127.0.0.1 and a
- * handful of libreserve contexts (--contexts, each on a connection of its
- * own from rsv_open_dsn), attached to the loop with <reserve/libuv.h>.  A
- * request takes a free context and starts its call (rsv_reserve_one_start,
- * rsv_claim_start, rsv_release_start); the loop goes on serving the others
- * and writes the answer when the call is done: the code's name and the
- * context's message.
+ *   POST /reserve   shop, token, item, location[, quantity][, ttl_ms]
+ *   POST /claim     shop, token          (the payment succeeded)
+ *   POST /release   shop, token          (it failed, or the buyer left)
+ *   GET  /status    shop, token          (the checkout's state)
+ *   GET  /stats                          (this server's counters)
  *
- *   POST /reserve?shop=3&token=abc&item=1&location=1&quantity=1
- *     200 RSV_OK
- *     409 RSV_EOUTOFSTOCK line 0 (item 1, 1 units) cannot be covered ...
- *   POST /claim?shop=3&token=abc          POST /release?shop=3&token=abc
+ * Parameters come in the query string or, for POST, a form body
+ * (application/x-www-form-urlencoded).  Every answer is JSON:
  *
- * Requests wait in a queue while every context is busy.  The request line
- * is parsed by hand (any method; %XX escapes in the token); every answer
- * closes the connection.
+ *   200 {"ok":true,"code":"RSV_OK","token":"abc","held":1}
+ *   409 {"ok":false,"code":"RSV_EOUTOFSTOCK","token":"abc","message":"..."}
+ *   400 {"ok":false,"code":"bad_request","message":"quantity must be ..."}
  *
- * The sale (the default): the server and, on the same loop, --buyers HTTP
- * clients (libuv TCP) that each buy one unit of one item with --stock
- * units, all at once: reserve, then claim (the payment succeeded) or, for
- * one buyer in --fail-every, release.  It prints what was sold and checks
- * it against the tables: units claimed == stock taken off the ledger,
- * nothing left held, nothing oversold, rsv_audit clean; and how long the
- * loop ever went without turning (a 10 ms timer).  --serve runs only the
- * server, until interrupted (try it with curl).
+ * How a request lives.  A connection reads one request at a time (bytes
+ * a client sends ahead, pipelined, wait in its buffer).  A complete,
+ * valid request takes a free context, or waits in a queue for one; its
+ * call starts (rsv_*_start) and the loop serves everyone else until the
+ * context's descriptor says the call is done (<reserve/libuv.h>).  Then
+ * the answer is written, and the connection reads the next request.
  *
- * Port: 127.0.0.1:--port (default 17080: below Linux's ephemeral range,
- * 32768-60999, so no outgoing connection of this machine holds it); when
- * it is taken the next 19 ports are tried.  The server stops at the end of
- * the sale.
+ * Clients that hang up.  A request whose client closed the connection
+ * while it waited for a context is dropped: it was never started, so
+ * nothing happened and no one waits for it.  A call already running is
+ * not cancelled: rsv_cancel() would cut the connection mid-statement,
+ * leaving a reserve or claim in doubt and the context needing a
+ * reconnect.  It finishes cleanly and its answer is thrown away.  The
+ * hold of a reserve finished that way is left to expire (hold_ttl_ms;
+ * rsv-admin sweep gives it back), not released: the token is the
+ * client's, a client that lost its answer repeats the reserve with the
+ * same token, which re-reserves that checkout in one transaction, and a
+ * release sent behind its back could land after that retry and take the
+ * hold the client was just told it has.
  *
- * Built and run by `make demo` after examples/checkout_demo.c (see
- * examples/run-demo.sh); by hand:
- *   cc http_checkout.c $(pkg-config --cflags --libs reserve libuv)
- *   ./a.out --socket /run/mysqld/mysqld.sock --database shop_test
- * The database must hold the libreserve schema; the sale writes to shop 3
- * (--shop).
+ * Limits.  A head over HTTP_HEAD_MAX (431) or a body over HTTP_BODY_MAX
+ * (413), a request not complete within request_timeout_ms of its first
+ * byte (408), and a malformed head (400) are answered and the connection
+ * closed, since its framing can no longer be trusted; a bad parameter
+ * (400), an unknown path (404) or a wrong method (405, with Allow) keep
+ * it.  At most max_connections connections (each holds about 15 KiB of
+ * buffers, so this bounds the memory too); a kept-alive connection idle
+ * for idle_timeout_ms is closed; a request that waited queue_timeout_ms
+ * for a context is answered 503 with Retry-After.
  *
- * Exit status: 0 when every check passed, 1 otherwise, 2 on bad usage.
+ * Contexts.  Each context has a database connection of its own
+ * (rsv_open_dsn).  After RSV_ECONN or RSV_EINDOUBT the connection is
+ * gone: the context reconnects on libuv's thread pool (rsv_reconnect
+ * blocks) and is out of service until it has, so the loop never waits.
  */
+#include "http_checkout.h"
+
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <reserve.h>
 #include <reserve/libuv.h>
-#include <uv.h>
 
-/* ------------------------------------------------------------------ */
-/* Options                                                            */
-/* ------------------------------------------------------------------ */
+#include "http_request.h"
 
-typedef struct config {
-    const char *socket, *user, *password, *database;
-    int port, contexts, buyers, fail_every, serve;
-    int64_t stock;
-    uint64_t shop, item, location;
-} config;
-
-static void usage(FILE *f, const char *argv0)
+void server_config_init(server_config *c)
 {
-    fprintf(f,
-"usage: %s [options]\n"
-"  --socket PATH      MariaDB Unix socket (default /run/mysqld/mysqld.sock)\n"
-"  --user NAME        (default root)    --password PW\n"
-"  --database DB      holds the libreserve schema (default $RSV_DEMO_DATABASE\n"
-"                     or shop)\n"
-"  --port N           listen on 127.0.0.1:N, or the next free of 20 (17080)\n"
-"  --contexts N       libreserve contexts, one connection each (8)\n"
-"  --buyers N         concurrent buyers in the sale (300)\n"
-"  --stock N          units of the item on sale (100)\n"
-"  --fail-every N     one buyer in N releases instead of claiming (10)\n"
-"  --shop ID --item ID --location ID   what is sold (3, 1, 1)\n"
-"  --serve            run only the server, until interrupted\n", argv0);
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 17080;
+    c->contexts = 8;
+    c->max_connections = 1024;
+    c->request_timeout_ms = 10000;
+    c->idle_timeout_ms = 60000;
+    c->queue_timeout_ms = 5000;
 }
 
-static int parse_args(int argc, char **argv, config *c)
-{
-    const char *db = getenv("RSV_DEMO_DATABASE");
-    *c = (config){"/run/mysqld/mysqld.sock", "root", NULL,
-                  db && *db ? db : "shop", 17080, 8, 300, 10, 0, 100, 3, 1,
-                  1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, argv[0]);
-            exit(0);
-        }
-        if (!strcmp(a, "--serve")) {
-            c->serve = 1;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return -1;
-        const char *v = argv[++i];
-        char *end;
-        long long n = strtoll(v, &end, 10);
-        int num_ok = *v && !*end && n >= 0;
-        if (!strcmp(a, "--socket"))
-            c->socket = v;
-        else if (!strcmp(a, "--user"))
-            c->user = v;
-        else if (!strcmp(a, "--password"))
-            c->password = v;
-        else if (!strcmp(a, "--database"))
-            c->database = v;
-        else if (!num_ok)
-            return -1;
-        else if (!strcmp(a, "--port") && n > 0 && n < 65536)
-            c->port = (int)n;
-        else if (!strcmp(a, "--contexts") && n >= 1 && n <= 256)
-            c->contexts = (int)n;
-        else if (!strcmp(a, "--buyers") && n >= 1 && n <= 10000)
-            c->buyers = (int)n;
-        else if (!strcmp(a, "--stock"))
-            c->stock = n;
-        else if (!strcmp(a, "--fail-every"))
-            c->fail_every = (int)n;
-        else if (!strcmp(a, "--shop"))
-            c->shop = (uint64_t)n;
-        else if (!strcmp(a, "--item"))
-            c->item = (uint64_t)n;
-        else if (!strcmp(a, "--location"))
-            c->location = (uint64_t)n;
-        else
-            return -1;
-    }
-    return 0;
-}
+typedef struct conn conn;
 
-/* mariadb://USER:PW@/DB?socket=PATH, every part %XX-escaped. */
-static void dsn_part(char *out, size_t cap, const char *s)
-{
-    size_t n = strlen(out);
-    for (; s && *s && n + 4 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-            (ch >= '0' && ch <= '9') || strchr("-_.~/", ch))
-            out[n++] = (char)ch;
-        else
-            n += (size_t)snprintf(out + n, cap - n, "%%%02X", ch);
-    }
-    out[n] = '\0';
-}
-
-static void make_dsn(const config *c, char *out, size_t cap)
-{
-    snprintf(out, cap, "mariadb://");
-    dsn_part(out, cap, c->user);
-    if (c->password) {
-        strncat(out, ":", cap - strlen(out) - 1);
-        dsn_part(out, cap, c->password);
-    }
-    strncat(out, "@/", cap - strlen(out) - 1);
-    dsn_part(out, cap, c->database);
-    strncat(out, "?socket=", cap - strlen(out) - 1);
-    dsn_part(out, cap, c->socket);
-}
-
-/* ------------------------------------------------------------------ */
-/* The server                                                         */
-/* ------------------------------------------------------------------ */
-
-enum { EP_RESERVE, EP_CLAIM, EP_RELEASE };
-
-typedef struct server server;
-typedef struct request request;
-
-typedef struct slot {      /* a context and what it serves */
+typedef struct slot {       /* a context and the request it serves */
     rsv_ctx *ctx;
     rsv_uv *uv;
-    request *req;
     server *srv;
+    conn *c;                /* the request running on it, or NULL */
+    int reconnecting;       /* on the thread pool, or waiting to retry */
+    int reconnect_rc;
+    uv_work_t work;
+    uv_timer_t retry;
+    int32_t status;         /* rsv_checkout_status_start's outputs */
+    int64_t units, expires_in_ms;
 } slot;
 
-struct request {
+enum conn_state {
+    C_READING,              /* a request is being read (or none yet) */
+    C_QUEUED,               /* complete, waiting for a context */
+    C_RUNNING,              /* its call runs on a context */
+    C_WRITING,              /* its answer is being written */
+    C_LINGER,               /* closing: FIN sent, the rest read and
+                               dropped, so the answer is not reset */
+    C_DONE                  /* the call finished for a client that left */
+};
+
+struct conn {
     uv_tcp_t tcp;
-    uv_write_t wr;
+    uv_timer_t timer;       /* the deadline of the current state */
+    uv_write_t wr, wr_continue;
+    uv_shutdown_t sd;
     server *srv;
-    char in[2048];
-    size_t len;
-    char out[1024];
-    int ep;
-    uint64_t shop, item, loc;
-    int64_t qty;
-    char token[RSV_TOKEN_MAX + 1];
-    size_t token_len;
-    request *next;         /* in the queue */
+    enum conn_state state;
+    int handles;            /* open libuv handles: freed at 0 */
+    int closing, reading, keep_alive, have_head;
+    http_head head;
+    checkout_req req;
+    conn *prev, *next;      /* every open connection */
+    conn *qnext;            /* the wait queue */
+    size_t len;             /* bytes in `in` */
+    char in[HTTP_HEAD_MAX + HTTP_BODY_MAX];
+    char out[2048];
 };
 
 struct server {
     uv_loop_t *loop;
+    server_config cfg;
     uv_tcp_t listener;
-    int port;
+    int port, listening;
+    int stopping;           /* server_shutdown was called */
+    int stopped;            /* ... and its handles are closed */
     slot *slots;
     slot **idle;
     int nslots, nidle;
-    request *qhead, *qtail;
-    long served, queued_max, qlen;
+    conn *conns;            /* every open connection */
+    long nconns;
+    conn *qhead, *qtail;
+    long qlen;
+    server_stats stats;
 };
 
-static void req_closed(uv_handle_t *h) { free(h->data); }
+static void conn_close(conn *c);
+static void arm(conn *c);
+static void slot_free(slot *s);
+static void check_stopped(server *srv);
 
-static void written(uv_write_t *w, int status)
+/* ------------------------------------------------------------------ */
+/* Answers                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct jbuf {
+    char *p;
+    size_t len, cap;
+} jbuf;
+
+static void jraw(jbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void jraw(jbuf *b, const char *fmt, ...)
 {
-    request *r = w->data;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        b->len = b->len + (size_t)n < b->cap ? b->len + (size_t)n : b->cap - 1;
+}
+
+/* ,"key":"s" with s escaped; 0, or -1 (written nothing) when s is not
+ * UTF-8 or does not fit. */
+static int jstr(jbuf *b, const char *key, const void *s, size_t n)
+{
+    size_t mark = b->len;
+    jraw(b, ",\"%s\":\"", key);
+    long k = json_escape(b->p + b->len, b->cap - b->len, s, n);
+    if (k < 0 || b->len + (size_t)k + 2 >= b->cap) {
+        b->len = mark;
+        b->p[mark] = '\0';
+        return -1;
+    }
+    b->len += (size_t)k;
+    jraw(b, "\"");
+    return 0;
+}
+
+/* The token as a string, or as hex when it is not UTF-8. */
+static void jtoken(jbuf *b, const checkout_req *r)
+{
+    if (jstr(b, "token", r->token, r->token_len) == 0)
+        return;
+    jraw(b, ",\"token_hex\":\"");
+    for (size_t i = 0; i < r->token_len; i++)
+        jraw(b, "%02x", r->token[i]);
+    jraw(b, "\"");
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Internal Server Error";
+    }
+}
+
+static void written(uv_write_t *w, int status);
+
+/* Write the answer; the connection goes on reading after it unless
+ * keep_alive is off (or the server is stopping).  extra: more header
+ * lines, each ending in CRLF, or "". */
+static void answer(conn *c, int status, const char *extra, const char *body)
+{
+    server *srv = c->srv;
+    /* HEAD: the same head, no body (the length is still the body's) */
+    int head_only = c->have_head && !strcmp(c->head.method, "HEAD");
+    if (srv->stopping)
+        c->keep_alive = 0;
+    size_t blen = strlen(body);
+    int n = snprintf(c->out, sizeof c->out,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: %s\r\n%s\r\n%s",
+                     status, reason(status), blen,
+                     c->keep_alive ? "keep-alive" : "close", extra,
+                     head_only ? "" : body);
+    if (n < 0 || (size_t)n >= sizeof c->out) /* never: bodies are bounded */
+        abort();
+    srv->stats.answers[status / 100 < 6 ? status / 100 : 5]++;
+    c->state = C_WRITING;
+    arm(c);
+    uv_buf_t buf = uv_buf_init(c->out, (unsigned)n);
+    c->wr.data = c;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &buf, 1, written) != 0)
+        conn_close(c);
+}
+
+/* An answer the server gives itself (no library call). */
+static void answer_error(conn *c, const http_error *e)
+{
+    char body[400], extra[64] = "";
+    jbuf b = {body, 0, sizeof body};
+    jraw(&b, "{\"ok\":false,\"code\":\"%s\"", e->code);
+    jstr(&b, "message", e->message, strlen(e->message));
+    jraw(&b, "}\n");
+    if (e->allow)
+        snprintf(extra, sizeof extra, "Allow: %s\r\n", e->allow);
+    else if (e->status == 503)
+        snprintf(extra, sizeof extra, "Retry-After: 1\r\n");
+    if (e->close)
+        c->keep_alive = 0;
+    answer(c, e->status, extra, body);
+}
+
+static void answer_simple(conn *c, int status, const char *code,
+                          int close, const char *message)
+{
+    http_error e = {.status = status, .code = code, .close = close};
+    snprintf(e.message, sizeof e.message, "%s", message);
+    answer_error(c, &e);
+}
+
+/* The HTTP status of a library code.  The expected outcomes a buyer can
+ * act on are 409 (or 404: no such checkout, no such item); 503 says
+ * "repeat the same request", which is safe because every call is
+ * idempotent for its token. */
+static int http_status(int code)
+{
+    switch (code) {
+    case RSV_OK:
+        return 200;
+    case RSV_EOUTOFSTOCK: case RSV_EEXPIRED: case RSV_ECLAIMED:
+    case RSV_ERELEASED:
+        return 409;
+    case RSV_ENOTFOUND: case RSV_ENOITEM:
+        return 404;
+    case RSV_EBUSY: case RSV_EINDOUBT: case RSV_ECONN: case RSV_EDISABLED:
+    case RSV_ECANCELED:
+        return 503;
+    case RSV_EINVAL: case RSV_EQUANTITY: case RSV_ETOKEN: case RSV_EEMPTY:
+        return 400;
+    default:
+        return 500;
+    }
+}
+
+static const char *status_name(int32_t st)
+{
+    return st == RSV_STATUS_HELD       ? "held"
+           : st == RSV_STATUS_CLAIMED  ? "claimed"
+           : st == RSV_STATUS_RELEASED ? "released"
+           : st == RSV_STATUS_EXPIRED  ? "expired"
+                                       : "unknown";
+}
+
+static void answer_call(conn *c, slot *s, int code)
+{
+    const checkout_req *r = &c->req;
+    char body[1600];
+    jbuf b = {body, 0, sizeof body};
+    const char *name = rsv_code_name(code);
+    jraw(&b, "{\"ok\":%s,\"code\":\"%s\"", code == RSV_OK ? "true" : "false",
+         name ? name : "unknown");
+    jtoken(&b, r);
+    if (code == RSV_OK && r->op == OP_RESERVE)
+        jraw(&b, ",\"held\":%" PRId64, r->quantity);
+    if (code == RSV_OK && r->op == OP_STATUS)
+        jraw(&b, ",\"status\":\"%s\",\"units\":%" PRId64
+                 ",\"expires_in_ms\":%" PRId64,
+             status_name(s->status), s->units, s->expires_in_ms);
+    if (code != RSV_OK) {
+        const char *msg = rsv_errmsg(s->ctx);
+        /* the server's text may not be UTF-8: the code's description
+         * then */
+        if (jstr(&b, "message", msg, strlen(msg)) != 0) {
+            msg = rsv_strerror(code);
+            jstr(&b, "message", msg, strlen(msg));
+        }
+    }
+    if (code == RSV_EINDOUBT)
+        jraw(&b, ",\"retry\":\"repeat the same request with the same "
+                 "token: it is idempotent\"");
+    jraw(&b, "}\n");
+    int st = http_status(code);
+    answer(c, st, st == 503 ? "Retry-After: 1\r\n" : "", body);
+}
+
+static void answer_stats(conn *c)
+{
+    server *srv = c->srv;
+    const server_stats *t = &srv->stats;
+    char body[1024];
+    jbuf b = {body, 0, sizeof body};
+    jraw(&b,
+         "{\"ok\":true,\"connections\":%ld,\"contexts\":%d,\"busy\":%d,"
+         "\"queued\":%ld,\"accepted\":%" PRIu64 ",\"refused\":%" PRIu64
+         ",\"requests\":%" PRIu64 ",\"calls\":%" PRIu64
+         ",\"abandoned\":%" PRIu64 ",\"unheard\":%" PRIu64
+         ",\"shed\":%" PRIu64 ",\"timeouts\":%" PRIu64
+         ",\"reconnects\":%" PRIu64 ",\"queued_max\":%" PRIu64
+         ",\"answers\":{\"2xx\":%" PRIu64 ",\"4xx\":%" PRIu64
+         ",\"5xx\":%" PRIu64 "}}\n",
+         srv->nconns, srv->nslots, srv->nslots - srv->nidle, srv->qlen,
+         t->accepted, t->refused, t->requests, t->calls, t->abandoned,
+         t->unheard, t->shed, t->timeouts, t->reconnects, t->queued_max,
+         t->answers[2], t->answers[4], t->answers[5]);
+    answer(c, 200, "", body);
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls                                                              */
+/* ------------------------------------------------------------------ */
+
+static void call_done(rsv_ctx *ctx, int code, void *data);
+
+static void run_on(slot *s, conn *c)
+{
+    const checkout_req *r = &c->req;
+    int rc = RSV_EINVAL;
+    s->c = c;
+    c->state = C_RUNNING;
+    uv_timer_stop(&c->timer);
+    c->srv->stats.calls++;
+    switch (r->op) {
+    case OP_RESERVE:
+        rc = rsv_reserve_one_start(s->ctx, r->shop, r->token, r->token_len,
+                                   r->item, r->location, r->quantity,
+                                   r->ttl_ms);
+        break;
+    case OP_CLAIM:
+        rc = rsv_claim_start(s->ctx, r->shop, r->token, r->token_len);
+        break;
+    case OP_RELEASE:
+        rc = rsv_release_start(s->ctx, r->shop, r->token, r->token_len);
+        break;
+    case OP_STATUS:
+        rc = rsv_checkout_status_start(s->ctx, r->shop, r->token,
+                                       r->token_len, &s->status, &s->units,
+                                       &s->expires_in_ms);
+        break;
+    case OP_STATS:
+        break;
+    }
+    int e = rsv_uv_wait(s->uv, rc, call_done, s);
+    if (e != 0) {
+        /* The loop cannot watch the context: it stays out of service
+         * (its call, if one started, ends with rsv_close). */
+        fprintf(stderr, "http_checkout: rsv_uv_wait: %s\n",
+                e < 0 && e > -4096 ? uv_strerror(e) : rsv_strerror(e));
+        s->c = NULL;
+        answer_simple(c, 500, "internal", 1, "a context failed");
+    }
+}
+
+static void reconnect_work(uv_work_t *w)
+{
+    slot *s = w->data;
+    s->reconnect_rc = rsv_reconnect(s->ctx);
+}
+
+static void reconnect_after(uv_work_t *w, int status);
+
+static void reconnect_retry(uv_timer_t *t)
+{
+    slot *s = t->data;
+    if (s->srv->stopping) {
+        s->reconnecting = 0;
+        check_stopped(s->srv);
+        return;
+    }
+    s->work.data = s;
+    uv_queue_work(s->srv->loop, &s->work, reconnect_work, reconnect_after);
+}
+
+static void reconnect_after(uv_work_t *w, int status)
+{
+    slot *s = w->data;
     (void)status;
-    uv_close((uv_handle_t *)&r->tcp, req_closed);
+    if (s->reconnect_rc != RSV_OK) {
+        fprintf(stderr, "http_checkout: reconnect: %s: %s (again in 1 s)\n",
+                rsv_code_name(s->reconnect_rc), rsv_errmsg(s->ctx));
+        uv_timer_start(&s->retry, reconnect_retry, 1000, 0);
+        return;
+    }
+    s->srv->stats.reconnects++;
+    s->reconnecting = 0;
+    slot_free(s);
 }
 
-static void respond(request *r, int http, const char *body)
-{
-    const char *reason = http == 200   ? "OK"
-                         : http == 409 ? "Conflict"
-                         : http == 400 ? "Bad Request"
-                         : http == 404 ? "Not Found"
-                                       : "Internal Server Error";
-    int n = snprintf(r->out, sizeof r->out,
-                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                     http, reason, strlen(body), body);
-    if (n < 0 || (size_t)n >= sizeof r->out)
-        n = (int)sizeof r->out - 1;
-    uv_buf_t b = uv_buf_init(r->out, (unsigned)n);
-    r->wr.data = r;
-    if (uv_write(&r->wr, (uv_stream_t *)&r->tcp, &b, 1, written) != 0)
-        uv_close((uv_handle_t *)&r->tcp, req_closed);
-}
-
-static void run_on(slot *s, request *r);
-
-/* The call is done: answer, and give the context to the next request. */
+/* The call is done: answer it (if its client is still there) and give
+ * the context to the next request. */
 static void call_done(rsv_ctx *ctx, int code, void *data)
 {
     slot *s = data;
-    server *srv = s->srv;
-    request *r = s->req;
-    char body[700];
-    snprintf(body, sizeof body, "%s %s\n",
-             rsv_code_name(code) ? rsv_code_name(code) : "?",
-             code == RSV_OK ? "" : rsv_errmsg(ctx));
-    respond(r, code == RSV_OK ? 200 : code < 0 && code >= RSV_EINDOUBT ? 409
-                                                                   : 500,
-            body);
-    srv->served++;
-    s->req = NULL;
-    /* The connection is gone after these: connect again (a blocking call,
-     * short and rare; a server that cannot afford it would do it on a
-     * thread of its own).  An in-doubt call is settled by the client
-     * repeating it with the same token. */
-    if (code == RSV_ECONN || code == RSV_EINDOUBT)
-        rsv_reconnect(ctx);
-    request *next = srv->qhead;
-    if (next) {
-        srv->qhead = next->next;
+    conn *c = s->c;
+    (void)ctx;
+    s->c = NULL;
+    if (c->closing) {
+        c->srv->stats.unheard++;
+        c->state = C_DONE;
+        if (c->handles == 0)
+            free(c);
+    } else {
+        answer_call(c, s, code);
+    }
+    if (code == RSV_ECONN || code == RSV_EINDOUBT) {
+        s->reconnecting = 1;
+        reconnect_retry(&s->retry);
+        return;
+    }
+    slot_free(s);
+}
+
+static conn *queue_pop(server *srv)
+{
+    conn *c = srv->qhead;
+    if (c) {
+        srv->qhead = c->qnext;
         if (!srv->qhead)
             srv->qtail = NULL;
+        c->qnext = NULL;
         srv->qlen--;
+    }
+    return c;
+}
+
+static void queue_remove(server *srv, conn *c)
+{
+    conn **pp = &srv->qhead, *prev = NULL;
+    while (*pp && *pp != c)
+        prev = *pp, pp = &(*pp)->qnext;
+    if (!*pp)
+        return;
+    *pp = c->qnext;
+    if (srv->qtail == c)
+        srv->qtail = prev;
+    c->qnext = NULL;
+    srv->qlen--;
+}
+
+static void slot_free(slot *s)
+{
+    server *srv = s->srv;
+    conn *next = srv->stopping ? NULL : queue_pop(srv);
+    if (next)
         run_on(s, next);
-    } else {
+    else
         srv->idle[srv->nidle++] = s;
-    }
+    check_stopped(srv);
 }
 
-static void run_on(slot *s, request *r)
+static void dispatch(conn *c)
 {
-    int rc;
-    s->req = r;
-    if (r->ep == EP_RESERVE)
-        rc = rsv_reserve_one_start(s->ctx, r->shop, r->token, r->token_len,
-                                   r->item, r->loc, r->qty, 0);
-    else if (r->ep == EP_CLAIM)
-        rc = rsv_claim_start(s->ctx, r->shop, r->token, r->token_len);
-    else
-        rc = rsv_release_start(s->ctx, r->shop, r->token, r->token_len);
-    rsv_uv_wait(s->uv, rc, call_done, s);
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* "METHOD /path?k=v&k=v HTTP/1.1": fills r, or says what is wrong. */
-static const char *parse_request(request *r)
-{
-    char *sp = strchr(r->in, ' ');
-    if (!sp)
-        return "malformed request line";
-    char *target = sp + 1, *end = strchr(target, ' ');
-    if (!end)
-        return "malformed request line";
-    *end = '\0';
-    char *q = strchr(target, '?');
-    if (q)
-        *q++ = '\0';
-    if (!strcmp(target, "/reserve"))
-        r->ep = EP_RESERVE;
-    else if (!strcmp(target, "/claim"))
-        r->ep = EP_CLAIM;
-    else if (!strcmp(target, "/release"))
-        r->ep = EP_RELEASE;
-    else
-        return NULL; /* 404, below */
-    int have_shop = 0, have_token = 0;
-    r->qty = 1;
-    for (char *kv = q ? strtok(q, "&") : NULL; kv; kv = strtok(NULL, "&")) {
-        char *v = strchr(kv, '=');
-        if (!v)
-            continue;
-        *v++ = '\0';
-        if (!strcmp(kv, "token")) {
-            size_t n = 0;
-            for (const char *p = v; *p && n < RSV_TOKEN_MAX; p++) {
-                int hi, lo;
-                if (*p == '%' && (hi = hexval(p[1])) >= 0 &&
-                    (lo = hexval(p[2])) >= 0) {
-                    r->token[n++] = (char)(hi * 16 + lo);
-                    p += 2;
-                } else {
-                    r->token[n++] = *p;
-                }
-            }
-            r->token_len = n;
-            have_token = 1;
-        } else if (!strcmp(kv, "shop")) {
-            r->shop = strtoull(v, NULL, 10);
-            have_shop = 1;
-        } else if (!strcmp(kv, "item")) {
-            r->item = strtoull(v, NULL, 10);
-        } else if (!strcmp(kv, "location")) {
-            r->loc = strtoull(v, NULL, 10);
-        } else if (!strcmp(kv, "quantity")) {
-            r->qty = strtoll(v, NULL, 10);
-        }
-    }
-    if (!have_shop || !have_token)
-        return "shop and token are required";
-    return "";
-}
-
-static void req_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    request *r = h->data;
-    (void)hint;
-    *buf = uv_buf_init(r->in + r->len, (unsigned)(sizeof r->in - 1 - r->len));
-}
-
-static void req_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
-{
-    request *r = st->data;
-    (void)buf;
-    if (n < 0) {
-        uv_close((uv_handle_t *)&r->tcp, req_closed);
+    server *srv = c->srv;
+    srv->stats.requests++;
+    if (c->req.op == OP_STATS) {
+        answer_stats(c);
         return;
     }
-    r->len += (size_t)n;
-    r->in[r->len] = '\0';
-    if (!strstr(r->in, "\r\n\r\n")) {
-        if (r->len == sizeof r->in - 1) {
-            uv_read_stop(st);
-            respond(r, 400, "request too long\n");
-        }
-        return;
-    }
-    uv_read_stop(st);
-    const char *bad = parse_request(r);
-    if (!bad) {
-        respond(r, 404, "unknown endpoint: /reserve, /claim, /release\n");
-        return;
-    }
-    if (*bad) {
-        char body[128];
-        snprintf(body, sizeof body, "%s\n", bad);
-        respond(r, 400, body);
-        return;
-    }
-    server *srv = r->srv;
     if (srv->nidle > 0) {
-        run_on(srv->idle[--srv->nidle], r);
+        run_on(srv->idle[--srv->nidle], c);
         return;
     }
+    c->state = C_QUEUED;
     if (srv->qtail)
-        srv->qtail->next = r;
+        srv->qtail->qnext = c;
     else
-        srv->qhead = r;
-    srv->qtail = r;
-    if (++srv->qlen > srv->queued_max)
-        srv->queued_max = srv->qlen;
+        srv->qhead = c;
+    srv->qtail = c;
+    if ((uint64_t)++srv->qlen > srv->stats.queued_max)
+        srv->stats.queued_max = (uint64_t)srv->qlen;
+    arm(c);
 }
+
+/* ------------------------------------------------------------------ */
+/* Connections                                                        */
+/* ------------------------------------------------------------------ */
+
+/* How long a closing connection's leftover input is read and dropped. */
+#define LINGER_MS 2000
+
+static void on_timer(uv_timer_t *t);
+
+/* The deadline of the connection's state: a request's clock starts at
+ * its first byte and is not restarted by later ones, so a client sending
+ * a byte now and then cannot hold the connection. */
+static void arm(conn *c)
+{
+    const server_config *cfg = &c->srv->cfg;
+    int64_t ms;
+    switch (c->state) {
+    case C_READING:
+        ms = c->len ? cfg->request_timeout_ms : cfg->idle_timeout_ms;
+        break;
+    case C_QUEUED:
+        ms = cfg->queue_timeout_ms;
+        break;
+    case C_WRITING:
+        ms = cfg->request_timeout_ms;
+        break;
+    case C_LINGER:
+        ms = LINGER_MS;
+        break;
+    default:
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    uv_timer_start(&c->timer, on_timer, (uint64_t)ms, 0);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    /* a call still running keeps its request until call_done */
+    if (--c->handles == 0 && c->state != C_RUNNING)
+        free(c);
+}
+
+static void conn_close(conn *c)
+{
+    server *srv = c->srv;
+    if (c->closing)
+        return;
+    c->closing = 1;
+    if (c->state == C_QUEUED)
+        queue_remove(srv, c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->nconns--;
+    uv_close((uv_handle_t *)&c->tcp, handle_closed);
+    uv_close((uv_handle_t *)&c->timer, handle_closed);
+    check_stopped(srv);
+}
+
+static void start_reading(conn *c);
+
+/* Answer sent with Connection: close: send FIN, then read and drop what
+ * the client still sends until it closes too, so that closing with
+ * unread input (a reset) cannot destroy the answer on its way. */
+static void linger(conn *c)
+{
+    c->state = C_LINGER;
+    c->len = 0;
+    arm(c);
+    start_reading(c);
+    if (uv_shutdown(&c->sd, (uv_stream_t *)&c->tcp, NULL) != 0)
+        conn_close(c);
+}
+
+static void process(conn *c);
+
+static void written(uv_write_t *w, int status)
+{
+    conn *c = w->data;
+    if (c->closing)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->keep_alive || c->srv->stopping) {
+        linger(c);
+        return;
+    }
+    /* Every answer that keeps the connection follows a whole request:
+     * drop it and go on with what the client sent after it. */
+    size_t used = c->head.head_len + c->head.body_len;
+    memmove(c->in, c->in + used, c->len - used);
+    c->len -= used;
+    c->have_head = 0;
+    c->state = C_READING;
+    arm(c);
+    start_reading(c);
+    if (c->len)
+        process(c);
+}
+
+static void send_continue(conn *c)
+{
+    static char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    uv_buf_t b = uv_buf_init(msg, sizeof msg - 1);
+    /* done before the answer, which is written after it on the stream */
+    uv_write(&c->wr_continue, (uv_stream_t *)&c->tcp, &b, 1, NULL);
+}
+
+/* A request is complete when its head and body are in the buffer. */
+static void process(conn *c)
+{
+    http_error e;
+    if (!c->have_head) {
+        int rc = http_parse_head(c->in, c->len, &c->head, &e);
+        if (rc == HTTP_INCOMPLETE)
+            return;
+        if (rc == HTTP_BAD) {
+            answer_error(c, &e);
+            return;
+        }
+        c->have_head = 1;
+        c->keep_alive = c->head.keep_alive;
+        if (c->head.expect_continue &&
+            c->len < c->head.head_len + c->head.body_len)
+            send_continue(c);
+    }
+    if (c->len < c->head.head_len + c->head.body_len)
+        return;
+    if (checkout_parse(&c->head, c->in + c->head.head_len, &c->req, &e)) {
+        answer_error(c, &e);
+        return;
+    }
+    dispatch(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    conn *c = h->data;
+    (void)hint;
+    if (c->state == C_LINGER)
+        c->len = 0;
+    *buf = uv_buf_init(c->in + c->len, (unsigned)(sizeof c->in - c->len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    conn *c = st->data;
+    (void)buf;
+    if (n == 0)
+        return;
+    if (n < 0) {
+        /* The client hung up (or the connection broke): a request that
+         * waits for a context is dropped unstarted; a running call
+         * finishes and call_done throws its answer away. */
+        if (c->state == C_QUEUED)
+            c->srv->stats.abandoned++;
+        conn_close(c);
+        return;
+    }
+    size_t before = c->len;
+    c->len += (size_t)n;
+    switch (c->state) {
+    case C_READING:
+        /* a head plus a body within their limits always fits, so the
+         * buffer cannot fill up here */
+        if (before == 0)
+            arm(c);
+        process(c);
+        break;
+    case C_LINGER:
+        c->len = 0;
+        break;
+    default:
+        /* sent ahead of our answer: kept for later, until the buffer is
+         * full (then the client waits; TCP's window holds it back) */
+        if (c->len == sizeof c->in) {
+            uv_read_stop(st);
+            c->reading = 0;
+        }
+        break;
+    }
+}
+
+static void start_reading(conn *c)
+{
+    if (c->reading)
+        return;
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->reading = 1;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    conn *c = t->data;
+    server *srv = c->srv;
+    char msg[120];
+    switch (c->state) {
+    case C_READING:
+        srv->stats.timeouts++;
+        if (c->len == 0) { /* idle between requests */
+            conn_close(c);
+            return;
+        }
+        snprintf(msg, sizeof msg, "the request was not complete within "
+                 "%" PRId64 " ms", srv->cfg.request_timeout_ms);
+        answer_simple(c, 408, "request_timeout", 1, msg);
+        return;
+    case C_QUEUED:
+        queue_remove(srv, c);
+        srv->stats.shed++;
+        snprintf(msg, sizeof msg, "no database connection was free within "
+                 "%" PRId64 " ms: retry", srv->cfg.queue_timeout_ms);
+        answer_simple(c, 503, "busy", 0, msg);
+        return;
+    case C_WRITING: /* the client does not take its answer */
+        srv->stats.timeouts++;
+        conn_close(c);
+        return;
+    default:
+        conn_close(c);
+        return;
+    }
+}
+
+static void refused_closed(uv_handle_t *h) { free(h); }
 
 static void on_connection(uv_stream_t *l, int status)
 {
     server *srv = l->data;
+    conn *c = NULL;
     if (status < 0)
         return;
-    request *r = calloc(1, sizeof *r);
-    if (!r)
+    if (srv->nconns >= srv->cfg.max_connections ||
+        !(c = calloc(1, sizeof *c))) {
+        /* accepted and closed at once: left in the backlog it would
+         * stop libuv from accepting anyone else */
+        uv_tcp_t *t = malloc(sizeof *t);
+        srv->stats.refused++;
+        if (t) {
+            uv_tcp_init(srv->loop, t);
+            uv_accept(l, (uv_stream_t *)t);
+            uv_close((uv_handle_t *)t, refused_closed);
+        }
         return;
-    r->srv = srv;
-    uv_tcp_init(srv->loop, &r->tcp);
-    r->tcp.data = r;
-    if (uv_accept(l, (uv_stream_t *)&r->tcp) != 0 ||
-        uv_read_start((uv_stream_t *)&r->tcp, req_alloc, req_read) != 0)
-        uv_close((uv_handle_t *)&r->tcp, req_closed);
+    }
+    c->srv = srv;
+    uv_tcp_init(srv->loop, &c->tcp);
+    uv_timer_init(srv->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->wr.data = c->sd.data = c;
+    c->handles = 2;
+    c->state = C_READING;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    srv->stats.accepted++;
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    /* one small answer per request: do not let Nagle hold it back */
+    uv_tcp_nodelay(&c->tcp, 1);
+    arm(c);
+    start_reading(c);
 }
 
-static int server_start(server *srv, uv_loop_t *loop, const config *c)
+/* ------------------------------------------------------------------ */
+/* Start and stop                                                     */
+/* ------------------------------------------------------------------ */
+
+int server_start(server **out, uv_loop_t *loop, const server_config *cfg)
 {
-    memset(srv, 0, sizeof *srv);
+    server *srv = calloc(1, sizeof *srv);
+    *out = srv;
+    if (!srv)
+        return -1;
     srv->loop = loop;
-    srv->nslots = c->contexts;
-    srv->slots = calloc((size_t)c->contexts, sizeof *srv->slots);
-    srv->idle = calloc((size_t)c->contexts, sizeof *srv->idle);
+    srv->cfg = *cfg;
+    srv->nslots = cfg->contexts;
+    srv->slots = calloc((size_t)cfg->contexts, sizeof *srv->slots);
+    srv->idle = calloc((size_t)cfg->contexts, sizeof *srv->idle);
     if (!srv->slots || !srv->idle)
         return -1;
-    char dsn[1024];
-    make_dsn(c, dsn, sizeof dsn);
-    for (int i = 0; i < c->contexts; i++) {
+    rsv_options opts;
+    rsv_options_init(&opts, RSV_OPTIONS_VERSION);
+    if (cfg->call_timeout_ms)
+        opts.call_timeout_ms = cfg->call_timeout_ms;
+    if (cfg->hold_ttl_ms)
+        opts.hold_ttl_ms = cfg->hold_ttl_ms;
+    for (int i = 0; i < cfg->contexts; i++) {
         slot *s = &srv->slots[i];
         s->srv = srv;
-        int rc = rsv_open_dsn(&s->ctx, dsn, NULL);
+        int rc = rsv_open_dsn(&s->ctx, cfg->dsn, &opts);
         if (rc != RSV_OK) {
-            fprintf(stderr, "rsv_open_dsn: %s: %s\n", rsv_code_name(rc),
-                    rsv_errmsg(s->ctx));
+            fprintf(stderr, "http_checkout: rsv_open_dsn: %s: %s\n",
+                    rsv_code_name(rc), rsv_errmsg(s->ctx));
             return -1;
         }
         if ((rc = rsv_uv_attach(&s->uv, loop, s->ctx)) != 0) {
-            fprintf(stderr, "rsv_uv_attach: %d\n", rc);
+            fprintf(stderr, "http_checkout: rsv_uv_attach: %d\n", rc);
             return -1;
         }
+        uv_timer_init(loop, &s->retry);
+        s->retry.data = s;
         srv->idle[srv->nidle++] = s;
     }
     uv_tcp_init(loop, &srv->listener);
     srv->listener.data = srv;
-    for (int p = c->port; p < c->port + 20 && p < 65536; p++) {
+    for (int p = cfg->port; p < cfg->port + 20 && p < 65536; p++) {
         struct sockaddr_in addr;
-        uv_ip4_addr("127.0.0.1", p, &addr);
+        if (uv_ip4_addr(cfg->host, p, &addr) != 0) {
+            fprintf(stderr, "http_checkout: bad address %s\n", cfg->host);
+            return -1;
+        }
         if (uv_tcp_bind(&srv->listener, (const struct sockaddr *)&addr, 0) ==
                 0 &&
             uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection) ==
                 0) {
             srv->port = p;
+            srv->listening = 1;
             return 0;
         }
         /* a failed bind or listen leaves the handle unusable: anew */
@@ -457,294 +860,62 @@ static int server_start(server *srv, uv_loop_t *loop, const config *c)
         uv_tcp_init(loop, &srv->listener);
         srv->listener.data = srv;
     }
-    fprintf(stderr, "no free port in %d..%d on 127.0.0.1\n", c->port,
-            c->port + 19);
+    fprintf(stderr, "http_checkout: no free port in %d..%d on %s\n",
+            cfg->port, cfg->port + 19, cfg->host);
     return -1;
 }
 
-static void server_stop(server *srv)
+int server_port(const server *srv) { return srv->port; }
+
+const server_stats *server_get_stats(const server *srv)
 {
-    uv_close((uv_handle_t *)&srv->listener, NULL);
-    for (int i = 0; i < srv->nslots; i++)
-        rsv_uv_detach(srv->slots[i].uv);
+    return &srv->stats;
 }
 
-static void server_free(server *srv)
+/* Once stopping and nothing is left in flight, close the server's own
+ * handles so that uv_run returns. */
+static void check_stopped(server *srv)
 {
+    if (!srv->stopping || srv->stopped || srv->nconns > 0)
+        return;
+    for (int i = 0; i < srv->nslots; i++)
+        if (srv->slots[i].c || srv->slots[i].reconnecting)
+            return;
+    for (int i = 0; i < srv->nslots; i++) {
+        rsv_uv_detach(srv->slots[i].uv);
+        srv->slots[i].uv = NULL;
+        uv_close((uv_handle_t *)&srv->slots[i].retry, NULL);
+    }
+    srv->stopped = 1;
+}
+
+void server_shutdown(server *srv)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = 1;
+    if (srv->listening)
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+    srv->listening = 0;
+    for (conn *c = srv->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state == C_READING) {
+            conn_close(c);
+        } else if (c->state == C_QUEUED) {
+            queue_remove(srv, c);
+            answer_simple(c, 503, "stopping", 1, "the server is stopping");
+        }
+    }
+    check_stopped(srv);
+}
+
+void server_free(server *srv)
+{
+    if (!srv)
+        return;
     for (int i = 0; i < srv->nslots; i++)
         rsv_close(srv->slots[i].ctx);
     free(srv->slots);
     free(srv->idle);
-}
-
-/* ------------------------------------------------------------------ */
-/* The buyers                                                         */
-/* ------------------------------------------------------------------ */
-
-typedef struct sale {
-    const config *c;
-    server *srv;
-    uv_loop_t *loop;
-    uv_timer_t tick;
-    uint64_t last_tick_ms, max_gap_ms;
-    int finished;
-    long reserved, sold, released, out_of_stock, errors;
-} sale;
-
-typedef struct buyer {
-    uv_tcp_t tcp;
-    uv_connect_t conn;
-    uv_write_t wr;
-    sale *s;
-    int id, step, pays;
-    char req[512], resp[2048];
-    size_t rlen;
-    char code[32];
-} buyer;
-
-static void buyer_send(buyer *b);
-
-static void buyer_finish(buyer *b)
-{
-    sale *s = b->s;
-    if (++s->finished == s->c->buyers) {
-        uv_timer_stop(&s->tick);
-        uv_close((uv_handle_t *)&s->tick, NULL);
-        server_stop(s->srv);
-    }
-}
-
-static void buyer_closed(uv_handle_t *h)
-{
-    buyer *b = h->data;
-    sale *s = b->s;
-    int ok = !strcmp(b->code, "RSV_OK");
-    if (b->step == 0) {
-        if (ok) {
-            s->reserved++;
-            b->step = 1;
-            buyer_send(b);
-            return;
-        }
-        if (!strcmp(b->code, "RSV_EOUTOFSTOCK"))
-            s->out_of_stock++;
-        else {
-            s->errors++;
-            fprintf(stderr, "buyer %d reserve: %.200s\n", b->id, b->resp);
-        }
-    } else if (ok) {
-        if (b->pays)
-            s->sold++;
-        else
-            s->released++;
-    } else {
-        s->errors++;
-        fprintf(stderr, "buyer %d %s: %.200s\n", b->id,
-                b->pays ? "claim" : "release", b->resp);
-    }
-    buyer_finish(b);
-}
-
-static void buyer_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    buyer *b = h->data;
-    (void)hint;
-    *buf = uv_buf_init(b->resp + b->rlen,
-                       (unsigned)(sizeof b->resp - 1 - b->rlen));
-}
-
-static void buyer_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
-{
-    buyer *b = st->data;
-    (void)buf;
-    if (n > 0) {
-        b->rlen += (size_t)n;
-        b->resp[b->rlen] = '\0';
-        if (b->rlen < sizeof b->resp - 1)
-            return;
-    } else if (n == 0) {
-        return;
-    }
-    /* EOF (the server closes after answering), an error or a full
-     * buffer: the body's first word is the code's name */
-    const char *body = strstr(b->resp, "\r\n\r\n");
-    b->code[0] = '\0';
-    if (body)
-        sscanf(body + 4, "%31s", b->code);
-    uv_close((uv_handle_t *)&b->tcp, buyer_closed);
-}
-
-static void buyer_written(uv_write_t *w, int status)
-{
-    buyer *b = w->data;
-    if (status == 0 &&
-        uv_read_start((uv_stream_t *)&b->tcp, buyer_alloc, buyer_read) == 0)
-        return;
-    b->code[0] = '\0';
-    uv_close((uv_handle_t *)&b->tcp, buyer_closed);
-}
-
-static void buyer_connected(uv_connect_t *cr, int status)
-{
-    buyer *b = cr->data;
-    if (status != 0) {
-        snprintf(b->resp, sizeof b->resp, "connect: %s", uv_strerror(status));
-        b->code[0] = '\0';
-        uv_close((uv_handle_t *)&b->tcp, buyer_closed);
-        return;
-    }
-    uv_buf_t buf = uv_buf_init(b->req, (unsigned)strlen(b->req));
-    b->wr.data = b;
-    if (uv_write(&b->wr, (uv_stream_t *)&b->tcp, &buf, 1, buyer_written))
-        uv_close((uv_handle_t *)&b->tcp, buyer_closed);
-}
-
-static void buyer_send(buyer *b)
-{
-    const config *c = b->s->c;
-    if (b->step == 0)
-        snprintf(b->req, sizeof b->req,
-                 "POST /reserve?shop=%" PRIu64 "&token=buyer-%d&item=%" PRIu64
-                 "&location=%" PRIu64 "&quantity=1 HTTP/1.1\r\nHost: "
-                 "127.0.0.1\r\nContent-Length: 0\r\n\r\n",
-                 c->shop, b->id, c->item, c->location);
-    else
-        snprintf(b->req, sizeof b->req,
-                 "POST /%s?shop=%" PRIu64 "&token=buyer-%d HTTP/1.1\r\n"
-                 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
-                 b->pays ? "claim" : "release", c->shop, b->id);
-    b->rlen = 0;
-    b->resp[0] = '\0';
-    uv_tcp_init(b->s->loop, &b->tcp);
-    b->tcp.data = b;
-    b->conn.data = b;
-    struct sockaddr_in addr;
-    uv_ip4_addr("127.0.0.1", b->s->srv->port, &addr);
-    if (uv_tcp_connect(&b->conn, &b->tcp, (const struct sockaddr *)&addr,
-                       buyer_connected) != 0)
-        uv_close((uv_handle_t *)&b->tcp, buyer_closed);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    sale *s = t->data;
-    uint64_t now = uv_now(s->loop);
-    if (s->last_tick_ms && now - s->last_tick_ms > s->max_gap_ms)
-        s->max_gap_ms = now - s->last_tick_ms;
-    s->last_tick_ms = now;
-}
-
-/* ------------------------------------------------------------------ */
-/* main                                                               */
-/* ------------------------------------------------------------------ */
-
-static void print_violation(void *arg, uint64_t shop, uint64_t item,
-                            uint64_t loc, const char *problem)
-{
-    (void)arg;
-    fprintf(stderr, "audit: shop %" PRIu64 " item %" PRIu64 " location %"
-                    PRIu64 ": %s\n", shop, item, loc, problem);
-}
-
-int main(int argc, char **argv)
-{
-    config c;
-    if (parse_args(argc, argv, &c) != 0) {
-        usage(stderr, argv[0]);
-        return 2;
-    }
-    uv_loop_t *loop = uv_default_loop();
-    server srv;
-    if (server_start(&srv, loop, &c) != 0)
-        return 1;
-    if (c.serve) {
-        printf("listening on http://127.0.0.1:%d/ with %d contexts\n",
-               srv.port, c.contexts);
-        fflush(stdout);
-        uv_run(loop, UV_RUN_DEFAULT);
-        return 0;
-    }
-
-    /* Set the stock with a blocking call of a context of its own, before
-     * the loop runs. */
-    char dsn[1024];
-    make_dsn(&c, dsn, sizeof dsn);
-    rsv_ctx *admin = NULL;
-    int rc = rsv_open_dsn(&admin, dsn, NULL);
-    if (rc == RSV_OK)
-        rc = rsv_stock_set(admin, c.shop, c.item, c.location, c.stock);
-    if (rc != RSV_OK) {
-        fprintf(stderr, "setup: %s: %s\n", rsv_code_name(rc),
-                rsv_errmsg(admin));
-        return 1;
-    }
-    int64_t initial = c.stock;
-
-    printf("HTTP flash sale: %d buyers, %" PRId64 " units of item %" PRIu64
-           " (shop %" PRIu64 "), server on 127.0.0.1:%d with %d contexts\n",
-           c.buyers, c.stock, c.item, c.shop, srv.port, c.contexts);
-    sale s = {0};
-    s.c = &c;
-    s.srv = &srv;
-    s.loop = loop;
-    uv_timer_init(loop, &s.tick);
-    s.tick.data = &s;
-    uv_timer_start(&s.tick, on_tick, 10, 10);
-    buyer *buyers = calloc((size_t)c.buyers, sizeof *buyers);
-    if (!buyers)
-        return 1;
-    uint64_t t0 = uv_hrtime();
-    for (int i = 0; i < c.buyers; i++) {
-        buyers[i].s = &s;
-        buyers[i].id = i;
-        buyers[i].pays = c.fail_every <= 0 || (i + 1) % c.fail_every != 0;
-        buyer_send(&buyers[i]);
-    }
-    uv_run(loop, UV_RUN_DEFAULT);
-    double secs = (double)(uv_hrtime() - t0) / 1e9;
-    server_free(&srv);
-    free(buyers);
-
-    int64_t on_hand = -1, held = -1, violations = -1;
-    rc = rsv_stock_get(admin, c.shop, c.item, c.location, &on_hand, &held,
-                       NULL, NULL);
-    int arc = rsv_audit(admin, c.shop, 0, print_violation, NULL, &violations);
-    if (rc != RSV_OK || arc != RSV_OK)
-        fprintf(stderr, "checking: %s\n", rsv_errmsg(admin));
-    rsv_close(admin);
-
-    long oversold = s.sold > c.stock ? s.sold - c.stock : 0;
-    int sold_ok = rc == RSV_OK && initial - on_hand == s.sold;
-    int held_ok = rc == RSV_OK && held == 0;
-    int audit_ok = arc == RSV_OK && violations == 0;
-    int count_ok = s.reserved == s.sold + s.released &&
-                   s.reserved + s.out_of_stock + s.errors == c.buyers;
-    printf("finished in %.2f s: %ld HTTP requests served, up to %ld queued "
-           "for a context\n", secs, srv.served, srv.queued_max);
-    printf("reserved            %ld checkouts\n", s.reserved);
-    printf("sold (claimed)      %ld units\n", s.sold);
-    printf("released (failed)   %ld units\n", s.released);
-    printf("out of stock        %ld answers\n", s.out_of_stock);
-    printf("errors              %ld\n", s.errors);
-    printf("oversold            %ld\n", oversold);
-    printf("final stock         on hand %" PRId64 ", held %" PRId64 "\n",
-           on_hand, held);
-    printf("sold-count check    initial %" PRId64 " - final on hand %" PRId64
-           " = %" PRId64 " %s sold %ld: %s\n", initial, on_hand,
-           initial - on_hand, sold_ok ? "==" : "!=", s.sold,
-           sold_ok ? "ok" : "FAILED");
-    printf("nothing held        %s\n", held_ok ? "ok" : "FAILED");
-    printf("audit               %" PRId64 " violation(s): %s\n", violations,
-           audit_ok ? "ok" : "FAILED");
-    printf("event loop          largest gap between 10 ms ticks: %" PRIu64
-           " ms\n", s.max_gap_ms);
-    int failed = !sold_ok || !held_ok || !audit_ok || !count_ok ||
-                 oversold || s.errors;
-    if (!count_ok)
-        printf("count check         FAILED (reserved != sold + released, or "
-               "answers missing)\n");
-    printf("\n%s\n", failed ? "http demo: FAILED" : "http demo: all checks "
-                                                    "passed");
-    uv_loop_close(loop);
-    return failed ? 1 : 0;
+    free(srv);
 }

@@ -3,8 +3,9 @@
 # `tools/mariadb.sh run`, as `make demo` does): creates a fresh database,
 # loads sql/schema.sql into it, runs the README's minimal program
 # (examples/minimal.c, built beside the demo), the demo binary with the
-# given arguments and then the HTTP flash sale (examples/http_checkout.c,
-# when built beside the demo), and drops the database afterwards (set
+# given arguments and then the HTTP flash sale (examples/http_main.c and
+# http_sale.c against the server of examples/http_checkout.c, when built
+# beside the demo), and drops the database afterwards (set
 # RSV_DEMO_KEEP=1 to keep it for a look).  Usage:
 #   examples/run-demo.sh build/examples/checkout_demo [demo options...]
 # Connects as $RSV_TEST_USER (default root) with $RSV_TEST_PASSWORD.

@@ -57,16 +57,25 @@
  *
  *  - Reconnecting.  After RSV_ECONN or RSV_EINDOUBT the connection is gone;
  *    the library never reconnects and never sends a statement again by
- *    itself.  Reconnect the same MYSQL handle and keep the context: it
- *    notices the new session and prepares its statements again.  With
- *    Connector/C either switch MYSQL_OPT_RECONNECT on just for a call to
- *    mariadb_reconnect() (and off again), or, for a MYSQL the application
- *    allocated itself, mysql_close() it and mysql_init() +
- *    mysql_real_connect() it in place.  A different MYSQL handle needs a
- *    new context.  After RSV_ENOTPRIMARY the server takes no writes (a
- *    replica, a Galera node outside the primary component): connect to
- *    the one that does; a context from rsv_open_dsn() with several hosts
- *    finds it in rsv_reconnect().
+ *    itself.  Call rsv_reconnect(ctx) and keep the context: it reconnects
+ *    the same MYSQL handle in place (or, for a context of rsv_open_dsn,
+ *    opens its own connection again), checks the schema again and
+ *    prepares its statements again on first use.  Then repeat the call:
+ *    every call is idempotent by its token.  An application may instead
+ *    reconnect the handle itself (mysql_close() + mysql_init() +
+ *    mysql_real_connect() in place): the context notices the new session.
+ *    A different MYSQL handle needs a new context.  After RSV_ENOTPRIMARY
+ *    the server takes no writes (a replica, a Galera node outside the
+ *    primary component): connect to the one that does; a context from
+ *    rsv_open_dsn() with several hosts finds it in rsv_reconnect().
+ *
+ *  - Interfaces by audience.  This header is the core: contexts, carts,
+ *    the hold lifecycle, stock, audit, the callback.  It includes
+ *    <reserve/async.h> (non-blocking calls for event loops),
+ *    <reserve/batch.h> (many checkouts per call, and the batcher for
+ *    multi-threaded servers) and <reserve/stats.h> (counters, snapshots,
+ *    Prometheus text).  reserve(3) has the table of which operation has
+ *    which entry point.
  *
  *  - Identifiers.  shop_id, item_id (inventory item) and location_id
  *    (inventory group) are unsigned 64-bit integers chosen by the
@@ -658,6 +667,35 @@ RSV_EXTERN int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id,
  */
 RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
                          int64_t *released_out);
+
+/* What one rsv_sweep_report() did.  Output only: set version, leave the
+ * rest; the library writes every field of that version.  New fields are
+ * only ever appended, under a new version number. */
+#define RSV_SWEEP_RESULT_VERSION 1
+typedef struct rsv_sweep_result {
+    uint32_t version;          /* set by the caller to
+                                  RSV_SWEEP_RESULT_VERSION */
+    int64_t holds_released;    /* expired holds given back (rsv_sweep's
+                                  *released_out) */
+    int64_t units_released;    /* their units, reservable again */
+    int64_t journal_folded;    /* journal rows (claims and releases
+                                  settled since) folded into the ledger */
+    int64_t pool_rows_drained; /* rows of idle pools given back to their
+                                  ledger rows (see rsv_options.pool_idle_s) */
+    int64_t checkouts_purged;  /* checkout records deleted after the
+                                  retention (settled_retention_s) */
+} rsv_sweep_result;
+
+/*
+ * rsv_sweep(), saying what each of its passes did: *result (version set
+ * by the caller) receives the counts of the work that committed, also
+ * when the call fails part way (as rsv_sweep's *released_out does).  For
+ * a sweeper's log and metrics.  Returns what rsv_sweep() returns, and
+ * RSV_EINVAL (nothing done, nothing written) for a NULL result or a
+ * version this library does not know.
+ */
+RSV_EXTERN int rsv_sweep_report(rsv_ctx *ctx, uint64_t shop_id,
+                                int64_t max_holds, rsv_sweep_result *result);
 
 /*
  * Set the stock on hand of (item, location) to on_hand, creating the

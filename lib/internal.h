@@ -56,13 +56,11 @@
 /* The stored procedures (sql/schema.sql) the library calls, and those
  * they call (schema.c has the list); the version in a name changes only
  * when its arguments or its answer do. */
-#define RSV_PROC_RESERVE "rsv_fast_reserve_v6"
+#define RSV_PROC_RESERVE "rsv_reserve_key_v2" /* and each batch entry */
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v2" /* called by both */
 /* the top-up after a pool take: called by every reserve procedure */
 #define RSV_PROC_TOP_UP_HELD "rsv_pool_top_up_held_v1"
-/* one key of a new checkout: called by ..._RESERVE and ..._RESERVE_BATCH */
-#define RSV_PROC_RESERVE_KEY "rsv_reserve_key_v1"
 /* a key's units off its pool: called by every reserve procedure */
 #define RSV_PROC_TAKE_UNITS "rsv_pool_take_units_v1"
 #define RSV_PROC_SETTLE "rsv_settle_v2"     /* claim and release */
@@ -578,7 +576,7 @@ RSV_HIDDEN int op_end_entry(rsv_ctx *ctx, int op, int rc, uint64_t shop,
 enum {
     PROC_RESERVE, PROC_CART, PROC_RESERVE_BATCH, PROC_SETTLE,
     PROC_SETTLE_BATCH,
-    PROC_RESERVE_KEY, PROC_TAKE_UNITS, PROC_TOP_UP, PROC_TOP_UP_HELD,
+    PROC_TAKE_UNITS, PROC_TOP_UP, PROC_TOP_UP_HELD,
     PROC_SETTLE_CHECKOUT,
     PROC__COUNT
 };
@@ -625,11 +623,17 @@ RSV_HIDDEN int ledger_lock(rsv_ctx *ctx, uint64_t shop, const uint64_t *keys,
 RSV_HIDDEN int ledger_lock_key(rsv_ctx *ctx, uint64_t shop,
                                const uint64_t key[2], int skip,
                                ledger_row *lv, int *held);
+/* What one fold did, for rsv_sweep_report: expired holds given back,
+ * their units, and journal rows folded. */
+typedef struct fold_counts {
+    int64_t holds, hold_units, settled;
+} fold_counts;
 /* With the ledger row locked: give back up to max_reap expired holds
  * (INT64_MAX: as many as one fold takes, 2,048) and fold settlements into
- * on_hand/issued (lv is updated).  Never waits for other rows. */
+ * on_hand/issued (lv is updated); *out (may be NULL) says how much.
+ * Never waits for other rows. */
 RSV_HIDDEN int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
-                           int64_t max_reap, int64_t *reaped_out);
+                           int64_t max_reap, fold_counts *out);
 /* With the ledger row locked: on_hand -= taken, issued += issue - returned,
  * next_unit_id += minted (lv is updated). */
 RSV_HIDDEN int ledger_update(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,

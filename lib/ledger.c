@@ -261,12 +261,13 @@ static int settle_batch(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
 }
 
 int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
-                int64_t max_reap, int64_t *reaped_out)
+                int64_t max_reap, fold_counts *out)
 {
     token_list *fr = malloc(sizeof *fr);
     if (!fr)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory folding");
-    int64_t taken = 0, returned = 0, reaped = 0;
+    int64_t taken = 0, returned = 0, reaped = 0, reaped_units = 0;
+    int64_t settled = 0;
     int rc = RSV_OK;
     for (int b = 0; b < FOLD_MAX_BATCHES && rc == RSV_OK && reaped < max_reap;
          b++) {
@@ -275,6 +276,7 @@ int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
                                                        : FOLD_BATCH;
         rc = reap_batch(ctx, shop, lv, limit, fr, &u, &h);
         reaped += h;
+        reaped_units += u;
         returned += u;
         if (rc || (int64_t)fr->n < limit)
             break;
@@ -284,14 +286,15 @@ int ledger_fold(rsv_ctx *ctx, uint64_t shop, ledger_row *lv,
         rc = settle_batch(ctx, shop, lv, fr, &c, &ret);
         taken += c;
         returned += ret;
+        settled += (int64_t)fr->n;
         if (rc || fr->n < FOLD_BATCH)
             break;
     }
     free(fr);
     if (rc == RSV_OK && (taken || returned))
         rc = ledger_update(ctx, shop, lv, taken, returned, 0, 0);
-    if (reaped_out)
-        *reaped_out = reaped;
+    if (out)
+        *out = (fold_counts){reaped, reaped_units, settled};
     return rc;
 }
 

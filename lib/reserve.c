@@ -24,7 +24,7 @@
  * without the ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
- * instead, rsv_fast_reserve_v6 when it takes units at one (item,
+ * instead, rsv_reserve_key_v2 when it takes units at one (item,
  * location), rsv_fast_cart_v4 at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the

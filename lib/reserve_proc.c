@@ -1,6 +1,6 @@
 /*
  * reserve_proc.c - the reserve fast path in one round trip: calling the
- * schema's procedures (rsv_fast_reserve_v6 for one key, rsv_fast_cart_v4
+ * schema's procedures (rsv_reserve_key_v2 for one key, rsv_fast_cart_v4
  * for a cart; sql/schema.sql) and reading their answer into the job as the
  * statement path's read would have left it.  Unlike the statements, the
  * procedures take a key's units straight from its ledger row when no other
@@ -42,7 +42,7 @@ enum {
  * location, big holds, many keys) sends the statements, which handle
  * every case. */
 typedef struct proc_plan {
-    int which;      /* PLAN_NONE, PLAN_ONE (rsv_fast_reserve_v6) or
+    int which;      /* PLAN_NONE, PLAN_ONE (rsv_reserve_key_v2) or
                        PLAN_CART (rsv_fast_cart_v4) */
     size_t taken;   /* keys units are taken at */
     size_t checked; /* other keys the procedure checks exist */
@@ -169,7 +169,9 @@ static void proc_key_answer(rsv_ctx *ctx, rjob *j, rkey *k, const int64_t *v)
     k->read.hint_avail = v[4];
     k->read.ledger_took = v[5];
     k->read.minted = v[6];
-    if (k->read.have_hint)
+    /* (a take straight from the ledger row may answer no hint: the
+     * guarded UPDATE reads nothing back, yet the row exists) */
+    if (k->read.have_hint || k->read.ledger_took > 0)
         ledger_seen_note(ctx, j->shop, k->item, k->loc);
     /* a key served by its ledger row read no pool: its cursor stays */
     if (k->read.ledger_took == 0)

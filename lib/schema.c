@@ -24,15 +24,14 @@ static const struct {
     uint32_t needs; /* the procedures it calls, itself included */
 } procs[PROC__COUNT] = {
     [PROC_RESERVE] = {RSV_PROC_RESERVE,
-                      PROC_BIT(PROC_RESERVE) | PROC_BIT(PROC_RESERVE_KEY) |
-                          PROC_BIT(PROC_TAKE_UNITS) | PROC_BIT(PROC_TOP_UP) |
-                          PROC_BIT(PROC_TOP_UP_HELD)},
+                      PROC_BIT(PROC_RESERVE) | PROC_BIT(PROC_TAKE_UNITS) |
+                          PROC_BIT(PROC_TOP_UP) | PROC_BIT(PROC_TOP_UP_HELD)},
     [PROC_CART] = {RSV_PROC_CART,
                    PROC_BIT(PROC_CART) | PROC_BIT(PROC_TAKE_UNITS) |
                        PROC_BIT(PROC_TOP_UP) | PROC_BIT(PROC_TOP_UP_HELD)},
     [PROC_RESERVE_BATCH] = {RSV_PROC_RESERVE_BATCH,
                             PROC_BIT(PROC_RESERVE_BATCH) |
-                                PROC_BIT(PROC_RESERVE_KEY) |
+                                PROC_BIT(PROC_RESERVE) |
                                 PROC_BIT(PROC_TAKE_UNITS) |
                                 PROC_BIT(PROC_TOP_UP) |
                                 PROC_BIT(PROC_TOP_UP_HELD)},
@@ -41,7 +40,6 @@ static const struct {
     [PROC_SETTLE_BATCH] = {RSV_PROC_SETTLE_BATCH,
                            PROC_BIT(PROC_SETTLE_BATCH) |
                                PROC_BIT(PROC_SETTLE_CHECKOUT)},
-    [PROC_RESERVE_KEY] = {RSV_PROC_RESERVE_KEY, PROC_BIT(PROC_RESERVE_KEY)},
     [PROC_TAKE_UNITS] = {RSV_PROC_TAKE_UNITS, PROC_BIT(PROC_TAKE_UNITS)},
     [PROC_TOP_UP] = {RSV_PROC_TOP_UP, PROC_BIT(PROC_TOP_UP)},
     [PROC_TOP_UP_HELD] = {RSV_PROC_TOP_UP_HELD, PROC_BIT(PROC_TOP_UP_HELD)},
@@ -59,8 +57,12 @@ RSV_EXTERN const char *rsv_schema_procedure(size_t index)
 int b_call_reserve(strbuf *s, uint32_t shape)
 {
     (void)shape;
-    /* shop, token, item, location, units, start, ttl_us, fill */
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?)");
+    /* shop, token, item, location, units, start, ttl_us, fill; 1: in a
+     * transaction of its own, answering a row; its OUT arguments go to a
+     * user variable of ours that nothing reads (the answer row has them) */
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, 1, "
+                "@rsv__out, @rsv__out, @rsv__out, @rsv__out, @rsv__out, "
+                "@rsv__out, @rsv__out, @rsv__out)");
     return 0;
 }
 

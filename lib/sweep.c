@@ -9,8 +9,11 @@
  * refiller holds is being folded already, so many sweepers can run at once
  * and none waits for another or for a checkout.  Then it drains the pools
  * nobody used for opts.pool_idle_s (pool_drain.c), the same way.
+ * rsv_sweep_report() says what each of those passes did, for the
+ * sweeper's log and metrics.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -78,7 +81,7 @@ static int b_purge_delete(strbuf *s, uint32_t n)
 struct fold_arg {
     uint64_t shop, key[2];
     int64_t max_reap; /* what is left of the caller's max_holds */
-    int64_t reaped;
+    fold_counts done; /* of the attempt that committed */
 };
 
 static int fold_body(rsv_ctx *ctx, void *p)
@@ -86,11 +89,11 @@ static int fold_body(rsv_ctx *ctx, void *p)
     struct fold_arg *a = p;
     ledger_row lv;
     int held;
-    a->reaped = 0;
+    a->done = (fold_counts){0, 0, 0};
     int rc = ledger_lock_key(ctx, a->shop, a->key, 1, &lv, &held);
     if (rc || !held)
         return rc;
-    return ledger_fold(ctx, a->shop, &lv, a->max_reap, &a->reaped);
+    return ledger_fold(ctx, a->shop, &lv, a->max_reap, &a->done);
 }
 
 #define PURGE_BATCH 64
@@ -105,11 +108,13 @@ static void purge_args(rsv_ctx *ctx)
 struct purge_arg {
     uint64_t shop;
     token_list *batch;
+    int64_t purged; /* by the attempt that committed */
 };
 
 static int purge_body(rsv_ctx *ctx, void *p)
 {
-    const struct purge_arg *a = p;
+    struct purge_arg *a = p;
+    a->purged = 0;
     for (size_t done = 0; done < PURGE_MAX;) {
         args_reset(&ctx->args);
         arg_u64(&ctx->args, a->shop);
@@ -126,8 +131,10 @@ static int purge_body(rsv_ctx *ctx, void *p)
         uint32_t bucket = args_tokens(&ctx->args, a->batch, 0);
         arg_u64(&ctx->args, a->shop);
         purge_args(ctx);
-        if ((rc = sql_run(ctx, b_purge_delete, bucket, NULL, NULL)))
+        uint64_t deleted = 0;
+        if ((rc = sql_run(ctx, b_purge_delete, bucket, NULL, &deleted)))
             return rc;
+        a->purged += (int64_t)deleted;
         if (n < PURGE_BATCH)
             return RSV_OK;
         done += n;
@@ -147,16 +154,23 @@ static int due_keys_body(rsv_ctx *ctx, void *p)
     return sql_fixed(ctx, SQL_DUE_KEYS, "ii", NULL);
 }
 
+/* The passes of a sweep; *r gets what each did, also when one fails
+ * (what committed before it).  r comes from the caller of
+ * rsv_sweep_report as given (NULL, or of any version): checked here, once
+ * the call is counted, and zeroed by the public functions when valid. */
 static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
-                     int64_t *released_out)
+                     rsv_sweep_result *r)
 {
-    if (released_out)
-        *released_out = 0;
-    if (!ctx)
-        return RSV_EINVAL;
     int began = op_begin(ctx, RSV_OP_SWEEP, 1, shop_id, NULL, 0);
     if (began)
         return began;
+    if (!r)
+        return ctx_fail(ctx, RSV_EINVAL, "the result pointer is NULL");
+    if (r->version != RSV_SWEEP_RESULT_VERSION)
+        return ctx_fail(ctx, RSV_EINVAL,
+                        "result->version is %u: set it to "
+                        "RSV_SWEEP_RESULT_VERSION (%d)",
+                        (unsigned)r->version, RSV_SWEEP_RESULT_VERSION);
     if (max_holds < 0)
         return ctx_fail(ctx, RSV_EINVAL, "max_holds must be >= 0");
     if (max_holds == 0)
@@ -181,34 +195,62 @@ static int sweep_run(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
         int64_t this_round = 0;
         for (size_t i = 0; i < n && released < max_holds; i++) {
             struct fold_arg a = {shop_id, {keys[2 * i], keys[2 * i + 1]},
-                                 max_holds - released, 0};
+                                 max_holds - released, {0, 0, 0}};
             if ((rc = txn_run(ctx, 0, fold_body, &a)))
                 break;
-            released += a.reaped;
-            this_round += a.reaped;
+            released += a.done.holds;
+            this_round += a.done.holds;
+            r->units_released += a.done.hold_units;
+            r->journal_folded += a.done.settled;
         }
         if (rc || (this_round == 0 && n < SWEEP_KEYS))
             break;
         if (this_round == 0)
             break; /* everything due is locked by others right now */
     }
-    if (rc == RSV_OK)
-        rc = pool_drain_idle(ctx, shop_id);
+    r->holds_released = released;
     if (rc == RSV_OK) {
-        struct purge_arg pa = {shop_id, malloc(sizeof(token_list))};
+        /* pool_drain_idle counts what each committed drain gave back */
+        const uint64_t *drained =
+            &ctx->stats.counter[RSV_OP_SWEEP][RSV_STAT_POOL_DRAINED];
+        uint64_t before = *drained;
+        rc = pool_drain_idle(ctx, shop_id);
+        r->pool_rows_drained = (int64_t)(*drained - before);
+    }
+    if (rc == RSV_OK) {
+        struct purge_arg pa = {shop_id, malloc(sizeof(token_list)), 0};
         if (!pa.batch)
             rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory purging");
-        else
-            rc = txn_run(ctx, 0, purge_body, &pa);
+        else if ((rc = txn_run(ctx, 0, purge_body, &pa)) == RSV_OK)
+            r->checkouts_purged = pa.purged;
         free(pa.batch);
     }
-    if (released_out)
-        *released_out = released;
     return rc ? rc : ctx_ok(ctx);
 }
+
+static const rsv_sweep_result SWEEP_ZERO = {RSV_SWEEP_RESULT_VERSION, 0, 0,
+                                            0, 0, 0};
 
 RSV_EXTERN int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds,
                          int64_t *released_out)
 {
-    return op_end(ctx, sweep_run(ctx, shop_id, max_holds, released_out));
+    if (released_out)
+        *released_out = 0;
+    if (!ctx)
+        return RSV_EINVAL;
+    rsv_sweep_result r = SWEEP_ZERO;
+    int rc = op_end(ctx, sweep_run(ctx, shop_id, max_holds, &r));
+    if (released_out)
+        *released_out = r.holds_released;
+    return rc;
+}
+
+RSV_EXTERN int rsv_sweep_report(rsv_ctx *ctx, uint64_t shop_id,
+                                int64_t max_holds, rsv_sweep_result *result)
+{
+    if (result && result->version == RSV_SWEEP_RESULT_VERSION)
+        *result = SWEEP_ZERO;
+    if (!ctx)
+        return RSV_EINVAL;
+    return op_end(ctx, sweep_run(ctx, shop_id, max_holds, result));
 }

@@ -1,6 +1,6 @@
 # mk/admin.mk - rsv-admin, the operator's command-line tool
-# (tools/rsv-admin/rsv-admin.c), its man page (man/rsv-admin.1), its test
-# and its installation.  Included by the top-level Makefile (-include
+# (tools/rsv-admin/*.c), its man page (man/rsv-admin.1), its tests and its
+# installation.  Included by the top-level Makefile (-include
 # mk/*.mk).
 #
 #   make build/rsv-admin        build it (runs in-tree: rpath to build/,
@@ -10,18 +10,25 @@
 #   make install-admin          only the tool and its man page
 #   make uninstall-admin        remove them again
 
-ADMIN_SRC := tools/rsv-admin/rsv-admin.c
+ADMIN_SRC := $(wildcard tools/rsv-admin/*.c)
+ADMIN_HDR := $(wildcard tools/rsv-admin/*.h)
 ADMIN_MAN := man/rsv-admin.1
 
 # The schema file `schema install` and `schema upgrade` load by default:
 # the tool built here runs with the tree's library (rpath to $(B)), so it
 # loads the tree's sql/schema.sql, which matches it; the installed tool
 # loads the installed copy, $(DATADIR)/libreserve/schema.sql.
-$(B)/rsv-admin: $(ADMIN_SRC) $(PUB_HDR) mk/admin.mk $(B)/libreserve.so
+$(B)/rsv-admin: $(ADMIN_SRC) $(ADMIN_HDR) $(PUB_HDR) mk/admin.mk $(B)/libreserve.so
 	$(CC) $(REAL_CFLAGS) -DRSV_ADMIN_SCHEMA='"$(CURDIR)/sql/schema.sql"' $(ADMIN_SRC) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS)
 
 CHECK_EXTRA_BUILD += $(B)/rsv-admin
 CHECK_EXTRA += tests/admin-test.sh
+# The sweeper service's command lines as written in its unit file; who
+# holds the connections (it starts a second server, with
+# performance_schema on); the alert rules and the dashboard against what
+# the library and rsv-admin print (promtool, from Debian's prometheus).
+CHECK_EXTRA += tests/sweeper-unit-test.sh tests/connections-test.sh \
+	tests/monitoring-test.sh
 
 # The installed copy is linked again, every time (LIBDIR may differ from
 # the last install), without the build tree's rpath: it finds libreserve
@@ -33,7 +40,7 @@ ADMIN_RPATH = $(if $(filter /lib /lib/% /usr/lib /usr/lib/%,$(LIBDIR)),,-Wl,-rpa
 .PHONY: admin install-admin uninstall-admin
 admin: $(B)/rsv-admin
 
-install-admin: $(ADMIN_SRC) $(ADMIN_MAN) $(PUB_HDR) $(B)/libreserve.so
+install-admin: $(ADMIN_SRC) $(ADMIN_HDR) $(ADMIN_MAN) $(PUB_HDR) $(B)/libreserve.so
 	mkdir -p $(B)/admin-install
 	$(CC) $(REAL_CFLAGS) -DRSV_ADMIN_SCHEMA='"$(DATADIR)/libreserve/schema.sql"' $(ADMIN_SRC) -o $(B)/admin-install/rsv-admin $(REAL_LDFLAGS) -L$(B) $(ADMIN_RPATH) -lreserve $(MARIADB_LIBS)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1

@@ -1,9 +1,9 @@
 # mk/nonblock.mk - what the non-blocking interface adds to the build: its
 # Check suite (tests/check_nonblock.c), which drives the libuv and libevent
-# adapters (include/reserve/libuv.h, include/reserve/libevent.h), and the
-# HTTP checkout example on libuv that `make demo` runs
-# (examples/http_checkout.c).  Both need libuv1-dev and libevent-dev,
-# installed through tools/deps.sh when missing.  The suites run a second
+# adapters (include/reserve/libuv.h, include/reserve/libevent.h); it needs
+# libuv1-dev and libevent-dev, installed through tools/deps.sh when
+# missing (the HTTP checkout example on libuv, built in mk/http.mk, uses
+# nonblock-deps too).  The suites run a second
 # time through the interface (check_*_nb) are built by the Makefile.
 
 NB_PACKAGES := libuv1-dev libevent-dev
@@ -20,6 +20,3 @@ nonblock-deps:
 
 $(B)/tests/check_nonblock: tests/check_nonblock.c include/reserve/libuv.h include/reserve/libevent.h $(TESTUTIL_OBJ) $(B)/libreserve.so | $(B)/tests nonblock-deps
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $(UV_CFLAGS) $(EVENT_CFLAGS) $< $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK) $(UV_LIBS) $(EVENT_LIBS)
-
-$(B)/examples/http_checkout: examples/http_checkout.c include/reserve.h include/reserve/libuv.h $(B)/libreserve.so | $(B)/examples nonblock-deps
-	$(CC) $(REAL_CFLAGS) $(UV_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(UV_LIBS)

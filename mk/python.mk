@@ -1,8 +1,10 @@
 # Python binding (bindings/python, the pip package `libreserve`) and the
 # install test.
 #
-#   make python-test    the binding's unittest suite against a throwaway
-#                       MariaDB (in-tree build/libreserve.so)
+#   make python-test    the binding's unittest suites against a throwaway
+#                       MariaDB (in-tree build/libreserve.so), the
+#                       mysqlclient recipe among them (python3-mysqldb,
+#                       installed as root when missing)
 #   make python-install-test
 #                       pip install of the package (offline, into a venv
 #                       and with --target), then a reserve -> claim and the

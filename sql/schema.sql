@@ -397,16 +397,29 @@ BEGIN
 END//
 DELIMITER ;
 
--- One new checkout taking p_want units at one item and location, in the
--- caller's transaction, which it neither starts nor ends: the reserve
--- procedure below and every entry of the batch procedure run it
--- (libreserve calls those; never call it yourself).  Lock order as in
--- docs/internals.md section 3, but the hold (4) comes right after the
--- checkout row (1): nobody can reach it while this transaction holds that
--- row, and it shortens the time a hot ledger row is held.  The units come
--- straight from the ledger row when no other transaction holds it (SKIP
--- LOCKED: never waited for) and it has enough not yet issued; otherwise
--- from the pool (lock order 3), read upward from p_start (0: the bottom).
+-- One new checkout taking p_want units at one item and location.  Two
+-- callers share this one body: the library calls it for a one-key reserve
+-- with p_own = 1 (it then runs in a transaction of its own and answers a
+-- row), and every entry of the batch procedure runs it with p_own = 0, in
+-- the batch's transaction, which it neither starts nor ends.  Never call
+-- it yourself.  Called directly rather than from a wrapper: a nested CALL
+-- cost a one-key reserve about a quarter of its server time
+-- (docs/performance.md).
+-- Lock order as in docs/internals.md section 3, but the hold (4) comes
+-- right after the checkout row (1): nobody can reach it while this
+-- transaction holds that row, and it shortens the time a hot ledger row
+-- is held.  The units come straight from the ledger row when no other
+-- transaction holds it and it has enough not yet issued; otherwise from
+-- the pool (lock order 3), read upward from p_start (0: the bottom).
+-- The ledger row is never waited for: a guarded UPDATE whose lock wait is
+-- 0 (MariaDB's SET STATEMENT; 1205 at once when the row is held), else a
+-- locking read with SKIP LOCKED.  The UPDATE alone is one statement where
+-- the read and the UPDATE were two, for the usual reserve of an item
+-- nobody else is buying; it is tried only when the caller reads the pool
+-- from its bottom (p_start 0: it has not seen this key served by its
+-- pool), so the buyers of a pooled item do not pay a failed UPDATE.  A
+-- server that rolls the whole transaction back on a lock-wait timeout
+-- (innodb_rollback_on_timeout) only gets the read.
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
 -- this transaction holds the ledger row (rsv_pool_top_up_v2).
 -- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
@@ -414,45 +427,97 @@ DELIMITER ;
 -- fewer rows free than wanted, 3 = no ledger row (the caller rolls back
 -- whatever this wrote).  o_taken units taken from the pool, o_first and
 -- o_last the pool ids taken; o_next the ledger's next_unit_id and o_avail
--- its on_hand - issued (after this reserve when it held the ledger row;
--- NULL when the row was held elsewhere and a read from p_start succeeded
--- without reading it); o_direct units taken from the ledger; o_mint pool
--- rows minted by the top-up (-1: due, but the row was held elsewhere).
+-- its on_hand - issued (after this reserve when it read the ledger row
+-- locked; NULL when it took the units with the guarded UPDATE, or the row
+-- was held elsewhere and a read from p_start succeeded without reading
+-- it); o_direct units taken from the ledger; o_mint pool rows minted by
+-- the top-up (-1: due, but the row was held elsewhere).
+-- With p_own = 1 the answer is one row: (status, units taken from the
+-- pool, first and last pool id taken, ledger next_unit_id, ledger
+-- on_hand - issued, units taken from the ledger, pool rows minted), the
+-- out values with NULL as 0; status 0 = committed, else rolled back.  The
+-- library passes its OUT arguments one user variable it owns
+-- (@rsv__out), which nothing reads.
+-- SQL SECURITY INVOKER (no definer account to keep alive); READ WRITE and
+-- AND NO CHAIN NO RELEASE, whatever the session's defaults.
 DROP PROCEDURE IF EXISTS rsv_reserve_key_v1;
+DROP PROCEDURE IF EXISTS rsv_reserve_key_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v4;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v5;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v6;
+DROP PROCEDURE IF EXISTS rsv_pool_take_v1;
+DROP PROCEDURE IF EXISTS rsv_pool_take_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_reserve_key_v1(
+CREATE PROCEDURE rsv_reserve_key_v2(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
     IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT,
-    IN p_fill BIGINT, OUT o_status INT, OUT o_taken INT,
+    IN p_fill BIGINT, IN p_own INT, OUT o_status INT, OUT o_taken INT,
     OUT o_first BIGINT UNSIGNED, OUT o_last BIGINT UNSIGNED,
     OUT o_next BIGINT UNSIGNED, OUT o_avail BIGINT, OUT o_direct BIGINT,
     OUT o_mint BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_dup INT DEFAULT 0;
+  DECLARE v_dup, v_held, v_took INT DEFAULT 0;
   DECLARE v_cap BIGINT;
   -- held here (but short), or held elsewhere
   DECLARE v_locked INT DEFAULT 0;
+  -- A deadlock, lock-wait timeout or any other error: in a transaction of
+  -- our own, give everything back; either way tell the caller (who
+  -- retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
+    IF p_own THEN
+      ROLLBACK AND NO CHAIN NO RELEASE;
+    END IF;
+    RESIGNAL;
+  END;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
   SET o_status = 0, o_taken = 0, o_first = NULL, o_last = NULL,
       o_next = NULL, o_avail = NULL, o_direct = 0, o_mint = 0;
-  -- Creating the row locks it (lock order 1).
-  INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
-      generation, hold_count, expires_at, created_at, updated_at)
-    VALUES (p_shop, p_token, 1, 1, 1, NOW(6) + INTERVAL p_ttl_us MICROSECOND,
-            NOW(6), NOW(6));
-  IF v_dup THEN
-    SET o_status = 1;
-  ELSE
+  IF p_own THEN
+    -- READ COMMITTED for this transaction only, as in the statement path:
+    -- no gap locks, so refills never wait for buyers.
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION READ WRITE;
+  END IF;
+  body: BEGIN
+    -- Creating the row locks it (lock order 1).
+    INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
+        generation, hold_count, expires_at, created_at, updated_at)
+      VALUES (p_shop, p_token, 1, 1, 1,
+              NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
+    IF v_dup THEN
+      SET o_status = 1;
+      LEAVE body;
+    END IF;
     -- The hold, before the ledger row (see above).
     INSERT INTO rsv_holds (shop_id, checkout_token,
         item_id, location_id, quantity, generation,
         expires_at, created_at)
       VALUES (p_shop, p_token, p_item, p_loc, p_want, 1,
               NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6));
-    -- The ledger row, if no other transaction holds it (lock order 2); in
-    -- a batch an earlier entry may hold it: then it is ours.
+    -- The units from the ledger row in one guarded UPDATE that never
+    -- waits (lock order 2); in a batch an earlier entry may hold the row:
+    -- then it is ours and the UPDATE goes through.
+    IF p_fill = 0 AND p_start = 0 AND NOT @@innodb_rollback_on_timeout THEN
+      BEGIN
+        DECLARE CONTINUE HANDLER FOR 1205 SET v_held = 1;
+        /*M! SET STATEMENT innodb_lock_wait_timeout = 0 FOR */
+        UPDATE rsv_ledger
+           SET issued = issued + p_want, updated_at = NOW(6)
+         WHERE shop_id = p_shop AND item_id = p_item
+           AND location_id = p_loc AND on_hand - issued >= p_want;
+        SET v_took = ROW_COUNT();
+      END;
+      IF v_took = 1 AND NOT v_held THEN
+        SET o_direct = p_want;
+        LEAVE body;
+      END IF;
+    END IF;
+    -- The ledger row, if no other transaction holds it (lock order 2).
     SELECT next_unit_id, on_hand - issued, pool_cap
       INTO o_next, o_avail, v_cap
       FROM rsv_ledger
@@ -473,111 +538,66 @@ BEGIN
          AND location_id = p_loc;
       SET o_direct = p_want, o_next = o_next + o_mint,
           o_avail = o_avail - p_want - o_mint;
-    ELSE
-      SET v_locked = o_next IS NOT NULL;
-      -- Held elsewhere: read as last committed, without a lock, when the
-      -- caller needs it: to place its read cursor after a read from the
-      -- bottom of the pool (p_start 0), and to decide what to do after a
-      -- short read.  A read from the cursor that succeeds, the usual case
-      -- under contention, does without.  A missing ledger row shows as an
-      -- empty pool.
-      IF p_start = 0 AND o_next IS NULL THEN
-        SELECT next_unit_id, on_hand - issued INTO o_next, o_avail
-          FROM rsv_ledger
-         WHERE shop_id = p_shop AND item_id = p_item
-           AND location_id = p_loc;
-      END IF;
-      IF p_start = 0 AND o_next IS NULL THEN
-        SET o_status = 3;
-      ELSE
-        -- One unit, the usual reserve, without the nested CALL: it cost
-        -- a batch entry about 5 % of its server time (docs/performance.md).
-        IF p_want = 1 THEN
-          SELECT id INTO o_first FROM rsv_pool
-           WHERE shop_id = p_shop AND item_id = p_item
-             AND location_id = p_loc AND id >= p_start
-           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
-          SET o_taken = o_first IS NOT NULL, o_last = o_first;
-          IF o_taken THEN
-            DELETE FROM rsv_pool
-             WHERE shop_id = p_shop AND item_id = p_item
-               AND location_id = p_loc AND id = o_first;
-          END IF;
-        ELSE
-          CALL rsv_pool_take_units_v1(p_shop, p_item, p_loc, p_want, p_start,
-                                      o_taken, o_first, o_last);
-        END IF;
-        IF o_taken < p_want AND o_next IS NULL THEN
-          SELECT next_unit_id, on_hand - issued INTO o_next, o_avail
-            FROM rsv_ledger
-           WHERE shop_id = p_shop AND item_id = p_item
-             AND location_id = p_loc;
-        END IF;
-        IF o_taken < p_want THEN
-          SET o_status = IF(o_next IS NULL, 3, 2);
-        END IF;
-      END IF;
-      IF o_status = 0 AND p_fill > 0 THEN
-        CALL rsv_pool_top_up_held_v1(p_shop, p_item, p_loc, v_locked,
-                                     COALESCE(v_cap, p_fill), o_next,
-                                     o_avail, o_mint);
-      END IF;
+      LEAVE body;
     END IF;
+    SET v_locked = o_next IS NOT NULL;
+    -- Held elsewhere: read as last committed, without a lock, when the
+    -- caller needs it: to place its read cursor after a read from the
+    -- bottom of the pool (p_start 0), and to decide what to do after a
+    -- short read.  A read from the cursor that succeeds, the usual case
+    -- under contention, does without.  A missing ledger row shows as an
+    -- empty pool.
+    IF p_start = 0 AND o_next IS NULL THEN
+      SELECT next_unit_id, on_hand - issued INTO o_next, o_avail
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc;
+    END IF;
+    IF p_start = 0 AND o_next IS NULL THEN
+      SET o_status = 3;
+      LEAVE body;
+    END IF;
+    -- One unit, the usual reserve, without the nested CALL: it cost a
+    -- batch entry about 5 % of its server time (docs/performance.md).
+    IF p_want = 1 THEN
+      SELECT id INTO o_first FROM rsv_pool
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc AND id >= p_start
+       ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+      SET o_taken = o_first IS NOT NULL, o_last = o_first;
+      IF o_taken THEN
+        DELETE FROM rsv_pool
+         WHERE shop_id = p_shop AND item_id = p_item
+           AND location_id = p_loc AND id = o_first;
+      END IF;
+    ELSE
+      CALL rsv_pool_take_units_v1(p_shop, p_item, p_loc, p_want, p_start,
+                                  o_taken, o_first, o_last);
+    END IF;
+    IF o_taken < p_want AND o_next IS NULL THEN
+      SELECT next_unit_id, on_hand - issued INTO o_next, o_avail
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc;
+    END IF;
+    IF o_taken < p_want THEN
+      SET o_status = IF(o_next IS NULL, 3, 2);
+    END IF;
+    IF o_status = 0 AND p_fill > 0 THEN
+      CALL rsv_pool_top_up_held_v1(p_shop, p_item, p_loc, v_locked,
+                                   COALESCE(v_cap, p_fill), o_next,
+                                   o_avail, o_mint);
+    END IF;
+  END body;
+  IF p_own THEN
+    IF o_status = 0 THEN
+      COMMIT AND NO CHAIN NO RELEASE;
+    ELSE
+      ROLLBACK AND NO CHAIN NO RELEASE;
+    END IF;
+    SELECT o_status, o_taken, COALESCE(o_first, 0), COALESCE(o_last, 0),
+           COALESCE(o_next, 0), COALESCE(o_avail, 0), o_direct, o_mint;
   END IF;
-END//
-DELIMITER ;
-
--- The reserve fast path in one round trip (libreserve calls it; never call
--- it yourself): rsv_reserve_key_v1 in a transaction of its own, since on a
--- network the round trips were most of a reserve's time.  The ledger row
--- is held only while this CALL runs, never across a round trip.  It
--- commits only when the key could do everything; otherwise it rolls back
--- and answers why, and the library sends statements (re-reserves, short
--- pools, unknown items).
--- Answer, one row: (status, units taken from the pool, first and last
--- pool id taken, ledger next_unit_id, ledger on_hand - issued, units
--- taken from the ledger, pool rows minted), rsv_reserve_key_v1's out
--- values with NULL as 0; status 0 = committed.
--- SQL SECURITY INVOKER (no definer account to keep alive); READ WRITE and
--- AND NO CHAIN NO RELEASE, whatever the session's defaults.  The version
--- in the name changes whenever its arguments, answer or tables do; older
--- versions are dropped.
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v4;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v5;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v6;
-DROP PROCEDURE IF EXISTS rsv_pool_take_v1;
-DROP PROCEDURE IF EXISTS rsv_pool_take_v2;
-DELIMITER //
-CREATE PROCEDURE rsv_fast_reserve_v6(
-    IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
-    IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
-    IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT,
-    IN p_fill BIGINT)
-  MODIFIES SQL DATA SQL SECURITY INVOKER
-BEGIN
-  DECLARE v_status, v_taken INT;
-  DECLARE v_first, v_last, v_next BIGINT UNSIGNED;
-  DECLARE v_avail, v_direct, v_mint BIGINT;
-  -- A deadlock, lock-wait timeout or any other error: give everything
-  -- back and tell the caller (who retries or reports it).
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
-  -- READ COMMITTED for this transaction only, as in the statement path:
-  -- no gap locks, so refills never wait for buyers.
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION READ WRITE;
-  CALL rsv_reserve_key_v1(p_shop, p_token, p_item, p_loc, p_want, p_start,
-                          p_ttl_us, p_fill, v_status, v_taken, v_first,
-                          v_last, v_next, v_avail, v_direct, v_mint);
-  IF v_status = 0 THEN
-    COMMIT AND NO CHAIN NO RELEASE;
-  ELSE
-    ROLLBACK AND NO CHAIN NO RELEASE;
-  END IF;
-  SELECT v_status, v_taken, COALESCE(v_first, 0), COALESCE(v_last, 0),
-         COALESCE(v_next, 0), COALESCE(v_avail, 0), v_direct, v_mint;
 END//
 DELIMITER ;
 
@@ -626,7 +646,7 @@ DELIMITER ;
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
 -- Pass 2 takes each key's units with rsv_pool_take_units_v1, as
--- rsv_reserve_key_v1 does.
+-- rsv_reserve_key_v2 does.
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
@@ -640,8 +660,8 @@ BEGIN
   DECLARE v_dup INT DEFAULT 0;
   DECLARE v_rest, v_key VARBINARY(4096);
   DECLARE v_later VARBINARY(4096) DEFAULT '';
-  DECLARE v_idx, v_want, v_taken, v_status, v_found, v_locked INT
-    DEFAULT 0;
+  DECLARE v_idx, v_want, v_taken, v_status, v_found, v_locked, v_held,
+    v_took INT DEFAULT 0;
   DECLARE v_fill, v_cap, v_mint BIGINT DEFAULT 0;
   DECLARE v_item, v_loc, v_start, v_from BIGINT UNSIGNED;
   DECLARE v_first, v_last, v_next BIGINT UNSIGNED;
@@ -708,14 +728,33 @@ BEGIN
         ITERATE each_key;
       END IF;
       SET v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0;
+      SET v_start = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 5), ',', -1),
+          v_fill = SUBSTRING_INDEX(v_key, ',', -1);
+      -- The guarded UPDATE that never waits, as in rsv_reserve_key_v2.
+      IF v_fill = 0 AND v_start = 0 AND NOT @@innodb_rollback_on_timeout THEN
+        SET v_held = 0, v_took = 0;
+        BEGIN
+          DECLARE CONTINUE HANDLER FOR 1205 SET v_held = 1;
+          /*M! SET STATEMENT innodb_lock_wait_timeout = 0 FOR */
+          UPDATE rsv_ledger
+             SET issued = issued + v_want, updated_at = NOW(6)
+           WHERE shop_id = p_shop AND item_id = v_item
+             AND location_id = v_loc AND on_hand - issued >= v_want;
+          SET v_took = ROW_COUNT();
+        END;
+        IF v_took = 1 AND NOT v_held THEN
+          SET v_answer = CONCAT(v_answer, v_idx, ',0,0,0,0,0,', v_want,
+                                ',0;');
+          ITERATE each_key;
+        END IF;
+      END IF;
       SELECT next_unit_id, on_hand - issued, pool_cap
         INTO v_next, v_avail, v_cap
         FROM rsv_ledger
        WHERE shop_id = p_shop AND item_id = v_item
          AND location_id = v_loc FOR UPDATE SKIP LOCKED;
       IF v_avail >= v_want THEN
-        SET v_avail = v_avail - v_want,
-            v_fill = SUBSTRING_INDEX(v_key, ',', -1);
+        SET v_avail = v_avail - v_want;
         IF v_fill > 0 THEN
           CALL rsv_pool_top_up_v2(p_shop, v_item, v_loc, v_next,
                                   COALESCE(v_cap, v_fill), v_avail, v_mint);
@@ -898,22 +937,22 @@ DELIMITER ;
 
 -- Many new checkouts in one round trip and one commit (libreserve calls
 -- it for rsv_reserve_batch; never call it yourself): for each entry of
--- p_batch, rsv_reserve_key_v1 runs for one checkout of one item at one
+-- p_batch, rsv_reserve_key_v2 runs for one checkout of one item at one
 -- location, in one transaction for
 -- the whole batch, so that one COMMIT (one flush of the redo log and the
 -- binary log) serves every checkout of it.  Each entry runs after a
 -- SAVEPOINT; an entry the fast path cannot decide (the checkout exists,
--- the pool is short, no ledger row: where rsv_fast_reserve_v6 rolls back)
+-- the pool is short, no ledger row: where rsv_reserve_key_v2 rolls back)
 -- is rolled back to it alone, answered undecided, and the library runs
 -- it on its own after this CALL.  The others commit together.
 -- p_batch: a JSON array of [idx, "shop", "token in hex", "item",
 -- "location", units, "start", fill] in ascending (shop, item, location)
 -- order (the caller sorts it); idx is the caller's index of the entry,
 -- echoed; the 64-bit values are strings, so no JSON number parser rounds
--- them; start and fill as p_start and p_fill of rsv_fast_reserve_v6.
+-- them; start and fill as p_start and p_fill of rsv_reserve_key_v2.
 -- Lock order.  An entry takes its checkout row (1), its hold (4), its
 -- ledger row (2, SKIP LOCKED) and pool rows (3, SKIP LOCKED), as
--- rsv_fast_reserve_v6 does; the next entry then inserts its checkout row
+-- rsv_reserve_key_v2 does; the next entry then inserts its checkout row
 -- while this transaction holds the earlier entries' rows.  That insert
 -- waits only for a transaction holding that same checkout row, that is
 -- another call on the same checkout running at the same time: a claim,
@@ -928,7 +967,7 @@ DELIMITER ;
 -- Answer: one result set, a row per entry of (idx, status, units taken
 -- from the pool, first and last pool id taken, ledger next_unit_id,
 -- on_hand - issued, units taken from the ledger, pool rows minted), the
--- values and status as rsv_fast_reserve_v6 answers them (0 committed,
+-- values and status as rsv_reserve_key_v2 answers them (0 committed,
 -- 1 the checkout exists, 2 short, 3 no ledger row).  One SELECT over the
 -- answer collected as JSON: a SELECT per entry would be a result set each.
 DROP PROCEDURE IF EXISTS rsv_reserve_batch_v1;
@@ -957,7 +996,7 @@ BEGIN
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
-  -- Also set by a SELECT ... INTO in rsv_reserve_key_v1 that finds no row
+  -- Also set by a SELECT ... INTO in rsv_reserve_key_v2 that finds no row
   -- (a ledger row held elsewhere, a pool read that ran dry): cleared
   -- before every FETCH.
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_eof = 1;
@@ -972,8 +1011,8 @@ BEGIN
       LEAVE each_entry;
     END IF;
     SAVEPOINT rsv_entry;
-    CALL rsv_reserve_key_v1(v_shop, v_tok, v_item, v_loc, v_want, v_start,
-                            p_ttl_us, v_fill, v_status, v_taken, v_first,
+    CALL rsv_reserve_key_v2(v_shop, v_tok, v_item, v_loc, v_want, v_start,
+                            p_ttl_us, v_fill, 0, v_status, v_taken, v_first,
                             v_last, v_next, v_avail, v_direct, v_mint);
     IF v_status <> 0 THEN
       ROLLBACK TO SAVEPOINT rsv_entry;

@@ -13,9 +13,9 @@
 # file) and drops them at the end, and users without DELETE (to see a
 # sweep fail) and without EXECUTE (procedures it cannot execute), dropped
 # too.
-# Holds are made through the library itself (a few lines of Python ctypes
-# calling $RSV_BUILD/libreserve.so, RSV_BUILD defaulting to build), so the
-# tool is tested on states the library really produces.  Run by `make
+# Holds are made through the library itself (tests/rsvctl.py, Python
+# ctypes calling $RSV_BUILD/libreserve.so), so the tool is tested on
+# states the library really produces.  Run by `make
 # check`, or by hand:
 #   make lib build/rsv-admin && tools/mariadb.sh run tests/admin-test.sh
 set -uo pipefail
@@ -84,49 +84,7 @@ expect_text() {
 }
 
 # lib CMD ARGS: reserve/claim/release through libreserve itself.
-lib() {
-  python3 - "$@" <<'PY'
-import ctypes, ctypes.util, os, sys
-from ctypes import c_void_p, c_char_p, c_uint, c_ulong, c_uint64, c_int64, c_size_t, c_int, POINTER, byref
-m = ctypes.CDLL(ctypes.util.find_library("mariadb") or "libmariadb.so.3")
-r = ctypes.CDLL(os.path.abspath(os.path.join(os.environ.get("RSV_BUILD", "build"), "libreserve.so")))
-m.mysql_init.restype = c_void_p; m.mysql_init.argtypes = [c_void_p]
-m.mysql_real_connect.restype = c_void_p
-m.mysql_real_connect.argtypes = [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_uint, c_char_p, c_ulong]
-m.mysql_error.restype = c_char_p; m.mysql_error.argtypes = [c_void_p]
-m.mysql_close.argtypes = [c_void_p]
-r.rsv_open.argtypes = [POINTER(c_void_p), c_void_p, c_void_p]
-r.rsv_close.argtypes = [c_void_p]
-r.rsv_errmsg.restype = c_char_p; r.rsv_errmsg.argtypes = [c_void_p]
-r.rsv_code_name.restype = c_char_p; r.rsv_code_name.argtypes = [c_int]
-r.rsv_reserve_one.argtypes = [c_void_p, c_uint64, c_char_p, c_size_t, c_uint64, c_uint64, c_int64, c_int64]
-for f in (r.rsv_claim, r.rsv_release):
-    f.argtypes = [c_void_p, c_uint64, c_char_p, c_size_t]
-conn = m.mysql_init(None)
-if not m.mysql_real_connect(conn, None, os.environ.get("RSV_TEST_USER", "root").encode(),
-                            os.environ.get("RSV_TEST_PASSWORD", "").encode(),
-                            os.environ["DB"].encode(), 0, os.environ["RSV_TEST_SOCKET"].encode(), 0):
-    sys.exit("connect: %s" % m.mysql_error(conn))
-ctx = c_void_p()
-rc = r.rsv_open(byref(ctx), conn, None)
-if rc != 0:
-    sys.exit("rsv_open: %s" % r.rsv_errmsg(ctx))
-cmd, shop, tok = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode()
-if cmd == "reserve":
-    item, loc, qty, ttl = (int(x) for x in sys.argv[4:8])
-    rc = r.rsv_reserve_one(ctx, shop, tok, len(tok), item, loc, qty, ttl)
-elif cmd == "claim":
-    rc = r.rsv_claim(ctx, shop, tok, len(tok))
-elif cmd == "release":
-    rc = r.rsv_release(ctx, shop, tok, len(tok))
-else:
-    sys.exit("unknown helper command " + cmd)
-if rc != 0:
-    sys.exit("%s: %s: %s" % (cmd, r.rsv_code_name(rc).decode(), r.rsv_errmsg(ctx).decode()))
-r.rsv_close(ctx)
-m.mysql_close(conn)
-PY
-}
+lib() { python3 tests/rsvctl.py "$@"; }
 export DB
 
 # ---- usage and exit code 2 ----
@@ -360,7 +318,7 @@ sleep 0.5
 run --json checkout 1 tok-2
 expect "checkout expired" 0 'd["status"] == "expired" and d["expires_in_ms"] < 0'
 run --json sweep 1 --max 1
-expect "sweep --max 1" 0 'd == {"shop_id":1,"released":1}'
+expect "sweep --max 1" 0 'd["shop_id"] == 1 and d["released"] == 1 and d["units_released"] >= 1 and set(d) == {"shop_id","released","units_released","journal_folded","pool_rows_drained","checkouts_purged"}'
 run sweep 1
 expect_text "sweep the rest" 0 "gave back 1 expired hold"
 run --json sweep 1
@@ -370,7 +328,7 @@ expect "swept checkout still reads expired" 0 'd["status"] == "expired" and d["u
 run sweep 1 --max -1
 expect "sweep --max negative" 2
 run --json sweep 4242
-expect "sweep of an unknown shop: nothing to do" 0 'd == {"shop_id":4242,"released":0}'
+expect "sweep of an unknown shop: nothing to do" 0 'd == {"shop_id":4242,"released":0,"units_released":0,"journal_folded":0,"pool_rows_drained":0,"checkouts_purged":0}'
 
 # ---- levels ----
 run --json levels 1
@@ -466,7 +424,7 @@ sql "$DB" -e "START TRANSACTION; SELECT COUNT(*) FROM rsv_ledger WHERE shop_id =
 locker=$!
 sleep 0.7
 out=$(timeout 2 "$ADMIN" "${conn[@]}" --json stats 6 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
-expect "stats takes no lock (rows locked elsewhere)" 0 'd == r' "$stats6"
+expect "stats takes no lock (rows locked elsewhere)" 0 'd["keys"] == r["keys"] and d["totals"] == r["totals"] and [x["checkouts"] for x in d["shops"]] == [x["checkouts"] for x in r["shops"]]' "$stats6"
 wait "$locker"
 
 # ---- stats --prometheus, read back by the Prometheus client's parser ----
@@ -492,9 +450,24 @@ text, want = sys.argv[1], json.loads(sys.argv[2])
 names = {"on_hand": "libreserve_on_hand_units", "held": "libreserve_held_units",
          "available": "libreserve_available_units", "pooled": "libreserve_pooled_units",
          "expired": "libreserve_expired_units", "journal_backlog": "libreserve_journal_backlog"}
-fams = list(text_string_to_metric_families(text))
+allfams = list(text_string_to_metric_families(text))
+assert len({f.name for f in allfams}) == len(allfams), "a family twice"
+fams = [f for f in allfams if not f.name.startswith("libreserve_shop_")]
 by = {f.name: f for f in fams}
 assert len(fams) == len(by) == 6 and set(by) == set(names.values()), sorted(by)
+# per shop: every figure of --json's "shops", the ages to the millisecond
+shop_fams = {f.name: f for f in allfams if f.name.startswith("libreserve_shop_")}
+for sh in want["shops"]:
+    sid = {"shop_id": str(sh["shop_id"])}
+    for field in ("keys", "held", "expired", "expired_holds", "pool_rows", "pools_dry", "journal_rows"):
+        vals = [x.value for x in shop_fams["libreserve_shop_" + {"held": "held_units", "expired": "expired_units"}.get(field, field)].samples if x.labels == sid]
+        assert vals == [sh[field]], (field, vals, sh[field])
+    for state, n in sh["checkouts"].items():
+        vals = [x.value for x in shop_fams["libreserve_shop_checkouts"].samples if x.labels == dict(sid, state=state)]
+        assert vals == [n], (state, vals, n)
+    for age in ("sweep_lag", "journal_oldest", "settled_oldest"):
+        vals = [x.value for x in shop_fams["libreserve_shop_%s_seconds" % age].samples if x.labels == sid]
+        assert len(vals) == 1 and vals[0] >= sh[age + "_s"], (age, vals, sh[age + "_s"])
 for f in fams:
     assert f.type == "gauge" and f.documentation, (f.name, f.type, f.documentation)
     assert len(f.samples) == len(want["keys"]), (f.name, len(f.samples))
@@ -531,13 +504,14 @@ expect "sweep --all --max 1 --json" 0 'd["scope"] == "all" and {s["shop_id"]: s[
 if sql -e "CREATE USER '$NODEL_USER'@'localhost' IDENTIFIED BY 'nodel-pw'; GRANT SELECT, INSERT, UPDATE, EXECUTE ON \`$DB\`.* TO '$NODEL_USER'@'localhost'" >"$tmp/grant" 2>&1; then
   out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NODEL_USER" -pnodel-pw -D "$DB" --json sweep --all 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
   expect "sweep --all: a failing shop is reported, the others tried" 3 '{s["shop_id"]: s.get("error", {}).get("name") for s in d["shops"]}[7] == "RSV_EDB" and d["shops_failed"] >= 1 and d["shops_swept"] + d["shops_failed"] == len(d["shops"]) and d["shops_not_reached"] == 0 and len(d["shops"]) >= 5'
-  expect_text "sweep --all: the failure on stderr" 3 "rsv_sweep of shop 7: RSV_EDB"
+  expect_text "sweep --all: the failure on stderr" 3 "rsv_sweep_report of shop 7: RSV_EDB"
 else
   echo "skip sweep --all with a failing shop (cannot create a user: $(head -1 "$tmp/grant"))"
 fi
 run sweep --all
-expect_text "sweep --all, text: a shop" 0 "^shop 7: gave back 1 expired hold\(s\)$"
-expect_text "sweep --all, text: totals" 0 "^every shop: gave back 1 expired hold\(s\) in [0-9]+ shop\(s\)$"
+expect_text "sweep --all, text: a shop" 0 "^shop 7: gave back 1 expired hold\(s\) \(1 units\), folded 0 journal row\(s\), drained 0 pool row\(s\), purged 0 checkout\(s\)$"
+expect_text "sweep --all, text: totals" 0 "^every shop: gave back 1 expired hold\(s\) \(1 units\), folded [0-9]+ journal row\(s\), drained 0 pool row\(s\), purged 0 checkout\(s\) in [0-9]+ shop\(s\), [0-9]+ ms$"
+if grep -q "^shop 1:" <<<"$out"; then bad "sweep --all, text: a shop with nothing to do is not logged"; else ok "sweep --all, text: a shop with nothing to do is not logged"; fi
 run --json sweep --all
 expect "sweep --all again: nothing" 0 'd["released"] == 0 and d["shops_failed"] == 0'
 run --json stats 6
@@ -604,7 +578,8 @@ expect "upgrade --json with nothing installed: refused" 4 '"schema install" in d
 run schema status
 expect_text "status, fresh install: state" 0 "^state +ok$"
 expect_text "status, fresh install: versions" 0 "^schema version +$lib_sv "
-expect_text "status, fresh install: procedures" 0 "^procedures +10 of 10 executable"
+nprocs=$(python3 -c 'import json, sys; print(len(json.loads(sys.argv[1])))' "$procs")
+expect_text "status, fresh install: procedures" 0 "^procedures +$nprocs of $nprocs executable"
 run --json schema status
 expect "status --json, fresh install" 0 'd["state"] == "ok" and d["database"] == "'"$DB"'" and d["installed"] and d["versioned"] and d["schema_version"] == d["library_schema_version"] == '"$lib_sv"' and d["oldest_library"] <= d["library_schema_version"] and d["updated_at"] and all(d["tables"].values()) and len(d["tables"]) == 6 and [p["name"] for p in d["procedures"]] == r and all(p["exists"] and p["executable"] for p in d["procedures"]) and d["next_step"] is None and d["library_version"]' "$procs"
 

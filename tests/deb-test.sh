@@ -12,6 +12,9 @@
 #     installed library;
 #   - the installed rsv-admin runs (--version, and levels/audit on that
 #     database) and `man -w rsv-admin` finds its page;
+#   - the sweeper service's units and option file are installed, nothing
+#     enabled, and the unit's ExecStart= lines, run exactly as written
+#     (tests/sweeper-unit-test.sh), sweep a database with work to do;
 #   - `dpkg --purge` removes the three again (also when a check fails or
 #     the test is interrupted: trap), and nothing they installed is left.
 # Needs root (it installs packages); without root it says so and skips.
@@ -290,6 +293,23 @@ check "rsv-admin levels 7 (exit $rc)" test $rc -eq 0
 check "rsv-admin audit --all" "${admin[@]}" audit --all
 sql -e "DROP DATABASE $db" || true
 
+# ---- the sweeper service ----
+echo "== rsv-admin-sweep@.service"
+for f in /lib/systemd/system/rsv-admin-sweep@.service /lib/systemd/system/rsv-admin-sweep@.timer; do
+  check "$f" test -f "$f"
+done
+check "/etc/rsv-admin/default.cnf, a conffile" grep -qx /etc/rsv-admin/default.cnf /var/lib/dpkg/info/rsv-admin.conffiles
+check "the timer is not enabled by the install (a template)" bash -c "! ls /etc/systemd/system/timers.target.wants/rsv-admin-sweep@* >/dev/null 2>&1"
+check "examples: alert rules and dashboard" test -f /usr/share/doc/rsv-admin/examples/libreserve-alerts.yml -a -f /usr/share/doc/rsv-admin/examples/libreserve-dashboard.json
+# The installed unit's command lines, exactly as written, against a
+# throwaway database (tests/sweeper-unit-test.sh with the installed paths).
+if RSV_UNIT_INSTALLED=1 RSV_ADMIN_BIN=/usr/bin/rsv-admin RSV_BUILD=$libdir tests/sweeper-unit-test.sh >"$tmp/unit.log" 2>&1; then
+  pass "the installed sweeper service's ExecStart= lines sweep: $(tail -1 "$tmp/unit.log")"
+else
+  indent <"$tmp/unit.log"
+  fail "the installed sweeper service's ExecStart= lines"
+fi
+
 # ---- manual pages ----
 echo "== man"
 # A minimised system (path-exclude in dpkg's configuration) or one without
@@ -325,6 +345,9 @@ left=()
 for p in "${PKGS[@]}"; do
   while IFS= read -r path; do
     if [ -z "$path" ] || [ "$path" = /. ]; then continue; fi
+    # /lib of the sweeper's units is, on a merged-/usr system, the
+    # system's link to usr/lib: not the packages'
+    if [ -L "$path" ] && [ -d "$path" ]; then continue; fi
     if [ -L "$path" ] || [ -f "$path" ]; then
       left+=("$path")
     elif [ -d "$path" ]; then

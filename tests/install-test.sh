@@ -9,11 +9,19 @@
 #     claim against the server in RSV_TEST_SOCKET;
 #   - RSV_VERSION in the installed header == rsv_version() ==
 #     `pkg-config --modversion reserve`;
+#   - reserve.pc names libdir and includedir relative to ${prefix};
+#   - `make install` runs ldconfig when it installs for this machine as
+#     root, never into a DESTDIR (checked with make -n);
+#   - the CMake package: a C++ program whose CMakeLists.txt says only
+#     find_package(libreserve) and links libreserve::reserve (and another
+#     libreserve::reserve_static), configured with CMAKE_PREFIX_PATH at the
+#     staging dir, builds and runs reserve -> claim;
 #   - the Python binding's tests pass against the installed library
 #     (LIBRESERVE_PATH in the staging dir), run from a copy outside the tree.
-# Usage: tools/mariadb.sh run tests/install-test.sh   (the build is done by
-# `make lib`; `make install` builds what is missing).  Keep the staging dir
-# with RSV_KEEP_STAGING=1.  Exits non-zero on any failure.
+# Usage: tools/mariadb.sh run tests/install-test.sh [--cmake-only]  (the
+# build is done by `make lib`; `make install` builds what is missing).
+# Keep the staging dir with RSV_KEEP_STAGING=1.  Exits non-zero on any
+# failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -24,6 +32,8 @@ if [ -z "${RSV_TEST_SOCKET:-}" ]; then
   exit 2
 fi
 
+only=
+[ "${1:-}" = --cmake-only ] && only=cmake
 PREFIX_=/usr/local
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/libreserve-install.XXXXXX")
 stage=$tmp/stage
@@ -53,7 +63,7 @@ finish() {
 
 # ---- install ----
 echo "== make install DESTDIR=$stage PREFIX=$PREFIX_"
-if ! make --no-print-directory install DESTDIR="$stage" PREFIX="$PREFIX_" >"$tmp/install.log" 2>&1; then
+if ! make --no-print-directory install DESTDIR="$stage" PREFIX="$PREFIX_" LDCONFIG="touch $tmp/ldconfig-ran" >"$tmp/install.log" 2>&1; then
   cat "$tmp/install.log"
   fail "make install"
   finish
@@ -70,6 +80,9 @@ check "installed header == include/reserve.h" cmp -s "$hdr" include/reserve.h
 for a in async batch stats libuv libevent; do
   check "installed reserve/$a.h == include/reserve/$a.h" cmp -s "$root/include/reserve/$a.h" "include/reserve/$a.h"
 done
+# every header of include/reserve/, whatever the folder holds
+missing=$(cd include/reserve && for h in *.h; do cmp -s "$h" "$root/include/reserve/$h" || echo "$h"; done)
+check "every include/reserve/*.h installed as it is${missing:+ (not: $missing)}" test -z "$missing"
 check "RSV_VERSION found in the header ($version)" test -n "$version"
 check "libreserve.so.$version is a regular file" test -f "$libdir/libreserve.so.$version" -a ! -L "$libdir/libreserve.so.$version"
 check "libreserve.so.$major -> libreserve.so.$version" \
@@ -83,6 +96,24 @@ check "libreserve.a installed with objects" \
 check "reserve.pc installed" test -f "$libdir/pkgconfig/reserve.pc"
 check "reserve.pc does not mention the staging dir" bash -c "! grep -qF '$stage' '$libdir/pkgconfig/reserve.pc'"
 check "reserve.pc prefix=$PREFIX_" grep -qx "prefix=$PREFIX_" "$libdir/pkgconfig/reserve.pc"
+check "reserve.pc libdir=\${prefix}/lib" grep -qxF 'libdir=${prefix}/lib' "$libdir/pkgconfig/reserve.pc"
+check "reserve.pc includedir=\${prefix}/include" grep -qxF 'includedir=${prefix}/include' "$libdir/pkgconfig/reserve.pc"
+for f in libreserve-config.cmake libreserve-config-version.cmake; do
+  check "lib/cmake/libreserve/$f installed" test -f "$libdir/cmake/libreserve/$f"
+done
+check "the CMake files do not mention the staging dir" bash -c "! grep -rqF '$stage' '$libdir/cmake/libreserve'"
+# ldconfig: only for an install onto this machine, by root (LDCONFIG
+# stands in for it here; the staging install above ran it too).
+check "make install DESTDIR=... leaves ldconfig alone" test ! -e "$tmp/ldconfig-ran"
+if make --no-print-directory install PREFIX="$tmp/direct" LDCONFIG="touch $tmp/ldconfig-ran" >"$tmp/install-direct.log" 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    check "make install without DESTDIR, as root, runs ldconfig" test -e "$tmp/ldconfig-ran"
+  else
+    check "make install without DESTDIR, not root, says to run ldconfig" grep -q "run ldconfig as root" "$tmp/install-direct.log"
+  fi
+else
+  cat "$tmp/install-direct.log"; fail "make install PREFIX=$tmp/direct"
+fi
 check "share/libreserve/schema.sql == sql/schema.sql" cmp -s "$root/share/libreserve/schema.sql" sql/schema.sql
 nman=0
 for m in man/*.3; do
@@ -108,6 +139,93 @@ if [ -x tests/exports.sh ]; then
   check "installed library: ${out##*$'\n'}" test $rc -eq 0
   [ $rc -eq 0 ] || echo "$out"
 fi
+
+# ---- the CMake package: a C++ program ----
+echo "== CMake: find_package(libreserve) from a C++ project"
+have_cmake() { command -v cmake >/dev/null 2>&1 && command -v "${CXX:-c++}" >/dev/null 2>&1; }
+have_cmake || tools/deps.sh packages cmake g++ >"$tmp/apt-cmake.log" 2>&1 || tail -3 "$tmp/apt-cmake.log"
+if ! have_cmake; then
+  echo "skip CMake package (no cmake here, and it could not be installed: apt-get install cmake)"
+else
+  cm=$tmp/cmake-app
+  mkdir -p "$cm"
+  cat >"$cm/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.13)
+project(shop_app CXX)
+find_package(libreserve 0.1 REQUIRED)
+add_executable(app app.cpp)
+target_link_libraries(app PRIVATE libreserve::reserve)
+add_executable(app_static app.cpp)
+target_link_libraries(app_static PRIVATE libreserve::reserve_static)
+EOF
+  cat >"$cm/app.cpp" <<'EOF'
+// A C++ service's checkout against the installed libreserve: reserve ->
+// claim on a connection of its own.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <reserve.h>
+
+int main()
+{
+    const char *dsn = std::getenv("APP_DSN");
+    rsv_ctx *raw = nullptr;
+    int rc = rsv_open_dsn(&raw, dsn ? dsn : "", nullptr);
+    std::unique_ptr<rsv_ctx, void (*)(rsv_ctx *)> ctx(raw, rsv_close);
+    if (rc != RSV_OK) {
+        std::fprintf(stderr, "rsv_open_dsn: %s\n", rsv_errmsg(raw));
+        return 1;
+    }
+    const std::string token = "cmake-checkout";
+    if ((rc = rsv_stock_set(ctx.get(), 1, 42, 7, 10)) != RSV_OK ||
+        (rc = rsv_reserve_one(ctx.get(), 1, token.data(), token.size(), 42, 7, 2, 0)) != RSV_OK ||
+        (rc = rsv_claim(ctx.get(), 1, token.data(), token.size())) != RSV_OK) {
+        std::fprintf(stderr, "%s: %s\n", rsv_code_name(rc), rsv_errmsg(ctx.get()));
+        return 1;
+    }
+    int64_t on_hand = -1;
+    rsv_stock_get(ctx.get(), 1, 42, 7, &on_hand, nullptr, nullptr, nullptr);
+    std::printf("library %s, on hand %lld\n", rsv_version(), (long long)on_hand);
+    return on_hand == 8 ? 0 : 1;
+}
+EOF
+  cmdb=rsvcmake_$$
+  cmsql() { MYSQL_PWD=${RSV_TEST_PASSWORD:-} mariadb --no-defaults --socket="$RSV_TEST_SOCKET" -u"${RSV_TEST_USER:-root}" "$@"; }
+  urlq() { python3 -c 'import sys, urllib.parse as u; print(u.quote(sys.argv[1], safe=""))' "$1"; }
+  if cmake -S "$cm" -B "$cm/build" -DCMAKE_PREFIX_PATH="$root" >"$tmp/cmake.log" 2>&1 &&
+     cmake --build "$cm/build" >>"$tmp/cmake.log" 2>&1; then
+    pass "cmake: find_package(libreserve 0.1); libreserve::reserve and libreserve::reserve_static build"
+    found=$(sed -n 's/^libreserve_DIR:PATH=//p' "$cm/build/CMakeCache.txt")
+    check "cmake found the staged package ($found)" test "$found" = "$libdir/cmake/libreserve"
+    loaded=$(ldd "$cm/build/app" | awk '/libreserve/ {print $3}')
+    check "app finds the staged libreserve.so.$major without LD_LIBRARY_PATH ($loaded)" test "$loaded" = "$libdir/libreserve.so.$major"
+    if readelf -d "$cm/build/app_static" | grep -q 'NEEDED.*libreserve'; then
+      fail "app_static does not need libreserve.so"
+    else
+      pass "app_static does not need libreserve.so"
+    fi
+    pw=${RSV_TEST_PASSWORD:+:$(urlq "$RSV_TEST_PASSWORD")}
+    for prog in app app_static; do
+      cmsql -e "CREATE DATABASE $cmdb" && cmsql "$cmdb" <"$root/share/libreserve/schema.sql"
+      out=$(APP_DSN="mariadb://$(urlq "${RSV_TEST_USER:-root}")$pw@/$cmdb?socket=$(urlq "$RSV_TEST_SOCKET")" "$cm/build/$prog" 2>&1); rc=$?
+      echo "     $out"
+      check "$prog runs reserve -> claim" test $rc -eq 0
+      cmsql -e "DROP DATABASE IF EXISTS $cmdb"
+    done
+  else
+    tail -30 "$tmp/cmake.log"; fail "cmake: configure and build against the staged package"
+  fi
+  # A version the package cannot serve is refused.
+  printf 'cmake_minimum_required(VERSION 3.13)\nproject(p NONE)\nfind_package(libreserve 1.0 REQUIRED)\n' >"$cm/CMakeLists.txt"
+  if cmake -S "$cm" -B "$cm/build1" -DCMAKE_PREFIX_PATH="$root" >"$tmp/cmake1.log" 2>&1; then
+    fail "find_package(libreserve 1.0) is refused"
+  else
+    check "find_package(libreserve 1.0) is refused (version $version)" grep -q "version: $version" "$tmp/cmake1.log"
+  fi
+fi
+[ "$only" = cmake ] && finish
 
 # ---- pkg-config against the staging dir ----
 # reserve.pc carries the real PREFIX (never DESTDIR); PKG_CONFIG_SYSROOT_DIR

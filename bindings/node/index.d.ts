@@ -137,8 +137,9 @@ export interface BatchCheckout {
 
 /**
  * A context on a connection of its own (open()).  Every method returns a
- * promise; the C call runs on a worker thread, and the calls on one
- * context run one at a time in the order they were made.
+ * promise and none takes a thread of libuv's pool (the checkout calls wait
+ * on the library's descriptor, the others run on threads of the package's
+ * own); the calls on one context run one at a time in the order made.
  */
 export class Context {
   private constructor();

@@ -1,32 +1,23 @@
 'use strict';
 // libreserve for Node.js: the libreserve C library through koffi (FFI).
 //
-// Every call on a context returns a promise and runs the C function on a
-// worker thread (koffi's func.async), so the event loop never waits for
-// the database.  A context is single-threaded, so calls on one context are
-// queued and run one at a time, in the order they were made; different
-// contexts run in parallel (up to the size of libuv's thread pool,
-// UV_THREADPOOL_SIZE, default 4).  A Batcher's calls are not bound by that
-// pool: each is queued at once in the C batcher, which coalesces them.
-//
-// Which libreserve.so is loaded (first match wins):
-//   1. $LIBRESERVE_PATH: the library file, or a directory holding
-//      libreserve.so.0 / libreserve.so;
-//   2. the installed one: libreserve.so.0 as the dynamic loader finds it
-//      (LD_LIBRARY_PATH, the ldconfig cache), then /usr/local/lib,
-//      /usr/local/lib/<multiarch>, /usr/lib/<multiarch>, /usr/lib;
-//   3. the in-tree build: build/libreserve.so of the source tree holding
-//      this package (when it is used from a checkout).
+// Every call returns a promise; none occupies libuv's thread pool, which
+// Node.js shares with files, DNS and compression.  The calls of a checkout
+// (reserve, reserveOne, claim, release, extend, checkoutStatus) use the
+// library's non-blocking interface: the call is handed to the context's own
+// worker thread (rsv_*_start) and the event loop watches the context's
+// descriptor (rsv_async_fd) until rsv_cont gives the answer.  The calls
+// without a non-blocking form (open, close, reconnect, stock, pools,
+// sweep, audit, batches) run on threads of this package's own (runner.js),
+// one per call in flight.  A context is single-threaded, so its calls are
+// queued and run one at a time, in the order they were made.  A Batcher's
+// calls are queued at once in the C batcher, which coalesces them; its
+// descriptor is watched the same way.
 
 const fs = require('node:fs');
 const path = require('node:path');
-
-let koffi;
-try {
-  koffi = require('koffi');
-} catch (e) {
-  throw new Error('libreserve: cannot load the koffi package (npm install koffi): ' + e.message);
-}
+const { Worker } = require('node:worker_threads');
+const { koffi, C, LIB_NAME, SOURCE_TREE } = require('./native');
 
 // ---------------------------------------------------------------------------
 // Constants (mirroring reserve.h)
@@ -156,184 +147,101 @@ function invalid(message, fn) {
 }
 
 // ---------------------------------------------------------------------------
-// Loading the library
+// Waiting without libuv's thread pool
 // ---------------------------------------------------------------------------
 
-function sourceTree() {
-  // bindings/node/ in a checkout: the tree has include/reserve.h.
-  let d = __dirname;
-  for (let i = 0; i < 4; i++) {
-    d = path.dirname(d);
-    if (fs.existsSync(path.join(d, 'include', 'reserve.h')) &&
-        fs.existsSync(path.join(d, 'sql', 'schema.sql')))
-      return d;
+// The library's descriptor of one context (or batcher), watched by the
+// event loop (a uv_poll_t through koffi) while a call is pending, so that
+// a waiting call costs no thread here.  It refers to no context, so that a
+// context dropped without close() can still be collected (see finalizer).
+class FdWait {
+  constructor(fd) {
+    this.fd = fd;
+    this.handle = null;
+    this.done = null;
   }
-  return null;
+
+  // Resolves once the descriptor is readable (then call rsv_cont).
+  wait() {
+    return new Promise((resolve, reject) => {
+      const ready = (status) => {
+        this.handle.stop();
+        this.done = null;
+        if (status < 0) reject(new Error(`libreserve: waiting on descriptor ${this.fd} failed (libuv ${status})`));
+        else resolve();
+      };
+      this.done = ready;
+      if (this.handle) this.handle.start({ readable: true }, ready);
+      else this.handle = koffi.node.poll(this.fd, { readable: true }, ready);
+    });
+  }
+
+  // Before the library closes the descriptor (rsv_close, rsv_batcher_close).
+  close() {
+    if (this.handle) this.handle.close();
+    this.handle = null;
+  }
 }
 
-const SOURCE_TREE = sourceTree();
-const MULTIARCH = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu', ia32: 'i386-linux-gnu',
-  arm: 'arm-linux-gnueabihf', riscv64: 'riscv64-linux-gnu', ppc64: 'powerpc64le-linux-gnu',
-  s390x: 's390x-linux-gnu', loong64: 'loongarch64-linux-gnu' }[process.arch];
+// koffi's uv_poll_t is young (koffi 2.15 and later, not yet documented):
+// say so at require() rather than at the first call.
+if (!koffi.node || typeof koffi.node.poll !== 'function') {
+  throw new Error(`libreserve: koffi ${koffi.version} has no node.poll (this package needs koffi 3.3 or later)`);
+}
 
-function candidates() {
-  const env = process.env.LIBRESERVE_PATH;
-  if (env) {
-    let st = null;
-    try { st = fs.statSync(env); } catch { /* a file name the loader reports on */ }
-    if (st && st.isDirectory()) {
-      for (const n of ['libreserve.so.0', 'libreserve.so']) {
-        const p = path.join(env, n);
-        if (fs.existsSync(p)) return [p];
-      }
-      throw new Error(`libreserve: LIBRESERVE_PATH=${env}: no libreserve.so.0 or libreserve.so in that directory`);
+// Threads of the package's own (runner.js) for the calls that have no
+// non-blocking form: one per call in flight, kept for the next call while
+// idle (at most IDLE_RUNNERS of them), never holding the process open
+// while idle.
+const IDLE_RUNNERS = 2;
+const idleRunners = [];
+
+class Runner {
+  constructor() {
+    // The same library file as this thread's, whatever found it here.
+    this.worker = new Worker(path.join(__dirname, 'runner.js'),
+      { env: { ...process.env, LIBRESERVE_PATH: libraryPath() }, stdout: false, stderr: false });
+    this.worker.unref();
+    this.pending = null;
+    this.dead = false;
+    const settle = (fn, v) => {
+      const p = this.pending;
+      this.pending = null;
+      this.worker.unref();
+      if (p) p[fn](v);
+    };
+    this.worker.on('message', (m) => settle(m.error ? 'reject' : 'resolve',
+      m.error ? new Error(`libreserve: ${m.error}`) : m));
+    this.worker.on('error', (e) => { this.dead = true; settle('reject', e); });
+    this.worker.on('exit', (code) => {
+      this.dead = true;
+      settle('reject', new Error(`libreserve: a thread of the package ended (exit code ${code})`));
+    });
+  }
+
+  run(fn, args) {
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.worker.ref();
+      this.worker.postMessage({ fn, args });
+    });
+  }
+}
+
+// Run C function fn(...args) on a runner; resolves to {rc, args} (the
+// out-arguments filled in) or, for 'audit', to its own answer.
+async function blocking(fn, args) {
+  let r = idleRunners.pop();
+  while (r && r.dead) r = idleRunners.pop();
+  if (!r) r = new Runner();
+  try {
+    return await r.run(fn, args);
+  } finally {
+    if (!r.dead) {
+      if (idleRunners.length < IDLE_RUNNERS) idleRunners.push(r);
+      else r.worker.terminate();
     }
-    return [env]; // explicit: no fallback to another library
   }
-  const out = ['libreserve.so.0'];
-  const dirs = ['/usr/local/lib'];
-  if (MULTIARCH) dirs.push('/usr/local/lib/' + MULTIARCH, '/usr/lib/' + MULTIARCH);
-  dirs.push('/usr/lib');
-  for (const d of dirs) {
-    const p = path.join(d, 'libreserve.so.0');
-    if (fs.existsSync(p)) out.push(p);
-  }
-  if (SOURCE_TREE) out.push(path.join(SOURCE_TREE, 'build', 'libreserve.so'));
-  return out;
-}
-
-function loadLibrary() {
-  const errors = [];
-  for (const c of candidates()) {
-    try {
-      return { lib: koffi.load(c), name: c };
-    } catch (e) {
-      errors.push(`${c}: ${e.message}`);
-    }
-  }
-  throw new Error('libreserve: cannot load libreserve (set LIBRESERVE_PATH): ' + errors.join('; '));
-}
-
-const { lib, name: LIB_NAME } = loadLibrary();
-
-// ---- types and prototypes ----
-koffi.opaque('rsv_ctx');
-koffi.opaque('rsv_cart');
-koffi.opaque('rsv_stats_snapshot');
-koffi.opaque('rsv_batcher');
-koffi.opaque('rsv_batcher_call');
-koffi.struct('pollfd', { fd: 'int', events: 'short', revents: 'short' });
-const Options = koffi.struct('rsv_options', {
-  version: 'uint',
-  flags: 'uint32_t',
-  pool_cap: 'int64_t',
-  refill_low_water: 'int64_t',
-  hold_ttl_ms: 'int64_t',
-  max_retries: 'int32_t',
-  retry_base_us: 'int32_t',
-  lock_wait_timeout_s: 'int32_t',
-  conn_tag_prefix: 'const char *',
-  settled_retention_s: 'int64_t',
-  pool_idle_s: 'int64_t',
-  call_timeout_ms: 'int64_t',
-  stmt_cache_max: 'int32_t',
-});
-koffi.proto('void rsv_audit_fn(void *arg, uint64_t shop_id, uint64_t item_id, ' +
-  'uint64_t location_id, const char *problem)');
-
-const PROTOS = [
-  'const char *rsv_version(void)',
-  'int rsv_version_number(void)',
-  'int rsv_schema_version(void)',
-  'const char *rsv_strerror(int code)',
-  'const char *rsv_code_name(int code)',
-  'int rsv_options_init(_Out_ rsv_options *opts, unsigned int version)',
-  'size_t rsv_options_size(void)',
-  'int rsv_open_dsn(_Out_ rsv_ctx **out, const char *dsn, const rsv_options *opts)',
-  'int rsv_reconnect(rsv_ctx *ctx)',
-  'void rsv_close(rsv_ctx *ctx)',
-  'const char *rsv_errmsg(const rsv_ctx *ctx)',
-  'int rsv_cart_new(_Out_ rsv_cart **out)',
-  'void rsv_cart_free(rsv_cart *cart)',
-  'int rsv_cart_add(rsv_cart *cart, uint64_t item_id, const uint64_t *location_ids, ' +
-    'size_t n_locations, int64_t quantity, uint32_t flags)',
-  'int rsv_cart_allocation_count(const rsv_cart *cart, size_t line, _Out_ size_t *count)',
-  'int rsv_cart_allocation(const rsv_cart *cart, size_t line, size_t idx, ' +
-    '_Out_ uint64_t *location, _Out_ int64_t *quantity)',
-  'size_t rsv_cart_failed_line(const rsv_cart *cart)',
-  'int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
-    'rsv_cart *cart, int64_t ttl_ms)',
-  'int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
-    'uint64_t item_id, uint64_t location_id, int64_t quantity, int64_t ttl_ms)',
-  'int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len)',
-  'int rsv_release(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len)',
-  'int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
-    'int64_t ttl_ms)',
-  'int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id, const void *token, ' +
-    'size_t token_len, _Out_ int32_t *status, _Out_ int64_t *units, _Out_ int64_t *expires_in_ms)',
-  'int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
-    '_Out_ int64_t *added)',
-  'int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
-    '_Out_ int64_t *units)',
-  'int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds, _Out_ int64_t *released)',
-  'int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
-    'int64_t on_hand)',
-  'int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, ' +
-    'uint64_t location_id, int64_t delta, _Out_ int64_t *on_hand)',
-  'int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
-    '_Out_ int64_t *on_hand, _Out_ int64_t *held, _Out_ int64_t *pooled, _Out_ int64_t *available)',
-  'int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops, rsv_audit_fn *fn, void *arg, ' +
-    '_Out_ int64_t *violations)',
-  'int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op, _Out_ uint64_t *out)',
-  'int rsv_stats_snapshot_new(_Out_ rsv_stats_snapshot **out)',
-  'void rsv_stats_snapshot_free(rsv_stats_snapshot *snap)',
-  'int rsv_stats_snapshot_add(rsv_stats_snapshot *snap, const rsv_ctx *ctx)',
-  'int rsv_stats_prometheus(const rsv_stats_snapshot *snap, const char *labels, ' +
-    'uint8_t *buf, size_t len, _Out_ size_t *needed)',
-  'int rsv_set_enabled(rsv_ctx *ctx, int enabled)',
-  'int rsv_reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
-    'const void **tokens, const size_t *token_lens, const uint64_t *item_ids, ' +
-    'const uint64_t *location_ids, const int64_t *quantities, int64_t ttl_ms, int *results)',
-  'int rsv_claim_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
-    'const void **tokens, const size_t *token_lens, int *results)',
-  'int rsv_release_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
-    'const void **tokens, const size_t *token_lens, int *results)',
-  'int rsv_batcher_open(_Out_ rsv_batcher **out, const char *dsn, const rsv_options *opts, ' +
-    'uint32_t connections)',
-  'void rsv_batcher_close(rsv_batcher *b)',
-  'int rsv_batcher_reserve_one_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
-    'size_t token_len, uint64_t item_id, uint64_t location_id, int64_t quantity, ' +
-    'int64_t ttl_ms, _Out_ rsv_batcher_call **out)',
-  'int rsv_batcher_claim_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
-    'size_t token_len, _Out_ rsv_batcher_call **out)',
-  'int rsv_batcher_release_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
-    'size_t token_len, _Out_ rsv_batcher_call **out)',
-  'int rsv_batcher_fd(const rsv_batcher *b)',
-  'int rsv_batcher_next_done(rsv_batcher *b, _Out_ rsv_batcher_call **done, _Out_ int *code)',
-  'void rsv_batcher_call_free(rsv_batcher_call *call)',
-  'int rsv_batcher_stats_get(const rsv_batcher *b, uint32_t stat, uint32_t op, ' +
-    '_Out_ uint64_t *out)',
-  // libc's, found through libreserve.so's own dependencies: the batcher
-  // waits on its completion pipe with it (see Batcher).
-  'int poll(pollfd *fds, unsigned long nfds, int timeout)',
-];
-
-const C = {};
-for (const proto of PROTOS) {
-  const fn = lib.func(proto);
-  C[/(\w+)\(/.exec(proto)[1]] = fn;
-}
-
-if (Number(C.rsv_options_size()) < koffi.sizeof(Options)) {
-  throw new Error(`libreserve: ${LIB_NAME} has a smaller rsv_options ` +
-    `(${C.rsv_options_size()} bytes) than this package expects (${koffi.sizeof(Options)})`);
-}
-
-// fn.async as a promise: the C function runs on a worker thread.
-function callAsync(fn, ...args) {
-  return new Promise((resolve, reject) => {
-    fn.async(...args, (err, res) => (err ? reject(err) : resolve(res)));
-  });
 }
 
 // ---------------------------------------------------------------------------
@@ -360,6 +268,11 @@ function show(v) {
 
 // An unsigned 64-bit value read back from C: a number when it is a safe
 // integer, a bigint otherwise (koffi hands some of them over as signed).
+function asI64(v) {
+  return typeof v === 'bigint' && v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER)
+    ? Number(v) : v;
+}
+
 function asU64(v) {
   if (typeof v === 'bigint') v = BigInt.asUintN(64, v);
   else if (v < 0) v = BigInt.asUintN(64, BigInt(v));
@@ -423,8 +336,11 @@ function defaultOptions() {
 // ---------------------------------------------------------------------------
 
 // A context the program dropped without close(): freed (and its connection
-// closed) when it is collected.
-const finalizer = new FinalizationRegistry((ptr) => C.rsv_close(ptr));
+// closed) when it is collected.  held: {ptr, fdWait}, never the context.
+const finalizer = new FinalizationRegistry((held) => {
+  if (held.fdWait) held.fdWait.close();
+  C.rsv_close(held.ptr);
+});
 
 function cartLines(lines) {
   if (!Array.isArray(lines)) throw invalid('lines must be an array of {itemId, locations, quantity, split}', 'rsv_cart_add');
@@ -473,7 +389,8 @@ class Context {
     this._ptr = ptr;
     this._closing = false;
     this._tail = Promise.resolve();
-    finalizer.register(this, ptr, this);
+    this._held = { ptr, fdWait: null };
+    finalizer.register(this, this._held, this);
   }
 
   /** true once close() was called. */
@@ -501,12 +418,42 @@ class Context {
     if (rc !== 0) throw makeError(rc, C.rsv_errmsg(ptr) || strerror(rc), fn);
   }
 
+  // A call without a non-blocking form, on a thread of the package's own;
+  // after(out) reads the out-arguments from the copy of args it filled.
   _call(fn, args, after) {
     return this._run(fn, async (ptr) => {
-      const rc = await callAsync(C[fn], ptr, ...args);
+      const { rc, args: out } = await blocking(fn, [ptr, ...args]);
       this._check(ptr, rc, fn);
+      return after ? after(out.slice(1)) : undefined;
+    });
+  }
+
+  // A call of the non-blocking interface: fn_start hands it to the
+  // context's worker thread, the event loop waits for the descriptor, and
+  // rsv_cont gives the final code.  Bad arguments answer at once.
+  async _nonblocking(ptr, fn, args) {
+    let rc = C[fn + '_start'](ptr, ...args);
+    while (rc === PENDING) {
+      await this._fdWait(ptr).wait();
+      rc = C.rsv_cont(ptr);
+    }
+    this._check(ptr, rc, fn);
+  }
+
+  _nb(fn, args, after) {
+    return this._run(fn, async (ptr) => {
+      await this._nonblocking(ptr, fn, args);
       return after ? after() : undefined;
     });
+  }
+
+  _fdWait(ptr) {
+    if (!this._held.fdWait) {
+      const fd = C.rsv_async_fd(ptr);
+      if (fd < 0) throw makeError(fd, C.rsv_errmsg(ptr) || strerror(fd), 'rsv_async_fd');
+      this._held.fdWait = new FdWait(fd);
+    }
+    return this._held.fdWait;
   }
 
   // ---- the hold lifecycle ----
@@ -514,7 +461,7 @@ class Context {
   /** Hold quantity units of itemId at locationId for the checkout token. */
   async reserveOne(shopId, tok, itemId, locationId, quantity, ttlMs = 0) {
     const t = tokenArgs(tok);
-    return this._call('rsv_reserve_one', [u64(shopId, 'shopId'), ...t,
+    return this._nb('rsv_reserve_one', [u64(shopId, 'shopId'), ...t,
       u64(itemId, 'itemId'), u64(locationId, 'locationId'), i64(quantity, 'quantity'),
       i64(ttlMs, 'ttlMs')]);
   }
@@ -544,11 +491,14 @@ class Context {
             throw e;
           }
         });
-        rc = await callAsync(C.rsv_reserve, ptr, shop, ...t, cart, ttl);
-        if (rc !== 0) {
-          const e = makeError(rc, C.rsv_errmsg(ptr) || strerror(rc), 'rsv_reserve');
-          const failed = C.rsv_cart_failed_line(cart);
-          e.failedLine = BigInt(failed) === SIZE_MAX ? null : Number(failed);
+        try {
+          // the cart is used in place until the call has finished
+          await this._nonblocking(ptr, 'rsv_reserve', [shop, ...t, cart, ttl]);
+        } catch (e) {
+          if (e instanceof ReserveError) {
+            const failed = C.rsv_cart_failed_line(cart);
+            e.failedLine = BigInt(failed) === SIZE_MAX ? null : Number(failed);
+          }
           throw e;
         }
         return parsed.map((l, line) => {
@@ -572,29 +522,31 @@ class Context {
   /** Payment succeeded: take the held units for good (AlreadyClaimed on a repeat). */
   async claim(shopId, tok) {
     const t = tokenArgs(tok);
-    return this._call('rsv_claim', [u64(shopId, 'shopId'), ...t]);
+    return this._nb('rsv_claim', [u64(shopId, 'shopId'), ...t]);
   }
 
   /** Payment failed: give the units back (idempotent). */
   async release(shopId, tok) {
     const t = tokenArgs(tok);
-    return this._call('rsv_release', [u64(shopId, 'shopId'), ...t]);
+    return this._nb('rsv_release', [u64(shopId, 'shopId'), ...t]);
   }
 
   /** Push the checkout's deadline to now + ttlMs (0: the context's default). */
   async extend(shopId, tok, ttlMs = 0) {
     const t = tokenArgs(tok);
-    return this._call('rsv_extend', [u64(shopId, 'shopId'), ...t, i64(ttlMs, 'ttlMs')]);
+    return this._nb('rsv_extend', [u64(shopId, 'shopId'), ...t, i64(ttlMs, 'ttlMs')]);
   }
 
   /** {status: 'held' | 'claimed' | 'released' | 'expired', statusCode, units, expiresInMs} */
   async checkoutStatus(shopId, tok) {
     const t = tokenArgs(tok);
-    const st = [0];
-    const units = [0];
-    const ms = [0];
-    return this._call('rsv_checkout_status', [u64(shopId, 'shopId'), ...t, st, units, ms],
-      () => ({ status: STATUS[st[0]], statusCode: st[0], units: units[0], expiresInMs: ms[0] }));
+    // written by the worker thread after the start returned: memory of
+    // their own, kept until the call has finished
+    const st = new Int32Array(1);
+    const units = new BigInt64Array(1);
+    const ms = new BigInt64Array(1);
+    return this._nb('rsv_checkout_status', [u64(shopId, 'shopId'), ...t, st, units, ms],
+      () => ({ status: STATUS[st[0]], statusCode: st[0], units: asI64(units[0]), expiresInMs: asI64(ms[0]) }));
   }
 
   // ---- batches ----
@@ -606,9 +558,9 @@ class Context {
       // (never empty: koffi passes an empty array as NULL, and the
       // library's message would then be about that, not about n)
       const res = new Int32Array(Math.max(a.n, 1));
-      const rc = await callAsync(C[fn], ptr, a.n, a.shops, a.toks, a.lens, ...args, res);
+      const { rc, args: out } = await blocking(fn, [ptr, a.n, a.shops, a.toks, a.lens, ...args, res]);
       this._check(ptr, rc, fn);
-      return Array.from(res.subarray(0, a.n));
+      return Array.from(out[out.length - 1].subarray(0, a.n));
     });
   }
 
@@ -638,23 +590,20 @@ class Context {
 
   /** Top the pool up from the ledger; resolves to the rows added. */
   async replenish(shopId, itemId, locationId) {
-    const n = [0];
     return this._call('rsv_replenish', [u64(shopId, 'shopId'), u64(itemId, 'itemId'),
-      u64(locationId, 'locationId'), n], () => n[0]);
+      u64(locationId, 'locationId'), [0]], (out) => out[3][0]);
   }
 
   /** Give the pool back to its ledger row; resolves to the rows given back. */
   async poolDrain(shopId, itemId, locationId) {
-    const n = [0];
     return this._call('rsv_pool_drain', [u64(shopId, 'shopId'), u64(itemId, 'itemId'),
-      u64(locationId, 'locationId'), n], () => n[0]);
+      u64(locationId, 'locationId'), [0]], (out) => out[3][0]);
   }
 
   /** Give back expired holds (up to maxHolds, 0: 10000); resolves to their number. */
   async sweep(shopId, maxHolds = 0) {
-    const n = [0];
-    return this._call('rsv_sweep', [u64(shopId, 'shopId'), i64(maxHolds, 'maxHolds'), n],
-      () => n[0]);
+    return this._call('rsv_sweep', [u64(shopId, 'shopId'), i64(maxHolds, 'maxHolds'), [0]],
+      (out) => out[2][0]);
   }
 
   async stockSet(shopId, itemId, locationId, onHand) {
@@ -664,17 +613,15 @@ class Context {
 
   /** Add delta (may be negative) to the stock on hand; resolves to the new value. */
   async stockAdjust(shopId, itemId, locationId, delta) {
-    const n = [0];
     return this._call('rsv_stock_adjust', [u64(shopId, 'shopId'), u64(itemId, 'itemId'),
-      u64(locationId, 'locationId'), i64(delta, 'delta'), n], () => n[0]);
+      u64(locationId, 'locationId'), i64(delta, 'delta'), [0]], (out) => out[4][0]);
   }
 
   /** {onHand, held, pooled, available} from one consistent snapshot. */
   async stockGet(shopId, itemId, locationId) {
-    const v = [[0], [0], [0], [0]];
     return this._call('rsv_stock_get', [u64(shopId, 'shopId'), u64(itemId, 'itemId'),
-      u64(locationId, 'locationId'), ...v],
-    () => ({ onHand: v[0][0], held: v[1][0], pooled: v[2][0], available: v[3][0] }));
+      u64(locationId, 'locationId'), [0], [0], [0], [0]],
+    (out) => ({ onHand: out[3][0], held: out[4][0], pooled: out[5][0], available: out[6][0] }));
   }
 
   // ---- audit ----
@@ -687,17 +634,12 @@ class Context {
   async audit(shopId = 0, { allShops = false } = {}) {
     const shop = u64(shopId, 'shopId');
     return this._run('rsv_audit', async (ptr) => {
-      const found = [];
-      const n = [0];
-      // Called on the main thread while the worker waits (koffi queues it).
-      const cb = (_arg, s, i, l, problem) => {
-        found.push({ shopId: asU64(s), itemId: asU64(i), locationId: asU64(l), problem });
-      };
-      const rc = await callAsync(C.rsv_audit, ptr, shop, allShops ? 1 : 0, cb, null, n);
+      const { rc, found, n } = await blocking('audit', [ptr, shop, allShops ? 1 : 0]);
       this._check(ptr, rc, 'rsv_audit');
-      if (Number(n[0]) !== found.length)
-        throw new Error(`rsv_audit reported ${n[0]} violations but called back ${found.length} times`);
-      return found;
+      if (Number(n) !== found.length)
+        throw new Error(`rsv_audit reported ${n} violations but called back ${found.length} times`);
+      return found.map(([s, i, l, problem]) =>
+        ({ shopId: asU64(s), itemId: asU64(i), locationId: asU64(l), problem }));
     });
   }
 
@@ -715,7 +657,9 @@ class Context {
       finalizer.unregister(this);
       const ptr = this._ptr;
       this._ptr = null;
-      await callAsync(C.rsv_close, ptr);
+      // the descriptor is closed by rsv_close: stop watching it first
+      if (this._held.fdWait) this._held.fdWait.close();
+      await blocking('rsv_close', [ptr]);
     });
     this._closing = true;
     this._tail = p.then(noop, noop);
@@ -818,12 +762,10 @@ function atSite(e, site) {
 async function open(dsn, options = {}) {
   if (typeof dsn !== 'string') throw invalid('dsn must be a string', 'rsv_open_dsn');
   const o = cOptions(options);
-  const out = [null];
-  const rc = await callAsync(C.rsv_open_dsn, out, dsn, o);
-  const ptr = out[0];
+  const { rc, args: [[ptr]] } = await blocking('rsv_open_dsn', [[null], dsn, o]);
   if (rc !== 0) {
     const msg = ptr ? C.rsv_errmsg(ptr) : null;
-    if (ptr) await callAsync(C.rsv_close, ptr);
+    if (ptr) await blocking('rsv_close', [ptr]);
     throw makeError(rc, msg || strerror(rc), 'rsv_open_dsn');
   }
   return new Context(ptr);
@@ -864,29 +806,27 @@ function makeDsn({ database, user, password, host, port, ...params } = {}) {
 // The batcher
 // ---------------------------------------------------------------------------
 
-// How long one wait on the completion pipe lasts (ms) before it is made
-// again: a bound on a missed wake-up, not a delay of the answers.
-const POLL_MS = 1000;
-const POLLIN = 0x1;
-
 // A batcher the program dropped without close(): closed when collected.
 // Calls in flight keep it reachable, so none is lost this way.
-const batcherFinalizer = new FinalizationRegistry((ptr) => C.rsv_batcher_close(ptr));
+const batcherFinalizer = new FinalizationRegistry((held) => {
+  held.fdWait.close();
+  C.rsv_batcher_close(held.ptr);
+});
 
 class Batcher {
   // Every call starts the request at once on the main thread (the
   // rsv_batcher_*_start forms only queue it) and returns a promise, so
   // any number of calls can be in flight: the batcher's workers coalesce
-  // them into batches.  While any is in flight one worker thread of
-  // libuv's pool waits on the completion pipe (poll(2)), and the main
-  // thread collects the answers.  Made by Batcher.open().
+  // them into batches.  While any is in flight the event loop watches the
+  // batcher's completion descriptor, and the main thread collects the
+  // answers.  Made by Batcher.open().
   constructor(ptr) {
     this._ptr = ptr;
-    this._fd = C.rsv_batcher_fd(ptr);
+    this._fdWait = new FdWait(C.rsv_batcher_fd(ptr));
     this._calls = new Map(); // a call's address -> {resolve, reject, fn, site}
     this._collector = null; // the loop collecting answers while calls are out
     this._closing = null; // close()'s promise
-    batcherFinalizer.register(this, ptr, this);
+    batcherFinalizer.register(this, { ptr, fdWait: this._fdWait }, this);
   }
 
   /**
@@ -899,21 +839,19 @@ class Batcher {
     if (!Number.isInteger(connections) || connections < 1 || connections > BATCHER_MAX_CONNECTIONS)
       throw invalid(`connections must be an integer in 1..${BATCHER_MAX_CONNECTIONS}, not ${show(connections)}`, fn);
     const o = cOptions(options);
-    const out = [null];
-    const rc = await callAsync(C.rsv_batcher_open, out, dsn, o, connections);
+    const { rc, args: [[ptr]] } = await blocking('rsv_batcher_open', [[null], dsn, o, connections]);
     if (rc !== 0) {
       // The batcher keeps no message: one context on the same dsn says
       // what went wrong (rsv_errmsg), if it fails the same way.
       let msg = null;
-      const probe = [null];
-      const prc = await callAsync(C.rsv_open_dsn, probe, dsn, o);
-      if (probe[0]) {
-        if (prc === rc) msg = C.rsv_errmsg(probe[0]);
-        await callAsync(C.rsv_close, probe[0]);
+      const { rc: prc, args: [[probe]] } = await blocking('rsv_open_dsn', [[null], dsn, o]);
+      if (probe) {
+        if (prc === rc) msg = C.rsv_errmsg(probe);
+        await blocking('rsv_close', [probe]);
       }
       throw makeError(rc, msg || strerror(rc), fn);
     }
-    return new Batcher(out[0]);
+    return new Batcher(ptr);
   }
 
   /** true once close() was called. */
@@ -938,12 +876,12 @@ class Batcher {
     });
   }
 
-  // While calls are out: wait for the pipe on a worker thread, then
-  // collect here; a failing wait fails the calls rather than strand them.
+  // While calls are out: wait for the descriptor, then collect; a failing
+  // wait fails the calls rather than strand them.
   async _collect() {
     try {
       while (this._calls.size > 0) {
-        await callAsync(C.poll, { fd: this._fd, events: POLLIN, revents: 0 }, 1, POLL_MS);
+        await this._fdWait.wait();
         this._answer();
       }
     } catch (e) {
@@ -1010,7 +948,8 @@ class Batcher {
         batcherFinalizer.unregister(this);
         const ptr = this._ptr;
         this._ptr = null;
-        await callAsync(C.rsv_batcher_close, ptr);
+        this._fdWait.close();
+        await blocking('rsv_batcher_close', [ptr]);
       })();
     }
     return this._closing;

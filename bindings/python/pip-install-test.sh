@@ -9,7 +9,9 @@
 #     libreserve.so.0 the dynamic loader finds (LD_LIBRARY_PATH here), and
 #     runs stock_set -> reserve -> claim through a connection string;
 #   - the ten-line example of README.md runs as printed (its connection
-#     string replaced by the test server's);
+#     string replaced by the test server's), and so does its asyncio
+#     example;
+#   - the type hints are installed with it (py.typed);
 #   - pip uninstall removes it again.
 # Usage: tools/mariadb.sh run bindings/python/pip-install-test.sh (make check
 # runs it; make lib first).  PYTHON=... picks the interpreter; otherwise the
@@ -121,11 +123,10 @@ else
   echo "$out"; bad "venv: the installed package runs"
 fi
 
-# The README's example, as printed, from the installed package.
-awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
-lines=$(grep -c . "$tmp/readme.py")
-if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
-"$PY" - "$tmp/readme.py" "$dsn" <<'PY' || bad "put the test server into the README's example"
+# put_dsn FILE: an example of the README, its one connection string
+# replaced by the test server's.
+put_dsn() {
+  "$PY" - "$1" "$dsn" <<'PY'
 import re, sys
 path, dsn = sys.argv[1:]
 text = open(path).read()
@@ -133,6 +134,13 @@ new, n = re.subn(r'"mariadb://[^"]*"', lambda m: repr(dsn), text)
 assert n == 1, "one connection string expected, found %d" % n
 open(path, "w").write(new)
 PY
+}
+
+# The README's example, as printed, from the installed package.
+awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
+lines=$(grep -c . "$tmp/readme.py")
+if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
+put_dsn "$tmp/readme.py" || bad "put the test server into the README's example"
 if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
   echo "$out" | sed 's/^/     /'; ok "README's example runs"
 else
@@ -142,6 +150,71 @@ if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/
   echo "$out" | sed 's/^/     /'; ok "README's example runs again (the claim is not taken twice)"
 else
   echo "$out" | sed 's/^/     /'; bad "README's example runs again"
+fi
+
+if [ -f "$site/libreserve/py.typed" ] && [ -f "$site/libreserve/aio.py" ]; then
+  ok "installed with py.typed and the asyncio module"
+else
+  bad "py.typed or aio.py missing from $site/libreserve"
+fi
+
+# The type hints, as a type checker sees the installed package: mypy
+# (Debian's python3-mypy) passes a program that uses it right, finds
+# exactly the two wrong arguments of another, and finds nothing to say
+# about the package itself.
+mypy_ok() { /usr/bin/python3 -m mypy --version >/dev/null 2>&1; }
+mypy_ok || "$repo/tools/deps.sh" packages python3-mypy >/dev/null 2>&1
+if ! mypy_ok; then
+  echo "skip type check: no mypy (apt-get install python3-mypy)"
+else
+  cat >"$tmp/run/typed_app.py" <<'PY'
+import asyncio
+from typing import List
+import libreserve as rsv
+
+def checkout(dsn: str) -> int:
+    with rsv.connect(dsn, hold_ttl_ms=60000) as ctx:
+        ctx.reserve_one(1, "t", 42, 7, 2)
+        st: rsv.CheckoutStatus = ctx.checkout_status(1, b"t")
+        if st.status is rsv.Status.HELD:
+            ctx.claim(1, "t")
+        try:
+            ctx.release(1, "t")
+        except rsv.AlreadyClaimed as e:
+            print(e.code, e.errno, e.message)
+        v: List[rsv.Violation] = ctx.audit(1)
+        return ctx.stock_get(1, 42, 7).available + len(v)
+
+async def acheckout(dsn: str) -> str:
+    async with await rsv.connect_async(dsn) as ctx:
+        await ctx.claim(1, "t")
+        return (await ctx.checkout_status(1, "t")).name
+PY
+  cat >"$tmp/run/typed_bad.py" <<'PY'
+import libreserve as rsv
+def f(ctx: rsv.Context) -> None:
+    ctx.reserve_one(1, 12, 42, 7, 2)
+    ctx.claim("1", "t")
+PY
+  out=$(cd "$tmp/run" && /usr/bin/python3 -m mypy --no-incremental --cache-dir=/dev/null \
+        --python-executable "$venv/bin/python" typed_app.py typed_bad.py "$site/libreserve" 2>&1)
+  errors=$(grep -c ': error: ' <<<"$out")
+  if [ "$errors" = 2 ] && [ "$(grep -c '^typed_bad.py:[34]: error: .*\[arg-type\]' <<<"$out")" = 2 ]; then
+    ok "mypy: the installed package's hints pass a right program and catch a wrong one"
+  else
+    echo "$out" | tail -20; bad "mypy on the installed package"
+  fi
+fi
+
+# The asyncio example, under "## asyncio", as printed.
+awk '/^## asyncio/ { s = 1 } s && /^```python$/ { c = 1; next }
+     c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme_aio.py"
+put_dsn "$tmp/readme_aio.py" || bad "put the test server into the README's asyncio example"
+if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme_aio.py" 2>&1) &&
+   grep -q "status=<Status.CLAIMED: 2>" <<<"$out"; then
+  echo "$out" | sed 's/^/     /'; ok "README's asyncio example runs"
+else
+  echo "$out" | sed 's/^/     /'; bad "README's asyncio example runs"
 fi
 
 # ---- --target: a plain directory on PYTHONPATH ----

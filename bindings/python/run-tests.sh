@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the Python binding's tests (python3 -m unittest -v) against the
-# server in RSV_TEST_SOCKET.  Start it under a throwaway server:
+# server in RSV_TEST_SOCKET: test_libreserve, then test_mysqldb (joining a
+# mysqlclient transaction) with a python3 that has MySQLdb.  Start it
+# under a throwaway server:
 #   tools/mariadb.sh run bindings/python/run-tests.sh [unittest args...]
+# (with arguments, only those, under python3).
 # Library: $LIBRESERVE_PATH if set (e.g. an installed libreserve.so.0),
 # otherwise the in-tree build/libreserve.so.  Schema: $RSV_SCHEMA if set,
 # otherwise the one installed next to the library, else sql/schema.sql.
@@ -24,5 +27,31 @@ fi
 cd "$here"
 # No bytecode cache in the source tree.
 export PYTHONDONTWRITEBYTECODE=1
-if [ $# -eq 0 ]; then set -- test_libreserve; fi
-exec python3 -m unittest -v "$@"
+if [ $# -gt 0 ]; then exec python3 -m unittest -v "$@"; fi
+python3 -m unittest -v test_libreserve || exit 1
+
+# The recipe for joining a mysqlclient (Django) transaction needs MySQLdb
+# built against MariaDB Connector/C: Debian's python3-mysqldb, installed
+# here as root when missing, for Debian's own python3.
+# An ASan-instrumented library (make check-asan) needs the python3 on
+# PATH, which preloads the sanitizer's runtime: no other interpreter then.
+cands=python3
+ldd "$LIBRESERVE_PATH" 2>/dev/null | grep -q libasan || cands="$cands /usr/bin/python3"
+pick() {
+  local p
+  for p in $cands; do
+    command -v "$p" >/dev/null 2>&1 && "$p" -c 'import MySQLdb' >/dev/null 2>&1 &&
+      { echo "$p"; return 0; }
+  done
+  return 1
+}
+if ! py=$(pick); then
+  "$repo/tools/deps.sh" packages python3-mysqldb >/dev/null 2>&1
+  py=$(pick) || py=
+fi
+if [ -z "$py" ]; then
+  echo "skip test_mysqldb: no python3 with MySQLdb (apt-get install python3-mysqldb)"
+  exit 0
+fi
+echo "== test_mysqldb with $py ($("$py" -c 'import MySQLdb; print("mysqlclient", MySQLdb.__version__)'))"
+exec "$py" -m unittest -v test_mysqldb

@@ -241,6 +241,7 @@ class TestNullArguments(unittest.TestCase):
             lambda: lib.rsv_replenish(NULL, 1, 1, 1, r(i64)),
             lambda: lib.rsv_pool_drain(NULL, 1, 1, 1, r(i64)),
             lambda: lib.rsv_sweep(NULL, 1, 0, r(i64)),
+            lambda: lib.rsv_sweep_report(NULL, 1, 0, NULL),
             lambda: lib.rsv_stock_set(NULL, 1, 1, 1, 1),
             lambda: lib.rsv_stock_adjust(NULL, 1, 1, 1, 1, r(i64)),
             lambda: lib.rsv_stock_get(NULL, 1, 1, 1, NULL, NULL, NULL, NULL),
@@ -949,8 +950,11 @@ class TestLifecycle(ServerTest):
         self.assertEqual(st.status, rsv.STATUS_EXPIRED)
         self.assertLess(st.expires_in_ms, 0)
         self.assertEqual(self.held(), 0)   # expired holds do not count
-        self.assertEqual(c.sweep(s), 2)
+        r = c.sweep_report(s)
+        self.assertEqual((r.holds_released, r.units_released), (2, 4))
         self.assertEqual(c.sweep(s), 0)
+        self.assertEqual(c.sweep_report(s).as_dict(),
+                         dict.fromkeys(r.as_dict(), 0))
         self.assertEqual(c.checkout_status(s, b"slow").units, 0)
         e = self.assertRsv(rsv.Expired, rsv.EEXPIRED, c.claim, s, b"slow")
         self.assertIsInstance(e, rsv.ExpectedOutcome)
@@ -1123,6 +1127,7 @@ class TestTransactionsAndFailures(ServerTest):
             e = self.assertRsv(rsv.DatabaseError, rsv.EDB, c.stock_set, s,
                                1, 1, 5)
             self.assertIn("MySQL error", e.message)
+            self.assertEqual(e.errno, 1644)  # ER_SIGNAL_EXCEPTION
         finally:
             self.conn.execute("DROP TRIGGER rsv_test_refuse")
         c.stock_set(s, 1, 1, 5)
@@ -1425,3 +1430,318 @@ class TestConnTag(ServerTest):
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
+
+
+# ---------------------------------------------------------------------------
+# Python's own terms: exceptions, types, keywords, enums, hints
+# ---------------------------------------------------------------------------
+
+def dsn_for(db=DB, user=None, password=None):
+    return rsv.make_dsn(db, user=USER if user is None else user,
+                        password=PASSWORD if password is None else password,
+                        socket=SOCK)
+
+
+class TestPythonTerms(ServerTest):
+
+    def test_wrong_types_are_type_errors(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 5)
+        calls = [
+            lambda: c.reserve_one(s, b"t", "1", 1, 1),
+            lambda: c.reserve_one(s, b"t", 1, 1, 1.5),
+            lambda: c.reserve_one(s, b"t", 1, 1, True),
+            lambda: c.reserve_one(s, 12, 1, 1, 1),
+            lambda: c.claim(str(s), b"t"),
+            lambda: c.stock_set(s, 1, 1, None),
+            lambda: c.extend(s, b"t", ttl_ms="60s"),
+            lambda: rsv.Cart().add(1, [1.0], 1),
+            lambda: rsv.connect(42),
+            lambda: rsv.Context(3.5),
+        ]
+        for call in calls:
+            with self.assertRaises(TypeError) as cm:
+                call()
+            e = cm.exception
+            self.assertIsInstance(e, rsv.ArgumentTypeError)
+            self.assertIsInstance(e, rsv.InvalidArgument)  # as before
+            self.assertEqual(e.code, rsv.EINVAL)
+            self.assertIn("must be", e.message)
+        # a value out of range stays a ValueError, not a TypeError
+        with self.assertRaises(ValueError) as cm:
+            c.reserve_one(s, b"t", 1, 1, -1 << 64)
+        self.assertNotIsInstance(cm.exception, TypeError)
+        # nothing was written
+        self.assertEqual(c.stock_get(s, 1, 1), rsv.Stock(5, 0, 0, 5)._replace(
+            pooled=c.stock_get(s, 1, 1).pooled))
+        self.assertEqual(self.held(), 0)
+        with self.assertRaises(rsv.NotFound):
+            c.checkout_status(s, b"t")
+
+    def test_unknown_keyword_is_a_type_error(self):
+        dsn = dsn_for()
+        for call in (lambda: rsv.connect(dsn, pool_kap=5),
+                     lambda: rsv.Context(self.conn, hold_ttl=5),
+                     lambda: rsv.Batcher(dsn, connections=1, pool_kap=5),
+                     lambda: rsv.Options(pool_kap=5)):
+            with self.assertRaises(TypeError) as cm:
+                call()
+            self.assertIn("unexpected keyword argument", str(cm.exception))
+            self.assertIsInstance(cm.exception, AttributeError)  # as before
+        with self.assertRaises(TypeError):
+            rsv.Options(pool_cap="5")
+        with self.assertRaises(AttributeError):
+            rsv.Options().pool_kap = 5
+        self.assertEqual(self.conn._contexts, [self.ctx])
+
+    def test_authentication_error(self):
+        bad = dsn_for(user="no_such_user_x", password="x")
+        for call in (lambda: rsv.connect(bad),
+                     lambda: rsv.Batcher(bad, connections=1)):
+            with self.assertRaises(rsv.AuthenticationError) as cm:
+                call()
+            e = cm.exception
+            self.assertIsInstance(e, rsv.ConnectionLost)
+            self.assertIsInstance(e, ConnectionError)
+            self.assertEqual((e.code, e.errno), (rsv.ECONN, 1045))
+            self.assertNotIsInstance(e, rsv.InDoubt)
+            self.assertIn("Access denied", e.message)
+            self.assertIn("RSV_ECONN", str(e))
+        # no server there: a connection error, not an authentication one
+        with self.assertRaises(rsv.ConnectionLost) as cm:
+            rsv.connect(rsv.make_dsn(DB, user=USER, socket="/nonexistent.sock"))
+        self.assertNotIsInstance(cm.exception, rsv.AuthenticationError)
+        self.assertEqual(cm.exception.errno, 2002)
+        self.assertIsInstance(cm.exception, ConnectionError)
+
+    def test_no_server_errno_without_a_server_error(self):
+        # (a server error's errno: TestTransactionsAndFailures)
+        with self.assertRaises(rsv.NoItem) as cm:
+            self.ctx.stock_get(self.shop, 9, 9)
+        self.assertIsNone(cm.exception.errno)
+
+    def test_builtin_bases(self):
+        # what a caller catching Python's own exceptions gets
+        for code, base in ((rsv.ECONN, ConnectionError),
+                           (rsv.EINDOUBT, ConnectionError),
+                           (rsv.EBUSY, TimeoutError),
+                           (rsv.EINVAL, ValueError),
+                           (rsv.ERANGE, IndexError)):
+            self.assertTrue(issubclass(rsv.exception_for(code), base),
+                            (code, base))
+        self.assertTrue(issubclass(rsv.ArgumentTypeError, TypeError))
+        e = rsv.InDoubt(rsv.EINDOUBT, "lost during COMMIT (MySQL error 2013)",
+                        "rsv_claim")
+        self.assertEqual((e.errno, e.strerror), (2013, rsv.strerror(rsv.EINDOUBT)))
+        self.assertTrue(str(e).startswith("rsv_claim: RSV_EINDOUBT (-7): "))
+        self.assertIsInstance(e, rsv.ExpectedOutcome)
+
+    def test_enums(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 2)
+        c.reserve_one(s, b"e", 1, 1, 2)
+        st = c.checkout_status(s, b"e")
+        self.assertIs(st.status, rsv.Status.HELD)
+        self.assertEqual(st.status, 1)  # still an int
+        self.assertEqual(st.status, rsv.STATUS_HELD)
+        self.assertEqual((str(st.status), st.name), ("held", "held"))
+        with self.assertRaises(rsv.OutOfStock) as cm:
+            c.reserve_one(s, b"f", 1, 1, 1)
+        self.assertIs(cm.exception.code, rsv.Code.EOUTOFSTOCK)
+        self.assertEqual(cm.exception.code, -1)
+        self.assertIs(rsv.exception_for(rsv.Code.EOUTOFSTOCK), rsv.OutOfStock)
+        self.assertEqual(c.stats(rsv.Stat.CALLS, rsv.Op.RESERVE), 2)
+        self.assertEqual(c.stats(rsv.STAT_CALLS, rsv.OP_RESERVE), 2)
+        c.claim(s, b"e")
+        self.assertIs(c.checkout_status(s, b"e").status, rsv.Status.CLAIMED)
+
+    def test_type_hints_and_docstrings(self):
+        import inspect
+        import typing
+        pkg = os.path.dirname(rsv.__file__)
+        self.assertTrue(os.path.isfile(os.path.join(pkg, "py.typed")))
+        checked = 0
+        owners = [rsv] + [getattr(rsv, n) for n in ("Context", "Cart", "Batcher",
+                                                      "AsyncContext", "AsyncBatcher",
+                                                      "Options", "StatsSnapshot")]
+        for owner in owners:
+            for name, fn in inspect.getmembers(owner, inspect.isfunction):
+                if name.startswith("_") or (owner is rsv and name not in rsv.__all__):
+                    continue
+                hints = typing.get_type_hints(fn)
+                doc = inspect.getdoc(fn) or ""
+                where = "%s.%s" % (getattr(owner, "__name__", owner), name)
+                self.assertTrue(doc, where + " has no docstring")
+                self.assertNotRegex(doc.split("\n")[0], r"^rsv_\w+\(\)\.?$",
+                                    where + ": the docstring only names C")
+                if owner in (rsv.Context, rsv.AsyncContext) or owner is rsv:
+                    self.assertIn("return", hints, where + " has no hints")
+                checked += 1
+        self.assertGreater(checked, 60)
+
+
+# ---------------------------------------------------------------------------
+# asyncio: the checkout calls wait on the library's descriptor
+# ---------------------------------------------------------------------------
+
+class TestAsyncio(unittest.TestCase):
+
+    def setUp(self):
+        self.shop = new_shop()
+        self.dsn = dsn_for()
+
+    def tearDown(self):
+        with connect() as c, rsv.Context(c) as ctx:
+            self.assertEqual(ctx.audit(self.shop), [])
+
+    def run_async(self, coro):
+        import asyncio
+        return asyncio.run(coro)
+
+    def test_checkout(self):
+        s = self.shop
+
+        async def main():
+            async with await rsv.connect_async(self.dsn, hold_ttl_ms=60000) as ctx:
+                await ctx.stock_set(s, 42, 7, 5)
+                await ctx.reserve_one(s, "a-1", 42, 7, 2)
+                st = await ctx.checkout_status(s, "a-1")
+                self.assertEqual((st.status, st.units), (rsv.Status.HELD, 2))
+                self.assertLessEqual(st.expires_in_ms, 60000)
+                await ctx.claim(s, "a-1")
+                with self.assertRaises(rsv.AlreadyClaimed):
+                    await ctx.claim(s, "a-1")
+                with rsv.Cart([(42, [7], 1), (42, [7], 3)]) as cart:
+                    with self.assertRaises(rsv.OutOfStock) as cm:
+                        await ctx.reserve(s, "a-2", cart)
+                    self.assertEqual(cm.exception.failed_line, 1)
+                    cart.clear()
+                    cart.add(42, [7], 3)
+                    await ctx.reserve(s, "a-2", cart)
+                    self.assertEqual(cart.allocations(0), [(7, 3)])
+                await ctx.extend(s, "a-2", 1000)
+                await ctx.release(s, "a-2")
+                with self.assertRaises(rsv.InvalidToken):
+                    await ctx.claim(s, b"")
+                with self.assertRaises(TypeError):
+                    await ctx.claim(s, 12)
+                # calls made together run one after the other
+                await asyncio.gather(*(ctx.reserve_one(s, "g-%d" % i, 42, 7, 1)
+                                       for i in range(3)))
+                self.assertEqual((await ctx.stock_get(s, 42, 7)).held, 3)
+                await asyncio.gather(*(ctx.release(s, "g-%d" % i)
+                                       for i in range(3)))
+                self.assertEqual(await ctx.audit(s), [])
+            self.assertTrue(ctx.closed)
+
+        import asyncio
+        self.run_async(main())
+
+    def test_waiting_calls_take_no_thread(self):
+        import asyncio
+        import threading
+        s = self.shop
+        n = 6
+
+        async def main():
+            ctxs = [await rsv.connect_async(self.dsn, lock_wait_timeout_s=50,
+                                            call_timeout_ms=60000)
+                    for _ in range(n)]
+            for i, c in enumerate(ctxs):
+                if i == 0:
+                    await c.stock_set(s, 1, 1, 10)
+                await c.reserve_one(s, "w-%d" % i, 1, 1, 1)
+            with connect() as holder, connect() as watch:
+                holder.begin()
+                holder.query("SELECT COUNT(*) FROM rsv_checkouts WHERE "
+                             "shop_id = %d FOR UPDATE" % s)
+                threads = threading.active_count()
+                calls = [asyncio.ensure_future(c.claim(s, "w-%d" % i))
+                         for i, c in enumerate(ctxs)]
+                # (the server refreshes innodb_trx only once nobody has
+                # read it for 0.1 s: poll slower than that)
+                for i in range(300):
+                    waiting = watch.scalar_int(
+                        "SELECT COUNT(*) FROM information_schema.innodb_trx t "
+                        "JOIN information_schema.processlist p ON p.id = "
+                        "t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT'"
+                        " AND p.db = '%s'" % DB)
+                    if waiting == n:
+                        break
+                    self.assertFalse(any(c.done() for c in calls))
+                    await asyncio.sleep(0.2)
+                self.assertEqual(waiting, n)
+                # every call waits on the server, none on a thread of ours
+                self.assertEqual(threading.active_count(), threads)
+                self.assertFalse(any(c.done() for c in calls))
+                holder.rollback()
+            await asyncio.gather(*calls)
+            for i, c in enumerate(ctxs):
+                self.assertIs((await c.checkout_status(s, "w-%d" % i)).status,
+                              rsv.Status.CLAIMED)
+                await c.close()
+
+        self.run_async(main())
+
+    def test_cancel(self):
+        import asyncio
+        s = self.shop
+
+        async def main():
+            ctx = await rsv.connect_async(self.dsn, lock_wait_timeout_s=50,
+                                          call_timeout_ms=60000)
+            await ctx.stock_set(s, 1, 1, 3)
+            await ctx.reserve_one(s, "c-1", 1, 1, 1)
+            with connect() as holder:
+                holder.begin()
+                holder.query("SELECT COUNT(*) FROM rsv_checkouts WHERE "
+                             "shop_id = %d FOR UPDATE" % s)
+                task = asyncio.ensure_future(ctx.claim(s, "c-1"))
+                await asyncio.sleep(0.2)
+                task.cancel()
+                # the wait ends while the row is still locked
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                self.assertFalse(ctx.context.closed)
+                holder.rollback()
+            # The claim's CALL had gone out, so its outcome is in doubt and
+            # the connection was cut: reconnect and repeat it to settle it.
+            with self.assertRaises(rsv.ConnectionLost):
+                await ctx.checkout_status(s, "c-1")
+            await ctx.reconnect()
+            try:
+                await ctx.claim(s, "c-1")
+            except rsv.AlreadyClaimed:
+                pass
+            self.assertIs((await ctx.checkout_status(s, "c-1")).status,
+                          rsv.Status.CLAIMED)
+            self.assertEqual((await ctx.stock_get(s, 1, 1)).on_hand, 2)
+            await ctx.close()
+
+        self.run_async(main())
+
+    def test_batcher(self):
+        import asyncio
+        s = self.shop
+
+        async def main():
+            with rsv.connect(self.dsn) as c:
+                c.stock_set(s, 1, 1, 10)
+            async with await rsv.AsyncBatcher.open(self.dsn, connections=2) as b:
+                got = await asyncio.gather(*(b.reserve_one(s, "b-%d" % i, 1, 1, 1)
+                                             for i in range(16)),
+                                           return_exceptions=True)
+                won = [i for i, r in enumerate(got) if r is None]
+                self.assertEqual(len(won), 10)
+                self.assertTrue(all(isinstance(r, rsv.OutOfStock)
+                                    for r in got if r is not None))
+                await b.claim(s, "b-%d" % won[0])
+                await asyncio.gather(*(b.release(s, "b-%d" % i) for i in won[1:]))
+                with self.assertRaises(rsv.AlreadyClaimed):
+                    await b.release(s, "b-%d" % won[0])
+                with self.assertRaises(rsv.InvalidToken):
+                    await b.claim(s, b"")
+            with rsv.connect(self.dsn) as c:
+                self.assertEqual(c.stock_get(s, 1, 1).on_hand, 9)
+
+        self.run_async(main())

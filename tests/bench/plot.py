@@ -2,6 +2,8 @@
 """Plots of the benchmark results, as hand-written SVG (plain python3).
 
 Usage: plot.py RESULTS.txt OUTDIR
+       plot.py --headline RESULTS.txt OUT.svg
+       plot.py --backlog RECORD.txt OUT.svg
 
 Reads the 'bench design=... workload=... clients=... rtt_us=... binlog=...
 [semisync=1] ops_per_s=... p50_us=... p99_us=... p999_us=... rounds=...
@@ -14,17 +16,46 @@ time, the range over the rounds as a bar.  The headline configuration
 (binlog=1, no replica) has no suffix and its flash sale is also
 OUTDIR/bench.svg; the others are suffixed -binlog0 or -semisync.  It also
 writes OUTDIR/results.md, the measurements and ratios as Markdown tables.
+
+--headline draws the README's picture from a bench run: one bar per
+design and workload at the client count and round trip most workloads
+were measured at (64 clients, 0.5 ms in a quick run), binary log on,
+with the p99 beside each bar.  --backlog draws the record of
+tests/bench/sweep-backlog.sh: journal backlog, expired holds and units
+held against time, with the sweeps marked.  `make pictures` runs both on
+the records committed under docs/img/.
 """
 import math
 import os
 import re
 import sys
 
-DESIGNS = ["libreserve", "hotrow-1rt", "floor-1rt", "hotrow", "floor"]
-COLORS = {"libreserve": "#1f6fd1", "hotrow-1rt": "#d1361f",
+DESIGNS = ["libreserve", "libreserve-batch", "libreserve-batcher",
+           "hotrow-1rt", "floor-1rt", "hotrow", "floor"]
+COLORS = {"libreserve": "#1f6fd1", "libreserve-batch": "#14a38b",
+          "libreserve-batcher": "#7b4fc9", "hotrow-1rt": "#d1361f",
           "floor-1rt": "#3a3a3a", "hotrow": "#e89a8c", "floor": "#a8a8a8"}
-DASH = {"libreserve": "", "hotrow-1rt": "", "floor-1rt": "",
-        "hotrow": "6,3", "floor": "2,3"}
+DASH = {"libreserve": "", "libreserve-batch": "", "libreserve-batcher": "",
+        "hotrow-1rt": "", "floor-1rt": "", "hotrow": "6,3", "floor": "2,3"}
+# What each design is, for a reader of the headline picture.
+DESIGN_TITLE = {
+    "libreserve": "libreserve, one call a buyer",
+    "libreserve-batch": "libreserve, batches of 8 buyers",
+    "libreserve-batcher": "libreserve through one rsv_batcher",
+    "hotrow-1rt": "hot row: a counter row, one round trip",
+    "floor-1rt": "floor: one INSERT, no stock check",
+    "hotrow": "hot row by statements",
+    "floor": "floor by statements"}
+WORKLOAD_TITLE = {
+    "flash1": "flash sale, one item",
+    "flash1q2": "flash sale, 2 units a buyer",
+    "flash1q5": "flash sale, 5 units a buyer",
+    "spread10k": "10,000 items, no contention",
+    "cart5x3": "carts of 5 lines",
+    "claim1": "claims, one item",
+    "soldout1": "a sold-out item",
+    "soldcart5": "carts with a sold-out line",
+    "hotcart5": "carts with the flash-sale item"}
 
 LINE = re.compile(
     r"^bench design=(\S+) workload=(\S+) clients=(\d+) rtt_us=(\d+)"
@@ -203,8 +234,12 @@ def plot_workload(rows, workload, config, path):
     rows = dedupe(rows)
     rtts = sorted({r["rtt"] for r in rows})
     clients = sorted({r["clients"] for r in rows})
+    # the legend names the designs measured, up to four a row
+    shown = [d for d in DESIGNS if any(r["design"] == d for r in rows)]
+    per_row = 4
+    legend_rows = max(1, (len(shown) + per_row - 1) // per_row)
     pw, ph = 380, 240
-    left, top, gapx, gapy = 80, 80, 110, 110
+    left, top, gapx, gapy = 80, 80 + 20 * (legend_rows - 1), 110, 110
     width = left + 2 * pw + gapx + 40
     height = top + len(rtts) * (ph + gapy) + 10
     svg = Svg(width, height)
@@ -212,14 +247,15 @@ def plot_workload(rows, workload, config, path):
              "rounds, bar: min-max)" % (workload, CONFIG_TITLE.get(config,
                                                                    config)),
              size=14, anchor="middle", weight="bold")
-    # legend
-    lx = width / 2 - 330
-    for i, d in enumerate(DESIGNS):
-        x = lx + i * 135
-        svg.line(x, 48, x + 28, 48, color=COLORS[d], width=2, dash=DASH[d])
-        svg.add('<circle cx="%.1f" cy="48" r="3.5" fill="%s"/>'
-                % (x + 14, COLORS[d]))
-        svg.text(x + 34, 52, d, size=12)
+    step = 180
+    for i, d in enumerate(shown):
+        in_row = min(per_row, len(shown) - i // per_row * per_row)
+        x = (width - step * in_row) / 2 + (i % per_row) * step
+        y = 48 + 20 * (i // per_row)
+        svg.line(x, y, x + 28, y, color=COLORS[d], width=2, dash=DASH[d])
+        svg.add('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>'
+                % (x + 14, y, COLORS[d]))
+        svg.text(x + 34, y + 4, d, size=12)
     for i, rtt in enumerate(rtts):
         y0 = top + i * (ph + gapy)
         net = "local socket" if rtt == 0 else "%.1f ms RTT" % (rtt / 1000.0)
@@ -234,6 +270,207 @@ def plot_workload(rows, workload, config, path):
               "operations / s", log=False)
         panel(svg, left + pw + gapx, y0, pw, ph, "p99 latency, %s" % net,
               clients, p99, "p99 (ms, log scale)", log=True)
+    with open(path, "w") as f:
+        f.write(svg.render())
+
+
+def headline_selection(rows):
+    """The headline comparison: the binlog1 rows at the (clients, RTT)
+    most workloads were measured at (64 clients, 0.5 ms in a quick run),
+    in the order the workloads were run."""
+    rows = [r for r in dedupe(rows) if r["config"] == "binlog1"]
+    if not rows:
+        return [], None, None
+    count = {}
+    for r in rows:
+        k = (r["clients"], r["rtt"])
+        count.setdefault(k, set()).add(r["workload"])
+    clients, rtt = max(count, key=lambda k: (len(count[k]), k[0], k[1]))
+    return ([r for r in rows if r["clients"] == clients and r["rtt"] == rtt],
+            clients, rtt)
+
+
+def provenance(text):
+    """'make bench-quick, 2026-12-02, 2 cpu(s), 1 round' from the
+    run's own header lines."""
+    m = re.search(r"^# libreserve bench: library (\S+), (\d{4}-\d\d-\d\d)\S*"
+                  r", (\d+) cpu\(s\) online, mode=(\w+)", text, re.M)
+    rounds = re.search(r" rounds=(\d+)", text)
+    if not m:
+        return ""
+    return ("make bench%s on %s CPUs, %s, library %s, %s round%s each"
+            % ("-quick" if m.group(4) == "quick" else "", m.group(3),
+               m.group(2), m.group(1), rounds.group(1) if rounds else "?",
+               "" if rounds and rounds.group(1) == "1" else "s"))
+
+
+def fmt_int(v):
+    return "{:,}".format(int(round(v)))
+
+
+def fmt_ms(us):
+    ms = us / 1000.0
+    return "%.0f ms" % ms if ms >= 10 else "%.1f ms" % ms
+
+
+def plot_headline(rows, text, path):
+    """One horizontal bar per design and workload: reservations (or
+    claims) per second, the p99 latency written beside it."""
+    sel, clients, rtt = headline_selection(rows)
+    if not sel:
+        raise ValueError("no binlog=1 rows for the headline")
+    workloads = []
+    for r in sel:
+        if r["workload"] not in workloads:
+            workloads.append(r["workload"])
+    shown = [d for d in DESIGNS if any(r["design"] == d for r in sel)]
+    bar, gap, group_gap = 17, 3, 22
+    left, right, top = 210, 170, 90 + 20 * ((len(shown) + 1) // 2)
+    plot_w = 420
+    width = left + plot_w + right
+    groups = [[r for d in shown for r in sel
+               if r["workload"] == w and r["design"] == d]
+              for w in workloads]
+    height = (top + sum(len(g) * (bar + gap) for g in groups) +
+              group_gap * len(groups) + 50)
+    svg = Svg(width, height)
+    net = "local socket" if rtt == 0 else "%g ms round trip" % (rtt / 1000.0)
+    svg.text(width / 2, 24, "Operations per second, %d clients, %s, binary "
+             "log on and synced" % (clients, net), size=15, anchor="middle",
+             weight="bold")
+    svg.text(width / 2, 44, provenance(text) + "; every success checked "
+             "against the tables", size=11, anchor="middle", color="#555")
+    # legend, two designs a row
+    for i, d in enumerate(shown):
+        x = 40 + (i % 2) * (width / 2 - 20)
+        y = 72 + 20 * (i // 2)
+        svg.add('<rect x="%.1f" y="%.1f" width="14" height="12" fill="%s"/>'
+                % (x, y - 10, COLORS[d]))
+        svg.text(x + 20, y, DESIGN_TITLE.get(d, d), size=12)
+    hi = nice_max(max(r["ops"] for r in sel) * 1.02)
+
+    def xpos(v):
+        return left + plot_w * v / hi
+    # the grid first, so the bars lie over it
+    body = (sum(len(g) * (bar + gap) - gap for g in groups) +
+            group_gap * (len(groups) - 1))
+    axis_top, axis_bottom = top - 8, top + body + 8
+    for i in range(6):
+        x = xpos(hi * i / 5)
+        svg.line(x, axis_top, x, axis_bottom, color="#e4e4e4")
+        svg.text(x, axis_bottom + 16, fmt_num(hi * i / 5), size=10,
+                 anchor="middle")
+    svg.line(left, axis_top, left, axis_bottom, color="#999")
+    svg.text(left + plot_w / 2, axis_bottom + 34, "operations per second "
+             "(median of the rounds)", size=11, anchor="middle")
+    y = top
+    for w, g in zip(workloads, groups):
+        gh = len(g) * (bar + gap) - gap
+        svg.text(left - 12, y + gh / 2 + 4, WORKLOAD_TITLE.get(w, w),
+                 size=12, anchor="end", weight="bold")
+        for r in g:
+            svg.add('<rect x="%.1f" y="%.1f" width="%.1f" height="%d" '
+                    'fill="%s"/>' % (left, y, max(xpos(r["ops"]) - left, 1),
+                                     bar, COLORS[r["design"]]))
+            svg.text(xpos(r["ops"]) + 5, y + bar - 4, "%s/s · p99 %s"
+                     % (fmt_int(r["ops"]), fmt_ms(r["p99"])), size=11)
+            y += bar + gap
+        y += group_gap - gap
+    with open(path, "w") as f:
+        f.write(svg.render())
+
+
+BACKLOG_SERIES = [("journal_backlog", "journal backlog (claims not yet "
+                   "folded into the ledger)", "#1f6fd1", ""),
+                  ("expired", "expired holds not yet given back", "#d1361f",
+                   ""),
+                  ("held", "units held by checkouts in flight", "#a8a8a8",
+                   "5,3")]
+
+
+def plot_backlog(src, path):
+    """The record of tests/bench/sweep-backlog.sh: each series against
+    time, the sweeps as dotted lines, the sale shaded."""
+    samples, sweeps, notes, load = [], [], [], {}
+    with open(src) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("# ") and not line.startswith("# wrk"):
+                notes.append(line[2:])
+            kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+            if line.startswith("sample "):
+                samples.append({k: float(v) for k, v in kv.items()})
+            elif line.startswith("sweep "):
+                sweeps.append(float(kv["t"]))
+            elif line.startswith("load "):
+                load[line.split()[1]] = float(kv["t"])
+    if not samples:
+        raise ValueError("no samples in %s" % src)
+    left, top, pw, ph = 80, 112, 700, 280
+    notes_wrapped = []
+    for note in notes[1:]:
+        words, cur = note.split(), ""
+        for w in words:
+            if len(cur) + len(w) > 125:
+                notes_wrapped.append(cur)
+                cur = ""
+            cur = (cur + " " + w).strip()
+        notes_wrapped.append(cur)
+    width = left + pw + 30
+    height = top + ph + 70 + 16 * len(notes_wrapped)
+    svg = Svg(width, height)
+    svg.text(width / 2, 24, "What the sweeper does: the journal and expired "
+             "holds during a sale and after it", size=15, anchor="middle",
+             weight="bold")
+    sub = notes[0].split(": ", 1)[-1] if notes else ""
+    svg.text(width / 2, 44, "recorded by tests/bench/sweep-backlog.sh, %s"
+             % sub, size=11, anchor="middle", color="#555")
+    for i, (_, title, color, dash) in enumerate(BACKLOG_SERIES):
+        x = 40 + (i % 2) * (width / 2 - 20)
+        y = 68 + 18 * (i // 2)
+        svg.line(x, y - 4, x + 26, y - 4, color=color, width=2, dash=dash)
+        svg.text(x + 32, y, title, size=12)
+    t_max = max(max(sm["t"] for sm in samples), max(sweeps or [0]))
+    x_step = 10 if t_max <= 120 else 60
+    x_hi = math.ceil(t_max / x_step) * x_step
+    y_hi = nice_max(max(sm.get(k, 0) for sm in samples
+                        for k, _, _, _ in BACKLOG_SERIES) * 1.05)
+
+    def xpos(t):
+        return left + pw * t / x_hi
+
+    def ypos(v):
+        return top + ph - ph * v / y_hi
+    if "start" in load and "end" in load:
+        svg.add('<rect x="%.1f" y="%d" width="%.1f" height="%d" '
+                'fill="#f2f5fb"/>' % (xpos(load["start"]), top,
+                                      xpos(load["end"]) - xpos(load["start"]),
+                                      ph))
+        svg.text((xpos(load["start"]) + xpos(load["end"])) / 2, top + 16,
+                 "the sale (wrk)", size=11, anchor="middle", color="#555")
+    for i in range(6):
+        v = y_hi * i / 5
+        svg.line(left, ypos(v), left + pw, ypos(v), color="#e4e4e4")
+        svg.text(left - 6, ypos(v) + 4, fmt_num(v), size=10, anchor="end")
+    for t in range(0, int(x_hi) + 1, x_step):
+        svg.text(xpos(t), top + ph + 16, str(t), size=10, anchor="middle")
+    for t in sweeps:
+        svg.line(xpos(t), top, xpos(t), top + ph, color="#555", dash="1,3")
+    svg.add('<rect x="%d" y="%d" width="%d" height="%d" fill="none" '
+            'stroke="#999"/>' % (left, top, pw, ph))
+    for key, _, color, dash in BACKLOG_SERIES:
+        svg.add('<polyline fill="none" stroke="%s" stroke-width="2"%s '
+                'points="%s"/>' % (color, ' stroke-dasharray="%s"' % dash
+                                   if dash else "",
+                                   " ".join("%.1f,%.1f" % (xpos(sm["t"]),
+                                                           ypos(sm.get(key, 0)))
+                                            for sm in samples)))
+    svg.text(left + pw / 2, top + ph + 34, "seconds; dotted lines: a run of "
+             "rsv-admin sweep --all", size=11, anchor="middle")
+    svg.text(left - 50, top + ph / 2, "rows / units", size=11,
+             anchor="middle", rotate=-90)
+    for i, note in enumerate(notes_wrapped):
+        svg.text(left, top + ph + 62 + 16 * i, note, size=10, color="#555")
     with open(path, "w") as f:
         f.write(svg.render())
 
@@ -291,6 +528,15 @@ def markdown(rows, text, path):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] in ("--headline", "--backlog"):
+        src, out = sys.argv[2], sys.argv[3]
+        if sys.argv[1] == "--backlog":
+            plot_backlog(src, out)
+        else:
+            with open(src) as f:
+                plot_headline(parse(src), f.read(), out)
+        print("plot.py: wrote %s" % out)
+        return 0
     if len(sys.argv) != 3:
         sys.stderr.write(__doc__)
         return 2

@@ -21,7 +21,7 @@
  * A text may be wrapped in MariaDB's "SET STATEMENT var = value, ... FOR"
  * (the library sends its lock-wait timeout that way); what follows FOR is
  * classified.  The CALL kinds are told apart by procedure name:
- * reserve_call (rsv_fast_reserve*), cart_call (rsv_fast_cart*),
+ * reserve_call (rsv_reserve_key*), cart_call (rsv_fast_cart*),
  * settle_call (rsv_settle*: claims and releases, told apart by the
  * procedure's last argument in the execute, 2 claim, 3 release),
  * reserve_batch_call (rsv_reserve_batch*), settle_batch_call
@@ -259,7 +259,7 @@ static int proc_kind(const unsigned char *p, size_t n, size_t i)
     static const struct {
         const char *prefix;
         int kind;
-    } procs[] = {{"rsv_fast_reserve", K_RESERVE},
+    } procs[] = {{"rsv_reserve_key", K_RESERVE},
                  {"rsv_fast_cart", K_CART},
                  {"rsv_reserve_batch", K_RBATCH},
                  {"rsv_settle_batch", K_SBATCH}, /* before rsv_settle */

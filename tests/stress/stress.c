@@ -1436,7 +1436,7 @@ static void proxy_cmd(const char *c)
 }
 
 /* The proxy's counters ("s"), by kind of commit point: COMMIT texts and
- * the CALLs of rsv_fast_reserve*, rsv_fast_cart*, rsv_settle*, others,
+ * the CALLs of rsv_reserve_key*, rsv_fast_cart*, rsv_settle*, others,
  * rsv_reserve_batch*, rsv_settle_batch*, and the batch CALLs of the
  * batcher buyers' connections. */
 enum { NKINDS = 8 };

@@ -12,6 +12,10 @@
  * are for.  Human-readable output by default, one JSON document on stdout
  * with --json.  See `rsv-admin --help` and
  * rsv-admin(1) for the commands and the exit codes.
+ *
+ * This file: the command line, the connection, the output helpers, and
+ * the commands on stock, checkouts, the audit and the schema; sweep,
+ * stats and connections have files of their own (admin.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -23,6 +27,8 @@
 
 #include <reserve.h>
 
+#include "admin.h"
+
 /* The schema file install and upgrade load by default: mk/admin.mk names
  * the in-tree sql/schema.sql for the tool built in the tree (it runs with
  * the tree's library, which that file matches) and the installed copy
@@ -31,31 +37,7 @@
 #define RSV_ADMIN_SCHEMA RSV_DATADIR "/libreserve/schema.sql"
 #endif
 
-enum {
-    EXIT_OKAY = 0,     /* done */
-    EXIT_FOUND = 1,    /* audit violations, or no such item/checkout/shop */
-    EXIT_ACTION = 1,   /* schema status: the schema needs something done */
-    EXIT_USAGE = 2,    /* bad command line or argument value */
-    EXIT_ERROR = 3,    /* connection, server or library failure */
-    EXIT_REFUSED = 4   /* the checkout's state does not allow the change
-                          (release of a claimed checkout, claim of a
-                          claimed, released or expired one), or the
-                          database's does not allow schema install or
-                          upgrade (already installed, nothing installed,
-                          newer than the file) */
-};
-
-typedef struct opts {
-    const char *socket, *host, *user, *password, *database, *schema;
-    unsigned int port;
-    int json, prometheus, all, hex, no_defaults;
-    int64_t max;
-    int have_max;
-    const char *pos[8];
-    int npos;
-} opts;
-
-static const char *prog = "rsv-admin";
+const char *const prog = "rsv-admin";
 
 static void usage(FILE *f)
 {
@@ -68,12 +50,17 @@ static void usage(FILE *f)
 "                                    stock, holds and pool depth\n"
 "  stats SHOP | stats --all          per item and location: on hand, held,\n"
 "                                    pooled, expired holds not given back,\n"
-"                                    journal backlog (--json, --prometheus)\n"
+"                                    journal backlog; per shop: sweep lag,\n"
+"                                    journal and pool rows, checkouts by\n"
+"                                    state (--by-shop: only those; --json,\n"
+"                                    --prometheus, --metrics-file)\n"
 "  audit SHOP | audit --all          check the invariants (exit 1 if any\n"
 "                                    is violated)\n"
 "  sweep SHOP | sweep --all          give back expired holds (up to N per\n"
-"                                    shop with --max N), drain idle pools,\n"
-"                                    purge old checkouts\n"
+"                                    shop with --max N), fold the journal,\n"
+"                                    drain idle pools, purge old checkouts;\n"
+"                                    prints what it did (--metrics-file:\n"
+"                                    also the run's figures for Prometheus)\n"
 "  replenish SHOP ITEM LOCATION      top the pool up from the ledger\n"
 "  drain SHOP ITEM LOCATION          give the pool back to the ledger (a\n"
 "                                    sale is over)\n"
@@ -91,6 +78,12 @@ static void usage(FILE *f)
 "                                    no-procedures (exit 1 unless ok)\n"
 "  schema install | schema upgrade   load the schema file (--schema FILE;\n"
 "                                    default %s)\n"
+"  connections                       the server's sessions by statement tag:\n"
+"                                    running, waiting for a lock, idle in a\n"
+"                                    transaction, idle; the oldest open\n"
+"                                    transactions; who blocks whom (--json,\n"
+"                                    --prometheus, --metrics-file,\n"
+"                                    --tag-prefix P: tags /* Pname */)\n"
 "\n"
 "Options:\n"
 "  -S, --socket PATH    Unix socket of the server\n"
@@ -104,8 +97,13 @@ static void usage(FILE *f)
 "                       (default: $RSV_ADMIN_DATABASE)\n"
 "  --no-defaults        do not read the [client] and [rsv-admin] groups of\n"
 "                       the MariaDB option files\n"
+"  --defaults-file FILE read those groups from FILE only (the sweeper\n"
+"                       service's /etc/rsv-admin/NAME.cnf)\n"
 "  --json               print one JSON object on stdout\n"
-"  --prometheus         stats: the Prometheus text exposition format\n"
+"  --prometheus         stats, connections: the Prometheus text format\n"
+"  --metrics-file FILE  sweep, stats, connections: write the Prometheus\n"
+"                       text to FILE (replaced whole: node_exporter's\n"
+"                       textfile collector reads it)\n"
 "  --all, --max N, --hex  see the commands\n"
 "  --schema FILE        schema install and upgrade: the file to load\n"
 "  --help, --version\n"
@@ -129,7 +127,7 @@ static void usage(FILE *f)
 
 /* ---------------- output helpers ---------------- */
 
-static void json_str(const void *p, size_t n)
+void json_str(const void *p, size_t n)
 {
     const unsigned char *s = p;
     putchar('"');
@@ -154,16 +152,16 @@ static void json_str(const void *p, size_t n)
     putchar('"');
 }
 
-static void json_cstr(const char *s) { json_str(s, strlen(s)); }
+void json_cstr(const char *s) { json_str(s, strlen(s)); }
 
-static const char *code_name(int rc)
+const char *code_name(int rc)
 {
     const char *n = rsv_code_name(rc);
     return n ? n : "RSV_E?";
 }
 
 /* {"code":N,"name":"RSV_...","message":"..."} */
-static void json_error_obj(int rc, const char *msg)
+void json_error_obj(int rc, const char *msg)
 {
     printf("{\"code\":%d,\"name\":", rc);
     json_cstr(code_name(rc));
@@ -173,14 +171,14 @@ static void json_error_obj(int rc, const char *msg)
 }
 
 /* The message of the last failing call on ctx, or the code's text. */
-static const char *lib_msg(rsv_ctx *ctx, int rc)
+const char *lib_msg(rsv_ctx *ctx, int rc)
 {
     const char *msg = ctx ? rsv_errmsg(ctx) : "";
     return msg && *msg ? msg : rsv_strerror(rc);
 }
 
 /* The exit status for a library code. */
-static int exit_for(int rc)
+int exit_for(int rc)
 {
     switch (rc) {
     case RSV_OK:
@@ -203,7 +201,7 @@ static int exit_for(int rc)
 
 /* Report a library failure on stderr (and on stdout with --json); returns
  * the exit status for it. */
-static int lib_fail(const opts *o, rsv_ctx *ctx, const char *what, int rc)
+int lib_fail(const opts *o, rsv_ctx *ctx, const char *what, int rc)
 {
     const char *msg = lib_msg(ctx, rc);
     fprintf(stderr, "%s: %s: %s: %s\n", prog, what, code_name(rc), msg);
@@ -217,7 +215,7 @@ static int lib_fail(const opts *o, rsv_ctx *ctx, const char *what, int rc)
 
 /* Report a failed statement of the tool's own (stderr, and an RSV_EDB
  * error document with --json); returns EXIT_ERROR. */
-static int db_fail(const opts *o, MYSQL *conn, const char *what)
+int db_fail(const opts *o, MYSQL *conn, const char *what)
 {
     char msg[600];
     snprintf(msg, sizeof msg, "%s (MySQL error %u)", mysql_error(conn),
@@ -232,7 +230,7 @@ static int db_fail(const opts *o, MYSQL *conn, const char *what)
 }
 
 /* "rsv-admin: WHAT 'ARG' (see rsv-admin --help)"; arg may be NULL. */
-static int usage_fail(const char *what, const char *arg)
+int usage_fail(const char *what, const char *arg)
 {
     if (arg)
         fprintf(stderr, "%s: %s '%s' (see %s --help)\n", prog, what, arg,
@@ -244,7 +242,7 @@ static int usage_fail(const char *what, const char *arg)
 
 /* ---------------- argument parsing ---------------- */
 
-static int parse_u64(const char *s, uint64_t *out)
+int parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s || *s < '0' || *s > '9')
         return -1;
@@ -257,7 +255,7 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-static int parse_i64(const char *s, int64_t *out)
+int parse_i64(const char *s, int64_t *out)
 {
     if (!s || !*s)
         return -1;
@@ -278,7 +276,8 @@ static const struct value_opt {
 } value_opts[] = {
     {"--socket", 'S'}, {"--host", 'h'}, {"--port", 'P'},
     {"--user", 'u'}, {"--password", 'p'}, {"--database", 'D'},
-    {"--max", 0}, {"--schema", 0},
+    {"--max", 0}, {"--schema", 0}, {"--defaults-file", 0},
+    {"--metrics-file", 0}, {"--tag-prefix", 0},
 };
 
 #define N_VALUE_OPTS (sizeof value_opts / sizeof value_opts[0])
@@ -299,7 +298,19 @@ static int set_value(opts *o, const char *name, const char *v)
         o->database = v;
     else if (strcmp(name, "--schema") == 0)
         o->schema = v;
-    else if (strcmp(name, "--port") == 0) {
+    else if (strcmp(name, "--defaults-file") == 0)
+        o->defaults_file = v;
+    else if (strcmp(name, "--metrics-file") == 0)
+        o->metrics_file = v;
+    else if (strcmp(name, "--tag-prefix") == 0) {
+        /* the characters rsv_options.conn_tag_prefix allows */
+        if (!*v || strlen(v) > 32 ||
+            v[strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                        "0123456789_:.-")])
+            return usage_fail("bad --tag-prefix (at most 32 characters of "
+                              "[A-Za-z0-9_:.-])", v);
+        o->tag_prefix = v;
+    } else if (strcmp(name, "--port") == 0) {
         uint64_t p;
         if (parse_u64(v, &p) || p < 1 || p > 65535)
             return usage_fail("bad port", v);
@@ -391,6 +402,10 @@ static int parse_args(opts *o, int argc, char **argv)
             o->hex = 1;
             continue;
         }
+        if (strcmp(a, "--by-shop") == 0) {
+            o->by_shop = 1;
+            continue;
+        }
         if (strcmp(a, "--no-defaults") == 0) {
             o->no_defaults = 1;
             continue;
@@ -439,6 +454,20 @@ static int connect_db(const opts *o, MYSQL **out_conn, rsv_ctx **out_ctx)
     }
     unsigned int timeout = 10;
     mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    if (o->defaults_file) {
+        /* Connector/C passes over a file it cannot read without a word:
+         * a sweeper pointed at a missing file would connect as whoever
+         * runs it. */
+        FILE *f = fopen(o->defaults_file, "r");
+        if (!f) {
+            fprintf(stderr, "%s: --defaults-file: cannot read %s: %s\n",
+                    prog, o->defaults_file, strerror(errno));
+            mysql_close(m);
+            return EXIT_ERROR;
+        }
+        fclose(f);
+        mysql_options(m, MYSQL_READ_DEFAULT_FILE, o->defaults_file);
+    }
     if (!o->no_defaults)
         mysql_options(m, MYSQL_READ_DEFAULT_GROUP, "rsv-admin");
     if (!mysql_real_connect(m, o->host, o->user, o->password, o->database,
@@ -472,16 +501,9 @@ static int connect_db(const opts *o, MYSQL **out_conn, rsv_ctx **out_ctx)
 
 /* ---------------- commands ---------------- */
 
-typedef struct cmd_env {
-    const opts *o;
-    MYSQL *conn;
-    rsv_ctx *ctx;
-    const char *const *args; /* after the command name */
-    int nargs;
-} cmd_env;
 
 /* Parse the SHOP ITEM LOCATION arguments (as many as n). */
-static int ids(const cmd_env *e, int n, uint64_t *v)
+int ids(const cmd_env *e, int n, uint64_t *v)
 {
     static const char *what[] = {"bad shop id", "bad item id",
                                  "bad location id"};
@@ -492,7 +514,7 @@ static int ids(const cmd_env *e, int n, uint64_t *v)
 }
 
 /* audit, sweep and stats: "SHOP" or "--all", exactly one of them. */
-static int shop_or_all(const cmd_env *e, const char *cmd, uint64_t *shop)
+int shop_or_all(const cmd_env *e, const char *cmd, uint64_t *shop)
 {
     char m[64];
     *shop = 0;
@@ -510,7 +532,7 @@ static int shop_or_all(const cmd_env *e, const char *cmd, uint64_t *shop)
 }
 
 /* Send one statement of the tool's own; 0 or -1 (the caller reports). */
-static int sql(const cmd_env *e, const char *q)
+int sql(const cmd_env *e, const char *q)
 {
     return mysql_real_query(e->conn, q, strlen(q)) == 0 ? 0 : -1;
 }
@@ -519,13 +541,13 @@ static int sql(const cmd_env *e, const char *q)
  * transactions: AND NO CHAIN NO RELEASE, so a completion_type set on the
  * connection (an option file's init-command) neither opens the next one
  * nor drops the connection. */
-static void end_txn(const cmd_env *e, int commit)
+void end_txn(const cmd_env *e, int commit)
 {
     (void)sql(e, commit ? "COMMIT AND NO CHAIN NO RELEASE"
                         : "ROLLBACK AND NO CHAIN NO RELEASE");
 }
 
-static void print_key_json(const uint64_t *k, int n)
+void print_key_json(const uint64_t *k, int n)
 {
     static const char *names[] = {"shop_id", "item_id", "location_id"};
     for (int i = 0; i < n; i++)
@@ -628,139 +650,6 @@ static int pool_cmd(const cmd_env *e, int drain)
 static int cmd_replenish(const cmd_env *e) { return pool_cmd(e, 0); }
 
 static int cmd_drain(const cmd_env *e) { return pool_cmd(e, 1); }
-
-/* Every shop there is, in order, into *out (malloc'd; the caller frees):
- * the shops with a ledger row, and those with checkout records (a shop
- * whose ledger rows were deleted may still have records for the sweep to
- * purge).  DISTINCT over the leading column of each primary key is a
- * loose index scan: one index dive per shop, not a read of every row.  In
- * a short read-only transaction of its own, ended before the sweeps: with
- * autocommit off (an option file's init-command) a bare SELECT would
- * leave one open, and rsv_sweep would answer RSV_EINTXN. */
-static int list_shops(const cmd_env *e, uint64_t **out, size_t *n_out)
-{
-    *out = NULL;
-    *n_out = 0;
-    static const char q[] =
-        "/* conn_tag:admin */ (SELECT DISTINCT shop_id FROM "
-        "rsv_ledger) UNION (SELECT DISTINCT shop_id FROM "
-        "rsv_checkouts) ORDER BY shop_id";
-    if (sql(e, "START TRANSACTION READ ONLY") || sql(e, q))
-        goto fail;
-    MYSQL_RES *r = mysql_store_result(e->conn);
-    if (!r)
-        goto fail;
-    size_t n = (size_t)mysql_num_rows(r);
-    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) {
-        mysql_free_result(r);
-        end_txn(e, 0);
-        fprintf(stderr, "%s: out of memory\n", prog);
-        return EXIT_ERROR;
-    }
-    MYSQL_ROW row;
-    size_t i = 0;
-    while ((row = mysql_fetch_row(r)) && i < n)
-        if (row[0] && parse_u64(row[0], &v[i]) == 0)
-            i++;
-    mysql_free_result(r);
-    end_txn(e, 1);
-    *out = v;
-    *n_out = i;
-    return EXIT_OKAY;
-fail:;
-    int st = db_fail(e->o, e->conn, "reading the list of shops");
-    end_txn(e, 0);
-    return st;
-}
-
-static int sweep_all(const cmd_env *e, int64_t max)
-{
-    uint64_t *shops;
-    size_t n;
-    int st = list_shops(e, &shops, &n);
-    if (st)
-        return st;
-    int json = e->o->json;
-    int64_t total = 0;
-    size_t swept = 0, failed = 0, reached = 0;
-    if (json)
-        printf("{\"scope\":\"all\",\"shops\":[");
-    for (size_t i = 0; i < n; i++) {
-        int64_t released = 0;
-        int rc = rsv_sweep(e->ctx, shops[i], max, &released);
-        reached++;
-        /* A failed sweep keeps what it gave back before the failure, and
-         * says how much. */
-        total += released;
-        if (rc == RSV_OK)
-            swept++;
-        else
-            failed++;
-        if (json) {
-            printf("%s{\"shop_id\":%" PRIu64 ",\"released\":%" PRId64,
-                   i ? "," : "", shops[i], released);
-            if (rc != RSV_OK) {
-                printf(",\"error\":");
-                json_error_obj(rc, lib_msg(e->ctx, rc));
-            }
-            putchar('}');
-        } else if (rc == RSV_OK) {
-            printf("shop %" PRIu64 ": gave back %" PRId64
-                   " expired hold(s)\n", shops[i], released);
-        } else {
-            printf("shop %" PRIu64 ": failed (%s) after giving back %"
-                   PRId64 " expired hold(s)\n", shops[i], code_name(rc),
-                   released);
-        }
-        if (rc != RSV_OK)
-            fprintf(stderr, "%s: rsv_sweep of shop %" PRIu64 ": %s: %s\n",
-                    prog, shops[i], code_name(rc), lib_msg(e->ctx, rc));
-        /* The library never reconnects: without a connection every
-         * further shop would fail the same way.  One busy or failing shop
-         * does not keep the others from being swept. */
-        if (rc == RSV_ECONN || rc == RSV_EINDOUBT)
-            break;
-    }
-    size_t not_reached = n - reached;
-    if (json) {
-        printf("],\"shops_swept\":%zu,\"shops_failed\":%zu,"
-               "\"shops_not_reached\":%zu,\"released\":%" PRId64 "}\n",
-               swept, failed, not_reached, total);
-    } else {
-        printf("every shop: gave back %" PRId64 " expired hold(s) in %zu "
-               "shop(s)", total, swept);
-        if (failed)
-            printf(", %zu failed", failed);
-        if (not_reached)
-            printf(", %zu not reached (connection lost)", not_reached);
-        putchar('\n');
-    }
-    free(shops);
-    return failed || not_reached ? EXIT_ERROR : EXIT_OKAY;
-}
-
-static int cmd_sweep(const cmd_env *e)
-{
-    uint64_t shop;
-    int st = shop_or_all(e, "sweep", &shop);
-    if (st)
-        return st;
-    int64_t max = e->o->have_max ? e->o->max : 0;
-    if (e->o->all)
-        return sweep_all(e, max);
-    int64_t released = 0;
-    int rc = rsv_sweep(e->ctx, shop, max, &released);
-    if (rc != RSV_OK)
-        return lib_fail(e->o, e->ctx, "rsv_sweep", rc);
-    if (e->o->json)
-        printf("{\"shop_id\":%" PRIu64 ",\"released\":%" PRId64 "}\n", shop,
-               released);
-    else
-        printf("shop %" PRIu64 ": gave back %" PRId64 " expired hold(s)\n",
-               shop, released);
-    return EXIT_OKAY;
-}
 
 static int cmd_levels(const cmd_env *e)
 {
@@ -1054,209 +943,8 @@ static int cmd_release(const cmd_env *e) { return settle_cmd(e, 0); }
 
 static int cmd_claim(const cmd_env *e) { return settle_cmd(e, 1); }
 
-/* ---------------- stats ---------------- */
-
-enum { SV_ON_HAND, SV_HELD, SV_AVAILABLE, SV_POOLED, SV_EXPIRED,
-       SV_BACKLOG, N_SV };
-
-/* One figure per (shop, item, location): its --json member, text column,
- * Prometheus metric and the metric's help text. */
-static const struct stat_def {
-    const char *json, *column, *metric, *help;
-} stat_defs[N_SV] = {
-    {"on_hand", "ON_HAND", "libreserve_on_hand_units",
-     "Stock on hand as buyers see it: the ledger less the claims not yet "
-     "folded into it."},
-    {"held", "HELD", "libreserve_held_units",
-     "Units held by active checkouts (deadline not passed)."},
-    {"available", "AVAILABLE", "libreserve_available_units",
-     "Units a new checkout can still reserve (on hand less held)."},
-    {"pooled", "POOLED", "libreserve_pooled_units",
-     "Pool depth: reservable units kept as rows of the pool."},
-    {"expired", "EXPIRED", "libreserve_expired_units",
-     "Units of holds whose deadline passed and that were not given back "
-     "yet (a sweep or the next refill of the pool gives them back)."},
-    {"journal_backlog", "BACKLOG", "libreserve_journal_backlog",
-     "Claims and releases journalled and not yet folded into the ledger "
-     "(rows of rsv_journal)."},
-};
-
-typedef struct key_stats {
-    uint64_t k[3]; /* shop, item, location */
-    int64_t v[N_SV];
-} key_stats;
-
-/* Every figure of every key in one statement; the subqueries name their
- * indexes for the reason the view rsv_stock does (with the
- * statistics of freshly loaded tables the optimizer read every hold of the
- * shop once per ledger row). */
-#define KEYMATCH(t)                                                      \
-    " WHERE " t ".shop_id = l.shop_id AND " t ".item_id = "              \
-    "l.item_id AND " t ".location_id = "                                 \
-    "l.location_id"
-#define HOLDS(cond)                                                      \
-    "CAST(COALESCE((SELECT SUM(h.quantity) FROM rsv_holds h "            \
-    "FORCE INDEX (rsv_holds_expiry)" KEYMATCH("h")                       \
-    " AND h.expires_at " cond " NOW(6)), 0) AS SIGNED)"
-static const char stats_sql[] =
-    "/* conn_tag:admin */ SELECT l.shop_id, l.item_id, "
-    "l.location_id, CAST(l.on_hand - COALESCE((SELECT "
-    "SUM(x.quantity) FROM rsv_journal x FORCE INDEX (PRIMARY)"
-    KEYMATCH("x") " AND x.kind = 2), 0) AS SIGNED), " HOLDS(">") ", "
-    HOLDS("<=") ", (SELECT COUNT(*) FROM rsv_pool u FORCE INDEX "
-    "(PRIMARY)" KEYMATCH("u") "), (SELECT COUNT(*) FROM "
-    "rsv_journal x FORCE INDEX (PRIMARY)" KEYMATCH("x") ") "
-    "FROM rsv_ledger l";
-#undef HOLDS
-#undef KEYMATCH
-
-/* Read the figures of one shop (all = 0) or every shop into *out
- * (malloc'd).  Plain reads, no locks, on one consistent snapshot: a READ
- * ONLY transaction at REPEATABLE READ started WITH CONSISTENT SNAPSHOT,
- * as rsv_audit reads, so a figure never mixes two moments. */
-static int read_stats(const cmd_env *e, uint64_t shop, int all,
-                      key_stats **out, size_t *n_out)
-{
-    *out = NULL;
-    *n_out = 0;
-    char q[sizeof stats_sql + 128];
-    if (all)
-        snprintf(q, sizeof q, "%s ORDER BY l.shop_id, l.item_id, "
-                 "l.location_id", stats_sql);
-    else
-        snprintf(q, sizeof q, "%s WHERE l.shop_id = %" PRIu64 " ORDER BY "
-                 "l.item_id, l.location_id", stats_sql,
-                 shop);
-    MYSQL_RES *r = NULL;
-    if (sql(e, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ") ||
-        sql(e, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY") ||
-        sql(e, q) || !(r = mysql_store_result(e->conn))) {
-        int st = db_fail(e->o, e->conn, "stats");
-        end_txn(e, 0);
-        return st;
-    }
-    size_t n = (size_t)mysql_num_rows(r);
-    key_stats *v = calloc(n ? n : 1, sizeof *v);
-    if (!v) {
-        mysql_free_result(r);
-        end_txn(e, 0);
-        fprintf(stderr, "%s: out of memory\n", prog);
-        return EXIT_ERROR;
-    }
-    MYSQL_ROW row;
-    size_t i = 0;
-    int bad = 0;
-    while ((row = mysql_fetch_row(r)) && i < n) {
-        for (int c = 0; c < 3; c++)
-            bad |= parse_u64(row[c], &v[i].k[c]);
-        int64_t on_hand, held, expired, pooled, backlog;
-        bad |= parse_i64(row[3], &on_hand) | parse_i64(row[4], &held) |
-               parse_i64(row[5], &expired) | parse_i64(row[6], &pooled) |
-               parse_i64(row[7], &backlog);
-        v[i].v[SV_ON_HAND] = on_hand;
-        v[i].v[SV_HELD] = held;
-        v[i].v[SV_AVAILABLE] = on_hand - held;
-        v[i].v[SV_POOLED] = pooled;
-        v[i].v[SV_EXPIRED] = expired;
-        v[i].v[SV_BACKLOG] = backlog;
-        i++;
-    }
-    mysql_free_result(r);
-    end_txn(e, 1);
-    if (bad) {
-        free(v);
-        fprintf(stderr, "%s: stats: the server answered a value that is "
-                        "not a number\n", prog);
-        return EXIT_ERROR;
-    }
-    *out = v;
-    *n_out = i;
-    return EXIT_OKAY;
-}
-
-/* The Prometheus text exposition format (version 0.0.4): per metric one
- * HELP and one TYPE line, then a sample per key.  Label values are
- * decimal ids, which need no escaping. */
-static void print_prometheus(const key_stats *v, size_t n)
-{
-    for (int m = 0; m < N_SV; m++) {
-        printf("# HELP %s %s\n# TYPE %s gauge\n", stat_defs[m].metric,
-               stat_defs[m].help, stat_defs[m].metric);
-        for (size_t i = 0; i < n; i++)
-            printf("%s{shop_id=\"%" PRIu64 "\",item_id=\"%" PRIu64
-                   "\",location_id=\"%" PRIu64 "\"} %" PRId64 "\n",
-                   stat_defs[m].metric, v[i].k[0], v[i].k[1], v[i].k[2],
-                   v[i].v[m]);
-    }
-}
-
-static int cmd_stats(const cmd_env *e)
-{
-    uint64_t shop;
-    int st = shop_or_all(e, "stats", &shop);
-    if (st)
-        return st;
-    key_stats *v;
-    size_t n;
-    if ((st = read_stats(e, shop, e->o->all, &v, &n)))
-        return st;
-    int64_t tot[N_SV] = {0};
-    size_t shops = 0;
-    for (size_t i = 0; i < n; i++) {
-        for (int m = 0; m < N_SV; m++)
-            tot[m] += v[i].v[m];
-        if (i == 0 || v[i].k[0] != v[i - 1].k[0])
-            shops++; /* the rows come ordered by shop */
-    }
-    if (e->o->prometheus) {
-        print_prometheus(v, n);
-    } else if (e->o->json) {
-        if (e->o->all)
-            printf("{\"scope\":\"all\"");
-        else
-            printf("{\"scope\":\"shop\",\"shop_id\":%" PRIu64, shop);
-        printf(",\"keys\":[");
-        for (size_t i = 0; i < n; i++) {
-            printf("%s{", i ? "," : "");
-            print_key_json(v[i].k, 3);
-            for (int m = 0; m < N_SV; m++)
-                printf(",\"%s\":%" PRId64, stat_defs[m].json, v[i].v[m]);
-            putchar('}');
-        }
-        printf("],\"totals\":{\"shops\":%zu,\"keys\":%zu", shops, n);
-        for (int m = 0; m < N_SV; m++)
-            printf(",\"%s\":%" PRId64, stat_defs[m].json, tot[m]);
-        printf("}}\n");
-    } else {
-        if (n) {
-            printf("%-20s %-20s %-20s", "SHOP", "ITEM", "LOCATION");
-            for (int m = 0; m < N_SV; m++)
-                printf(" %10s", stat_defs[m].column);
-            putchar('\n');
-        }
-        for (size_t i = 0; i < n; i++) {
-            printf("%-20" PRIu64 " %-20" PRIu64 " %-20" PRIu64, v[i].k[0],
-                   v[i].k[1], v[i].k[2]);
-            for (int m = 0; m < N_SV; m++)
-                printf(" %10" PRId64, v[i].v[m]);
-            putchar('\n');
-        }
-        printf("total: %zu shop(s), %zu item/location key(s)", shops, n);
-        for (int m = 0; m < N_SV; m++)
-            printf(", %s %" PRId64, stat_defs[m].json, tot[m]);
-        putchar('\n');
-    }
-    free(v);
-    if (n == 0 && !e->o->all) {
-        fprintf(stderr, "%s: shop %" PRIu64 " has no stock ledger rows\n",
-                prog, shop);
-        return EXIT_FOUND;
-    }
-    return EXIT_OKAY;
-}
-
 /* Is `name` one of the space-separated words of `list`? */
-static int one_of(const char *name, const char *list)
+int one_of(const char *name, const char *list)
 {
     size_t n = strlen(name);
     for (const char *p = list; *p;) {
@@ -1310,7 +998,7 @@ typedef struct schema_info {
 
 /* The result of a query of the tool's own; NULL with the error left
  * on the connection.  The caller frees the result. */
-static MYSQL_RES *query_rows(MYSQL *c, const char *q)
+MYSQL_RES *query_rows(MYSQL *c, const char *q)
 {
     if (mysql_real_query(c, q, strlen(q)) != 0)
         return NULL;
@@ -2128,6 +1816,7 @@ static const command commands[] = {
     {"release", 2, cmd_release},
     {"claim", 2, cmd_claim},
     {"schema", -1, cmd_schema, 1},
+    {"connections", 0, cmd_connections, 1},
 };
 
 int main(int argc, char **argv)
@@ -2160,8 +1849,21 @@ int main(int argc, char **argv)
     if (o.hex && !one_of(cmd->name, "checkout release claim"))
         return usage_fail("--hex only applies to checkout, release and "
                           "claim", NULL);
-    if (o.prometheus && !one_of(cmd->name, "stats"))
-        return usage_fail("--prometheus only applies to stats", NULL);
+    if (o.prometheus && !one_of(cmd->name, "stats connections"))
+        return usage_fail("--prometheus only applies to stats and "
+                          "connections", NULL);
+    if (o.metrics_file && !one_of(cmd->name, "sweep stats connections"))
+        return usage_fail("--metrics-file only applies to sweep, stats and "
+                          "connections", NULL);
+    if (o.metrics_file && !*o.metrics_file)
+        return usage_fail("--metrics-file needs a file name", NULL);
+    if (o.by_shop && !one_of(cmd->name, "stats"))
+        return usage_fail("--by-shop only applies to stats", NULL);
+    if (o.tag_prefix && !one_of(cmd->name, "connections"))
+        return usage_fail("--tag-prefix only applies to connections", NULL);
+    if (o.defaults_file && o.no_defaults)
+        return usage_fail("give --defaults-file or --no-defaults, not both",
+                          NULL);
     if (o.prometheus && o.json)
         return usage_fail("give --json or --prometheus, not both", NULL);
     int schema_cmd = strcmp(cmd->name, "schema") == 0;
@@ -2175,8 +1877,11 @@ int main(int argc, char **argv)
 
     MYSQL *conn;
     rsv_ctx *ctx = NULL;
-    if ((st = connect_db(&o, &conn, cmd->no_ctx ? NULL : &ctx)) != EXIT_OKAY)
+    if ((st = connect_db(&o, &conn, cmd->no_ctx ? NULL : &ctx)) != EXIT_OKAY) {
+        if (strcmp(cmd->name, "sweep") == 0)
+            sweep_connect_failed(&o);
         return st;
+    }
     cmd_env e = {&o, conn, ctx, (const char *const *)&o.pos[1], o.npos - 1};
     st = cmd->run(&e);
     rsv_close(ctx);

@@ -3,6 +3,7 @@
 // with the schema loaded, dropped at the end (kept with RSV_TEST_KEEP_DB=1).
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const { spawn } = require('node:child_process');
 const { setTimeout: sleep } = require('node:timers/promises');
 const h = require('./helpers');
@@ -283,6 +284,64 @@ serverTest('the event loop runs while a call waits on the server', async (ctx, s
   assert.ok(ticks >= ms / 10 / 3, `${ticks} timer ticks in ${ms} ms`);
   assert.equal((await ctx.checkoutStatus(s, 'slow')).status, 'claimed');
 }, { lockWaitTimeoutS: 10, callTimeoutMs: 20000 });
+
+test('calls waiting on locked rows leave libuv\'s thread pool to fs', { skip: missing || false }, async (t) => {
+  // Six claims (the non-blocking interface) and two stock changes (a
+  // thread of the package's own) wait on rows another connection holds:
+  // more calls than libuv's pool has threads (4).  A file read must still
+  // finish while every one of them is waiting.
+  const s = h.newShop();
+  const opts = { lockWaitTimeoutS: 50, callTimeoutMs: 60000 };
+  const ctx = await rsv.open(h.dsn(DB), opts);
+  await ctx.stockSet(s, 1, 1, 10);
+  await ctx.stockSet(s, 2, 1, 10);
+  for (let i = 0; i < 6; i++) await ctx.reserveOne(s, `w${i}`, 1, 1, 1);
+  const claimers = await Promise.all([0, 1, 2, 3, 4, 5].map(() => rsv.open(h.dsn(DB), opts)));
+  const setters = await Promise.all([0, 1].map(() => rsv.open(h.dsn(DB), opts)));
+  const holder = spawn(h.CLIENT, ['--no-defaults', `--socket=${h.SOCK}`, `-u${h.USER}`, '-N', '-B', '-n', DB],
+    { env: { ...process.env, MYSQL_PWD: h.PASSWORD }, stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise((resolve) => holder.on('exit', resolve));
+  let said = '';
+  const locked = new Promise((resolve) => holder.stdout.on('data', (d) => {
+    said += d;
+    if (said.includes('rows locked')) resolve();
+  }));
+  holder.stdin.write(`START TRANSACTION;\nSELECT COUNT(*) FROM rsv_checkouts WHERE shop_id = ${s} FOR UPDATE;\n` +
+    `SELECT COUNT(*) FROM rsv_ledger WHERE shop_id = ${s} AND item_id = 2 FOR UPDATE;\nSELECT 'rows locked';\n`);
+  await locked;
+  let settled = 0;
+  const calls = [
+    ...claimers.map((c, i) => c.claim(s, `w${i}`)),
+    ...setters.map((c, i) => c.stockSet(s, 2, 1, 20 + i)),
+  ].map((p) => p.finally(() => { settled += 1; }));
+  try {
+    const waiting = () => Number(h.sql('SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN ' +
+      'information_schema.processlist p ON p.id = t.trx_mysql_thread_id ' +
+      `WHERE t.trx_state = 'LOCK WAIT' AND p.db = '${DB}'`));
+    // (the server refreshes innodb_trx only once nobody has read it for
+    // 0.1 s: poll slower than that)
+    let n = 0;
+    for (let i = 0; (n = waiting()) < calls.length; i++) {
+      assert.equal(settled, 0, 'a call finished while the rows were locked');
+      assert.ok(i < 150, `only ${n} of ${calls.length} calls reached the server: the others wait for a thread`);
+      await sleep(200);
+    }
+    const t0 = process.hrtime.bigint();
+    const st = await fs.promises.stat(__filename);
+    const text = await fs.promises.readFile(__filename, 'utf8');
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    assert.equal(text.length > 0 && st.isFile(), true);
+    assert.equal(settled, 0, 'the file was read only after a waiting call finished');
+    t.diagnostic(`fs.stat + readFile with ${calls.length} calls waiting on locks: ${ms.toFixed(1)} ms`);
+  } finally {
+    holder.stdin.end('ROLLBACK;\n');
+    await exited;
+  }
+  await Promise.all(calls);
+  for (let i = 0; i < 6; i++) assert.equal((await ctx.checkoutStatus(s, `w${i}`)).status, 'claimed');
+  assert.ok([20, 21].includes((await ctx.stockGet(s, 2, 1)).onHand));
+  await Promise.all([ctx, ...claimers, ...setters].map((c) => c.close()));
+});
 
 test('reconnect after the connection was killed', { skip: missing || false }, async () => {
   const ids = () => new Set(h.sql(`SELECT id FROM information_schema.processlist WHERE db = '${DB}'`)

@@ -19,13 +19,18 @@ owns the MariaDB connection (rsv_open_dsn):
 Connection (MariaDB Connector/C through ctypes) is there for SQL of one's
 own (loading the schema, a claim joined to the application's
 transaction) and for callers who already have a connection:
-Context(conn) then works on it (rsv_open).
+Context(conn) then works on it (rsv_open), as it does on a mysqlclient
+(MySQLdb, Django) connection.  AsyncContext (libreserve/aio.py) is the
+asyncio interface.
 
 Every failing call raises a ReserveError subclass carrying the library's
-code (``.code``, ``.name``), its short text (``.strerror``) and the detailed
-message of rsv_errmsg() (``.message``).  Expected outcomes (out of stock,
-expired, already claimed, ...) derive from ExpectedOutcome, the rest from
-Failure.
+code (``.code``, a Code), its name (``.name``), its short text
+(``.strerror``), the detailed message of rsv_errmsg() (``.message``) and
+the server's error number behind it (``.errno``).  Expected outcomes (out
+of stock, expired, already claimed, ...) derive from ExpectedOutcome, the
+rest from Failure; ConnectionLost is also a ConnectionError (and
+AuthenticationError one of it), arguments of the wrong type raise
+TypeErrors, bad values ValueErrors.
 
 Which libreserve.so is loaded (first match wins):
   1. $LIBRESERVE_PATH: the library file itself, or a directory holding
@@ -40,11 +45,19 @@ libmariadb is found with $LIBMARIADB_PATH, else find_library("mariadb"),
 else "libmariadb.so.3".
 """
 
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
+import enum
 import os
+import re
 import sys
 from collections import namedtuple
+from typing import (Any, Callable, Dict, Iterable, List, NamedTuple, Optional,
+                    Sequence, Tuple, TypeVar, Union)
+
+_Self = TypeVar("_Self")
 
 __all__ = [
     "Connection", "Context", "Cart", "Options", "Violation", "Stock",
@@ -60,6 +73,9 @@ __all__ = [
     "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
     "StatsSnapshot", "connect", "make_dsn", "Batcher",
+    "Code", "Status", "Op", "Stat", "Token", "AuthenticationError",
+    "ArgumentTypeError", "AUTH_ERRNOS", "native_handle", "exception_for",
+    "AsyncContext", "AsyncBatcher", "connect_async",
 ]
 
 # The version of this package: the libreserve release whose reserve.h it
@@ -73,36 +89,72 @@ __version__ = "0.1.0"
 HEADER_VERSION = __version__      # the reserve.h this binding was written for
 HEADER_VERSION_NUMBER = 100
 
-OK = 0
-EOUTOFSTOCK = -1
-ENOTFOUND = -2
-EEXPIRED = -3
-ECLAIMED = -4
-ERELEASED = -5
-EBUSY = -6
-EINDOUBT = -7
-ECONN = -8
-EINVAL = -10
-EQUANTITY = -11
-EEMPTY = -12
-ETOKEN = -13
-ENOITEM = -14
-ESCHEMA = -15
-ESERVER = -16
-EINTXN = -17
-ENOMEM = -18
-EDB = -19
-ETOOBIG = -20
-ESTOCK = -21
-ECONFIG = -22
-ERANGE = -23
-EDISABLED = -24
-ESCHEMAVER = -25
-ECANCELED = -26
-ENOTPRIMARY = -27
-# Not an error: a call of the C library's non-blocking interface is in
-# progress.  This binding's calls block, so it never returns it.
-PENDING = 1
+
+class Code(enum.IntEnum):
+    """The library's return codes (RSV_OK, RSV_E*, RSV_PENDING).  An int:
+    ``Code.EOUTOFSTOCK == -1``; each exception's ``.code`` is one."""
+    OK = 0
+    EOUTOFSTOCK = -1
+    ENOTFOUND = -2
+    EEXPIRED = -3
+    ECLAIMED = -4
+    ERELEASED = -5
+    EBUSY = -6
+    EINDOUBT = -7
+    ECONN = -8
+    EINVAL = -10
+    EQUANTITY = -11
+    EEMPTY = -12
+    ETOKEN = -13
+    ENOITEM = -14
+    ESCHEMA = -15
+    ESERVER = -16
+    EINTXN = -17
+    ENOMEM = -18
+    EDB = -19
+    ETOOBIG = -20
+    ESTOCK = -21
+    ECONFIG = -22
+    ERANGE = -23
+    EDISABLED = -24
+    ESCHEMAVER = -25
+    ECANCELED = -26
+    ENOTPRIMARY = -27
+    # Not an error: a call of the non-blocking interface is in progress
+    # (AsyncContext waits for it; the blocking calls never return it).
+    PENDING = 1
+
+
+# The older names, spelled out rather than made in a loop so that type
+# checkers and editors see every one (the same for Status, Op and Stat).
+OK = Code.OK
+EOUTOFSTOCK = Code.EOUTOFSTOCK
+ENOTFOUND = Code.ENOTFOUND
+EEXPIRED = Code.EEXPIRED
+ECLAIMED = Code.ECLAIMED
+ERELEASED = Code.ERELEASED
+EBUSY = Code.EBUSY
+EINDOUBT = Code.EINDOUBT
+ECONN = Code.ECONN
+EINVAL = Code.EINVAL
+EQUANTITY = Code.EQUANTITY
+EEMPTY = Code.EEMPTY
+ETOKEN = Code.ETOKEN
+ENOITEM = Code.ENOITEM
+ESCHEMA = Code.ESCHEMA
+ESERVER = Code.ESERVER
+EINTXN = Code.EINTXN
+ENOMEM = Code.ENOMEM
+EDB = Code.EDB
+ETOOBIG = Code.ETOOBIG
+ESTOCK = Code.ESTOCK
+ECONFIG = Code.ECONFIG
+ERANGE = Code.ERANGE
+EDISABLED = Code.EDISABLED
+ESCHEMAVER = Code.ESCHEMAVER
+ECANCELED = Code.ECANCELED
+ENOTPRIMARY = Code.ENOTPRIMARY
+PENDING = Code.PENDING
 
 ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
              EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
@@ -119,47 +171,96 @@ OPT_NO_PROACTIVE_REFILL = 0x2
 
 LINE_SPLIT = 0x1
 
-STATUS_HELD = 1
-STATUS_CLAIMED = 2
-STATUS_RELEASED = 3
-STATUS_EXPIRED = 4
+
+class Status(enum.IntEnum):
+    """Where a checkout stands (checkout_status().status).  An int, so
+    ``status == 1`` and ``status == STATUS_HELD`` still hold."""
+    HELD = 1
+    CLAIMED = 2
+    RELEASED = 3
+    EXPIRED = 4
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+STATUS_HELD = Status.HELD
+STATUS_CLAIMED = Status.CLAIMED
+STATUS_RELEASED = Status.RELEASED
+STATUS_EXPIRED = Status.EXPIRED
 STATUS_NAMES = {STATUS_HELD: "held", STATUS_CLAIMED: "claimed",
                 STATUS_RELEASED: "released", STATUS_EXPIRED: "expired"}
 
 # Operation kinds (enum rsv_op_kind) and counters (enum rsv_stat).
-OP_ALL = 0
-OP_RESERVE = 1
-OP_CLAIM = 2
-OP_RELEASE = 3
-OP_EXTEND = 4
-OP_STATUS = 5
-OP_REPLENISH = 6
-OP_SWEEP = 7
-OP_STOCK = 8
-OP_AUDIT = 9
+class Op(enum.IntEnum):
+    """Operation kinds of the statistics (enum rsv_op_kind)."""
+    ALL = 0
+    RESERVE = 1
+    CLAIM = 2
+    RELEASE = 3
+    EXTEND = 4
+    STATUS = 5
+    REPLENISH = 6
+    SWEEP = 7
+    STOCK = 8
+    AUDIT = 9
+
+
+OP_ALL = Op.ALL
+OP_RESERVE = Op.RESERVE
+OP_CLAIM = Op.CLAIM
+OP_RELEASE = Op.RELEASE
+OP_EXTEND = Op.EXTEND
+OP_STATUS = Op.STATUS
+OP_REPLENISH = Op.REPLENISH
+OP_SWEEP = Op.SWEEP
+OP_STOCK = Op.STOCK
+OP_AUDIT = Op.AUDIT
 OP_NAMES = {OP_ALL: "all", OP_RESERVE: "reserve", OP_CLAIM: "claim",
             OP_RELEASE: "release", OP_EXTEND: "extend", OP_STATUS: "status",
             OP_REPLENISH: "replenish", OP_SWEEP: "sweep", OP_STOCK: "stock",
             OP_AUDIT: "audit"}
 
-STAT_CALLS = 0
-STAT_OK = 1
-STAT_EXPECTED = 2
-STAT_FAILED = 3
-STAT_RETRIES = 4
-STAT_DEADLOCKS = 5
-STAT_LOCK_WAIT_TIMEOUTS = 6
-STAT_INLINE_REFILLS = 7
-STAT_SLOW_PATHS = 8
-STAT_SHORT_READS = 9
-STAT_STATEMENTS = 10
-STAT_LATENCY_US = 11
-STAT_LATENCY_MAX_US = 12
-STAT_ONE_TRIP = 13
-STAT_BACK_TO_FAST = 14
-STAT_LEDGER_TAKES = 15
-STAT_POOL_DRAINED = 16
-STAT_STMT_EVICTIONS = 17
+class Stat(enum.IntEnum):
+    """The counters of the statistics (enum rsv_stat)."""
+    CALLS = 0
+    OK = 1
+    EXPECTED = 2
+    FAILED = 3
+    RETRIES = 4
+    DEADLOCKS = 5
+    LOCK_WAIT_TIMEOUTS = 6
+    INLINE_REFILLS = 7
+    SLOW_PATHS = 8
+    SHORT_READS = 9
+    STATEMENTS = 10
+    LATENCY_US = 11
+    LATENCY_MAX_US = 12
+    ONE_TRIP = 13
+    BACK_TO_FAST = 14
+    LEDGER_TAKES = 15
+    POOL_DRAINED = 16
+    STMT_EVICTIONS = 17
+
+
+STAT_CALLS = Stat.CALLS
+STAT_OK = Stat.OK
+STAT_EXPECTED = Stat.EXPECTED
+STAT_FAILED = Stat.FAILED
+STAT_RETRIES = Stat.RETRIES
+STAT_DEADLOCKS = Stat.DEADLOCKS
+STAT_LOCK_WAIT_TIMEOUTS = Stat.LOCK_WAIT_TIMEOUTS
+STAT_INLINE_REFILLS = Stat.INLINE_REFILLS
+STAT_SLOW_PATHS = Stat.SLOW_PATHS
+STAT_SHORT_READS = Stat.SHORT_READS
+STAT_STATEMENTS = Stat.STATEMENTS
+STAT_LATENCY_US = Stat.LATENCY_US
+STAT_LATENCY_MAX_US = Stat.LATENCY_MAX_US
+STAT_ONE_TRIP = Stat.ONE_TRIP
+STAT_BACK_TO_FAST = Stat.BACK_TO_FAST
+STAT_LEDGER_TAKES = Stat.LEDGER_TAKES
+STAT_POOL_DRAINED = Stat.POOL_DRAINED
+STAT_STMT_EVICTIONS = Stat.STMT_EVICTIONS
 STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
               STAT_FAILED: "failed", STAT_RETRIES: "retries",
               STAT_DEADLOCKS: "deadlocks",
@@ -175,6 +276,9 @@ STAT_NAMES = {STAT_CALLS: "calls", STAT_OK: "ok", STAT_EXPECTED: "expected",
 
 STATS_BUCKETS = 32
 
+# A checkout token: bytes as they are, a str as UTF-8.
+Token = Union[bytes, bytearray, memoryview, str]
+
 _U64_MAX = (1 << 64) - 1
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
@@ -184,26 +288,62 @@ _SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
 # ---------------------------------------------------------------------------
 
 
+_ERRNO_RE = re.compile(r"\(MySQL error (\d+)\)")
+
+# The server's (or Connector/C's) errors that mean the account was refused:
+# access denied (1045), to the database (1044), without a password (1698),
+# password expired (1820, 1862), unknown authentication plugin (1251,
+# 2059).
+AUTH_ERRNOS = frozenset((1044, 1045, 1251, 1698, 1820, 1862, 2059))
+
+
 class ReserveError(Exception):
     """A libreserve call failed.
 
-    code     the RSV_E* code (negative int)
+    code     the library's code (a Code: Code.EOUTOFSTOCK == -1)
     name     its symbolic name ("RSV_EOUTOFSTOCK")
     strerror the library's short text for the code
-    message  rsv_errmsg(): the detailed message of the failing call
+    message  the detailed message of the failing call (rsv_errmsg())
+    function the C function that failed ("rsv_claim")
+    errno    the MariaDB server's (or Connector/C's) error number behind
+             it (1045 for a wrong password, 1205 for a lock wait timeout),
+             or None when the server said nothing
     """
 
-    code = None
+    code: Code
+    name: str
+    message: str
+    function: Optional[str]
+    errno: Optional[int]
+    #: the cart line that could not be served (Context.reserve), or None
+    failed_line: Optional[int] = None
 
-    def __init__(self, code, message=None, function=None):
-        self.code = code
-        self.name = code_name(code) or "RSV_UNKNOWN(%d)" % code
-        self.strerror = strerror(code)
-        self.message = message or self.strerror
-        self.function = function
+    def __init__(self, code: int, message: Optional[str] = None,
+                 function: Optional[str] = None) -> None:
+        try:
+            code = Code(code)
+        except ValueError:
+            pass  # a code this binding does not know: kept as the int
+        name = code_name(code) or "RSV_UNKNOWN(%d)" % code
+        text = strerror(code)
+        message = message or text
         where = "%s: " % function if function else ""
-        super().__init__("%s%s (%d): %s" % (where, self.name, code,
-                                             self.message))
+        self._text = "%s%s (%d): %s" % (where, name, code, message)
+        # first, as OSError's own __init__ (ConnectionLost) resets errno
+        # and strerror
+        super().__init__(self._text)
+        self.code = code  # type: ignore[assignment]
+        self.name = name
+        self.strerror = text
+        self.message = message
+        self.function = function
+        found = _ERRNO_RE.findall(message)
+        self.errno = int(found[-1]) if found else None
+
+    def __str__(self) -> str:
+        # (ConnectionLost is also an OSError, whose text would be
+        # "[Errno N] strerror")
+        return self._text
 
 
 class ExpectedOutcome(ReserveError):
@@ -217,7 +357,6 @@ class Failure(ReserveError):
 class OutOfStock(ExpectedOutcome):
     """RSV_EOUTOFSTOCK; .failed_line is the cart line that could not be
     served (None if unknown)."""
-    failed_line = None
 
 
 class NotFound(ExpectedOutcome):
@@ -236,20 +375,39 @@ class AlreadyReleased(ExpectedOutcome):
     """RSV_ERELEASED."""
 
 
-class Busy(ExpectedOutcome):
-    """RSV_EBUSY: lock conflicts persisted through every retry."""
+class Busy(ExpectedOutcome, TimeoutError):  # type: ignore[misc]
+    """RSV_EBUSY: lock conflicts persisted through every retry, or the
+    call's time budget (call_timeout_ms) was spent; nothing was applied.
+    Also a TimeoutError."""
 
 
-class InDoubt(ExpectedOutcome):
-    """RSV_EINDOUBT: connection lost during COMMIT; repeat the call."""
+class InDoubt(ExpectedOutcome, ConnectionError):  # type: ignore[misc]
+    """RSV_EINDOUBT: the connection was lost during COMMIT, so the outcome
+    is unknown: reconnect and repeat the same call, which settles it (every
+    call is idempotent for its token).  Also a ConnectionError, as
+    reconnecting and repeating is what both want."""
 
 
-class ConnectionLost(Failure):
-    """RSV_ECONN: not connected, or lost before COMMIT (nothing applied)."""
+class ConnectionLost(Failure, ConnectionError):  # type: ignore[misc]
+    """RSV_ECONN: cannot connect, not connected, or the connection was lost
+    before COMMIT (nothing applied).  Also a ConnectionError.  Reconnect
+    (Context.reconnect) and repeat the call."""
+
+
+class AuthenticationError(ConnectionLost):
+    """RSV_ECONN because the server refused the account: a wrong user or
+    password, no access to the database (``.errno`` 1045, 1044, ...).
+    Reconnecting with the same credentials will not help."""
 
 
 class InvalidArgument(Failure, ValueError):
-    """RSV_EINVAL."""
+    """RSV_EINVAL: an argument the library refuses (also a ValueError)."""
+
+
+class ArgumentTypeError(InvalidArgument, TypeError):
+    """An argument of the wrong type (a str where an id belongs, a float
+    quantity, a token that is neither bytes nor str): a TypeError, and an
+    InvalidArgument as the library would answer it.  Nothing was sent."""
 
 
 class InvalidQuantity(Failure, ValueError):
@@ -316,7 +474,8 @@ class Disabled(Failure):
 
 class Canceled(Failure):
     """RSV_ECANCELED: a non-blocking call of the C library was canceled
-    (rsv_cancel) before or between its attempts; nothing was applied."""
+    (rsv_cancel) before or between its attempts; nothing was applied.
+    (AsyncContext raises asyncio.CancelledError for a cancelled task.)"""
 
 
 class NotPrimary(ConnectionLost):
@@ -326,7 +485,7 @@ class NotPrimary(ConnectionLost):
     it finds the writable one) and repeat the call."""
 
 
-_EXC_BY_CODE = {
+_EXC_BY_CODE: Dict[int, type] = {
     EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
     ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
     EINDOUBT: InDoubt, ECONN: ConnectionLost, EINVAL: InvalidArgument,
@@ -339,15 +498,42 @@ _EXC_BY_CODE = {
 }
 
 
-def exception_for(code):
-    """The exception class raised for a return code."""
+def exception_for(code: int, message: Optional[str] = None) -> type:
+    """The exception class raised for a return code (and, for RSV_ECONN,
+    its message: AuthenticationError when the server refused the
+    account)."""
+    if code == ECONN and message:
+        found = _ERRNO_RE.findall(message)
+        if found and int(found[-1]) in AUTH_ERRNOS:
+            return AuthenticationError
     if code in _EXC_BY_CODE:
         return _EXC_BY_CODE[code]
     return ExpectedOutcome if -7 <= code < 0 else Failure
 
 
-def _raise(code, message=None, function=None):
-    raise exception_for(code)(code, message, function)
+def _error(code: int, message: Optional[str] = None,
+           function: Optional[str] = None) -> ReserveError:
+    return exception_for(code, message)(code, message, function)
+
+
+def _raise(code: int, message: Optional[str] = None,
+           function: Optional[str] = None) -> None:
+    raise _error(code, message, function)
+
+
+class _UnknownKeyword(TypeError, AttributeError):
+    """An unknown keyword argument: a TypeError, as Python reports one, and
+    an AttributeError for code written against earlier releases."""
+
+
+def _set_fields(options: "Options", fields: Dict[str, Any],
+                where: str) -> None:
+    for k, v in fields.items():
+        if k not in Options._field_names:
+            raise _UnknownKeyword("%s got an unexpected keyword argument %r "
+                                  "(options: %s)" % (where, k, ", ".join(
+                                      Options._field_names)))
+        setattr(options, k, v)
 
 
 class MariaDBError(Exception):
@@ -446,7 +632,7 @@ lib, _lib_name = _load_reserve()
 mariadb = _load_mariadb()
 
 
-def library_path():
+def library_path() -> str:
     """The file the loaded libreserve was mapped from (resolved through
     /proc/self/maps when it was loaded by name)."""
     try:
@@ -542,29 +728,77 @@ class Options(ctypes.Structure):
         ("stmt_cache_max", ctypes.c_int32),
     ]
 
-    def __init__(self, version=OPTIONS_VERSION, **fields):
+    _field_names: Tuple[str, ...] = ()
+    version: int
+    flags: int
+    pool_cap: int
+    refill_low_water: int
+    hold_ttl_ms: int
+    max_retries: int
+    retry_base_us: int
+    lock_wait_timeout_s: int
+    conn_tag_prefix: Optional[bytes]
+    settled_retention_s: int
+    pool_idle_s: int
+    call_timeout_ms: int
+    stmt_cache_max: int
+
+    def __init__(self, version: int = OPTIONS_VERSION, **fields: Any) -> None:
         super().__init__()
         rc = lib.rsv_options_init(ctypes.byref(self), version)
         if rc != OK:
             _raise(rc, "rsv_options_init(version=%d) failed" % version,
                    "rsv_options_init")
-        for k, v in fields.items():
-            setattr(self, k, v)
+        _set_fields(self, fields, "Options()")
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         if name == "conn_tag_prefix" and isinstance(value, str):
             value = value.encode("utf-8")
-        if name not in dict(self._fields_) and not name.startswith("_"):
+        if name not in self._field_names and not name.startswith("_"):
             raise AttributeError("rsv_options has no field %r" % name)
+        if name != "conn_tag_prefix" and not name.startswith("_") and \
+                (isinstance(value, bool) or not isinstance(value, int)):
+            raise ArgumentTypeError(EINVAL, "option %s must be an int, not "
+                                    "%s" % (name, type(value).__name__))
+        if name == "conn_tag_prefix" and value is not None and \
+                not isinstance(value, bytes):
+            raise ArgumentTypeError(EINVAL, "option conn_tag_prefix must be "
+                                    "a str, bytes or None, not %s"
+                                    % type(value).__name__)
         super().__setattr__(name, value)
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
+        """Every field by name."""
         return {name: getattr(self, name) for name, _ in self._fields_}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Options(%s)" % ", ".join("%s=%r" % kv
                                          for kv in self.as_dict().items())
 
+
+SWEEP_RESULT_VERSION = 1
+
+
+class SweepResult(ctypes.Structure):
+    """struct rsv_sweep_result: what one Context.sweep_report() did."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("holds_released", ctypes.c_int64),
+        ("units_released", ctypes.c_int64),
+        ("journal_folded", ctypes.c_int64),
+        ("pool_rows_drained", ctypes.c_int64),
+        ("checkouts_purged", ctypes.c_int64),
+    ]
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name, _ in self._fields_[1:]}
+
+    def __repr__(self):
+        return "SweepResult(%s)" % ", ".join("%s=%r" % kv
+                                             for kv in self.as_dict().items())
+
+Options._field_names = tuple(name for name, _ in Options._fields_)
 
 _AUDIT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64,
                              ctypes.c_uint64, ctypes.c_uint64,
@@ -645,6 +879,9 @@ _PROTOS = {
                                       ctypes.c_uint64, _i64p]),
     "rsv_sweep": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_int64,
                                  _i64p]),
+    "rsv_sweep_report": (ctypes.c_int, [_c_p, ctypes.c_uint64,
+                                        ctypes.c_int64,
+                                        ctypes.POINTER(SweepResult)]),
     "rsv_stock_set": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
                                      ctypes.c_uint64, ctypes.c_int64]),
     "rsv_stock_adjust": (ctypes.c_int, [_c_p, ctypes.c_uint64,
@@ -749,22 +986,22 @@ def _s(b):
     return b.decode("utf-8", "replace") if b is not None else None
 
 
-def version():
+def version() -> str:
     """rsv_version(): the loaded library's version string."""
     return _s(lib.rsv_version())
 
 
-def version_number():
+def version_number() -> int:
     """rsv_version_number(): MAJOR * 10000 + MINOR * 100 + PATCH."""
     return lib.rsv_version_number()
 
 
-def schema_version():
+def schema_version() -> int:
     """rsv_schema_version(): the schema version the library works on."""
     return lib.rsv_schema_version()
 
 
-def schema_procedures():
+def schema_procedures() -> List[str]:
     """The stored procedures the library calls (rsv_schema_procedure()):
     a database without them works, with more round trips per call."""
     names = []
@@ -775,17 +1012,17 @@ def schema_procedures():
         names.append(_s(n))
 
 
-def strerror(code):
+def strerror(code: int) -> str:
     """rsv_strerror(): short static text for any code."""
     return _s(lib.rsv_strerror(code))
 
 
-def code_name(code):
+def code_name(code: int) -> Optional[str]:
     """rsv_code_name(): "RSV_EOUTOFSTOCK", ...; None if unknown."""
     return _s(lib.rsv_code_name(code))
 
 
-def options_size():
+def options_size() -> int:
     """rsv_options_size(): sizeof(rsv_options) in the loaded library."""
     return lib.rsv_options_size()
 
@@ -797,7 +1034,7 @@ if options_size() < ctypes.sizeof(Options):
                           ctypes.sizeof(Options)))
 
 
-def find_schema():
+def find_schema() -> str:
     """Path of schema.sql: $RSV_SCHEMA, else share/libreserve/schema.sql
     next to the loaded library's lib directory, the usual install paths,
     else the in-tree sql/schema.sql."""
@@ -826,29 +1063,33 @@ def find_schema():
 # Argument checks (ctypes would silently truncate out-of-range integers)
 # ---------------------------------------------------------------------------
 
-def _u64(v, what):
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _U64_MAX:
-        raise InvalidArgument(EINVAL, "%s must be an int in 0..2**64-1, not %r"
-                              % (what, v))
-    return v
+def _int(v: Any, what: str, lo: int, hi: int, kind: str) -> int:
+    # bool is an int to Python, never an id or a quantity here
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ArgumentTypeError(EINVAL, "%s must be an int, not %s"
+                                % (what, type(v).__name__))
+    if not lo <= v <= hi:
+        raise InvalidArgument(EINVAL, "%s must be %s, not %r"
+                              % (what, kind, v))
+    return int(v)
 
 
-def _i64(v, what):
-    if isinstance(v, bool) or not isinstance(v, int) or \
-            not _I64_MIN <= v <= _I64_MAX:
-        raise InvalidArgument(EINVAL, "%s must be a 64-bit signed int, not %r"
-                              % (what, v))
-    return v
+def _u64(v: Any, what: str) -> int:
+    return _int(v, what, 0, _U64_MAX, "in 0..2**64-1")
 
 
-def _token(token):
+def _i64(v: Any, what: str) -> int:
+    return _int(v, what, _I64_MIN, _I64_MAX, "a 64-bit signed int")
+
+
+def _token(token: Any) -> bytes:
     """bytes for a token: bytes/bytearray/memoryview as is, str UTF-8."""
     if isinstance(token, str):
         return token.encode("utf-8")
     if isinstance(token, (bytes, bytearray, memoryview)):
         return bytes(token)
-    raise InvalidArgument(EINVAL, "token must be bytes or str, not %s"
-                          % type(token).__name__)
+    raise ArgumentTypeError(EINVAL, "token must be bytes or str, not %s"
+                            % type(token).__name__)
 
 
 # ---------------------------------------------------------------------------
@@ -859,13 +1100,16 @@ class _Closable:
     """Context-manager support and close-on-collect for the wrappers of
     library handles (each defines close(), idempotent)."""
 
-    def __enter__(self):
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -884,10 +1128,14 @@ class Connection(_Closable):
     open on it.  Values come back as bytes (or None for NULL).
     """
 
-    def __init__(self, unix_socket=None, host=None, port=0, user=None,
-                 password=None, db=None, connect_timeout=None,
-                 read_timeout=None, reconnect=False, multi_statements=False):
-        self._contexts = []
+    def __init__(self, unix_socket: Optional[str] = None,
+                 host: Optional[str] = None, port: int = 0,
+                 user: Optional[str] = None, password: Optional[str] = None,
+                 db: Optional[str] = None,
+                 connect_timeout: Optional[int] = None,
+                 read_timeout: Optional[int] = None, reconnect: bool = False,
+                 multi_statements: bool = False) -> None:
+        self._contexts: List[Context] = []
         h = _mdb.mysql_init(None)
         if not h:
             raise MemoryError("mysql_init failed")
@@ -930,11 +1178,13 @@ class Connection(_Closable):
                             _s(_mdb.mysql_sqlstate(h)))
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once closed."""
         return not self.handle
 
-    def close(self):
-        """Close every context on this connection, then mysql_close()."""
+    def close(self) -> None:
+        """Close every context on this connection, then the connection
+        itself (mysql_close); idempotent."""
         for ctx in list(self._contexts):
             ctx.close()
         if self.handle:
@@ -943,19 +1193,19 @@ class Connection(_Closable):
 
     # -- info --
     @property
-    def thread_id(self):
+    def thread_id(self) -> int:
         return _mdb.mysql_thread_id(self._h())
 
     @property
-    def server_info(self):
+    def server_info(self) -> Optional[str]:
         return _s(_mdb.mysql_get_server_info(self._h()))
 
     @property
-    def errno(self):
+    def errno(self) -> int:
         return _mdb.mysql_errno(self._h())
 
     @property
-    def error(self):
+    def error(self) -> Optional[str]:
         """mysql_error() of the last call on the connection."""
         return _s(_mdb.mysql_error(self._h()))
 
@@ -998,28 +1248,28 @@ class Connection(_Closable):
             if st != 0:
                 return out
 
-    def query(self, sql):
+    def query(self, sql: Union[str, bytes]) -> List[Tuple[Optional[bytes], ...]]:
         """Run one statement, return its rows: a list of tuples of bytes or
         None (an empty list for a statement without a result set)."""
         rows, _ = self._run(sql)[-1]
         return rows if rows is not None else []
 
-    def scalar(self, sql):
+    def scalar(self, sql: Union[str, bytes]) -> Optional[bytes]:
         """The first column of the first row (bytes), or None."""
         rows = self.query(sql)
         return rows[0][0] if rows else None
 
-    def scalar_int(self, sql):
+    def scalar_int(self, sql: Union[str, bytes]) -> Optional[int]:
         """scalar() as an int (None stays None)."""
         v = self.scalar(sql)
         return int(v) if v is not None else None
 
-    def execute(self, sql):
+    def execute(self, sql: Union[str, bytes]) -> int:
         """Run one statement, return the affected row count."""
         _, n = self._run(sql)[-1]
         return n or 0
 
-    def execute_script(self, sql):
+    def execute_script(self, sql: Union[str, bytes]) -> List[Tuple[Any, Any]]:
         """Run a script the way the mariadb client does: ;-separated
         statements, sent in one round trip per part (multi-statements are
         switched on for the call only), and "DELIMITER xx" lines for
@@ -1037,22 +1287,26 @@ class Connection(_Closable):
         finally:
             _mdb.mysql_set_server_option(h, _MYSQL_OPTION_MULTI_STATEMENTS_OFF)
 
-    def execute_file(self, path):
+    def execute_file(self, path: str) -> List[Tuple[Any, Any]]:
         """Run an SQL file (e.g. find_schema()) with execute_script()."""
         with open(path, "rb") as f:
             return self.execute_script(f.read())
 
-    def select_db(self, db):
+    def select_db(self, db: str) -> None:
+        """Make db the connection's default database."""
         if _mdb.mysql_select_db(self._h(), db.encode("utf-8")) != 0:
             raise self._error()
 
-    def begin(self):
+    def begin(self) -> None:
+        """START TRANSACTION: a claim made now joins it."""
         self.execute("START TRANSACTION")
 
-    def commit(self):
+    def commit(self) -> None:
+        """COMMIT the open transaction."""
         self.execute("COMMIT")
 
-    def rollback(self):
+    def rollback(self) -> None:
+        """ROLLBACK the open transaction (and a claim that joined it)."""
         self.execute("ROLLBACK")
 
 
@@ -1084,16 +1338,71 @@ def _script_parts(sql):
     return [p for p in parts if not _script_blank(p)]
 
 
-def _conn_ptr(conn):
+def _is_mysqldb(conn: Any) -> bool:
+    """A MySQLdb (mysqlclient) connection: it can hand over its MYSQL*."""
+    return hasattr(type(conn), "_get_native_connection")
+
+
+def _client_libraries() -> List[str]:
+    """The MySQL client libraries mapped into this process."""
+    found = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                name = os.path.basename(line.split(None, 5)[-1].strip())
+                if name.startswith(("libmariadb", "libmysqlclient")):
+                    found.add(name)
+    except OSError:
+        pass
+    return sorted(found)
+
+
+def native_handle(conn: Any) -> int:
+    """The MYSQL* address of a MySQLdb (mysqlclient) connection, such as
+    Django's ``django.db.connection.connection``, for Context(): the
+    context then works on that connection, inside its transactions.
+
+    It needs a mysqlclient built against MariaDB Connector/C, the client
+    library libreserve uses (Debian's python3-mysqldb is); one built
+    against MySQL's libmysqlclient has a different MYSQL and is refused
+    (ConfigError).  The handle comes from mysqlclient's
+    _get_native_connection(), which it provides for transaction managers.
+    """
+    if not _is_mysqldb(conn):
+        raise ArgumentTypeError(EINVAL, "expected a MySQLdb connection, not %s"
+                                % type(conn).__name__)
+    if not getattr(conn, "open", 1):
+        raise InvalidArgument(EINVAL, "the MySQLdb connection is closed")
+    others = [n for n in _client_libraries() if n.startswith("libmysqlclient")]
+    if others:
+        raise ConfigError(ECONFIG, "mysqlclient is built against %s (MySQL's "
+                          "client library), not MariaDB Connector/C, which "
+                          "libreserve uses: its MYSQL cannot be shared; "
+                          "install a mysqlclient built against libmariadb "
+                          "(Debian: python3-mysqldb)" % others[0])
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get(conn._get_native_connection(),
+               b"_mysql.connection.native_connection")
+
+
+def _conn_ptr(conn: Any) -> Optional[int]:
     if conn is None:
         return None
     if isinstance(conn, Connection):
         return conn._h()
+    if isinstance(conn, bool):
+        raise ArgumentTypeError(EINVAL, "conn must be a connection, not bool")
     if isinstance(conn, int):
         return conn
     if isinstance(conn, ctypes.c_void_p):
         return conn.value
-    raise TypeError("conn must be a Connection or a MYSQL* address (int)")
+    if _is_mysqldb(conn):
+        return native_handle(conn)
+    raise ArgumentTypeError(EINVAL, "conn must be a connection string, a "
+                            "Connection, a MySQLdb connection or a MYSQL* "
+                            "address (int), not %s" % type(conn).__name__)
 
 
 # ---------------------------------------------------------------------------
@@ -1108,7 +1417,7 @@ class Cart:
     line is held.  Use as a context manager or call free().
     """
 
-    def __init__(self, lines=()):
+    def __init__(self, lines: Iterable[Sequence[Any]] = ()) -> None:
         p = ctypes.c_void_p()
         rc = lib.rsv_cart_new(ctypes.byref(p))
         if rc != OK:
@@ -1126,9 +1435,12 @@ class Cart:
             raise InvalidArgument(EINVAL, "the cart was freed")
         return self._p
 
-    def add(self, item_id, locations, quantity, flags=0, split=None):
-        """rsv_cart_add(); locations is an int or a sequence of ints;
-        split=True is flags |= LINE_SPLIT.  Returns the line index."""
+    def add(self, item_id: int, locations: Union[int, Sequence[int]],
+            quantity: int, flags: int = 0, split: Optional[bool] = None) -> int:
+        """Add a line: quantity units of item_id from the first of
+        locations (an id, or ids in order of preference) that has them all,
+        or, with split=True, from several of them.  Returns the line's
+        index."""
         if isinstance(locations, int):
             locations = [locations]
         locs = [_u64(l, "location_id") for l in locations]
@@ -1144,19 +1456,19 @@ class Cart:
                                            strerror(rc)), "rsv_cart_add")
         return len(self) - 1
 
-    def clear(self):
-        """rsv_cart_clear()."""
+    def clear(self) -> None:
+        """Remove every line."""
         lib.rsv_cart_clear(self._ptr())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return lib.rsv_cart_lines(self._ptr())
 
     @property
-    def lines(self):
+    def lines(self) -> int:
         """rsv_cart_lines()."""
         return len(self)
 
-    def allocation_count(self, line):
+    def allocation_count(self, line: int) -> int:
         """rsv_cart_allocation_count(): locations holding units for line."""
         n = ctypes.c_size_t()
         rc = lib.rsv_cart_allocation_count(self._ptr(), line, ctypes.byref(n))
@@ -1165,7 +1477,7 @@ class Cart:
                    "rsv_cart_allocation_count")
         return n.value
 
-    def allocation(self, line, idx):
+    def allocation(self, line: int, idx: int) -> Tuple[int, int]:
         """rsv_cart_allocation(): (location_id, quantity)."""
         loc, qty = ctypes.c_uint64(), ctypes.c_int64()
         rc = lib.rsv_cart_allocation(self._ptr(), line, idx,
@@ -1175,18 +1487,18 @@ class Cart:
                    "rsv_cart_allocation")
         return loc.value, qty.value
 
-    def allocations(self, line):
+    def allocations(self, line: int) -> List[Tuple[int, int]]:
         """Every (location_id, quantity) holding units for line."""
         return [self.allocation(line, i)
                 for i in range(self.allocation_count(line))]
 
     @property
-    def failed_line(self):
+    def failed_line(self) -> Optional[int]:
         """rsv_cart_failed_line(); None instead of (size_t)-1."""
         v = lib.rsv_cart_failed_line(self._ptr())
         return None if v == _SIZE_MAX else v
 
-    def free(self):
+    def free(self) -> None:
         """rsv_cart_free(); idempotent."""
         if self._p:
             lib.rsv_cart_free(self._p)
@@ -1195,13 +1507,13 @@ class Cart:
     close = free
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.free()
 
     def __del__(self):
@@ -1215,10 +1527,32 @@ class Cart:
 # Context
 # ---------------------------------------------------------------------------
 
-Stock = namedtuple("Stock", "on_hand held pooled available")
-CheckoutStatus = namedtuple("CheckoutStatus", "status units expires_in_ms")
-CheckoutStatus.name = property(lambda s: STATUS_NAMES.get(s.status, "?"))
-Violation = namedtuple("Violation", "shop_id item_id location_id problem")
+class Stock(NamedTuple):
+    """The stock of one item at one location, from one consistent read."""
+    on_hand: int    #: units in the ledger (sold ones already taken off)
+    held: int       #: units held by checkouts that have not expired
+    pooled: int     #: units in the pool of reservable rows
+    available: int  #: what a new checkout can still hold
+
+
+class CheckoutStatus(NamedTuple):
+    """Where a checkout stands (Context.checkout_status)."""
+    status: Status      #: Status.HELD, CLAIMED, RELEASED or EXPIRED
+    units: int          #: units held (or claimed, released)
+    expires_in_ms: int  #: until the hold expires (negative once it has)
+
+    @property
+    def name(self) -> str:
+        """"held", "claimed", "released" or "expired"."""
+        return STATUS_NAMES.get(self.status, "?")
+
+
+class Violation(NamedTuple):
+    """A broken invariant found by Context.audit."""
+    shop_id: int
+    item_id: int
+    location_id: int
+    problem: str
 
 
 class StatsSnapshot(_Closable):
@@ -1251,21 +1585,22 @@ class StatsSnapshot(_Closable):
         if rc != OK:
             _raise(rc, strerror(rc), function)
 
-    def add(self, ctx):
+    def add(self, ctx: "Context") -> None:
         """rsv_stats_snapshot_add(): add the statistics of a Context."""
         self._check(lib.rsv_stats_snapshot_add(self._ptr(), ctx._ptr()),
                     "rsv_stats_snapshot_add")
 
-    def merge(self, other):
+    def merge(self, other: "StatsSnapshot") -> None:
         """rsv_stats_snapshot_merge(): add another StatsSnapshot."""
         self._check(lib.rsv_stats_snapshot_merge(self._ptr(), other._ptr()),
                     "rsv_stats_snapshot_merge")
 
-    def clear(self):
+    def clear(self) -> None:
         """rsv_stats_snapshot_clear(): back to zero, no context added."""
         lib.rsv_stats_snapshot_clear(self._ptr())
 
-    def prometheus(self, labels=None):
+    def prometheus(self, labels: Union[None, str, bytes, Dict[str, Any]] = None
+                   ) -> str:
         """rsv_stats_prometheus() -> str.  labels: None, a dict {name:
         value} (values escaped here), or the C string as is
         ('instance="a"')."""
@@ -1274,19 +1609,18 @@ class StatsSnapshot(_Closable):
                              .replace('"', '\\"').replace("\n", "\\n"))
             labels = ",".join('%s="%s"' % (k, esc(v))
                               for k, v in labels.items())
-        if isinstance(labels, str):
-            labels = labels.encode("utf-8")
+        text = labels.encode("utf-8") if isinstance(labels, str) else labels
         need = ctypes.c_size_t()
-        rc = lib.rsv_stats_prometheus(self._ptr(), labels, None, 0,
+        rc = lib.rsv_stats_prometheus(self._ptr(), text, None, 0,
                                       ctypes.byref(need))
         while rc == ERANGE:
             buf = ctypes.create_string_buffer(need.value)
-            rc = lib.rsv_stats_prometheus(self._ptr(), labels, buf,
+            rc = lib.rsv_stats_prometheus(self._ptr(), text, buf,
                                           need.value, ctypes.byref(need))
         self._check(rc, "rsv_stats_prometheus")
         return buf.value.decode("utf-8")
 
-    def close(self):
+    def close(self) -> None:
         """rsv_stats_snapshot_free(); idempotent."""
         if self._p:
             lib.rsv_stats_snapshot_free(self._p)
@@ -1295,7 +1629,7 @@ class StatsSnapshot(_Closable):
     free = close
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
 
@@ -1315,27 +1649,31 @@ class Batcher(_Closable):
     no thread calls it any more.
     """
 
-    def __init__(self, dsn, connections=4, options=None, **fields):
+    def __init__(self, dsn: Union[str, bytes], connections: int = 4,
+                 options: Optional["Options"] = None, **fields: Any) -> None:
         self._p = None
         if not isinstance(dsn, (str, bytes)):
-            raise InvalidArgument(EINVAL, "dsn must be a str, not %s"
-                                  % type(dsn).__name__)
+            raise ArgumentTypeError(EINVAL, "dsn must be a str, not %s"
+                                    % type(dsn).__name__)
         if fields:
             if options is None:
                 options = Options()
-            for k, v in fields.items():
-                setattr(options, k, v)
+            _set_fields(options, fields, "Batcher()")
         dsn = dsn.encode("utf-8") if isinstance(dsn, str) else dsn
-        if isinstance(connections, bool) or not isinstance(connections, int) \
-                or not 0 <= connections <= 0xFFFFFFFF:
-            raise InvalidArgument(EINVAL, "connections must be an int, not %r"
-                                  % (connections,))
+        connections = _int(connections, "connections", 0, 0xFFFFFFFF,
+                            "in 0..2**32-1")
         p = ctypes.c_void_p()
-        rc = lib.rsv_batcher_open(ctypes.byref(p), dsn,
-                                  ctypes.byref(options) if options is not None
-                                  else None, connections)
+        opts = ctypes.byref(options) if options is not None else None
+        rc = lib.rsv_batcher_open(ctypes.byref(p), dsn, opts, connections)
         if rc != OK:
-            _raise(rc, strerror(rc), "rsv_batcher_open")
+            # The batcher keeps no message: a context on the same dsn says
+            # what went wrong (a refused password ...), if it fails alike.
+            msg = None
+            q = ctypes.c_void_p()
+            if lib.rsv_open_dsn(ctypes.byref(q), dsn, opts) == rc and q.value:
+                msg = _s(lib.rsv_errmsg(q.value))
+            lib.rsv_close(q.value)
+            _raise(rc, msg or strerror(rc), "rsv_batcher_open")
         self._p = p.value
 
     def _ptr(self):
@@ -1348,9 +1686,10 @@ class Batcher(_Closable):
         if rc != OK:
             _raise(rc, strerror(rc), function)
 
-    def reserve_one(self, shop_id, token, item_id, location_id, quantity,
-                    ttl_ms=0):
-        """rsv_batcher_reserve_one(): as Context.reserve_one."""
+    def reserve_one(self, shop_id: int, token: Token, item_id: int,
+                    location_id: int, quantity: int, ttl_ms: int = 0) -> None:
+        """Hold units for a checkout, as Context.reserve_one, coalesced
+        with the other threads' calls into one batch."""
         tok = _token(token)
         self._check(lib.rsv_batcher_reserve_one(
             self._ptr(), _u64(shop_id, "shop_id"), tok, len(tok),
@@ -1358,22 +1697,22 @@ class Batcher(_Closable):
             _i64(quantity, "quantity"), _i64(ttl_ms, "ttl_ms")),
             "rsv_batcher_reserve_one")
 
-    def claim(self, shop_id, token):
-        """rsv_batcher_claim(): as Context.claim, never joining a
-        transaction (the connections are the batcher's)."""
+    def claim(self, shop_id: int, token: Token) -> None:
+        """Claim a checkout, as Context.claim (never joining a transaction:
+        the connections are the batcher's)."""
         tok = _token(token)
         self._check(lib.rsv_batcher_claim(self._ptr(),
                                           _u64(shop_id, "shop_id"), tok,
                                           len(tok)), "rsv_batcher_claim")
 
-    def release(self, shop_id, token):
-        """rsv_batcher_release(): as Context.release."""
+    def release(self, shop_id: int, token: Token) -> None:
+        """Release a checkout, as Context.release."""
         tok = _token(token)
         self._check(lib.rsv_batcher_release(self._ptr(),
                                             _u64(shop_id, "shop_id"), tok,
                                             len(tok)), "rsv_batcher_release")
 
-    def stats_get(self, stat, op=0):
+    def stats_get(self, stat: int, op: int = 0) -> int:
         """rsv_batcher_stats_get(): a counter summed over the connections
         (RSV_STAT_* number, RSV_OP_* number, 0 = every kind)."""
         out = ctypes.c_uint64()
@@ -1382,14 +1721,14 @@ class Batcher(_Closable):
                     "rsv_batcher_stats_get")
         return out.value
 
-    def add_stats_to(self, snapshot):
+    def add_stats_to(self, snapshot: "StatsSnapshot") -> None:
         """rsv_batcher_stats_snapshot_add(): add the statistics of every
         connection to a StatsSnapshot."""
         self._check(lib.rsv_batcher_stats_snapshot_add(snapshot._ptr(),
                                                        self._ptr()),
                     "rsv_batcher_stats_snapshot_add")
 
-    def close(self):
+    def close(self) -> None:
         """rsv_batcher_close(): runs what is queued, then frees it;
         idempotent."""
         if self._p:
@@ -1397,34 +1736,47 @@ class Batcher(_Closable):
             self._p = None
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
 
 class Context(_Closable):
-    """rsv_ctx bound to one connection.
+    """Holds, claims and releases stock on one MariaDB connection.
 
-    Context(conn, options=None, **fields): conn is a connection string
-    ("mariadb://user:password@host:port/database?socket=...": the context
-    opens and owns its connection, rsv_open_dsn(); connect() does the
-    same), a Connection (kept alive by the context) or a MYSQL* address
-    (rsv_open()); options an Options, or fields to set on a default Options
-    (Context(conn, pool_cap=50)).  A context on a Connection must be closed
-    before it (Connection.close() does so).  Use it as a context manager or
-    call close().
+    Context(conn, options=None, **fields): conn is
+      - a connection string ("mariadb://user:password@host:port/database
+        ?socket=..."): the context opens and owns its connection (as
+        connect() does);
+      - a Connection of this package (kept alive by the context);
+      - a MySQLdb (mysqlclient) connection, e.g. Django's
+        ``django.db.connection.connection``: a claim then joins that
+        connection's open transaction (see the README);
+      - a MYSQL* address (an int) from another user of Connector/C.
+    options is an Options, or fields set on the defaults
+    (Context(conn, pool_cap=50)); an unknown field is a TypeError.  A
+    context on a connection of yours must be closed before it
+    (Connection.close() does so).  Use it as a context manager or call
+    close().  One thread at a time per context.
     """
 
-    def __init__(self, conn, options=None, **fields):
+    options: Optional["Options"]
+    connection: Optional["Connection"]
+    owns_connection: bool
+    callback_errors: List[BaseException]
+
+    def __init__(self, conn: Union[str, bytes, "Connection", int, Any],
+                 options: Optional["Options"] = None, **fields: Any) -> None:
         self._p = None
         self.owns_connection = isinstance(conn, (str, bytes))
-        self._callback = None      # keeps the C trampoline alive
+        self._callback: Any = None  # keeps the C trampoline alive
         self.callback_errors = []  # exceptions raised by the callback
         self.connection = conn if isinstance(conn, Connection) else None
+        # a MySQLdb connection must outlive the context: keep it
+        self._foreign = conn if _is_mysqldb(conn) else None
         if fields:
             if options is None:
                 options = Options()
-            for k, v in fields.items():
-                setattr(options, k, v)
+            _set_fields(options, fields, "Context()")
         self.options = options
         p = ctypes.c_void_p()
         opts = ctypes.byref(options) if options is not None else None
@@ -1456,13 +1808,15 @@ class Context(_Closable):
         if rc != OK:
             _raise(rc, _s(lib.rsv_errmsg(self._p)), function)
 
-    def reconnect(self):
-        """rsv_reconnect(): connect again after ConnectionLost or InDoubt
-        (then repeat the call)."""
+    def reconnect(self) -> None:
+        """Connect again after ConnectionLost or InDoubt (rsv_reconnect),
+        keeping the context; then repeat the call that failed: every call
+        is idempotent for the same token."""
         self._check(lib.rsv_reconnect(self._ptr()), "rsv_reconnect")
 
-    def close(self):
-        """rsv_close(); idempotent."""
+    def close(self) -> None:
+        """Free the context (rsv_close), and its connection if it opened it;
+        idempotent."""
         if self._p:
             lib.rsv_close(self._p)
             self._p = None
@@ -1474,44 +1828,51 @@ class Context(_Closable):
                     pass
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._p
 
     @property
-    def errmsg(self):
+    def errmsg(self) -> str:
         """rsv_errmsg(): message of the last failing call ("" after OK)."""
         return _s(lib.rsv_errmsg(self._ptr()))
 
     @property
-    def errcode(self):
+    def errcode(self) -> int:
         """rsv_errcode(): code of the last call."""
         return lib.rsv_errcode(self._ptr())
 
     @property
-    def connection_handle(self):
+    def connection_handle(self) -> Optional[int]:
         """rsv_connection(): the MYSQL* address the context is bound to."""
         return lib.rsv_connection(self._ptr())
 
     # -- the hold lifecycle --
-    def reserve(self, shop_id, token, cart, ttl_ms=0):
-        """rsv_reserve(): hold every line of cart for token, all or nothing.
-        Returns the cart (its allocations say where lines are held).  On
-        OutOfStock / NoItem the exception's failed_line names the line."""
+    def reserve(self, shop_id: int, token: Token, cart: "Cart",
+                ttl_ms: int = 0) -> "Cart":
+        """Hold every line of the cart for the checkout token, all or
+        nothing, for ttl_ms milliseconds (0: the context's hold_ttl_ms).
+        Reserving again with the same token replaces the checkout's holds.
+        Returns the cart, whose allocations() say where each line is held.
+        Raises OutOfStock or NoItem (``.failed_line`` names the line),
+        AlreadyClaimed for a claimed checkout; nothing is held then."""
         tok = _token(token)
         c = cart._ptr() if isinstance(cart, Cart) else cart
         rc = lib.rsv_reserve(self._ptr(), _u64(shop_id, "shop_id"), tok,
                              len(tok), c, _i64(ttl_ms, "ttl_ms"))
         if rc != OK:
-            e = exception_for(rc)(rc, _s(lib.rsv_errmsg(self._p)),
-                                  "rsv_reserve")
+            e = _error(rc, _s(lib.rsv_errmsg(self._p)), "rsv_reserve")
             if isinstance(cart, Cart):
                 e.failed_line = cart.failed_line
             raise e
         return cart
 
-    def reserve_one(self, shop_id, token, item_id, location_id, quantity,
-                    ttl_ms=0):
-        """rsv_reserve_one()."""
+    def reserve_one(self, shop_id: int, token: Token, item_id: int,
+                    location_id: int, quantity: int, ttl_ms: int = 0) -> None:
+        """Hold quantity units of item_id at location_id for the checkout
+        token, for ttl_ms milliseconds (0: the context's hold_ttl_ms).
+        Raises OutOfStock when they are not there (nothing held),
+        NoItem for an item with no stock row, AlreadyClaimed for a claimed
+        checkout."""
         tok = _token(token)
         rc = lib.rsv_reserve_one(self._ptr(), _u64(shop_id, "shop_id"), tok,
                                  len(tok), _u64(item_id, "item_id"),
@@ -1520,8 +1881,12 @@ class Context(_Closable):
                                  _i64(ttl_ms, "ttl_ms"))
         self._check(rc, "rsv_reserve_one")
 
-    def claim(self, shop_id, token):
-        """rsv_claim(); joins the connection's open transaction if any."""
+    def claim(self, shop_id: int, token: Token) -> None:
+        """Payment succeeded: the checkout's held units leave the stock for
+        good.  Inside a transaction open on the connection it joins that
+        transaction (commits or rolls back with it); otherwise it commits
+        at once.  Raises AlreadyClaimed on a repeat (nothing taken twice),
+        Expired when the hold ran out, NotFound for an unknown token."""
         tok = _token(token)
         self._check(lib.rsv_claim(self._ptr(), _u64(shop_id, "shop_id"), tok,
                                   len(tok)), "rsv_claim")
@@ -1535,7 +1900,8 @@ class Context(_Closable):
                 (ctypes.c_size_t * n)(*[len(t) for t in toks]),
                 (ctypes.c_int * n)())
 
-    def reserve_batch(self, entries, ttl_ms=0):
+    def reserve_batch(self, entries: Iterable[Tuple[int, Token, int, int, int]],
+                      ttl_ms: int = 0) -> List[int]:
         """rsv_reserve_batch(): entries is a sequence of (shop_id, token,
         item_id, location_id, quantity), at most 256.  Returns one code
         per entry (OK or the RSV_E* code reserve_one would raise); raises
@@ -1555,7 +1921,7 @@ class Context(_Closable):
         del toks  # (kept alive until the call returned)
         return list(res)
 
-    def claim_batch(self, checkouts):
+    def claim_batch(self, checkouts: Iterable[Tuple[int, Token]]) -> List[int]:
         """rsv_claim_batch(): checkouts is a sequence of (shop_id, token);
         returns one code per entry, as claim would answer it.  Never joins
         the connection's open transaction (raises InTransaction)."""
@@ -1567,7 +1933,8 @@ class Context(_Closable):
         del toks
         return list(res)
 
-    def release_batch(self, checkouts):
+    def release_batch(self, checkouts: Iterable[Tuple[int, Token]]
+                      ) -> List[int]:
         """rsv_release_batch(): as claim_batch, for releases."""
         checkouts = list(checkouts)
         n, toks, shops, tp, tl, res = self._batch_arrays(
@@ -1577,29 +1944,38 @@ class Context(_Closable):
         del toks
         return list(res)
 
-    def release(self, shop_id, token):
-        """rsv_release(); idempotent for released/expired checkouts."""
+    def release(self, shop_id: int, token: Token) -> None:
+        """Payment failed or the buyer left: give the checkout's units
+        back.  Idempotent for released and expired checkouts; raises
+        AlreadyClaimed for a claimed one."""
         tok = _token(token)
         self._check(lib.rsv_release(self._ptr(), _u64(shop_id, "shop_id"),
                                     tok, len(tok)), "rsv_release")
 
-    def extend(self, shop_id, token, ttl_ms=0):
-        """rsv_extend(): deadline = now + ttl_ms (0 = context default)."""
+    def extend(self, shop_id: int, token: Token, ttl_ms: int = 0) -> None:
+        """Keep the checkout's holds ttl_ms milliseconds from now (0: the
+        context's hold_ttl_ms), e.g. while a slow payment completes.
+        Raises Expired once they have run out."""
         tok = _token(token)
         self._check(lib.rsv_extend(self._ptr(), _u64(shop_id, "shop_id"), tok,
                                    len(tok), _i64(ttl_ms, "ttl_ms")),
                     "rsv_extend")
 
-    def checkout_status(self, shop_id, token):
-        """rsv_checkout_status() -> CheckoutStatus(status, units,
-        expires_in_ms); status is one of STATUS_*."""
+    def checkout_status(self, shop_id: int, token: Token) -> CheckoutStatus:
+        """Where the checkout stands: CheckoutStatus(status, units,
+        expires_in_ms), status a Status (HELD, CLAIMED, RELEASED,
+        EXPIRED).  Raises NotFound for an unknown token."""
         tok = _token(token)
         st, units, ms = ctypes.c_int32(), ctypes.c_int64(), ctypes.c_int64()
         rc = lib.rsv_checkout_status(self._ptr(), _u64(shop_id, "shop_id"),
                                      tok, len(tok), ctypes.byref(st),
                                      ctypes.byref(units), ctypes.byref(ms))
         self._check(rc, "rsv_checkout_status")
-        return CheckoutStatus(st.value, units.value, ms.value)
+        try:
+            status = Status(st.value)
+        except ValueError:  # a status newer than this binding
+            status = st.value  # type: ignore[assignment]
+        return CheckoutStatus(status, units.value, ms.value)
 
     # -- pools, expiry, stock --
     def _pool_call(self, name, shop_id, item_id, location_id):
@@ -1612,34 +1988,53 @@ class Context(_Closable):
         self._check(rc, name)
         return n.value
 
-    def replenish(self, shop_id, item_id, location_id):
-        """rsv_replenish() -> rows added to the pool."""
+    def replenish(self, shop_id: int, item_id: int, location_id: int) -> int:
+        """Top the item's pool of reservable rows up from the ledger (a
+        reserve does it by itself when needed); returns the rows added."""
         return self._pool_call("rsv_replenish", shop_id, item_id,
                                location_id)
 
-    def pool_drain(self, shop_id, item_id, location_id):
-        """rsv_pool_drain() -> pool rows given back to the ledger row."""
+    def pool_drain(self, shop_id: int, item_id: int, location_id: int) -> int:
+        """Give the item's pool back to its ledger row (e.g. when a sale
+        ends); returns the rows given back."""
         return self._pool_call("rsv_pool_drain", shop_id, item_id,
                                location_id)
 
-    def sweep(self, shop_id, max_holds=0):
-        """rsv_sweep() -> holds given back."""
+    def sweep(self, shop_id: int, max_holds: int = 0) -> int:
+        """Give back the units of expired holds (up to max_holds, 0: the
+        library's batch), fold claims into the ledger and purge old
+        checkouts; run it every 10-60 s.  Returns the holds given back."""
         n = ctypes.c_int64()
         rc = lib.rsv_sweep(self._ptr(), _u64(shop_id, "shop_id"),
                            _i64(max_holds, "max_holds"), ctypes.byref(n))
         self._check(rc, "rsv_sweep")
         return n.value
 
-    def stock_set(self, shop_id, item_id, location_id, on_hand):
-        """rsv_stock_set()."""
+    def sweep_report(self, shop_id: int, max_holds: int = 0) -> "SweepResult":
+        """rsv_sweep_report() -> SweepResult: expired holds given back and
+        their units, journal rows folded, idle pool rows drained, checkout
+        records purged."""
+        r = SweepResult(version=SWEEP_RESULT_VERSION)
+        rc = lib.rsv_sweep_report(self._ptr(), _u64(shop_id, "shop_id"),
+                                  _i64(max_holds, "max_holds"),
+                                  ctypes.byref(r))
+        self._check(rc, "rsv_sweep_report")
+        return r
+
+    def stock_set(self, shop_id: int, item_id: int, location_id: int,
+                  on_hand: int) -> None:
+        """Set the stock on hand of an item at a location (creating its
+        row).  Raises StockError below what is held."""
         rc = lib.rsv_stock_set(self._ptr(), _u64(shop_id, "shop_id"),
                                _u64(item_id, "item_id"),
                                _u64(location_id, "location_id"),
                                _i64(on_hand, "on_hand"))
         self._check(rc, "rsv_stock_set")
 
-    def stock_adjust(self, shop_id, item_id, location_id, delta):
-        """rsv_stock_adjust() -> the new stock on hand."""
+    def stock_adjust(self, shop_id: int, item_id: int, location_id: int,
+                     delta: int) -> int:
+        """Add delta (negative: take off) to the stock on hand; returns the
+        new stock on hand.  Raises StockError below what is held."""
         n = ctypes.c_int64()
         rc = lib.rsv_stock_adjust(self._ptr(), _u64(shop_id, "shop_id"),
                                   _u64(item_id, "item_id"),
@@ -1648,8 +2043,9 @@ class Context(_Closable):
         self._check(rc, "rsv_stock_adjust")
         return n.value
 
-    def stock_get(self, shop_id, item_id, location_id):
-        """rsv_stock_get() -> Stock(on_hand, held, pooled, available)."""
+    def stock_get(self, shop_id: int, item_id: int, location_id: int) -> Stock:
+        """The stock of an item at a location: Stock(on_hand, held,
+        pooled, available), from one consistent read."""
         v = [ctypes.c_int64() for _ in range(4)]
         rc = lib.rsv_stock_get(self._ptr(), _u64(shop_id, "shop_id"),
                                _u64(item_id, "item_id"),
@@ -1659,12 +2055,16 @@ class Context(_Closable):
         return Stock(*[x.value for x in v])
 
     # -- audit --
-    def audit(self, shop_id=0, all_shops=False, callback=None):
-        """rsv_audit() -> list of Violation(shop_id, item_id, location_id,
-        problem).  callback(violation) is also called for each one; an
+    def audit(self, shop_id: int = 0, all_shops: bool = False,
+              callback: Optional[Callable[[Violation], Any]] = None
+              ) -> List[Violation]:
+        """Check the library's invariants for one shop (or all_shops) on
+        one consistent snapshot; returns the violations found (empty:
+        clean), each a Violation(shop_id, item_id, location_id, problem).  callback(violation) is also called for each one; an
         exception it raises stops further callbacks and is re-raised once
         the audit has returned."""
-        found, errors = [], []
+        found: List[Violation] = []
+        errors: List[BaseException] = []
 
         def trampoline(_arg, shop, item, loc, problem):
             v = Violation(shop, item, loc, _s(problem))
@@ -1689,22 +2089,22 @@ class Context(_Closable):
         return found
 
     # -- observability and the kill switch --
-    def stats(self, stat, op=OP_ALL):
-        """rsv_stats_get(): counter STAT_* for kind OP_* (OP_ALL: every
-        kind)."""
+    def stats(self, stat: int, op: int = OP_ALL) -> int:
+        """A counter (a Stat) of this context's calls of one kind (an Op;
+        Op.ALL: every kind), e.g. ctx.stats(Stat.RETRIES, Op.RESERVE)."""
         v = ctypes.c_uint64()
         rc = lib.rsv_stats_get(self._ptr(), stat, op, ctypes.byref(v))
         self._check_plain(rc, "rsv_stats_get")
         return v.value
 
-    def stats_outcome(self, op, code):
-        """rsv_stats_outcome(): calls of kind op that returned code."""
+    def stats_outcome(self, op: int, code: int) -> int:
+        """How many calls of kind op (an Op) answered code (a Code)."""
         v = ctypes.c_uint64()
         rc = lib.rsv_stats_outcome(self._ptr(), op, code, ctypes.byref(v))
         self._check_plain(rc, "rsv_stats_outcome")
         return v.value
 
-    def stats_histogram(self, op=OP_ALL):
+    def stats_histogram(self, op: int = OP_ALL) -> List[int]:
         """rsv_stats_histogram() -> list of STATS_BUCKETS call counts
         (bucket b: latency in [2^(b-1), 2^b) microseconds)."""
         buf = (ctypes.c_uint64 * STATS_BUCKETS)()
@@ -1712,7 +2112,7 @@ class Context(_Closable):
         self._check_plain(rc, "rsv_stats_histogram")
         return list(buf)
 
-    def stats_percentile(self, op, p):
+    def stats_percentile(self, op: int, p: float) -> int:
         """rsv_stats_percentile() -> estimated p-th percentile latency in
         microseconds (0 <= p <= 100; 0 when nothing was counted)."""
         v = ctypes.c_uint64()
@@ -1721,28 +2121,31 @@ class Context(_Closable):
         self._check_plain(rc, "rsv_stats_percentile")
         return v.value
 
-    def stats_reset(self):
-        """rsv_stats_reset()."""
+    def stats_reset(self) -> None:
+        """Set every counter of this context back to zero."""
         self._check_plain(lib.rsv_stats_reset(self._ptr()), "rsv_stats_reset")
 
-    def stats_dict(self, op=OP_ALL):
+    def stats_dict(self, op: int = OP_ALL) -> Dict[str, int]:
         """Every counter of kind op as {name: value}."""
         return {name: self.stats(k, op) for k, name in STAT_NAMES.items()}
 
-    def stats_prometheus(self, labels=None):
+    def stats_prometheus(self, labels: Union[None, str, Dict[str, Any]] = None
+                         ) -> str:
         """This context's statistics as Prometheus text (a StatsSnapshot of
         it alone; see StatsSnapshot.prometheus for labels)."""
         with StatsSnapshot() as snap:
             snap.add(self)
             return snap.prometheus(labels)
 
-    def set_callback(self, fn):
+    def set_callback(self, fn: Optional[Callable[[int, int, int, Optional[bytes], int], Any]]
+                     ) -> None:
         """rsv_set_callback(): fn(op, code, shop_id, token, latency_us) is
         called after every completed operation (token: bytes or None);
         None removes it.  An exception fn raises cannot cross the C frame:
         it is appended to self.callback_errors and the call goes on."""
         if fn is None:
-            rc = lib.rsv_set_callback(self._ptr(), ctypes.cast(None, _OP_FN),
+            rc = lib.rsv_set_callback(self._ptr(),
+                                      ctypes.cast(None, _OP_FN),  # type: ignore[arg-type]
                                       None)
             self._check_plain(rc, "rsv_set_callback")
             self._callback = None
@@ -1760,7 +2163,7 @@ class Context(_Closable):
         self._check_plain(rc, "rsv_set_callback")
         self._callback = cb
 
-    def set_enabled(self, enabled):
+    def set_enabled(self, enabled: bool) -> None:
         """rsv_set_enabled(): the kill switch; False makes every function
         that changes the database raise Disabled without touching it."""
         rc = lib.rsv_set_enabled(self._ptr(), 1 if enabled else 0)
@@ -1776,8 +2179,10 @@ class Context(_Closable):
 # Connection strings: the usual way to open a context
 # ---------------------------------------------------------------------------
 
-def make_dsn(database, user=None, password=None, host=None, port=None,
-             socket=None, **params):
+def make_dsn(database: str, user: Optional[str] = None,
+             password: Optional[str] = None, host: Optional[str] = None,
+             port: Optional[int] = None, socket: Optional[str] = None,
+             **params: Any) -> str:
     """A connection string for connect() / rsv_open_dsn(), every part
     %XX-escaped:
 
@@ -1802,15 +2207,16 @@ def make_dsn(database, user=None, password=None, host=None, port=None,
     where = q(host) if host else ""
     if port is not None:
         where += ":%d" % int(port)
-    query = [("socket", socket)] + sorted(params.items())
+    pairs = [("socket", socket)] + sorted(params.items())
     query = "&".join("%s=%s" % (q(k), q(int(v) if isinstance(v, bool)
                                        else v))
-                     for k, v in query if v is not None)
+                     for k, v in pairs if v is not None)
     return "mariadb://%s%s/%s%s" % (auth, where, q(database),
                                     "?" + query if query else "")
 
 
-def connect(dsn, options=None, **fields):
+def connect(dsn: Union[str, bytes], options: Optional[Options] = None,
+            **fields: Any) -> Context:
     """Open a Context on a connection of its own (rsv_open_dsn()):
 
         with libreserve.connect("mariadb://app:secret@db:3306/shop",
@@ -1822,6 +2228,10 @@ def connect(dsn, options=None, **fields):
     context owns the connection: close() closes it, reconnect() opens it
     again after ConnectionLost or InDoubt."""
     if not isinstance(dsn, (str, bytes)):
-        raise InvalidArgument(EINVAL, "dsn must be a str, not %s"
-                              % type(dsn).__name__)
+        raise ArgumentTypeError(EINVAL, "dsn must be a str, not %s"
+                                % type(dsn).__name__)
     return Context(dsn, options, **fields)
+
+
+# The asyncio interface (libreserve/aio.py), on the names above.
+from .aio import AsyncBatcher, AsyncContext, connect_async  # noqa: E402

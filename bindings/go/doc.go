@@ -1,0 +1,21 @@
+// Package reserve is the Go binding of libreserve, the C library that
+// keeps a shop from selling the same unit twice: units are held while a
+// buyer pays (Reserve, ReserveOne), taken off the stock when payment
+// succeeds (Claim), given back when it fails (Release), and expire when
+// nothing happens.
+//
+// A Conn is one context of the library on a MariaDB connection of its
+// own, opened from a connection string (Open, DSN); a Batcher serves any
+// number of goroutines on a few connections.  Calls take a
+// context.Context: the calls of a checkout's life (reserve, claim,
+// release, extend, status) are cut when it ends.  Failures are *Error
+// values that errors.Is compares with the Code constants
+// (ErrOutOfStock, ErrClaimed, ...); argument errors also match
+// fs.ErrInvalid, and calls cut by their context match the context's
+// error.
+//
+// The package uses cgo and the standard library only.  It loads
+// libreserve.so when first used: the file LIBRESERVE_PATH names, else the
+// build of the source tree the package was compiled in, else the
+// installed libreserve.so.0.
+package reserve

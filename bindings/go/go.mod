@@ -1,0 +1,3 @@
+module libreserve/reserve
+
+go 1.19

@@ -1,0 +1,212 @@
+'use strict';
+// The libreserve C library as koffi sees it: which libreserve.so is loaded,
+// its types and the prototypes of the functions this package calls.  Shared
+// by the main thread (index.js) and the binding's own threads (runner.js),
+// which load the same file.
+//
+// Which libreserve.so is loaded (first match wins):
+//   1. $LIBRESERVE_PATH: the library file, or a directory holding
+//      libreserve.so.0 / libreserve.so;
+//   2. the installed one: libreserve.so.0 as the dynamic loader finds it
+//      (LD_LIBRARY_PATH, the ldconfig cache), then /usr/local/lib,
+//      /usr/local/lib/<multiarch>, /usr/lib/<multiarch>, /usr/lib;
+//   3. the in-tree build: build/libreserve.so of the source tree holding
+//      this package (when it is used from a checkout).
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+let koffi;
+try {
+  koffi = require('koffi');
+} catch (e) {
+  throw new Error('libreserve: cannot load the koffi package (npm install koffi): ' + e.message);
+}
+
+// ---------------------------------------------------------------------------
+// Loading the library
+// ---------------------------------------------------------------------------
+
+function sourceTree() {
+  // bindings/node/ in a checkout: the tree has include/reserve.h.
+  let d = __dirname;
+  for (let i = 0; i < 4; i++) {
+    d = path.dirname(d);
+    if (fs.existsSync(path.join(d, 'include', 'reserve.h')) &&
+        fs.existsSync(path.join(d, 'sql', 'schema.sql')))
+      return d;
+  }
+  return null;
+}
+
+const SOURCE_TREE = sourceTree();
+const MULTIARCH = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu', ia32: 'i386-linux-gnu',
+  arm: 'arm-linux-gnueabihf', riscv64: 'riscv64-linux-gnu', ppc64: 'powerpc64le-linux-gnu',
+  s390x: 's390x-linux-gnu', loong64: 'loongarch64-linux-gnu' }[process.arch];
+
+function candidates() {
+  const env = process.env.LIBRESERVE_PATH;
+  if (env) {
+    let st = null;
+    try { st = fs.statSync(env); } catch { /* a file name the loader reports on */ }
+    if (st && st.isDirectory()) {
+      for (const n of ['libreserve.so.0', 'libreserve.so']) {
+        const p = path.join(env, n);
+        if (fs.existsSync(p)) return [p];
+      }
+      throw new Error(`libreserve: LIBRESERVE_PATH=${env}: no libreserve.so.0 or libreserve.so in that directory`);
+    }
+    return [env]; // explicit: no fallback to another library
+  }
+  const out = ['libreserve.so.0'];
+  const dirs = ['/usr/local/lib'];
+  if (MULTIARCH) dirs.push('/usr/local/lib/' + MULTIARCH, '/usr/lib/' + MULTIARCH);
+  dirs.push('/usr/lib');
+  for (const d of dirs) {
+    const p = path.join(d, 'libreserve.so.0');
+    if (fs.existsSync(p)) out.push(p);
+  }
+  if (SOURCE_TREE) out.push(path.join(SOURCE_TREE, 'build', 'libreserve.so'));
+  return out;
+}
+
+function loadLibrary() {
+  const errors = [];
+  for (const c of candidates()) {
+    try {
+      return { lib: koffi.load(c), name: c };
+    } catch (e) {
+      errors.push(`${c}: ${e.message}`);
+    }
+  }
+  throw new Error('libreserve: cannot load libreserve (set LIBRESERVE_PATH): ' + errors.join('; '));
+}
+
+const { lib, name: LIB_NAME } = loadLibrary();
+
+// ---- types and prototypes ----
+koffi.opaque('rsv_ctx');
+koffi.opaque('rsv_cart');
+koffi.opaque('rsv_stats_snapshot');
+koffi.opaque('rsv_batcher');
+koffi.opaque('rsv_batcher_call');
+const Options = koffi.struct('rsv_options', {
+  version: 'uint',
+  flags: 'uint32_t',
+  pool_cap: 'int64_t',
+  refill_low_water: 'int64_t',
+  hold_ttl_ms: 'int64_t',
+  max_retries: 'int32_t',
+  retry_base_us: 'int32_t',
+  lock_wait_timeout_s: 'int32_t',
+  conn_tag_prefix: 'const char *',
+  settled_retention_s: 'int64_t',
+  pool_idle_s: 'int64_t',
+  call_timeout_ms: 'int64_t',
+  stmt_cache_max: 'int32_t',
+});
+koffi.proto('void rsv_audit_fn(void *arg, uint64_t shop_id, uint64_t item_id, ' +
+  'uint64_t location_id, const char *problem)');
+
+const PROTOS = [
+  'const char *rsv_version(void)',
+  'int rsv_version_number(void)',
+  'int rsv_schema_version(void)',
+  'const char *rsv_strerror(int code)',
+  'const char *rsv_code_name(int code)',
+  'int rsv_options_init(_Out_ rsv_options *opts, unsigned int version)',
+  'size_t rsv_options_size(void)',
+  'int rsv_open_dsn(_Out_ rsv_ctx **out, const char *dsn, const rsv_options *opts)',
+  'int rsv_reconnect(rsv_ctx *ctx)',
+  'void rsv_close(rsv_ctx *ctx)',
+  'const char *rsv_errmsg(const rsv_ctx *ctx)',
+  'int rsv_cart_new(_Out_ rsv_cart **out)',
+  'void rsv_cart_free(rsv_cart *cart)',
+  'int rsv_cart_add(rsv_cart *cart, uint64_t item_id, const uint64_t *location_ids, ' +
+    'size_t n_locations, int64_t quantity, uint32_t flags)',
+  'int rsv_cart_allocation_count(const rsv_cart *cart, size_t line, _Out_ size_t *count)',
+  'int rsv_cart_allocation(const rsv_cart *cart, size_t line, size_t idx, ' +
+    '_Out_ uint64_t *location, _Out_ int64_t *quantity)',
+  'size_t rsv_cart_failed_line(const rsv_cart *cart)',
+  'int rsv_reserve(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
+    'rsv_cart *cart, int64_t ttl_ms)',
+  'int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
+    'uint64_t item_id, uint64_t location_id, int64_t quantity, int64_t ttl_ms)',
+  'int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len)',
+  'int rsv_release(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len)',
+  'int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
+    'int64_t ttl_ms)',
+  'int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, _Out_ int32_t *status, _Out_ int64_t *units, _Out_ int64_t *expires_in_ms)',
+  'int rsv_replenish(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
+    '_Out_ int64_t *added)',
+  'int rsv_pool_drain(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
+    '_Out_ int64_t *units)',
+  'int rsv_sweep(rsv_ctx *ctx, uint64_t shop_id, int64_t max_holds, _Out_ int64_t *released)',
+  'int rsv_stock_set(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
+    'int64_t on_hand)',
+  'int rsv_stock_adjust(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, ' +
+    'uint64_t location_id, int64_t delta, _Out_ int64_t *on_hand)',
+  'int rsv_stock_get(rsv_ctx *ctx, uint64_t shop_id, uint64_t item_id, uint64_t location_id, ' +
+    '_Out_ int64_t *on_hand, _Out_ int64_t *held, _Out_ int64_t *pooled, _Out_ int64_t *available)',
+  'int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops, rsv_audit_fn *fn, void *arg, ' +
+    '_Out_ int64_t *violations)',
+  'int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op, _Out_ uint64_t *out)',
+  'int rsv_stats_snapshot_new(_Out_ rsv_stats_snapshot **out)',
+  'void rsv_stats_snapshot_free(rsv_stats_snapshot *snap)',
+  'int rsv_stats_snapshot_add(rsv_stats_snapshot *snap, const rsv_ctx *ctx)',
+  'int rsv_stats_prometheus(const rsv_stats_snapshot *snap, const char *labels, ' +
+    'uint8_t *buf, size_t len, _Out_ size_t *needed)',
+  'int rsv_set_enabled(rsv_ctx *ctx, int enabled)',
+  'int rsv_reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, const uint64_t *item_ids, ' +
+    'const uint64_t *location_ids, const int64_t *quantities, int64_t ttl_ms, int *results)',
+  'int rsv_claim_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, int *results)',
+  'int rsv_release_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, int *results)',
+  'int rsv_batcher_open(_Out_ rsv_batcher **out, const char *dsn, const rsv_options *opts, ' +
+    'uint32_t connections)',
+  'void rsv_batcher_close(rsv_batcher *b)',
+  'int rsv_batcher_reserve_one_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, uint64_t item_id, uint64_t location_id, int64_t quantity, ' +
+    'int64_t ttl_ms, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_claim_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_release_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_fd(const rsv_batcher *b)',
+  'int rsv_batcher_next_done(rsv_batcher *b, _Out_ rsv_batcher_call **done, _Out_ int *code)',
+  'void rsv_batcher_call_free(rsv_batcher_call *call)',
+  'int rsv_batcher_stats_get(const rsv_batcher *b, uint32_t stat, uint32_t op, ' +
+    '_Out_ uint64_t *out)',
+  // The non-blocking interface: the context's calls that wait on the
+  // server start here and finish when its descriptor is readable.  The
+  // out-pointers of rsv_checkout_status_start are written later, so they
+  // are typed arrays the caller keeps (never copied by koffi).
+  'int rsv_reserve_start(rsv_ctx *ctx, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, rsv_cart *cart, int64_t ttl_ms)',
+  'int rsv_reserve_one_start(rsv_ctx *ctx, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, uint64_t item_id, uint64_t location_id, int64_t quantity, int64_t ttl_ms)',
+  'int rsv_claim_start(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len)',
+  'int rsv_release_start(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len)',
+  'int rsv_extend_start(rsv_ctx *ctx, uint64_t shop_id, const void *token, size_t token_len, ' +
+    'int64_t ttl_ms)',
+  'int rsv_checkout_status_start(rsv_ctx *ctx, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, int32_t *status, int64_t *units, int64_t *expires_in_ms)',
+  'int rsv_cont(rsv_ctx *ctx)',
+  'int rsv_async_fd(rsv_ctx *ctx)',
+];
+
+const C = {};
+for (const proto of PROTOS) {
+  const fn = lib.func(proto);
+  C[/(\w+)\(/.exec(proto)[1]] = fn;
+}
+
+if (Number(C.rsv_options_size()) < koffi.sizeof(Options)) {
+  throw new Error(`libreserve: ${LIB_NAME} has a smaller rsv_options ` +
+    `(${C.rsv_options_size()} bytes) than this package expects (${koffi.sizeof(Options)})`);
+}
+
+module.exports = { koffi, C, Options, LIB_NAME, SOURCE_TREE };
