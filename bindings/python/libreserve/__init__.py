@@ -1004,7 +1004,7 @@ def schema_version() -> int:
 def schema_procedures() -> List[str]:
     """The stored procedures the library calls (rsv_schema_procedure()):
     a database without them works, with more round trips per call."""
-    names = []
+    names: List[str] = []
     while True:
         n = lib.rsv_schema_procedure(len(names))
         if n is None:
