@@ -64,7 +64,10 @@
  *    every call is idempotent by its token.  An application may instead
  *    reconnect the handle itself (mysql_close() + mysql_init() +
  *    mysql_real_connect() in place): the context notices the new session.
- *    A different MYSQL handle needs a new context.
+ *    A different MYSQL handle needs a new context.  After RSV_ENOTPRIMARY
+ *    the server takes no writes (a replica, a Galera node outside the
+ *    primary component): connect to the one that does; a context from
+ *    rsv_open_dsn() with several hosts finds it in rsv_reconnect().
  *
  *  - Interfaces by audience.  This header is the core: contexts, carts,
  *    the hold lifecycle, stock, audit, the callback.  It includes
@@ -165,10 +168,12 @@ enum rsv_code {
                               through every retry, or the call's time
                               budget (call_timeout_ms) was spent; nothing
                               was applied */
-    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT (or,
-                              on a Galera node, COMMIT or a procedure that
-                              commits failed with an error other than a
-                              conflict): the outcome is unknown.
+    RSV_EINDOUBT = -7,     /* the connection was lost during COMMIT, or
+                              COMMIT did not answer within the call's
+                              budget (the library closed the connection),
+                              or, on a Galera node, COMMIT or a procedure
+                              that commits failed with an error other
+                              than a conflict: the outcome is unknown.
                               Reconnect and repeat the same call; every
                               call is idempotent for the same token (a
                               repeated claim then returns RSV_OK or
@@ -212,9 +217,17 @@ enum rsv_code {
                               schema first) or newer than it knows
                               (upgrade the library); the message names the
                               command */
-    RSV_ECANCELED = -26    /* a non-blocking call was stopped by
+    RSV_ECANCELED = -26,   /* a non-blocking call was stopped by
                               rsv_cancel() before or between its attempts:
                               nothing was applied */
+    RSV_ENOTPRIMARY = -27  /* the server does not take writes now: it is
+                              read-only (a replica), or a Galera node
+                              outside the primary component (partitioned
+                              away, joining).  It refused the call before
+                              anything was applied.  Reconnect to the
+                              writable server and repeat the call: with a
+                              dsn of several hosts rsv_reconnect() finds
+                              it */
 };
 
 /* Limits of a single call. */
@@ -239,6 +252,20 @@ RSV_EXTERN const char *rsv_code_name(int code);
 /* Flags for rsv_options.flags. */
 #define RSV_OPT_NO_PROACTIVE_REFILL 0x2u /* only refill a pool when a
                                             reserve finds it short */
+/* Never acknowledge what only the primary has.  On a primary whose
+ * semi-synchronous replication is enabled but has fallen back to
+ * asynchronous (no replica acknowledged within
+ * rpl_semi_sync_master_timeout: Rpl_semi_sync_master_status OFF), a
+ * failover loses what it commits.  With this flag every call that writes
+ * reads that status after its transaction, one more round trip, and
+ * answers RSV_EINDOUBT instead of its outcome while it is OFF: repeat the
+ * call (it is idempotent), after a failover on the new primary, where the
+ * outcome is then either found or applied again.  A server with
+ * semi-synchronous replication switched off (a primary promoted with no
+ * replica yet) is taken as the operator's choice and passes.  rsv_open
+ * answers RSV_ECONFIG on a server without these variables (MariaDB has
+ * them). */
+#define RSV_OPT_REPLICA_ACK 0x10u
 
 /*
  * Context options.  Always initialise with rsv_options_init() and then
@@ -293,7 +320,22 @@ typedef struct rsv_options {
                                    nothing, once it is spent (plus at most
                                    the statement's lock wait, see
                                    lock_wait_timeout_s) instead of after
-                                   (max_retries + 1) lock waits */
+                                   (max_retries + 1) lock waits.  A COMMIT
+                                   (or a procedure that commits) still
+                                   unanswered when it is spent, and at
+                                   least one lock wait and a second after
+                                   it was sent (a procedure's own lock
+                                   waits end first), waits no longer: it stalls on
+                                   replication (a Galera cluster evicting
+                                   a silent node, a semi-synchronous
+                                   replica gone), and answers RSV_EINDOUBT,
+                                   the connection closed (reconnect).  Any
+                                   other statement the server has not
+                                   answered a second after the lock wait
+                                   that follows the budget answers
+                                   RSV_ECONN.  Not over TLS (some
+                                   Connector/C versions keep their own
+                                   timeout there: set read_timeout) */
     int32_t stmt_cache_max;     /* prepared statements one context keeps
                                    on the server (1..48, default 48):
                                    max_prepared_stmt_count must allow
@@ -351,7 +393,8 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
  * MYSQL* to lend (bindings over FFI; a claim that must join the
  * application's own transaction needs rsv_open on that connection).  dsn:
  *
- *   mariadb://[USER[:PASSWORD]@][HOST][:PORT][/DATABASE][?KEY=VALUE&...]
+ *   mariadb://[USER[:PASSWORD]@][HOST[:PORT][,HOST[:PORT]...]][/DATABASE]
+ *             [?KEY=VALUE&...]
  *
  * ("mysql://" is the same), with %XX escapes in every part.  Keys: socket
  * (a Unix socket path; also the way to name one without a HOST),
@@ -359,25 +402,39 @@ RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
  * bounds a call to a server that stopped answering: the connection is
  * then lost, RSV_ECONN or RSV_EINDOUBT), ssl (1: require TLS), ssl_ca,
  * ssl_capath, ssl_cert, ssl_key, ssl_verify (1: verify the server's
- * certificate and name).  Unknown keys are refused.
+ * certificate and name), target (below).  Unknown keys are refused.
+ *
+ * Several hosts (up to 16; a replicated pair, a Galera cluster's nodes)
+ * are tried in the order given, as libpq does, and the context connects
+ * to the first that answers and is what target asks for: "writable" (the
+ * default) is a server that is not read-only and, on a Galera node, is
+ * ready, synced and in the primary component; "any" takes the first that
+ * answers (to read a replica).  rsv_reconnect() goes through the list
+ * again from its start, so after a failover, or a node's loss or
+ * partition, the same dsn finds the server that now takes writes.  With
+ * several hosts connect_timeout defaults to 5 s per host.
  *
  * The connection belongs to the context: rsv_close() closes it and
  * rsv_reconnect() opens it again.  Codes and *out as rsv_open(), plus
- * RSV_EINVAL for a malformed dsn and RSV_ECONN when the server cannot be
- * reached (the message says why).
+ * RSV_EINVAL for a malformed dsn (a bad host or port in the list names
+ * it; a socket with several hosts), RSV_ECONN when no host can be
+ * reached and RSV_ENOTPRIMARY when a host answered but none takes writes
+ * (the message names every host and why it was passed over).
  */
 RSV_EXTERN int rsv_open_dsn(rsv_ctx **out, const char *dsn,
                             const rsv_options *opts);
 
 /*
- * Connect again after RSV_ECONN or RSV_EINDOUBT (then repeat the call: it
- * is idempotent for the same token).  A context from rsv_open_dsn() closes
- * its connection and opens a new one with the same dsn (rsv_connection()
- * then returns the new handle); one from rsv_open() asks Connector/C to
+ * Connect again after RSV_ECONN, RSV_EINDOUBT or RSV_ENOTPRIMARY (then
+ * repeat the call: it is idempotent for the same token).  A context from
+ * rsv_open_dsn() closes its connection and opens a new one with the same
+ * dsn, to the first of its hosts that takes writes (rsv_connection() then
+ * returns the new handle); one from rsv_open() asks Connector/C to
  * reconnect the application's handle in place (mariadb_reconnect, with
- * auto-reconnect switched on only for that call).  The prepared statements
- * are prepared again on first use.  Returns RSV_OK, RSV_EINVAL (NULL), or
- * RSV_ECONN with the reason.
+ * auto-reconnect switched on only for that call), to the same server.
+ * The prepared statements are prepared again on first use.  Returns
+ * RSV_OK, RSV_EINVAL (NULL), or RSV_ECONN or RSV_ENOTPRIMARY with the
+ * reason, as rsv_open_dsn().
  */
 RSV_EXTERN int rsv_reconnect(rsv_ctx *ctx);
 

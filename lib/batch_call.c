@@ -103,7 +103,8 @@ static int reserve_batch_body(rsv_ctx *ctx, void *p)
 
 int batch_reserve_call(rsv_ctx *ctx, rbatch *b)
 {
-    return txn_run(ctx, TXN_SELF_COMMIT, reserve_batch_body, b);
+    return txn_run(ctx, TXN_SELF_COMMIT | TXN_READS_AFTER_COMMIT,
+                   reserve_batch_body, b);
 }
 
 /* ---- claims and releases ---- */
@@ -142,5 +143,6 @@ static int settle_batch_body(rsv_ctx *ctx, void *p)
 
 int batch_settle_call(rsv_ctx *ctx, rbatch *b)
 {
-    return txn_run(ctx, TXN_SELF_COMMIT, settle_batch_body, b);
+    return txn_run(ctx, TXN_SELF_COMMIT | TXN_READS_AFTER_COMMIT,
+                   settle_batch_body, b);
 }

@@ -105,7 +105,12 @@ static void take_batch(rsv_batcher *b, bworker *w)
         b->tail = pp;
 }
 
-static int lost(int rc) { return rc == RSV_ECONN || rc == RSV_EINDOUBT; }
+/* (a server that is no longer the writable one: the reconnect, with a
+ * dsn of several hosts, finds the one that is) */
+static int lost(int rc)
+{
+    return rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_ENOTPRIMARY;
+}
 
 /* One batch call over positions 0..n-1 of the arrays into res. */
 static void call_batch(bworker *w, int kind, int64_t ttl_ms, size_t n)

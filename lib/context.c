@@ -72,7 +72,8 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
         memcpy(&o, in, sizeof o);
         o.version = RSV_OPTIONS_VERSION;
     }
-    if (o.flags & ~(RSV_OPT_NO_PROACTIVE_REFILL | TEST_OPT_FLAGS))
+    if (o.flags &
+        ~(RSV_OPT_NO_PROACTIVE_REFILL | RSV_OPT_REPLICA_ACK | TEST_OPT_FLAGS))
         return ctx_fail(ctx, RSV_EINVAL, "unknown option flags 0x%x", o.flags);
     if (o.pool_cap < 1 || o.pool_cap > POOL_CAP_MAX)
         return ctx_fail(ctx, RSV_EINVAL, "pool_cap must be 1..%d, not %lld",
@@ -232,6 +233,14 @@ static int ctx_open_on(rsv_ctx *ctx, MYSQL *conn, const rsv_options *opts)
     ctx->thread_id = mysql_thread_id(conn);
     if ((rc = check_server(ctx)) || (rc = schema_check(ctx)))
         return rc;
+    if ((ctx->opts.flags & RSV_OPT_REPLICA_ACK) &&
+        replica_ack_lost(ctx) < 0)
+        return ctx->code == RSV_ECONN
+                   ? RSV_ECONN
+                   : ctx_fail(ctx, RSV_ECONFIG,
+                              "RSV_OPT_REPLICA_ACK reads the server's "
+                              "semi-synchronous replication status, which "
+                              "it cannot: %s", ctx->msg);
     return ctx_ok(ctx);
 }
 

@@ -45,6 +45,7 @@ static const struct code_info codes[] = {
     {RSV_EDISABLED, "RSV_EDISABLED", "libreserve is switched off on this context (rsv_set_enabled)"},
     {RSV_ESCHEMAVER, "RSV_ESCHEMAVER", "the database schema version does not match the library (upgrade one of them)"},
     {RSV_ECANCELED, "RSV_ECANCELED", "the call was canceled (rsv_cancel); nothing was applied"},
+    {RSV_ENOTPRIMARY, "RSV_ENOTPRIMARY", "the server does not take writes (a replica, or a Galera node outside the primary component); nothing was applied"},
 };
 
 static const struct code_info *find_code(int code)
@@ -128,6 +129,14 @@ int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
     case ER_NO_SUCH_TABLE:
     case ER_BAD_FIELD_ERROR:
         code = RSV_ESCHEMA;
+        break;
+    /* A server that refuses the statement before it runs: a Galera node
+     * outside the primary component ("WSREP has not yet prepared node for
+     * application use", also for reads and START TRANSACTION), or a
+     * read-only one (the only option that stops our statements). */
+    case ER_UNKNOWN_COM_ERROR:
+    case ER_OPTION_PREVENTS_STATEMENT:
+        code = RSV_ENOTPRIMARY;
         break;
     default:
         code = is_conn_errno(err) ? RSV_ECONN : RSV_EDB;

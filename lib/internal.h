@@ -223,7 +223,7 @@ struct rsv_cart {
 
 /* ---- statistics (stats.c) ---- */
 /* The last (most negative) return code. */
-#define RSV__LAST_CODE RSV_ECANCELED
+#define RSV__LAST_CODE RSV_ENOTPRIMARY
 /* One outcome slot per code RSV_OK (0) .. RSV__LAST_CODE, indexed by
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV__LAST_CODE + 2)
@@ -350,6 +350,12 @@ struct rsv_ctx {
                                   session's) */
     uint64_t deadline_us;      /* the call's time budget ends (monotonic;
                                   0 = none): no attempt starts after it */
+    int ack_checked;           /* RSV_OPT_REPLICA_ACK: this operation has
+                                  read the replication status (txn.c) */
+    int commit_point;          /* the statement in flight commits (COMMIT,
+                                  a procedure that commits): its answer
+                                  is waited for until the budget is spent
+                                  (sql.c) */
     const char *isolation_var; /* the server's name for the session's
                                   isolation level (rsv_open) */
     int disabled;              /* rsv_set_enabled(ctx, 0) */
@@ -531,9 +537,18 @@ RSV_HIDDEN int sql_query_row(rsv_ctx *ctx, const char *q, char *out,
                             UNCOMMITTED; if it is (or no row came back, which
                             cannot tell), it is read again in a READ
                             COMMITTED frame */
+#define TXN_READS_AFTER_COMMIT 0x10 /* with TXN_SELF_COMMIT: the procedure
+                            reads a table after its COMMIT (the batch
+                            procedures' answers), which a Galera node that
+                            has just left the primary component refuses:
+                            its refusal may come after the commit */
 typedef int (*txn_body)(rsv_ctx *ctx, void *arg);
 RSV_HIDDEN int txn_run(rsv_ctx *ctx, int flags, txn_body body, void *arg);
 RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
+/* Whether the server commits without a replica's acknowledgement now
+ * (semi-synchronous replication enabled, fallen back to asynchronous):
+ * 1, 0, or -1 when it cannot be read (code and message set). */
+RSV_HIDDEN int replica_ack_lost(rsv_ctx *ctx);
 /* ROLLBACK, keeping the code and message of what made it necessary. */
 RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
 /* Start a public operation: sets the tag, the clock and the shop/token the

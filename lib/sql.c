@@ -19,6 +19,82 @@
 
 #include "fault.h"
 #include "internal.h"
+/* (after mysql.h, which internal.h includes) */
+#include <ma_pvio.h>
+
+/* ---------------- the call's budget on the wire ---------------- */
+
+/* A COMMIT, or a procedure that commits, waits for replication on a
+ * Galera node or a semi-synchronous primary, and nothing on the server
+ * bounds that wait: while a cluster evicts a silent node every commit
+ * stalls.  So the library bounds its own reads by the call's budget
+ * (call_timeout_ms): Connector/C's read timeout (MYSQL_OPT_READ_TIMEOUT,
+ * which it keeps in the connection's pvio in milliseconds and applies to
+ * every wait for the socket) is set for one statement and restored after
+ * it.  On a timeout Connector/C closes the connection (CR_SERVER_LOST):
+ * a commit point answers RSV_EINDOUBT, any other statement RSV_ECONN, as
+ * for any lost connection.  A commit point waits until the budget is
+ * spent, and at least one statement's lock wait and a second: a
+ * procedure's statements wait for row locks too, and the server's own
+ * lock-wait answer (rolled back, retried or RSV_EBUSY: nothing applied)
+ * must arrive before the library gives up; and a COMMIT after a body that
+ * ended late still gets the time an ordinary commit needs.  Any other
+ * statement, which the server bounds by its lock wait, is cut only when
+ * the server has not answered a second after the budget and that lock
+ * wait.  A shorter read
+ * timeout of the application's own stays.  The pvio is the plugin
+ * interface Connector/C installs (ma_pvio.h); over TLS some versions wait
+ * on their own timeout instead, so the bound is left to the connection's
+ * read_timeout there. */
+typedef struct read_wait {
+    MARIADB_PVIO *pvio; /* NULL: nothing was changed */
+    int saved_ms;
+    uint64_t until_us;  /* the wait ends (monotonic) */
+} read_wait;
+
+static void read_wait_arm(rsv_ctx *ctx, read_wait *w)
+{
+    w->pvio = NULL;
+    MARIADB_PVIO *pvio = ctx->conn->net.pvio;
+    if (!ctx->deadline_us || !pvio || pvio->ctls)
+        return;
+    uint64_t now = now_us();
+    int64_t left_ms = ctx->deadline_us > now
+                          ? (int64_t)((ctx->deadline_us - now) / 1000) : 0;
+    int64_t lock_ms = (int64_t)ctx->stmt_lock_wait_s * 1000;
+    int64_t floor_ms = lock_ms + 1000;
+    int64_t ms = ctx->commit_point
+                     ? (left_ms > floor_ms ? left_ms : floor_ms)
+                     : left_ms + floor_ms;
+    if (ms < 1)
+        ms = 1;
+    if (pvio->timeout[PVIO_READ_TIMEOUT] > 0 &&
+        pvio->timeout[PVIO_READ_TIMEOUT] <= ms)
+        return;
+    w->pvio = pvio;
+    w->saved_ms = pvio->timeout[PVIO_READ_TIMEOUT];
+    w->until_us = now + (uint64_t)ms * 1000u;
+    pvio->timeout[PVIO_READ_TIMEOUT] = (int)ms;
+}
+
+/* Restore the connection's read timeout; rc is the statement's code: a
+ * connection lost when the wait ran out says so. */
+static int read_wait_end(rsv_ctx *ctx, read_wait *w, int rc)
+{
+    if (!w->pvio)
+        return rc;
+    /* (a lost connection freed its pvio: nothing to restore) */
+    if (ctx->conn->net.pvio == w->pvio)
+        w->pvio->timeout[PVIO_READ_TIMEOUT] = w->saved_ms;
+    if (rc == RSV_ECONN && is_conn_errno(ctx->db_errno) &&
+        now_us() >= w->until_us)
+        rc = ctx_fail(ctx, RSV_ECONN,
+                      "%s; no answer within the call's time budget "
+                      "(call_timeout_ms %lld): the library closed the "
+                      "connection", ctx->msg,
+                      (long long)ctx->opts.call_timeout_ms);
+    return rc;
+}
 
 /* ---------------- buffers ---------------- */
 
@@ -684,7 +760,10 @@ static int stmt_run(rsv_ctx *ctx, sql_builder build, uint32_t shape,
     if (FAULT_ENTER(ctx, build, build ? shape : FAULT_FIXED_STMT, text,
                     &ctx->args.oom, &frc))
         return frc;
-    int rc = run_stmt(ctx, build, shape, text, spec, affected);
+    read_wait w;
+    read_wait_arm(ctx, &w);
+    int rc = read_wait_end(ctx, &w,
+                           run_stmt(ctx, build, shape, text, spec, affected));
     /* a loss the fault walk plants after the call ran */
     ctx->executed |= rc == RSV_OK;
     rc = FAULT_LEAVE(ctx, rc);
@@ -724,9 +803,14 @@ int sql_text(rsv_ctx *ctx, const char *text)
     if (sql->oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     stats_add(ctx, RSV_STAT_STATEMENTS, 1);
-    if (mysql_real_query(ctx->conn, sql->p, sql->len) != 0)
-        return ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
-                           text);
+    read_wait w;
+    read_wait_arm(ctx, &w);
+    int failed = mysql_real_query(ctx->conn, sql->p, sql->len) != 0;
+    if (failed)
+        return read_wait_end(ctx, &w,
+                             ctx_db_fail(ctx, mysql_errno(ctx->conn),
+                                         mysql_error(ctx->conn), text));
+    read_wait_end(ctx, &w, RSV_OK);
     /* Transaction control returns no rows, but drain defensively. */
     MYSQL_RES *r = mysql_store_result(ctx->conn);
     if (r)

@@ -14,6 +14,7 @@
  * call, apply the kill switch, count the outcome and run the completion
  * callback (the counters themselves live in stats.c).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <mysqld_error.h>
@@ -26,6 +27,7 @@ int op_begin(rsv_ctx *ctx, int op, int writes, uint64_t shop,
     if (nb_busy(ctx))
         return RSV__REFUSED; /* the worker owns ctx: write nothing */
     ctx->op = op;
+    ctx->ack_checked = 0;
     ctx->commit_anyway = 0;
     ctx->db_errno = 0;
     ctx->op_open = 1;
@@ -164,10 +166,25 @@ void txn_rollback_quietly(rsv_ctx *ctx)
      * the answer before ("in a transaction"), and the caller's next call
      * would say RSV_EINTXN; a second ROLLBACK runs and brings the status
      * up to date. */
-    if (sql_text(ctx, SQL_ROLLBACK) != RSV_OK &&
-        !is_conn_errno(ctx->db_errno))
-        (void)sql_text(ctx, SQL_ROLLBACK);
+    int rrc = sql_text(ctx, SQL_ROLLBACK);
+    if (rrc != RSV_OK && !is_conn_errno(ctx->db_errno))
+        rrc = sql_text(ctx, SQL_ROLLBACK);
+    /* A Galera node that left the primary component while the transaction
+     * was open refuses ROLLBACK as it refuses everything (1047): the
+     * transaction would stay open, and the caller's next call join it.
+     * The session is ended instead, which rolls it back; the ping makes
+     * Connector/C see the connection gone (RSV_ECONN next, not
+     * RSV_EINTXN). */
+    int cut = rrc != RSV_OK && ctx->db_errno == ER_UNKNOWN_COM_ERROR;
+    if (cut) {
+        mariadb_cancel(ctx->conn);
+        (void)mysql_ping(ctx->conn);
+    }
     ctx_error_restore(ctx, &said);
+    if (cut)
+        ctx_fail(ctx, said.code, "%s; the node refused ROLLBACK too, so the "
+                 "library closed the connection, which ends the "
+                 "transaction: reconnect", said.msg);
 }
 
 /* One attempt of a body that is a single statement with its own
@@ -179,17 +196,34 @@ void txn_rollback_quietly(rsv_ctx *ctx)
  * back before it reports the error; a transaction still open (the
  * server's status flag, read locally) is rolled back here all the same,
  * so nothing is ever left holding locks. */
-static int self_committed(rsv_ctx *ctx, txn_body body, void *arg)
+static int self_committed(rsv_ctx *ctx, int flags, txn_body body,
+                          void *arg)
 {
+    ctx->commit_point = 1;
     int rc = body(ctx, arg);
+    ctx->commit_point = 0;
     if (rc == RSV_ECONN && ctx->executed)
         return ctx_fail(ctx, RSV_EINDOUBT,
                         "connection lost during a one-statement "
                         "transaction (a stored procedure; %s): the outcome "
                         "is unknown; reconnect and repeat the call",
                         ctx->msg);
-    if (rc != RSV_OK && txn_caller_open(ctx))
+    /* (an error answer carries no status: after a refusal part-way the
+     * procedure's transaction may still be open, its handler's ROLLBACK
+     * refused too) */
+    if (rc != RSV_OK && (txn_caller_open(ctx) ||
+                         (rc == RSV_ENOTPRIMARY && ctx->executed)))
         txn_rollback_quietly(ctx);
+    /* A node outside the primary component refuses each statement before
+     * it runs, the procedure's COMMIT too (nothing applied), but a read
+     * after that COMMIT as well. */
+    if (rc == RSV_ENOTPRIMARY && ctx->executed &&
+        (flags & TXN_READS_AFTER_COMMIT))
+        return ctx_fail(ctx, RSV_EINDOUBT,
+                        "a one-statement transaction (a stored procedure) "
+                        "was refused part-way (%s): it may have committed "
+                        "before; reconnect (to a node of the primary "
+                        "component) and repeat the call", ctx->msg);
     /* As a failed COMMIT on a Galera node (txn_run): the procedure's own
      * COMMIT may have failed after its write set left for the others, and
      * which of its statements failed cannot be told from here. */
@@ -259,7 +293,7 @@ static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
         }
         ctx->commit_anyway = 0;
         if (flags & TXN_SELF_COMMIT) {
-            rc = self_committed(ctx, body, arg);
+            rc = self_committed(ctx, flags, body, arg);
             if (rc != RSV__RETRY)
                 return rc;
             continue;
@@ -279,7 +313,9 @@ static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
             int body_rc = rc;
             ctx_error said;
             ctx_error_save(ctx, &said);
+            ctx->commit_point = 1;
             int crc = sql_text(ctx, SQL_COMMIT);
+            ctx->commit_point = 0;
             if (crc == RSV_OK) {
                 if (body_rc != RSV_OK)
                     ctx_error_restore(ctx, &said);
@@ -312,6 +348,66 @@ static int framed(rsv_ctx *ctx, int flags, txn_body body, void *arg)
     }
     return ctx_fail(ctx, RSV_EBUSY, "%s (gave up after %d retries)", ctx->msg,
                     ctx->opts.max_retries);
+}
+
+int replica_ack_lost(rsv_ctx *ctx)
+{
+    /* A text query read here: ctx->res and ctx->sql may still hold what
+     * the operation reads after its transaction, and nothing of ours is
+     * allocated after a commit.  No transaction: an information_schema
+     * read opens none, whatever autocommit is. */
+    char q[320];
+    snprintf(q, sizeof q, "/* %sreplica_ack */ SELECT "
+             "@@global.rpl_semi_sync_master_enabled, (SELECT VARIABLE_VALUE "
+             "FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = "
+             "'RPL_SEMI_SYNC_MASTER_STATUS')", ctx->tag_prefix);
+    stats_add(ctx, RSV_STAT_STATEMENTS, 1);
+    MYSQL_RES *r = NULL;
+    if (mysql_real_query(ctx->conn, q, strlen(q)) != 0 ||
+        !(r = mysql_store_result(ctx->conn))) {
+        ctx_db_fail(ctx, mysql_errno(ctx->conn), mysql_error(ctx->conn),
+                    "replication status");
+        return -1;
+    }
+    MYSQL_ROW row = mysql_fetch_row(r);
+    int lost = row && row[0] && strcmp(row[0], "1") == 0 &&
+               !(row[1] && strcmp(row[1], "ON") == 0);
+    mysql_free_result(r);
+    return lost;
+}
+
+/* RSV_OPT_REPLICA_ACK: once per operation, after a transaction that
+ * answered (what it wrote, or the state it read to say why it wrote
+ * nothing, is on the primary), whether a replica acknowledged it. */
+static int replica_ack(rsv_ctx *ctx, int flags, int rc)
+{
+    if (!(ctx->opts.flags & RSV_OPT_REPLICA_ACK) || (flags & TXN_ONE_READ) ||
+        ctx->ack_checked)
+        return rc;
+    /* RSV_OK and the outcomes RSV_EOUTOFSTOCK .. RSV_ERELEASED answer
+     * from the primary's state; the rest applied nothing or are in doubt
+     * already */
+    if (rc > RSV_OK || rc < RSV_ERELEASED)
+        return rc;
+    ctx->ack_checked = 1;
+    ctx_error said;
+    ctx_error_save(ctx, &said);
+    int lost = replica_ack_lost(ctx);
+    if (lost < 0)
+        return ctx_fail(ctx, RSV_EINDOUBT, "the transaction ended (%s), but "
+                        "whether a replica has it could not be read (%s); "
+                        "reconnect and repeat the call",
+                        rsv_code_name(rc), ctx->msg);
+    if (lost)
+        return ctx_fail(ctx, RSV_EINDOUBT,
+                        "the primary answered (%s) without a replica's "
+                        "acknowledgement: its semi-synchronous replication "
+                        "has fallen back to asynchronous "
+                        "(Rpl_semi_sync_master_status OFF), and a failover "
+                        "now would lose this; repeat the call (after a "
+                        "failover, on the new primary)", rsv_code_name(rc));
+    ctx_error_restore(ctx, &said);
+    return rc;
 }
 
 int txn_run(rsv_ctx *ctx, int flags, txn_body body, void *arg)
@@ -365,5 +461,5 @@ int txn_run(rsv_ctx *ctx, int flags, txn_body body, void *arg)
      * call would join it. */
     if (txn_caller_open(ctx))
         txn_rollback_quietly(ctx);
-    return rc;
+    return replica_ack(ctx, flags, rc);
 }

@@ -1,4 +1,4 @@
-# libreserve on a 3-node MariaDB Galera cluster on 127.0.0.1 (tests/galera/):
+# libreserve on a 3-node MariaDB Galera cluster on loopback (tests/galera/):
 # clients on every node doing reserve / claim / release / sweep on one hot
 # item, one by one and in batches, while a node is SIGKILLed and rejoins,
 # then every acknowledged outcome checked and rsv_audit() run on every
@@ -7,6 +7,14 @@
 # part of make check.
 #
 #   make check-galera        3 runs of 30 s (a few minutes on two cores)
+#   make check-galera-partition  a node partitioned away while alive, a
+#                            flapping partition, a lossy link and a slow
+#                            one (4 runs of 40 s; nftables rules of its
+#                            own, removed afterwards)
+#   make soak-galera         one run of 600 s (GALERA_DURATION) with every
+#                            kind of link failure on every node in turn,
+#                            the load's memory, descriptors and server
+#                            sessions printed every 15 s: they stay flat
 #   make check-galera-long   6 runs of 90 s
 #   make galera-repro        the server behaviour the library guards
 #                            against, and the procedures' behaviour it
@@ -18,7 +26,7 @@
 # away from the nodes; see tests/galera/run-galera.sh for the other
 # settings.
 
-.PHONY: check-galera check-galera-long galera-repro galera-build
+.PHONY: check-galera check-galera-long check-galera-partition soak-galera galera-repro galera-build
 
 $(B)/galera:
 	mkdir -p $@
@@ -39,6 +47,14 @@ check-galera: deps
 check-galera-long: deps
 	@$(MAKE) --no-print-directory galera-build
 	GALERA_BUILD=$(B) tests/galera/run-galera.sh long
+
+check-galera-partition: deps
+	@$(MAKE) --no-print-directory galera-build
+	GALERA_BUILD=$(B) tests/galera/run-galera.sh partition
+
+soak-galera: deps
+	@$(MAKE) --no-print-directory galera-build
+	GALERA_BUILD=$(B) tests/galera/run-galera.sh soak
 
 galera-repro: deps
 	@$(MAKE) --no-print-directory galera-build

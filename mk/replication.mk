@@ -9,13 +9,18 @@
 #                            semi-synchronous replication (AFTER_SYNC)
 #                            must lose nothing acknowledged; asynchronous
 #                            replication with a lagging replica is
-#                            measured, and must be seen to lose.  About
-#                            70 s on two cores.  See docs/scaling.md,
-#                            "Replicated pairs and failover".
+#                            measured, and must be seen to lose; the
+#                            replica's link stalled until semi-sync
+#                            falls back, without and with
+#                            RSV_OPT_REPLICA_ACK (which must lose
+#                            nothing).  About 2.5 minutes on two cores.
+#                            See docs/scaling.md, "Replicated pairs and
+#                            failover".
 #   make replication-build   only build the load program and rsv-admin
 #
 # REPL_ARGS are passed to tests/replication/run.sh (--runs N, --keep, the
-# scenarios: semisync, async-lag, async).  Not part of make check: it
+# scenarios: semisync, async-lag, semisync-fallback,
+# semisync-fallback-ack, async).  Not part of make check: it
 # starts servers of its own on TCP ports 15000-15099.
 
 REPL_ARGS ?=

@@ -1,8 +1,9 @@
 /*
  * check_connect.c - contexts that open their own connection from a
- * connection string (rsv_open_dsn), malformed strings, unreachable
- * servers, escaped credentials, and rsv_reconnect after a lost connection
- * for both kinds of context.
+ * connection string (rsv_open_dsn), malformed strings and host lists,
+ * unreachable servers, a read-only server (refused by the target, and its
+ * writes answered RSV_ENOTPRIMARY), escaped credentials, and rsv_reconnect
+ * after a lost connection for both kinds of context.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,12 @@ START_TEST(malformed_dsns_are_refused)
         {"mariadb://u@h/db?ssl=2", "ssl"},
         {"mariadb://u@h/db?read_timeout=x", "read_timeout"},
         {"mariadb://u@h/db?socket", "without a value"},
+        {"mariadb://u@h1,,h2/db", "malformed host ''"},
+        {"mariadb://u@h1:3306,h2:x/db", "malformed host 'h2:x'"},
+        {"mariadb://u@h1:0,h2/db", "malformed host 'h1:0'"},
+        {"mariadb://u@h1,/db", "malformed host ''"},
+        {"mariadb://u@h1,h2/db?socket=%2Fs", "socket"},
+        {"mariadb://u@h/db?target=primary", "target"},
         {"", "mariadb://"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -120,6 +127,80 @@ START_TEST(malformed_dsns_are_refused)
     TU_RC(ctx, rc, RSV_ECONN);
     ck_assert(strstr(rsv_errmsg(ctx), "cannot connect") != NULL);
     rsv_close(ctx);
+}
+END_TEST
+
+/* Hosts that do not answer: the message names each. */
+START_TEST(unreachable_hosts_are_named)
+{
+    rsv_ctx *ctx = NULL;
+    int rc = rsv_open_dsn(&ctx, "mariadb://root@127.0.0.1:16998,"
+                                "127.0.0.1:16999/db?connect_timeout=2",
+                          NULL);
+    TU_RC(ctx, rc, RSV_ECONN);
+    ck_assert_msg(strstr(rsv_errmsg(ctx), "127.0.0.1:16998: cannot connect") &&
+                      strstr(rsv_errmsg(ctx), "127.0.0.1:16999: cannot "
+                                                "connect"),
+                  "%s", rsv_errmsg(ctx));
+    rsv_close(ctx);
+}
+END_TEST
+
+/* A read-only server (a replica): the dsn's target refuses it, naming
+ * it; target=any takes it; a context on it while it turned read-only
+ * gets RSV_ENOTPRIMARY for a write, with nothing applied, and
+ * rsv_reconnect finds it again once it is writable.  (root may write to a
+ * read-only server: the write goes through an account without that
+ * right.) */
+START_TEST(read_only_server)
+{
+    MYSQL *adm = tu_connect();
+    char q[512], dsn[1024];
+    tu_exec(adm, "DROP USER IF EXISTS 'rsv_ro'@'localhost'");
+    tu_exec(adm, "CREATE USER 'rsv_ro'@'localhost' IDENTIFIED BY 'ro'");
+    snprintf(q, sizeof q, "GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON "
+                          "`%s`.* TO 'rsv_ro'@'localhost'", tu_db_name());
+    tu_exec(adm, q);
+    uint64_t shop = tu_shop();
+    dsn_for(dsn, sizeof dsn, "rsv_ro", "ro", NULL);
+    rsv_ctx *ctx = NULL;
+    TU_OK(ctx, rsv_open_dsn(&ctx, dsn, NULL));
+    TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 5));
+
+    /* every answer is taken before read_only is switched off again, and
+     * checked after: a failed check must not leave the server read-only
+     * for the suites that follow */
+    tu_exec(adm, "SET GLOBAL read_only = ON");
+    int rc_write = rsv_reserve_one(ctx, shop, TOK("ro-1"), 1, 1, 1, 0);
+    int rc_reconnect = rsv_reconnect(ctx);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", rsv_errmsg(ctx));
+    rsv_ctx *other = NULL;
+    int rc_open = rsv_open_dsn(&other, dsn, NULL);
+    rsv_close(other);
+    other = NULL;
+    char any[1100];
+    snprintf(any, sizeof any, "%s&target=any", dsn);
+    int rc_any = rsv_open_dsn(&other, any, NULL), rc_status = -1;
+    int32_t st = 0;
+    if (rc_any == RSV_OK)
+        rc_status = rsv_checkout_status(other, shop, TOK("ro-1"), &st, NULL,
+                                        NULL);
+    rsv_close(other);
+    tu_exec(adm, "SET GLOBAL read_only = OFF");
+    ck_assert_int_eq(rc_write, RSV_ENOTPRIMARY);
+    ck_assert_int_eq(rc_reconnect, RSV_ENOTPRIMARY);
+    ck_assert_msg(strstr(msg, getenv("RSV_TEST_SOCKET")) &&
+                      strstr(msg, "read-only"), "%s", msg);
+    ck_assert_int_eq(rc_open, RSV_ENOTPRIMARY);
+    ck_assert_int_eq(rc_any, RSV_OK);
+    ck_assert_int_eq(rc_status, RSV_ENOTFOUND); /* nothing was applied */
+
+    TU_OK(ctx, rsv_reconnect(ctx));
+    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("ro-1"), 1, 1, 1, 0));
+    rsv_close(ctx);
+    tu_exec(adm, "DROP USER 'rsv_ro'@'localhost'");
+    mysql_close(adm);
 }
 END_TEST
 
@@ -171,6 +252,8 @@ int main(void)
     tu_add(s, "open_dsn_runs_a_checkout", open_dsn_runs_a_checkout);
     tu_add(s, "escaped_credentials", escaped_credentials);
     tu_add(s, "malformed_dsns_are_refused", malformed_dsns_are_refused);
+    tu_add(s, "unreachable_hosts_are_named", unreachable_hosts_are_named);
+    tu_add(s, "read_only_server", read_only_server);
     tu_add_loop(s, "reconnect_after_a_lost_connection",
                 reconnect_after_a_lost_connection, 0, 2);
     int rc = tu_run(s);

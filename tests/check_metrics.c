@@ -206,7 +206,7 @@ static void check_against(const char *dump, rsv_ctx **ctx, int n,
         }
         /* calls by result */
         uint64_t seen = 0;
-        for (int code = RSV_OK; code >= RSV_ECANCELED; code--) {
+        for (int code = RSV_OK; code >= RSV_ENOTPRIMARY; code--) {
             const char *cname = rsv_code_name(code);
             if (!cname)
                 continue;

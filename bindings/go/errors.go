@@ -52,6 +52,7 @@ const (
 	ErrDisabled      Code = -24 // the context or batcher is switched off or closing
 	ErrSchemaVersion Code = -25 // the schema's version does not match the library
 	ErrCanceled      Code = -26 // canceled before or between attempts: nothing was applied
+	ErrNotPrimary    Code = -27 // the server takes no writes (a replica, a Galera node outside the primary component): nothing was applied
 )
 
 const codePending = 1 // RSV_PENDING

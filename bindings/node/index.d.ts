@@ -283,13 +283,14 @@ export class OutOfRange extends Failure {}
 export class Disabled extends Failure {}
 export class SchemaVersionError extends Failure {}
 export class Canceled extends Failure {}
+export class NotPrimary extends ConnectionLost {}
 
 export const codes: Readonly<{
   OK: 0; EOUTOFSTOCK: -1; ENOTFOUND: -2; EEXPIRED: -3; ECLAIMED: -4; ERELEASED: -5;
   EBUSY: -6; EINDOUBT: -7; ECONN: -8; EINVAL: -10; EQUANTITY: -11; EEMPTY: -12;
   ETOKEN: -13; ENOITEM: -14; ESCHEMA: -15; ESERVER: -16; EINTXN: -17; ENOMEM: -18;
   EDB: -19; ETOOBIG: -20; ESTOCK: -21; ECONFIG: -22; ERANGE: -23; EDISABLED: -24;
-  ESCHEMAVER: -25; ECANCELED: -26;
+  ESCHEMAVER: -25; ECANCELED: -26; ENOTPRIMARY: -27;
 }>;
 export const OPT: Readonly<{
   NO_PROACTIVE_REFILL: 0x2;

@@ -30,6 +30,7 @@ const codes = Object.freeze({
   EEMPTY: -12, ETOKEN: -13, ENOITEM: -14, ESCHEMA: -15, ESERVER: -16,
   EINTXN: -17, ENOMEM: -18, EDB: -19, ETOOBIG: -20, ESTOCK: -21,
   ECONFIG: -22, ERANGE: -23, EDISABLED: -24, ESCHEMAVER: -25, ECANCELED: -26,
+  ENOTPRIMARY: -27,
 });
 
 const TOKEN_MAX = 128;
@@ -118,6 +119,7 @@ class OutOfRange extends Failure {}
 class Disabled extends Failure {}
 class SchemaVersionError extends Failure {}
 class Canceled extends Failure {}
+class NotPrimary extends ConnectionLost {}
 
 const ERROR_CLASSES = new Map([
   [codes.EOUTOFSTOCK, OutOfStock], [codes.ENOTFOUND, NotFound], [codes.EEXPIRED, Expired],
@@ -128,7 +130,7 @@ const ERROR_CLASSES = new Map([
   [codes.EINTXN, InTransaction], [codes.ENOMEM, OutOfMemory], [codes.EDB, DatabaseError],
   [codes.ETOOBIG, CartTooBig], [codes.ESTOCK, StockError], [codes.ECONFIG, ConfigError],
   [codes.ERANGE, OutOfRange], [codes.EDISABLED, Disabled], [codes.ESCHEMAVER, SchemaVersionError],
-  [codes.ECANCELED, Canceled],
+  [codes.ECANCELED, Canceled], [codes.ENOTPRIMARY, NotPrimary],
 ]);
 
 function errorClass(code) {
@@ -1049,6 +1051,7 @@ module.exports = {
   Disabled,
   SchemaVersionError,
   Canceled,
+  NotPrimary,
   codes,
   OPT,
   STATUS,

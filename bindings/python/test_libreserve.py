@@ -114,7 +114,7 @@ class TestVersionAndCodes(unittest.TestCase):
         self.assertEqual(rsv.code_name(rsv.OK), "RSV_OK")
         self.assertEqual(rsv.code_name(rsv.EOUTOFSTOCK), "RSV_EOUTOFSTOCK")
         self.assertEqual(rsv.strerror(rsv.EOUTOFSTOCK), "out of stock")
-        for unknown in (2, -9, -27, 12345, -(1 << 31)):
+        for unknown in (2, -9, -28, 12345, -(1 << 31)):
             self.assertIsNone(rsv.code_name(unknown))
             self.assertEqual(rsv.strerror(unknown), "unknown error code")
 

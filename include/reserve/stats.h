@@ -130,7 +130,7 @@ RSV_EXTERN int rsv_stats_get(const rsv_ctx *ctx, uint32_t stat, uint32_t op,
  * How many calls of kind op (RSV_OP_*, or RSV_OP_ALL) returned `code`:
  * RSV_OK or any RSV_E* code (an unused number in that range gives 0).
  * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown op, a code
- * outside RSV_ECANCELED..RSV_OK).
+ * outside RSV_ENOTPRIMARY..RSV_OK).
  */
 RSV_EXTERN int rsv_stats_outcome(const rsv_ctx *ctx, uint32_t op, int code,
                                  uint64_t *out);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway 3-node MariaDB Galera cluster on 127.0.0.1, for the Galera
+# A throwaway 3-node MariaDB Galera cluster on loopback, for the Galera
 # test (tests/galera/run-galera.sh).
 #
 # Owns the life of the nodes: one directory per node under DIR (data
@@ -17,6 +17,19 @@
 #                                 and wait until it is synced
 #   cluster.sh wait-synced DIR N  wait until node N is synced
 #   cluster.sh socket DIR N       print node N's socket
+#   cluster.sh cut DIR N [PCT]    partition node N away from the others,
+#                                 both alive: every packet between them
+#                                 dropped, or with PCT only that share of
+#                                 them, at random (a lossy link)
+#   cluster.sh slow DIR N KBPS    limit the links between node N and the
+#                                 others to KBPS kbytes/s each way (the
+#                                 excess dropped)
+#   cluster.sh heal DIR           remove every rule cut or slow made
+#
+# The rules live in an nftables table of their own (libreserve_galera_BASE,
+# on the output hook, matching only the nodes' addresses), so healing, and
+# stop, delete exactly what was added; no qdisc is touched (a shaper on lo
+# would slow every other program on the machine).
 #
 # Ports (all below 32768): node N listens for clients on BASE+N, for Galera
 # on BASE+10+N, receives IST on BASE+20+N and SST on BASE+30+N, with BASE =
@@ -26,6 +39,10 @@ set -euo pipefail
 
 NODES=3
 BASE=${GALERA_PORT_BASE:-14000}
+# Node N's own loopback address: PREFIX.N, so that the links between
+# nodes can be cut one by one (cluster.sh cut); clients use the sockets.
+PREFIX=${GALERA_ADDR_PREFIX:-127.0.14.}
+node_addr() { echo "$PREFIX$1"; }
 
 find_bin() {
   local b d
@@ -69,7 +86,7 @@ write_cnf() {
   local dir=$1 n=$2 nd addr="" i
   nd=$(node_dir "$dir" "$n")
   for i in $(seq 1 $NODES); do
-    addr="${addr:+$addr,}127.0.0.1:$((BASE + 10 + i))"
+    addr="${addr:+$addr,}$(node_addr "$i"):$((BASE + 10 + i))"
   done
   mkdir -p "$nd/data" "$nd/tmp"
   cat >"$nd/my.cnf" <<EOF
@@ -81,7 +98,7 @@ socket=$nd/mysqld.sock
 pid-file=$nd/mysqld.pid
 log-error=$nd/error.log
 port=$((BASE + n))
-bind-address=127.0.0.1
+bind-address=$(node_addr "$n")
 skip-name-resolve
 max-connections=300
 max-prepared-stmt-count=100000
@@ -98,10 +115,10 @@ wsrep-provider=$(provider)
 wsrep-cluster-name=libreserve-galera-test
 wsrep-cluster-address=gcomm://$addr
 wsrep-node-name=node$n
-wsrep-node-address=127.0.0.1:$((BASE + 10 + n))
-wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$((BASE + 10 + n));ist.recv_addr=127.0.0.1:$((BASE + 20 + n));gcache.size=256M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT10S;pc.wait_prim_timeout=PT30S"
+wsrep-node-address=$(node_addr "$n"):$((BASE + 10 + n))
+wsrep-provider-options="gmcast.listen_addr=tcp://$(node_addr "$n"):$((BASE + 10 + n));ist.recv_addr=$(node_addr "$n"):$((BASE + 20 + n));gcache.size=256M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT10S;pc.wait_prim_timeout=PT30S"
 wsrep-sst-method=rsync
-wsrep-sst-receive-address=127.0.0.1:$((BASE + 30 + n))
+wsrep-sst-receive-address=$(node_addr "$n"):$((BASE + 30 + n))
 wsrep-slave-threads=2
 [client]
 socket=$nd/mysqld.sock
@@ -177,11 +194,14 @@ recovered_position() {
 
 start_cluster() {
   local dir=$1 n nd port
+  local a
   for port in $(seq $((BASE + 1)) $((BASE + 33))); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "cluster.sh: port $port on 127.0.0.1 is in use (set GALERA_PORT_BASE)" >&2
-      return 1
-    fi
+    for a in 127.0.0.1 $(for n in $(seq 1 $NODES); do node_addr "$n"; done); do
+      if (exec 3<>"/dev/tcp/$a/$port") 2>/dev/null; then
+        echo "cluster.sh: port $port on $a is in use (set GALERA_PORT_BASE)" >&2
+        return 1
+      fi
+    done
   done
   for n in $(seq 1 $NODES); do write_cnf "$dir" "$n"; done
   if [ "$(run_user)" != "$(id -un)" ]; then
@@ -246,15 +266,72 @@ restart_node() {
   wait_synced "$dir" "$n" 180
 }
 
+nft_table() { echo "libreserve_galera_$BASE"; }
+
+# The other nodes' addresses, as an nftables set.
+others_set() {
+  local n=$1 i set=""
+  for i in $(seq 1 $NODES); do
+    [ "$i" = "$n" ] || set="${set:+$set, }$(node_addr "$i")"
+  done
+  echo "{ $set }"
+}
+
+# Replace the rules with one pair (node N to the others and back) ending
+# in the given statement.
+set_rules() {
+  local n=$1 what=$2 t a o
+  t=$(nft_table)
+  a=$(node_addr "$n")
+  o=$(others_set "$n")
+  command -v nft >/dev/null || { echo "cluster.sh: nft not found (apt-get install nftables)" >&2; return 1; }
+  nft -f - <<EOF
+table inet $t {}
+delete table inet $t
+table inet $t {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    ip saddr $a ip daddr $o $what
+    ip saddr $o ip daddr $a $what
+  }
+}
+EOF
+}
+
+heal() {
+  local t
+  t=$(nft_table)
+  command -v nft >/dev/null || return 0
+  if nft list table inet "$t" >/dev/null 2>&1; then
+    nft delete table inet "$t"
+  fi
+}
+
+cut_node() {
+  local n=$1 pct=${2:-100}
+  if [ "$pct" -ge 100 ]; then
+    set_rules "$n" drop
+  else
+    set_rules "$n" "numgen random mod 100 < $pct drop"
+  fi
+}
+
+slow_node() {
+  set_rules "$1" "limit rate over $2 kbytes/second drop"
+}
+
 cmd=${1:-}
 dir=${2:-}
-[ -n "$dir" ] || { echo "usage: $0 start|stop|kill|restart|wait-synced|socket DIR [N]" >&2; exit 2; }
+[ -n "$dir" ] || { echo "usage: $0 start|stop|kill|restart|wait-synced|socket|cut|slow|heal DIR [N]" >&2; exit 2; }
 case "$cmd" in
   start) start_cluster "$dir" ;;
-  stop) stop_cluster "$dir" ;;
+  stop) heal; stop_cluster "$dir" ;;
+  cut) cut_node "$3" "${4:-100}" ;;
+  slow) slow_node "$3" "$4" ;;
+  heal) heal ;;
   kill) kill_node "$dir" "$3" ;;
   restart) restart_node "$dir" "$3" ;;
   wait-synced) wait_synced "$dir" "$3" "${4:-180}" ;;
   socket) echo "$(node_dir "$dir" "$3")/mysqld.sock" ;;
-  *) echo "usage: $0 start|stop|kill|restart|wait-synced|socket DIR [N]" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|kill|restart|wait-synced|socket|cut|slow|heal DIR [N]" >&2; exit 2 ;;
 esac

@@ -8,9 +8,11 @@
  * Owns: the clients (threads, one connection and context each, spread
  * over the nodes, each node with clients of three kinds: one call at a
  * time through the procedures, the same sending statements one by one,
- * and batches of checkouts, claims and releases; a client whose node dies
- * moves to another and repeats the call it was in: every call is
- * idempotent per token), the record of
+ * and batches of checkouts, claims and releases; each connects with
+ * rsv_open_dsn to a dsn of every node, its home node first, and after a
+ * lost connection, an answer in doubt or a refusal calls rsv_reconnect,
+ * which lands on a node that takes writes, and repeats the call it was
+ * in: every call is idempotent per token), the record of
  * every acknowledged outcome, the fault schedule (kill a node, restart it,
  * through tests/galera/cluster.sh), and the checks:
  *
@@ -71,20 +73,33 @@ static struct cfg {
     const char *dir, *cluster_sh, *db;
     unsigned seed;
     int clients, duration, kill_node;
+    const char *fault;  /* what happens to fault_node: kill, cut, flap,
+                           lossy, slow (NULL: nothing) */
+    int fault_node, fault_s, loss_pct, kbps;
+    int64_t call_timeout_ms; /* the clients' budget (0: the default) */
+    int soak_s;              /* a soak: faults in turn on every node, and
+                                a sample of the process and the servers
+                                every soak_s seconds (0: no soak) */
     long hot_stock, other_stock;
     int pool_cap;
     uint32_t flags;
     int verbose;
+    const char *addr_prefix; /* node N listens on addr_prefix N */
+    unsigned port_base;      /* and port port_base + N */
     const char *proxy; /* the delay proxy, clients behind it */
     int rtt_us;
     unsigned proxy_port; /* its ports: this and the next two */
 } C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
-       100000, 100000, 50, 0, 0, NULL, 0, 14040};
+       NULL, 0, 8, 30, 64, 0, 0,
+       100000, 100000, 50, 0, 0, "127.0.14.", 14000, NULL, 0, 14040};
 
 static char sockets[NODES][600];
 static unsigned proxy_ports[NODES]; /* 0: clients use the socket */
 static atomic_int node_down[NODES];
 static atomic_int stop_flag;
+/* node + 1 while the fault of --cut-node and the like is on it (its links
+ * cut, lossy or slow), else 0 */
+static atomic_int fault_on;
 
 /* ------------------------------------------------------------------ */
 /* Problems found                                                     */
@@ -139,7 +154,11 @@ struct client {
     size_t nrecs, caprecs;
     long ops, in_txn, eintxn, repeats, edb, ebusy, moved, batches;
     uint64_t call_us; /* time inside library calls */
+    uint64_t max_call_us; /* the longest single call */
+    long over_budget;     /* calls longer than their budget allows */
     long code_count[32];
+    long fault_codes[32]; /* the answers of the faulted node while the
+                             fault was on */
     uint64_t deadlocks, retries, one_trip; /* the library's counters, over
                                               every context it opened */
 };
@@ -179,15 +198,64 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* A client's connection: through the node's delay proxy when there is
- * one (the checks always use the socket). */
-static MYSQL *client_connect(int node)
+/* The longest a call may take: its budget (call_timeout_ms), one
+ * statement's lock wait past it (a quarter of the budget, whole seconds,
+ * reserve.h), and a second for a machine shared with the three nodes.
+ * A commit waiting for the cluster is not bounded by the server: without
+ * the budget it waits as long as the cluster does. */
+static uint64_t call_bound_us(void)
 {
-    if (!proxy_ports[node])
-        return node_connect(node, 60);
-    ll_server srv = {.host = "127.0.0.1", .port = proxy_ports[node],
-                     .connect_timeout_s = 5, .rw_timeout_s = 60};
-    return ll_connect(NULL, &srv, C.db, NULL, 0);
+    int64_t budget = C.call_timeout_ms > 0 ? C.call_timeout_ms : 5000;
+    int64_t lock_wait_s = (budget + 3999) / 4000;
+    return (uint64_t)(budget + lock_wait_s * 1000 + 1000) * 1000u;
+}
+
+static void count_code(struct client *c, int rc);
+
+/* One library call's answer and time. */
+static void note_call(struct client *c, uint64_t us, int rc)
+{
+    c->call_us += us;
+    if (us > c->max_call_us)
+        c->max_call_us = us;
+    if (us > call_bound_us())
+        c->over_budget++;
+    if (atomic_load(&fault_on) == c->node + 1 && rc <= 0 && rc > -32)
+        c->fault_codes[-rc]++;
+    (void)count_code;
+}
+/* A client's dsn: every node (through its delay proxy when there is
+ * one; the checks always use the socket), its home node first.  The
+ * library connects to the first that takes writes (target=writable, the
+ * default): a node killed, partitioned away or still joining is passed
+ * over, and rsv_reconnect goes back to the home node once it is back. */
+static void client_dsn(const struct client *c, char *out, size_t len)
+{
+    size_t n = (size_t)snprintf(out, len, "mariadb://root@");
+    for (int k = 0; k < NODES; k++) {
+        int node = (c->home + k) % NODES;
+        if (proxy_ports[node])
+            n += (size_t)snprintf(out + n, len - n, "%s127.0.0.1:%u",
+                                  k ? "," : "", proxy_ports[node]);
+        else
+            n += (size_t)snprintf(out + n, len - n, "%s%s%d:%u",
+                                  k ? "," : "", C.addr_prefix, node + 1,
+                                  C.port_base + 1u + (unsigned)node);
+    }
+    snprintf(out + n, len - n, "/%s?connect_timeout=5&read_timeout=60&"
+             "write_timeout=60", C.db);
+}
+
+/* The node a connection is on, from its port. */
+static int conn_node(MYSQL *m)
+{
+    unsigned int port = 0;
+    mariadb_get_infov(m, MARIADB_CONNECTION_PORT, &port);
+    for (int n = 0; n < NODES; n++)
+        if (proxy_ports[n] ? port == proxy_ports[n]
+                           : port == C.port_base + 1u + (unsigned)n)
+            return n;
+    return -1;
 }
 
 /* One delay proxy per node (tests/bench/proxy.c), on 127.0.0.1 ports
@@ -241,41 +309,44 @@ static void cl_close(struct client *c)
     if (c->ctx && rsv_stats_get(c->ctx, RSV_STAT_ONE_TRIP, RSV_OP_ALL, &v) ==
                       RSV_OK)
         c->one_trip += v;
-    rsv_close(c->ctx);
-    if (c->db)
-        mysql_close(c->db);
+    rsv_close(c->ctx); /* (and its connection: the context opened it) */
     c->ctx = NULL;
     c->db = NULL;
 }
 
-/* Connect to the home node, or the next one that answers and accepts
- * rsv_open (a node still joining refuses queries). */
+/* Connect through the client's dsn (or, with a context, reconnect it:
+ * the documented way after a lost connection or a refusal), until a node
+ * takes it. */
 static void cl_connect(struct client *c)
 {
     uint64_t start = ll_now_ms();
+    char dsn[512];
+    client_dsn(c, dsn, sizeof dsn);
     for (int tries = 0;; tries++) {
-        for (int k = 0; k < NODES; k++) {
-            int n = (c->home + k) % NODES;
-            if (atomic_load(&node_down[n]))
-                continue;
-            MYSQL *m = client_connect(n);
-            if (!m)
-                continue;
-            rsv_ctx *x = NULL;
-            if (rsv_open(&x, m, &c->opts) == RSV_OK) {
-                c->db = m;
-                c->ctx = x;
-                if (n != c->node)
-                    c->moved++;
-                c->node = n;
-                return;
+        int rc;
+        if (c->ctx) {
+            rc = rsv_reconnect(c->ctx);
+        } else {
+            rc = rsv_open_dsn(&c->ctx, dsn, &c->opts);
+            if (rc != RSV_OK) {
+                if (C.verbose)
+                    fprintf(stderr, "galera-load: client %d: %s\n", c->id,
+                            rsv_errmsg(c->ctx));
+                rsv_close(c->ctx);
+                c->ctx = NULL;
             }
-            if (C.verbose)
-                fprintf(stderr, "galera-load: client %d: rsv_open on node "
-                                "%d: %s\n", c->id, n + 1, rsv_errmsg(x));
-            rsv_close(x);
-            mysql_close(m);
         }
+        if (rc == RSV_OK) {
+            c->db = rsv_connection(c->ctx);
+            int n = conn_node(c->db);
+            if (n != c->node)
+                c->moved++;
+            c->node = n < 0 ? c->home : n;
+            return;
+        }
+        if (C.verbose && c->ctx)
+            fprintf(stderr, "galera-load: client %d: rsv_reconnect: %s\n",
+                    c->id, rsv_errmsg(c->ctx));
         if (ll_now_ms() - start > 240000) {
             problem("client %d: no node accepted a connection for 240 s",
                     c->id);
@@ -287,7 +358,6 @@ static void cl_connect(struct client *c)
 
 static void cl_reconnect(struct client *c)
 {
-    cl_close(c);
     cl_connect(c);
 }
 
@@ -320,7 +390,7 @@ static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
     if (kind != CALL_RESERVE) {
         uint64_t t0 = now_us();
         int rc = ll_call_once(c->ctx, &k);
-        c->call_us += now_us() - t0;
+        note_call(c, now_us() - t0, rc);
         return rc;
     }
     if (rsv_cart_new(&k.cart) != RSV_OK)
@@ -331,7 +401,7 @@ static int do_call(struct client *c, int kind, struct rec *r, int64_t ttl)
     }
     uint64_t t0 = now_us();
     int rc = ll_call_once(c->ctx, &k);
-    c->call_us += now_us() - t0;
+    note_call(c, now_us() - t0, rc);
     rsv_cart_free(k.cart);
     return rc;
 }
@@ -443,7 +513,7 @@ static void run_batch(struct client *c, int kind, struct rec **recs, int n,
                  ? rsv_claim_batch(c->ctx, (size_t)n, shops, toks, lens, res)
                  : rsv_release_batch(c->ctx, (size_t)n, shops, toks, lens,
                                      res);
-    c->call_us += now_us() - t0;
+    note_call(c, now_us() - t0, rc);
     c->ops++;
     c->batches++;
     count_code(c, rc);
@@ -528,7 +598,9 @@ static void *client_main(void *p)
             cl_reconnect(c);
         if (seq % 40 == 39) {
             int64_t released = 0;
+            uint64_t t0 = now_us();
             int rc = rsv_sweep(c->ctx, SHOP, 200, &released);
+            note_call(c, now_us() - t0, rc);
             c->ops++;
             count_code(c, rc);
             check_in_txn(c, "rsv_sweep", rc);
@@ -593,16 +665,17 @@ static void *client_main(void *p)
 /* The fault schedule                                                 */
 /* ------------------------------------------------------------------ */
 
-static int cluster_cmd(const char *what, int node)
+static int cluster_cmd_arg(const char *what, int node, int arg)
 {
-    char n[16];
+    char n[16], a[16];
     snprintf(n, sizeof n, "%d", node);
+    snprintf(a, sizeof a, "%d", arg);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
         execl("/bin/bash", "bash", C.cluster_sh, what, C.dir, n,
-              (char *)NULL);
+              arg ? a : (char *)NULL, (char *)NULL);
         _exit(127);
     }
     int st = 0;
@@ -611,12 +684,208 @@ static int cluster_cmd(const char *what, int node)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int cluster_cmd(const char *what, int node)
+{
+    return cluster_cmd_arg(what, node, 0);
+}
+
 static long total_ops(void)
 {
     long n = 0;
     for (int i = 0; i < C.clients; i++)
         n += clients[i].ops; /* (read racily: progress only) */
     return n;
+}
+
+/* The faulted node's links to the others for fault_s seconds: cut
+ * (partitioned away, both sides alive), flapping (cut and healed in
+ * turn), lossy (loss_pct of the packets dropped) or slow (kbps), then
+ * healed; the node stays up throughout. */
+static void fault_step(uint64_t start, const char *what, int arg)
+{
+    printf("galera-load: %.1f s, %ld calls: %s node %d%s\n",
+           (ll_now_ms() - start) / 1000.0, total_ops(), what, C.fault_node,
+           !strcmp(what, "heal") ? "'s links" : "");
+    fflush(stdout);
+    if (cluster_cmd_arg(what, C.fault_node, arg) != 0)
+        problem("cluster.sh %s failed", what);
+}
+
+static void run_fault(uint64_t start);
+
+/* ------------------------------------------------------------------ */
+/* The soak: faults in turn, and what the process and servers hold     */
+/* ------------------------------------------------------------------ */
+
+struct sample {
+    long rss_kb, fds, conns; /* rss_kb less the load's own records */
+};
+
+/* What the load's record of every checkout takes (it grows with the
+ * calls, by design: the checks read it at the end); read racily, for the
+ * samples only. */
+static long records_kb(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < C.clients; i++)
+        n += clients[i].nrecs;
+    return (long)(n * sizeof(struct rec) / 1024);
+}
+
+static long proc_rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static long proc_fds(void)
+{
+    long n = 0;
+    char path[64];
+    for (int fd = 0; fd < 65536; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        if (access(path, F_OK) == 0)
+            n++;
+        else if (fd > 4096)
+            break;
+    }
+    return n;
+}
+
+/* The clients' connections on every node: the sessions of the load's
+ * database, the sampler's own left out. */
+static long server_conns(void)
+{
+    long total = 0;
+    for (int n = 0; n < NODES; n++) {
+        MYSQL *m = node_connect(n, 10);
+        if (!m)
+            continue;
+        char q[256];
+        int64_t v = 0;
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM information_schema."
+                 "PROCESSLIST WHERE DB = '%s' AND ID <> CONNECTION_ID()",
+                 C.db);
+        if (ll_i64(m, q, 0, &v) == 0)
+            total += v;
+        mysql_close(m);
+    }
+    return total;
+}
+
+static struct sample samples[4096];
+static int nsamples;
+
+static void *sampler_main(void *arg)
+{
+    uint64_t start = *(uint64_t *)arg, next = start;
+    mysql_thread_init();
+    while (!atomic_load(&stop_flag) && nsamples < 4096) {
+        next += (uint64_t)C.soak_s * 1000;
+        while (!atomic_load(&stop_flag) && ll_now_ms() < next)
+            ll_sleep_ms(100);
+        if (atomic_load(&stop_flag))
+            break;
+        struct sample *s = &samples[nsamples];
+        long rss = proc_rss_kb(), recs = records_kb();
+        s->rss_kb = rss - recs;
+        s->fds = proc_fds();
+        s->conns = server_conns();
+        printf("soak: %6.0f s %8ld calls  RSS %6ld kB (%6ld kB less the "
+               "load's records)  fds %4ld  server connections %3ld%s\n",
+               (ll_now_ms() - start) / 1000.0, total_ops(), rss, s->rss_kb,
+               s->fds, s->conns,
+               atomic_load(&fault_on) ? "  (fault on)" : "");
+        fflush(stdout);
+        nsamples++;
+    }
+    mysql_thread_end();
+    return NULL;
+}
+
+/* Flat: the last sample holds no more descriptors or connections than
+ * the most seen in the first third of the run (each client holds one
+ * connection, and the checks' own come and go), and no more than a
+ * quarter more memory besides the load's records (the allocator keeps
+ * some of what peaks freed). */
+static void soak_verdict(void)
+{
+    if (nsamples < 6) {
+        problem("soak: %d samples, too few to tell (a longer run)",
+                nsamples);
+        return;
+    }
+    struct sample base = {0, 0, 0}, last = samples[nsamples - 1];
+    for (int i = 1; i <= nsamples / 3; i++) {
+        if (samples[i].rss_kb > base.rss_kb)
+            base.rss_kb = samples[i].rss_kb;
+        if (samples[i].fds > base.fds)
+            base.fds = samples[i].fds;
+        if (samples[i].conns > base.conns)
+            base.conns = samples[i].conns;
+    }
+    printf("soak: first third at most RSS %ld kB, %ld fds, %ld server "
+           "connections; last RSS %ld kB, %ld fds, %ld connections\n",
+           base.rss_kb, base.fds, base.conns, last.rss_kb, last.fds,
+           last.conns);
+    if (last.fds > base.fds + 2)
+        problem("soak: open descriptors grew from %ld to %ld", base.fds,
+                last.fds);
+    if (last.conns > base.conns + 2)
+        problem("soak: server connections grew from %ld to %ld",
+                base.conns, last.conns);
+    if (last.rss_kb > base.rss_kb + base.rss_kb / 4)
+        problem("soak: RSS grew from %ld kB to %ld kB", base.rss_kb,
+                last.rss_kb);
+}
+
+/* Faults in turn until 20 s before the end: each kind of link failure on
+ * each node in turn, fault_s seconds each, 10 s apart. */
+static void soak_faults(uint64_t start)
+{
+    static const char *const kinds[] = {"cut", "lossy", "flap", "slow"};
+    uint64_t end = start + (uint64_t)C.duration * 1000;
+    for (int k = 0;; k++) {
+        ll_sleep_ms(10000);
+        if (ll_now_ms() + (uint64_t)C.fault_s * 1000 + 20000 > end)
+            break;
+        C.fault = kinds[k % 4];
+        C.fault_node = k % NODES + 1;
+        run_fault(start);
+    }
+}
+
+static void run_fault(uint64_t start)
+{
+    uint64_t end = ll_now_ms() + (uint64_t)C.fault_s * 1000;
+    atomic_store(&fault_on, C.fault_node);
+    if (!strcmp(C.fault, "flap")) {
+        /* cut longer than the suspect timeout (3 s): each cut ends in a
+         * new view without the node, each heal in its rejoining */
+        while (ll_now_ms() < end) {
+            fault_step(start, "cut", 0);
+            ll_sleep_ms(4000);
+            fault_step(start, "heal", 0);
+            ll_sleep_ms(2500);
+        }
+    } else {
+        if (!strcmp(C.fault, "cut"))
+            fault_step(start, "cut", 0);
+        else if (!strcmp(C.fault, "lossy"))
+            fault_step(start, "cut", C.loss_pct);
+        else
+            fault_step(start, "slow", C.kbps);
+        ll_sleep_ms((long)(end - ll_now_ms()));
+        fault_step(start, "heal", 0);
+    }
+    atomic_store(&fault_on, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -993,6 +1262,10 @@ static void usage(void)
             "usage: galera_load --dir DIR [--cluster-sh PATH] [--db NAME]\n"
             "         [--seed N] [--clients N] [--duration S]\n"
             "         [--kill-node N (0: none)] [--hot-stock N]\n"
+            "         [--cut-node|--flap-node|--lossy-node|--slow-node N\n"
+            "          [--fault-seconds S] [--loss-pct P] [--kbps K]]\n"
+            "         [--call-timeout-ms MS] [--addr-prefix P] [--port-base B]\n"
+            "         [--soak SAMPLE_SECONDS]\n"
             "         [--pool-cap N] [--statements-only] [--verbose]\n"
             "         [--proxy PATH --rtt-us N [--proxy-port P]]\n");
     exit(2);
@@ -1026,14 +1299,39 @@ int main(int argc, char **argv)
             C.clients = atoi(v);
         else if (!strcmp(a, "--duration"))
             C.duration = atoi(v);
-        else if (!strcmp(a, "--kill-node"))
+        else if (!strcmp(a, "--kill-node")) {
             C.kill_node = atoi(v);
+            C.fault = NULL;
+        }
+        else if (!strcmp(a, "--cut-node") || !strcmp(a, "--flap-node") ||
+                 !strcmp(a, "--lossy-node") || !strcmp(a, "--slow-node")) {
+            C.fault = a[2] == 'c' ? "cut" : a[2] == 'f' ? "flap"
+                      : a[2] == 'l' ? "lossy" : "slow";
+            C.fault_node = atoi(v);
+            C.kill_node = 0;
+        } else if (!strcmp(a, "--fault-seconds"))
+            C.fault_s = atoi(v);
+        else if (!strcmp(a, "--loss-pct"))
+            C.loss_pct = atoi(v);
+        else if (!strcmp(a, "--kbps"))
+            C.kbps = atoi(v);
+        else if (!strcmp(a, "--call-timeout-ms"))
+            C.call_timeout_ms = atoll(v);
+        else if (!strcmp(a, "--soak")) {
+            C.soak_s = atoi(v);
+            C.kill_node = 0;
+            C.fault = NULL;
+        }
         else if (!strcmp(a, "--hot-stock"))
             C.hot_stock = atol(v);
         else if (!strcmp(a, "--pool-cap"))
             C.pool_cap = atoi(v);
         else if (!strcmp(a, "--proxy"))
             C.proxy = v;
+        else if (!strcmp(a, "--addr-prefix"))
+            C.addr_prefix = v;
+        else if (!strcmp(a, "--port-base"))
+            C.port_base = (unsigned)atoi(v);
         else if (!strcmp(a, "--rtt-us"))
             C.rtt_us = atoi(v);
         else if (!strcmp(a, "--proxy-port"))
@@ -1043,6 +1341,11 @@ int main(int argc, char **argv)
     }
     if (!C.dir || C.clients < 1 || C.clients > MAX_CLIENTS ||
         C.duration < 1 || C.kill_node < 0 || C.kill_node > NODES ||
+        (C.fault && (C.fault_node < 1 || C.fault_node > NODES ||
+                     C.kill_node || C.fault_s < 1 || C.loss_pct < 1 ||
+                     C.loss_pct > 100 || C.kbps < 1)) ||
+        C.call_timeout_ms < 0 || C.soak_s < 0 ||
+        (C.soak_s && (C.fault || C.kill_node || C.duration < 60)) ||
         C.hot_stock < 1 || C.pool_cap < 1 ||
         (C.proxy && (C.rtt_us < 0 || C.proxy_port < 1024 ||
                      C.proxy_port + NODES > 32768)))
@@ -1074,6 +1377,8 @@ int main(int argc, char **argv)
         rsv_options_init(&c->opts, RSV_OPTIONS_VERSION);
         c->opts.pool_cap = C.pool_cap;
         c->opts.flags = C.flags;
+        if (C.call_timeout_ms > 0)
+            c->opts.call_timeout_ms = C.call_timeout_ms;
         /* every node has clients of each kind: the one-trip procedures,
          * statements one by one (what a claim in the caller's transaction,
          * a re-reserve or the slow path send), and batches */
@@ -1088,12 +1393,25 @@ int main(int argc, char **argv)
             perror("galera-load: pthread_create");
             return 2;
         }
+    pthread_t sampler;
+    if (C.soak_s) {
+        if (pthread_create(&sampler, NULL, sampler_main, &start)) {
+            perror("galera-load: pthread_create");
+            return 2;
+        }
+        soak_faults(start);
+        C.fault = NULL; /* (the faults are over: none at the end) */
+    }
     /* kill a node a third in, bring it back half-way */
     uint64_t kill_at = start + (uint64_t)C.duration * 1000 / 3;
     uint64_t back_at = start + (uint64_t)C.duration * 1000 / 2;
     int killed = 0, back = 0;
     while (ll_now_ms() < start + (uint64_t)C.duration * 1000) {
         ll_sleep_ms(200);
+        if (C.fault && !killed && ll_now_ms() >= kill_at) {
+            run_fault(start);
+            killed = back = 1;
+        }
         if (C.kill_node && !killed && ll_now_ms() >= kill_at) {
             printf("galera-load: %.1f s, %ld calls: SIGKILL node %d\n",
                    (ll_now_ms() - start) / 1000.0, total_ops(), C.kill_node);
@@ -1119,6 +1437,10 @@ int main(int argc, char **argv)
     atomic_store(&stop_flag, 1);
     for (int i = 0; i < C.clients; i++)
         pthread_join(th[i], NULL);
+    if (C.soak_s) {
+        pthread_join(sampler, NULL);
+        soak_verdict();
+    }
     double secs = (ll_now_ms() - start) / 1000.0;
 
     long ops = 0, in_txn = 0, eintxn = 0, repeats = 0, edb = 0, moved = 0,
@@ -1180,6 +1502,35 @@ int main(int argc, char **argv)
             printf(" %s %ld", rsv_code_name(-k) ? rsv_code_name(-k) : "?",
                    codes[k]);
     printf("\n");
+    /* every call within its budget, on every node */
+    long over = 0, fcodes[32] = {0};
+    uint64_t max_us[NODES] = {0};
+    for (int i = 0; i < C.clients; i++) {
+        over += clients[i].over_budget;
+        if (clients[i].max_call_us > max_us[clients[i].home])
+            max_us[clients[i].home] = clients[i].max_call_us;
+        for (int k = 0; k < 32; k++)
+            fcodes[k] += clients[i].fault_codes[k];
+    }
+    printf("galera-load: longest call by home node:");
+    for (int n = 0; n < NODES; n++)
+        printf(" %d: %.2f s", n + 1, max_us[n] / 1e6);
+    printf(" (bound %.2f s)\n", call_bound_us() / 1e6);
+    if (over)
+        problem("%ld calls took longer than their budget allows (%.2f s)",
+                over, call_bound_us() / 1e6);
+    if (C.fault) {
+        printf("galera-load: answers on node %d while its links were %s:",
+               C.fault_node, !strcmp(C.fault, "lossy") ? "lossy"
+                             : !strcmp(C.fault, "slow") ? "slow"
+                                                       : "cut");
+        for (int k = 0; k < 32; k++)
+            if (fcodes[k])
+                printf(" %s %ld",
+                       rsv_code_name(-k) ? rsv_code_name(-k) : "?",
+                       fcodes[k]);
+        printf("\n");
+    }
     fflush(stdout);
 
     /* every node synced before anything is read */

@@ -11,9 +11,25 @@
 # on every node.  Every server it started is stopped when it ends, also on
 # failure or Ctrl-C.  The last line is "galera: N passed, M failed".
 #
-# Usage: tests/galera/run-galera.sh quick|long|repro
-#   quick   3 runs of 30 s, 9 clients (make check-galera)
-#   long    6 runs of 90 s, 12 clients (make check-galera-long)
+# Usage: tests/galera/run-galera.sh quick|long|partition|soak|repro
+#   quick   3 runs of 30 s, 9 clients (make check-galera): node 1 and
+#           then node 2 killed and brought back, then node 3 partitioned
+#           away from the others for 8 s while alive, and healed
+#   long    6 runs of 90 s, 12 clients (make check-galera-long), each
+#           killing a node
+#   partition  4 runs of 40 s, 9 clients (make check-galera-partition):
+#           a node partitioned away for 12 s, a flapping partition, a
+#           lossy link (30 % of the packets dropped) and a slow one
+#           (64 kbytes/s), each for 12 s
+#   soak    one run of 600 s (GALERA_DURATION), 9 clients (make
+#           soak-galera): every kind of link failure on every node in
+#           turn, 12 s each and 10 s apart, and every 15 s the load's
+#           resident memory, open descriptors and its sessions on the
+#           servers printed; they must end no higher than in the first
+#           third of the run (allowing a quarter more memory)
+# In the runs where a node's links fail the clients' call budget is 1 s
+# (call_timeout_ms), shorter than the cluster takes to evict a silent
+# node: a commit waiting for it must answer when the budget is spent.
 #   repro   the minimal reproduction (repro_bf_abort) in its five modes
 #           (make galera-repro); fails only if a mode libreserve relies on
 #           (checked: its statements; proc, proc-checked: its procedures)
@@ -24,20 +40,28 @@
 #                    of the build's (e.g. another tree's build/)
 #   GALERA_SCHEMA    the schema file to load (sql/schema.sql)
 #   GALERA_RUNS, GALERA_DURATION, GALERA_CLIENTS, GALERA_SEED (first seed)
+#   GALERA_FAULTS    the faults of the runs, in turn (e.g. "cut:3 flap:1")
+#   GALERA_CALL_TIMEOUT_MS  the clients' call budget (call_timeout_ms)
 #   GALERA_REPRO_MODES  the repro's modes to run (all five)
 #   GALERA_RTT_US    clients reach the nodes through a delay proxy with
 #                    this round trip (GALERA_PROXY: build/bench/proxy)
 #   GALERA_KEEP=1    keep the directory (logs, data) after a pass; it is
 #                    always kept after a failure
-#   GALERA_PORT_BASE ports BASE+1..BASE+33 on 127.0.0.1 (14000)
+#   GALERA_PORT_BASE ports BASE+1..BASE+33 (14000), on the nodes' own
+#                    loopback addresses GALERA_ADDR_PREFIX1..3 (127.0.14.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-quick}
+# The fault of each run, in turn: kill:N (SIGKILL node N, restart it),
+# cut:N, flap:N, lossy:N, slow:N (node N's links to the others; N alive)
 case "$mode" in
-  quick) runs=3 duration=30 clients=9 ;;
-  long) runs=6 duration=90 clients=12 ;;
-  repro) runs=0 duration=20 clients=3 ;;
-  *) echo "usage: $0 quick|long|repro" >&2; exit 2 ;;
+  quick) runs=3 duration=30 clients=9 faults=(kill:1 kill:2 cut:3) ;;
+  long) runs=6 duration=90 clients=12 faults=(kill:1 kill:2 kill:3) ;;
+  partition) runs=4 duration=40 clients=9
+    faults=(cut:3 flap:1 lossy:2 slow:3) ;;
+  soak) runs=1 duration=600 clients=9 faults=(soak:0) ;;
+  repro) runs=0 duration=20 clients=3 faults=() ;;
+  *) echo "usage: $0 quick|long|partition|soak|repro" >&2; exit 2 ;;
 esac
 runs=${GALERA_RUNS:-$runs}
 duration=${GALERA_DURATION:-$duration}
@@ -48,7 +72,10 @@ schema=${GALERA_SCHEMA:-sql/schema.sql}
 
 # ---- what the cluster needs, on top of tools/deps.sh test ----
 tools/deps.sh test
-tools/deps.sh packages galera-4 rsync iproute2
+tools/deps.sh packages galera-4 rsync iproute2 nftables
+if [ -n "${GALERA_FAULTS:-}" ]; then
+  read -r -a faults <<<"$GALERA_FAULTS"
+fi
 
 load=$build/galera/galera_load
 # clients behind a delay proxy per node (tests/bench/proxy.c), ports
@@ -115,8 +142,19 @@ fails=0
 for i in $(seq 1 "$runs"); do
   s=$((seed + i - 1))
   db="rsvgalera_$s"
-  node=$(( (i - 1) % 3 + 1 ))
-  echo "== run $i of $runs: seed $s, $clients clients, $duration s, node $node killed and brought back"
+  fault=${faults[$(( (i - 1) % ${#faults[@]} ))]}
+  node=${fault#*:}
+  case "${fault%%:*}" in
+    kill) fault_args=(--kill-node "$node") what="node $node killed and brought back" ;;
+    soak) fault_args=(--soak 15 --fault-seconds 12) what="faults on every node in turn" ;;
+    cut|flap|lossy|slow)
+      fault_args=("--${fault%%:*}-node" "$node" --fault-seconds "${GALERA_FAULT_SECONDS:-$([ "$mode" = quick ] && echo 8 || echo 12)}")
+      what="node $node's links: ${fault%%:*}" ;;
+    *) echo "run-galera.sh: unknown fault $fault" >&2; exit 2 ;;
+  esac
+  budget=${GALERA_CALL_TIMEOUT_MS:-$([ "${fault%%:*}" = kill ] || echo 1000)}
+  if [ -n "$budget" ]; then fault_args+=(--call-timeout-ms "$budget"); fi
+  echo "== run $i of $runs: seed $s, $clients clients, $duration s, $what"
   sql 1 -e "CREATE DATABASE $db"
   sql 1 "$db" <"$schema"
   # every node has the schema before a client starts
@@ -125,7 +163,8 @@ for i in $(seq 1 "$runs"); do
   done
   set +e
   "$load" --dir "$dir" --cluster-sh tests/galera/cluster.sh --db "$db" \
-    --seed "$s" --clients "$clients" --duration "$duration" --kill-node "$node" \
+    --seed "$s" --clients "$clients" --duration "$duration" "${fault_args[@]}" \
+    --addr-prefix "${GALERA_ADDR_PREFIX:-127.0.14.}" --port-base "${GALERA_PORT_BASE:-14000}" \
     "${proxy_args[@]}"
   rc=$?
   set -e

@@ -26,6 +26,8 @@ struct cfg {
     const char *user, *password, *db, *logdir, *socket, *label;
     int clients, after_failover_s, max_s, no_failover, setup, reconcile;
     int expect_loss;
+    int replica_ack;   /* the clients' contexts refuse to acknowledge what
+                          no replica has (RSV_OPT_REPLICA_ACK) */
     unsigned seed;
 };
 

@@ -12,9 +12,14 @@
  *         know every server of the pair (--endpoints) and write only to
  *         one that is not read-only: when the primary dies they
  *         reconnect, keep away from the replica until it is promoted, and
- *         go on there.  Half of them ask a server whether it is read-only
- *         before using it; the others find out from a refused write
- *         (RSV_EDB, MySQL error 1290: nothing was applied) and move on.
+ *         go on there.  Half of them open their context with a dsn that
+ *         lists both servers (rsv_open_dsn; the library connects to the
+ *         writable one) and call rsv_reconnect, which finds it again;
+ *         the other half keep a MYSQL of their own (rsv_open, reconnected
+ *         in place, which reaches one server only) and pick the server
+ *         themselves: half of those ask a server whether it is read-only
+ *         before using it, the others find out from a refused write
+ *         (RSV_ENOTPRIMARY: nothing was applied) and move on.
  *         Every outcome a call ACKNOWLEDGED (it returned) is appended to
  *         the client's log with the server that gave it; RSV_EINDOUBT and
  *         lost connections are settled by repeating the call (idempotent
@@ -86,12 +91,14 @@ static _Noreturn void usage(void)
 "usage: failover_load run --endpoints HOST:PORT,HOST:PORT --logdir DIR\n"
 "           [--user U] [--password P] [--database DB] [--clients N]\n"
 "           [--after-failover S] [--max-seconds S] [--no-failover]\n"
-"           [--setup] [--seed N]\n"
+"           [--setup] [--seed N] [--replica-ack]\n"
 "       failover_load relay --listen PORT --endpoints HOST:PORT\n"
 "       failover_load check --logdir DIR (--socket PATH | --endpoints H:P)\n"
 "           [--user U] [--password P] [--database DB] [--label TEXT]\n"
 "           [--reconcile | --expect-loss]\n"
 "run: exit 0 when every client kept going through the failover.\n"
+"--replica-ack: the clients' contexts answer RSV_EINDOUBT for what only\n"
+"the primary has (RSV_OPT_REPLICA_ACK).\n"
 "check: exit 0 when nothing acknowledged is missing, the stock on hand is\n"
 "what the acknowledged claims leave and the audit is clean; 1 otherwise;\n"
 "2 on errors.  --expect-loss: exit 0 when acknowledged holds or claims\n"
@@ -145,6 +152,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--expect-loss")) {
             C.expect_loss = 1;
+            continue;
+        }
+        if (!strcmp(a, "--replica-ack")) {
+            C.replica_ack = 1;
             continue;
         }
         if (!v)

@@ -4,7 +4,9 @@
  * Owns the load of the failover test: client threads that reserve,
  * claim and release checkouts of one shop and log every acknowledged
  * outcome (the format is in failover_load.c), a sweeper thread, their
- * connections to whichever server of the pair is writable, and the end
+ * connections to whichever server of the pair is writable (found by the
+ * library from a dsn of both, or, for a MYSQL of the client's own, by
+ * the client), and the end
  * of the run a given time after the first outcome acknowledged by
  * another server than the first.
  */
@@ -55,7 +57,9 @@ enum { K_RESERVE = LL_RESERVE, K_CLAIM = LL_CLAIM, K_RELEASE = LL_RELEASE };
 
 struct client {
     int id;
-    int in_place;      /* keep the context, reconnect its MYSQL in place */
+    int in_place;      /* keep the context, reconnect its MYSQL in place;
+                          else the context has a connection of its own,
+                          from a dsn of both servers */
     int trusting;      /* do not ask a server whether it is read-only:
                           learn it from a refused write (like a client
                           behind an address that moved too early) */
@@ -110,11 +114,8 @@ static int server_read_only(MYSQL *m)
 static void disconnect(struct client *c)
 {
     if (!c->in_place) {
-        rsv_close(c->ctx);
-        c->ctx = NULL;
-        if (c->db)
-            mysql_close(c->db);
-        c->db = NULL;
+        /* the context stays, for rsv_reconnect; its connection is
+         * replaced then */
     } else if (c->connected) {
         /* the context stays bound to &c->mem; it must not be used until
          * the handle is connected again */
@@ -123,13 +124,82 @@ static void disconnect(struct client *c)
     c->connected = 0;
 }
 
+static void client_options(rsv_options *o)
+{
+    rsv_options_init(o, RSV_OPTIONS_VERSION);
+    if (C.replica_ack)
+        o->flags |= RSV_OPT_REPLICA_ACK;
+}
+
+/* The endpoint a connection is on, from its port. */
+static int endpoint_of(MYSQL *m)
+{
+    unsigned int port = 0;
+    mariadb_get_infov(m, MARIADB_CONNECTION_PORT, &port);
+    for (int e = 0; e < C.n_ep; e++)
+        if (C.ep_port[e] == port)
+            return e;
+    return 0;
+}
+
+/* A context of its own connection to the writable server of the pair:
+ * rsv_open_dsn with every endpoint in the dsn, later rsv_reconnect; the
+ * library passes over the read-only replica (target=writable). */
+static int connect_dsn(struct client *c)
+{
+    uint64_t since = ll_now_ms();
+    char dsn[1024], u[200], p[200];
+    ll_dsn_escape(u, sizeof u, C.user);
+    ll_dsn_escape(p, sizeof p, C.password ? C.password : "");
+    size_t n = (size_t)snprintf(dsn, sizeof dsn, "mariadb://%s%s%s@", u,
+                                C.password ? ":" : "", C.password ? p : "");
+    for (int e = 0; e < C.n_ep; e++)
+        n += (size_t)snprintf(dsn + n, sizeof dsn - n, "%s%s:%u",
+                              e ? "," : "", C.ep_host[e], C.ep_port[e]);
+    snprintf(dsn + n, sizeof dsn - n, "/%s?connect_timeout=2&"
+             "read_timeout=30&write_timeout=30", C.db);
+    rsv_options o;
+    client_options(&o);
+    for (int tries = 0;; tries++) {
+        int rc;
+        if (c->ctx) {
+            rc = rsv_reconnect(c->ctx);
+        } else if ((rc = rsv_open_dsn(&c->ctx, dsn, &o)) != RSV_OK) {
+            if (tries == 0)
+                fprintf(stderr, "failover_load: client %d: rsv_open_dsn: "
+                                "%s\n", c->id, rsv_errmsg(c->ctx));
+            rsv_close(c->ctx);
+            c->ctx = NULL;
+        }
+        if (rc == RSV_OK) {
+            c->db = rsv_connection(c->ctx);
+            c->ep = endpoint_of(c->db);
+            c->connected = 1;
+            return 0;
+        }
+        if (atomic_load(&stop_flag) && tries > 3)
+            return -1;
+        if (ll_now_ms() - since > 60000) {
+            fprintf(stderr, "failover_load: client %d: no writable server "
+                            "for 60 s (%s)\n", c->id,
+                    c->ctx ? rsv_errmsg(c->ctx) : "no context");
+            return -1;
+        }
+        ll_backoff(&c->rng, tries, 20, 4); /* up to 320 ms */
+    }
+}
+
 /* Connect to a writable server, trying the endpoints in turn, starting
  * with the one last used.  Returns 0, or -1 when none was found in time
  * (or the run is stopping). */
 static int connect_writable(struct client *c)
 {
+    if (!c->in_place)
+        return connect_dsn(c);
     uint64_t since = ll_now_ms();
     int ep = c->ep;
+    rsv_options o;
+    client_options(&o);
     for (int tries = 0;; tries++) {
         ll_server srv;
         endpoint_server(ep, &srv);
@@ -139,7 +209,7 @@ static int connect_writable(struct client *c)
             c->ep = ep;
             if (!c->in_place) {
                 rsv_ctx *x = NULL;
-                int rc = rsv_open(&x, m, NULL);
+                int rc = rsv_open(&x, m, &o);
                 if (rc == RSV_OK) {
                     c->db = m;
                     c->ctx = x;
@@ -154,7 +224,7 @@ static int connect_writable(struct client *c)
                 c->connected = 1;
                 if (c->ctx)
                     return 0; /* it notices the new connection itself */
-                int rc = rsv_open(&c->ctx, m, NULL);
+                int rc = rsv_open(&c->ctx, m, &o);
                 if (rc == RSV_OK)
                     return 0;
                 fprintf(stderr, "failover_load: client %d: rsv_open: %s\n",
@@ -194,9 +264,12 @@ static void client_finish(struct client *c)
             mysql_close(&c->mem);
         c->connected = 0;
     } else {
-        disconnect(c);
+        rsv_close(c->ctx); /* and its connection */
+        c->ctx = NULL;
+        c->connected = 0;
     }
-    fclose(c->log);
+    if (c->log)
+        fclose(c->log);
 }
 
 /* A statement refused because the server is read-only: the replica was
@@ -229,7 +302,8 @@ static int run_call(struct client *c, const ll_call *k, int *doubt)
                 return 1;
             continue;
         }
-        if (rc == RSV_EDB && refused_read_only(c)) {
+        if (rc == RSV_ENOTPRIMARY ||
+            (rc == RSV_EDB && refused_read_only(c))) {
             /* nothing was applied (reserve.h): repeat it elsewhere */
             if (atomic_fetch_add(&n_readonly, 1) == 0)
                 fprintf(stderr, "failover_load: client %d: first write "
@@ -448,7 +522,7 @@ static void setup_stock(void)
     if (rc != RSV_OK)
         die("setup: rsv_stock_set: %s", rsv_errmsg(c.ctx));
     fclose(f);
-    disconnect(&c);
+    client_finish(&c);
 }
 
 int run_main(void)

@@ -26,11 +26,26 @@
 #              checker does find acknowledged work missing (it must: this
 #              shows the semisync check can fail) and the reconciliation
 #              leaves nothing acknowledged missing and the audit clean.
+#   semisync-fallback
+#              semi-synchronous replication (AFTER_SYNC) that gives up
+#              waiting after 1 s (rpl_semi_sync_master_timeout), its link
+#              to the replica stalled 8 s before the crash: the primary
+#              falls back to asynchronous replication and goes on
+#              acknowledging.  Passes when it did fall back and the
+#              checker finds acknowledged work missing on the promoted
+#              replica, as with async-lag.
+#   semisync-fallback-ack
+#              the same, the clients' contexts opened with
+#              RSV_OPT_REPLICA_ACK: while the primary commits without the
+#              replica they answer RSV_EINDOUBT and the clients repeat;
+#              passes when it fell back and nothing acknowledged is
+#              missing on the promoted replica, the audit clean.
 #   async      asynchronous replication, replica keeping up (measurement
 #              only; not run by default).
 #
 # Usage: tests/replication/run.sh [--runs N] [--keep] [SCENARIO...]
-#   default scenarios: semisync async-lag.  RSV_BUILD names the build
+#   default scenarios: semisync async-lag semisync-fallback
+#   semisync-fallback-ack.  RSV_BUILD names the build
 #   directory (default build) holding replication/failover_load and
 #   rsv-admin.  The last line is "replication: N passed, M failed"; the
 #   exit status is non-zero when anything failed.  --keep keeps the
@@ -51,11 +66,11 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    semisync|async-lag|async) scenarios+=("$1"); shift ;;
-    *) echo "usage: $0 [--runs N] [--keep] [semisync|async-lag|async]..." >&2; exit 2 ;;
+    semisync|async-lag|async|semisync-fallback|semisync-fallback-ack) scenarios+=("$1"); shift ;;
+    *) echo "usage: $0 [--runs N] [--keep] [semisync|async-lag|async|semisync-fallback|semisync-fallback-ack]..." >&2; exit 2 ;;
   esac
 done
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(semisync async-lag)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(semisync async-lag semisync-fallback semisync-fallback-ack)
 for f in "$load_bin" "$admin_bin"; do
   [ -x "$f" ] || { echo "replication: $f missing: run 'make B=$build replication-build'" >&2; exit 2; }
 done
@@ -198,16 +213,21 @@ run_scenario() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/libreserve-repl.XXXXXX")
   pick_ports
   echo "== $scen (seed $seed, primary 127.0.0.1:$p_port, replica 127.0.0.1:$r_port)"
-  local p_opts=() r_opts=(--read-only=ON)
+  local p_opts=() r_opts=(--read-only=ON) load_opts=() semi=0 fallback=0
+  case "$scen" in
+    semisync) semi=1 ;;
+    semisync-fallback) semi=1 fallback=1 ;;
+    semisync-fallback-ack) semi=1 fallback=1 load_opts=(--replica-ack) ;;
+  esac
   # shellcheck disable=SC2206 # options, split on spaces on purpose
   r_opts+=(${RSV_REPL_REPLICA_OPTS:-})
-  if [ "$scen" = semisync ]; then
-    # A timeout far longer than the run: it must never fall back.  The
-    # primary turns semi-sync on once the replica is attached (below):
-    # with nobody to acknowledge, its first commit would wait out the
-    # timeout and switch it off.
+  if [ $semi = 1 ]; then
+    # A timeout far longer than the run: it must never fall back (in the
+    # fallback scenarios 1 s: it must).  The primary turns semi-sync on
+    # once the replica is attached (below): with nobody to acknowledge,
+    # its first commit would wait out the timeout and switch it off.
     p_opts+=(--rpl-semi-sync-master-wait-point=AFTER_SYNC
-             --rpl-semi-sync-master-timeout=60000)
+             --rpl-semi-sync-master-timeout=$([ $fallback = 1 ] && echo 1000 || echo 60000))
     r_opts+=(--rpl-semi-sync-slave-enabled=ON)
   fi
   start_server p "$p_port" 1 "${p_opts[@]}"
@@ -220,7 +240,7 @@ run_scenario() {
          GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON shop.* TO app@'127.0.0.1';"
   "$client" --no-defaults --socket="$work/p/mysqld.sock" -uroot shop <sql/schema.sql
   local link_port=$p_port
-  if [ "$scen" = async-lag ]; then
+  if [ "$scen" = async-lag ] || [ $fallback = 1 ]; then
     "$load_bin" relay --listen "$l_port" --endpoints "127.0.0.1:$p_port" \
         >"$work/relay.out" 2>&1 &
     relay_pid=$!
@@ -235,7 +255,7 @@ run_scenario() {
   pos=$(sql p "SELECT @@gtid_binlog_pos")
   [ "$(sql r "SELECT MASTER_GTID_WAIT('$pos', 30)")" = 0 ] ||
     { echo "replication: the replica did not catch up with the schema" >&2; return 1; }
-  if [ "$scen" = semisync ]; then
+  if [ $semi = 1 ]; then
     # the replica's receiver asks for semi-sync when it connects
     sql p "SET GLOBAL rpl_semi_sync_master_enabled = ON"
     sql r "STOP SLAVE IO_THREAD; START SLAVE IO_THREAD"
@@ -254,7 +274,7 @@ run_scenario() {
   "$load_bin" run --endpoints "127.0.0.1:$p_port,127.0.0.1:$r_port" \
       --user app --password apppw --database shop --logdir "$work/logs" \
       --clients "$clients" --after-failover "$after_failover" \
-      --max-seconds 90 --setup --seed "$seed" \
+      --max-seconds 90 --setup --seed "$seed" "${load_opts[@]}" \
       >"$work/load.out" 2>"$work/load.err" &
   load_pid=$!
   local t0=$SECONDS
@@ -267,13 +287,19 @@ run_scenario() {
     nap $((stall_at - sql_stop_at))
     kill -STOP "$relay_pid"
     echo "replica: SQL thread stopped $((kill_at - sql_stop_at)) s and link stalled $((kill_at - stall_at)) s before the crash"
+  elif [ $fallback = 1 ]; then
+    # The link stalls: no acknowledgement comes, and after the timeout
+    # the primary commits without one.
+    nap "$sql_stop_at"
+    kill -STOP "$relay_pid"
+    echo "replica: link stalled $((kill_at - sql_stop_at)) s before the crash"
   fi
   local left=$((kill_at - (SECONDS - t0)))
   [ $left -gt 0 ] && nap "$left"
   alive "$load_pid" || { echo "replication: the load stopped before the crash:" >&2; cat "$work/load.err" >&2; return 1; }
 
   local no_tx="" yes_tx="" ss_status=""
-  if [ "$scen" = semisync ]; then
+  if [ $semi = 1 ]; then
     no_tx=$(status_var p RPL_SEMI_SYNC_MASTER_NO_TX)
     yes_tx=$(status_var p RPL_SEMI_SYNC_MASTER_YES_TX)
     ss_status=$(status_var p RPL_SEMI_SYNC_MASTER_STATUS)
@@ -321,7 +347,7 @@ run_scenario() {
     { echo "replication: the replica did not apply its relay log" >&2; return 1; }
   local t_applied=$SECONDS
   sql r "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF"
-  [ "$scen" = semisync ] && sql r "SET GLOBAL rpl_semi_sync_slave_enabled = OFF"
+  [ $semi = 1 ] && sql r "SET GLOBAL rpl_semi_sync_slave_enabled = OFF"
   echo "replica: received up to $io_pos, applied up to $applied_pos at the crash; relay log applied in $((t_applied - t_f)) s; promoted $((SECONDS - t_kill)) s after the crash"
 
   local load_rc=0 waited=0
@@ -343,7 +369,7 @@ run_scenario() {
   # On the new primary: the acknowledged outcomes, the stock, the audit.
   # Where the replica was behind, the checker must find lost work.
   local check_rc=0 expect=()
-  [ "$scen" = async-lag ] && expect=(--expect-loss)
+  [ "$scen" = async-lag ] || [ "$scen" = semisync-fallback ] && expect=(--expect-loss)
   out=$("$load_bin" check --socket "$work/r/mysqld.sock" --database shop \
         --logdir "$work/logs" --label "new primary" "${expect[@]}" 2>&1) || check_rc=$?
   echo "$out"
@@ -366,7 +392,16 @@ run_scenario() {
         fail+=("the primary's error log says semi-sync was switched off")
       fi
       ;;
-    async-lag|async)
+    semisync-fallback-ack)
+      echo "semi-sync before the crash: status=$ss_status yes_tx=$yes_tx no_tx=$no_tx (fell back)"
+      [ "${no_tx:-0}" -gt 0 ] || fail+=("the primary never committed without the replica: the scenario did not fall back")
+      [ "$check_rc" = 0 ] || fail+=("acknowledged outcomes missing or stock wrong on the new primary (RSV_OPT_REPLICA_ACK)")
+      [ "$audit_rc" = 0 ] || fail+=("rsv-admin audit found violations")
+      [ "$(figure "$load_line" indoubt)" -gt 0 ] 2>/dev/null || fail+=("no call answered in doubt while the primary committed alone")
+      ;;
+    async-lag|async|semisync-fallback)
+      [ "$scen" = semisync-fallback ] && echo "semi-sync before the crash: status=$ss_status yes_tx=$yes_tx no_tx=$no_tx (fell back)"
+      [ "$scen" != semisync-fallback ] || [ "${no_tx:-0}" -gt 0 ] || fail+=("the primary never committed without the replica: the scenario did not fall back")
       local tok
       tok=$(sed -n 's/^  missing: \([^ ]*\) (acknowledged claim.*/\1/p' <<<"$out" | head -1)
       [ -n "$tok" ] || tok=$(sed -n 's/^  missing: \([^ ]*\) .*/\1/p' <<<"$out" | head -1)
@@ -382,7 +417,7 @@ run_scenario() {
       rec=$("$load_bin" check --socket "$work/r/mysqld.sock" --database shop \
             --logdir "$work/logs" --label "new primary" --reconcile 2>&1) || rec_rc=$?
       grep '^reconcile\|after reconciling\|^  reconcile' <<<"$rec" || true
-      if [ "$scen" = async-lag ]; then
+      if [ "$scen" = async-lag ] || [ "$scen" = semisync-fallback ]; then
         # the same check that passes semisync must fail here
         [ "$check_rc" = 0 ] || fail+=("--expect-loss: the checker found no acknowledged hold or claim missing")
         [ "$rec_rc" = 0 ] || fail+=("reconciling from the logs left acknowledged claims missing or the audit unclean")

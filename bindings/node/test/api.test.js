@@ -51,7 +51,7 @@ test('codes: names, texts and error classes', () => {
   assert.equal(rsv.errorClass(rsv.codes.EOUTOFSTOCK), rsv.OutOfStock);
   assert.equal(rsv.errorClass(rsv.codes.ECLAIMED), rsv.AlreadyClaimed);
   assert.equal(rsv.errorClass(rsv.codes.ERANGE), rsv.OutOfRange);
-  for (const unknown of [2, -9, -27, 12345]) {
+  for (const unknown of [2, -9, -28, 12345]) {
     assert.equal(rsv.codeName(unknown), null);
     assert.equal(rsv.strerror(unknown), 'unknown error code');
   }

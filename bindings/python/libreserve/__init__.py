@@ -119,6 +119,7 @@ class Code(enum.IntEnum):
     EDISABLED = -24
     ESCHEMAVER = -25
     ECANCELED = -26
+    ENOTPRIMARY = -27
     # Not an error: a call of the non-blocking interface is in progress
     # (AsyncContext waits for it; the blocking calls never return it).
     PENDING = 1
@@ -152,12 +153,13 @@ ERANGE = Code.ERANGE
 EDISABLED = Code.EDISABLED
 ESCHEMAVER = Code.ESCHEMAVER
 ECANCELED = Code.ECANCELED
+ENOTPRIMARY = Code.ENOTPRIMARY
 PENDING = Code.PENDING
 
 ALL_CODES = (OK, EOUTOFSTOCK, ENOTFOUND, EEXPIRED, ECLAIMED, ERELEASED, EBUSY,
              EINDOUBT, ECONN, EINVAL, EQUANTITY, EEMPTY, ETOKEN, ENOITEM,
              ESCHEMA, ESERVER, EINTXN, ENOMEM, EDB, ETOOBIG, ESTOCK, ECONFIG,
-             ERANGE, EDISABLED, ESCHEMAVER, ECANCELED)
+             ERANGE, EDISABLED, ESCHEMAVER, ECANCELED, ENOTPRIMARY)
 
 TOKEN_MAX = 128
 QUANTITY_MAX = 1000000000
@@ -476,6 +478,13 @@ class Canceled(Failure):
     (AsyncContext raises asyncio.CancelledError for a cancelled task.)"""
 
 
+class NotPrimary(ConnectionLost):
+    """RSV_ENOTPRIMARY: the server takes no writes now (a read-only
+    replica, a Galera node outside the primary component); nothing was
+    applied.  Reconnect (Context.reconnect: with several hosts in the dsn
+    it finds the writable one) and repeat the call."""
+
+
 _EXC_BY_CODE: Dict[int, type] = {
     EOUTOFSTOCK: OutOfStock, ENOTFOUND: NotFound, EEXPIRED: Expired,
     ECLAIMED: AlreadyClaimed, ERELEASED: AlreadyReleased, EBUSY: Busy,
@@ -485,7 +494,7 @@ _EXC_BY_CODE: Dict[int, type] = {
     EINTXN: InTransaction, ENOMEM: OutOfMemory, EDB: DatabaseError,
     ETOOBIG: CartTooBig, ESTOCK: StockError, ECONFIG: ConfigError,
     ERANGE: RangeError, EDISABLED: Disabled, ESCHEMAVER: SchemaVersionError,
-    ECANCELED: Canceled,
+    ECANCELED: Canceled, ENOTPRIMARY: NotPrimary,
 }
 
 

@@ -70,6 +70,9 @@ module Libreserve
   class OutOfRange < Failure; end
   class Disabled < Failure; end          # switched off, or the batcher is closing
   class Canceled < Failure; end
+  # the server takes no writes (a replica, a Galera node outside the
+  # primary component): nothing applied; reconnect and repeat
+  class NotPrimary < ConnectionError; end
 
   # An invalid argument (RSV_EINVAL), refused before anything was sent.
   class InvalidArgument < ArgumentError
@@ -88,7 +91,7 @@ module Libreserve
     -16 => UnsupportedServer, -17 => InTransaction, -18 => OutOfMemory,
     -19 => DatabaseError, -20 => CartTooBig, -21 => StockError,
     -22 => ConfigError, -23 => OutOfRange, -24 => Disabled,
-    -25 => SchemaVersionError, -26 => Canceled
+    -25 => SchemaVersionError, -26 => Canceled, -27 => NotPrimary
   }.freeze
 
   # The exception for a code and the library's message.
