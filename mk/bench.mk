@@ -6,7 +6,10 @@
 #
 #   make bench         every workload, 0 and 0.5 ms RTT, 3 rounds each;
 #                      writes $(B)/bench/results.txt and $(B)/bench/*.svg
-#   make bench-quick   the flash sale at 64 clients and 0.5 ms RTT only
+#   make bench-quick   the headline: flash sale, claims, 10,000 items, carts,
+#                      5 units a reserve; libreserve, the batcher, the hot
+#                      row and the floor in one round trip; 64 clients,
+#                      0.5 ms RTT
 #   BINLOG=0           the binary log off instead; BINLOG=both: on, then off
 #   SEMISYNC=1         also the semi-synchronous replica configuration
 #   BENCH_ARGS=...     options of the bench program (--rounds N,

@@ -2769,7 +2769,9 @@ static void usage(void)
             "LIST is comma-separated; workloads: flash1,flash1q2,flash1q5,\n"
             "spread10k,cart5x3,claim1,soldout1,soldcart5,hotcart5; designs:\n"
             "libreserve,hotrow-1rt,floor-1rt,hotrow,floor,libreserve-batch.\n"
-            "--quick: flash1, 64 clients,\n"
+            "--quick: flash1, claim1, spread10k, cart5x3 and flash1q5, 64\n"
+            "clients, libreserve, libreserve-batcher, hotrow-1rt and\n"
+            "floor-1rt,\n"
             "0.5 ms, no probes.  Needs RSV_TEST_SOCKET (tests/bench/run-bench.sh\n"
             "starts the servers: make bench / make bench-quick).\n");
     exit(2);
@@ -2929,10 +2931,18 @@ int main(int argc, char **argv)
     /* --quick sets defaults the other options may still change */
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--quick") == 0) {
+            /* the headline: the workloads of a normal day and of a sale,
+             * against the strongest simple alternatives, at 64 buyers */
             cfg.quick = 1;
-            for (int w = 0; w < W_N; w++)
-                cfg.workloads[w] = w == W_FLASH;
-            parse_list("64", &cfg.clients[W_FLASH]);
+            for (int w = 0; w < W_N; w++) {
+                cfg.workloads[w] = w == W_FLASH || w == W_CLAIM ||
+                                   w == W_SPREAD || w == W_CART ||
+                                   w == W_FLASHQ5;
+                parse_list("64", &cfg.clients[w]);
+            }
+            for (int d = 0; d < D_N; d++)
+                cfg.designs[d] = d == D_LIB || d == D_BATCHER ||
+                                 d == D_HOT1 || d == D_FLOOR1;
             parse_list("500", &cfg.rtts);
             cfg.stmts = cfg.cold = cfg.profile = 0;
         }
