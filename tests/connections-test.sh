@@ -109,7 +109,7 @@ scenario() {
   local holder_tag=checkout.payment
   [ "$history" = 1 ] || holder_tag='\(unknown\)'
   out=$("$ADMIN" "${conn[@]}" connections 2>&1)
-  has "$name: text: who blocks whom" "session [0-9]+ \(reserve\) has waited [0-9.]+ s for a lock held by session [0-9]+ \($holder_tag, idle in a transaction, transaction open [0-9.]+ s\)"
+  has "$name: text: who blocks whom" "connection [0-9]+ \(reserve\) has waited [0-9.]+ s for a lock held by connection [0-9]+ \($holder_tag, idle in a transaction, transaction open [0-9.]+ s\)"
   has "$name: text: the waiting statement" "waiting: /\* conn_tag:reserve \*/ UPDATE rsv_ledger"
   has "$name: text: the tag table" "^reserve +0 +1 +0 +0 +[0-9.]+$"
   if [ "$history" = 1 ]; then

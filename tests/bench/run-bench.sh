@@ -66,7 +66,16 @@ start=$SECONDS
 cat "$results"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rsv-bench.XXXXXX")
-cleanup() { bench_stop_all; rm -rf "$work"; }
+cleanup() {
+  local rc=$?
+  # a failed run shows how its servers ended
+  if [ $rc -ne 0 ]; then
+    for l in "$work"/*/*/error.log "$work"/*/error.log; do
+      [ -f "$l" ] && { echo "== ${l#"$work"/}" >&2; tail -n 20 "$l" >&2; }
+    done
+  fi
+  bench_stop_all; rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -364,7 +364,7 @@ static void print_text(const snapshot *sn, const tag_group *g, size_t ng)
         printf("\noldest open transactions:\n");
     for (size_t i = 0; i < n_open && i < 10; i++) {
         const session *s = open[i];
-        printf("  session %" PRIu64 " (%s@%s, %s, %s): open %.3f s", s->id,
+        printf("  connection %" PRIu64 " (%s@%s, %s, %s): open %.3f s", s->id,
                s->user, s->host, s->tag, state_words[s->state], s->trx_s);
         if (s->info[0])
             printf(": %.120s", s->info);
@@ -378,11 +378,11 @@ static void print_text(const snapshot *sn, const tag_group *g, size_t ng)
     for (size_t i = 0; i < sn->nw; i++) {
         const session *w = find_session(sn, sn->w[i].waiting);
         const session *b = find_session(sn, sn->w[i].blocking);
-        printf("  session %" PRIu64 " (%s) ", sn->w[i].waiting,
+        printf("  connection %" PRIu64 " (%s) ", sn->w[i].waiting,
                w ? w->tag : UNKNOWN);
         if (w && w->wait_s >= 0)
             printf("has waited %.3f s ", w->wait_s);
-        printf("for a lock held by session %" PRIu64 " (%s", sn->w[i].blocking,
+        printf("for a lock held by connection %" PRIu64 " (%s", sn->w[i].blocking,
                b ? b->tag : UNKNOWN);
         if (b)
             printf(", %s, transaction open %.3f s", state_words[b->state],
