@@ -13,9 +13,10 @@
  * with --json.  See `rsv-admin --help` and
  * rsv-admin(1) for the commands and the exit codes.
  *
- * This file: the command line, the connection, the output helpers, and
- * the commands on stock, checkouts, the audit and the schema; sweep,
- * stats and connections have files of their own (admin.h).
+ * This file: the command line, the connection, and the commands on
+ * stock, checkouts, the audit and the schema; sweep, stats and
+ * connections have files of their own, and what every command shares
+ * (output, codes, arguments) is common.c's (admin.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -36,8 +37,6 @@
 #ifndef RSV_ADMIN_SCHEMA
 #define RSV_ADMIN_SCHEMA RSV_DATADIR "/libreserve/schema.sql"
 #endif
-
-const char *const prog = "rsv-admin";
 
 static void usage(FILE *f)
 {
@@ -127,146 +126,7 @@ static void usage(FILE *f)
 
 /* ---------------- output helpers ---------------- */
 
-void json_str(const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = s[i];
-        switch (ch) {
-        case '"': fputs("\\\"", stdout); break;
-        case '\\': fputs("\\\\", stdout); break;
-        case '\n': fputs("\\n", stdout); break;
-        case '\r': fputs("\\r", stdout); break;
-        case '\t': fputs("\\t", stdout); break;
-        default:
-            /* Control bytes and bytes >= 0x80 (tokens are bytes, not
-             * necessarily UTF-8) are escaped, so the output is always
-             * valid JSON. */
-            if (ch < 0x20 || ch >= 0x7f)
-                printf("\\u%04x", ch);
-            else
-                putchar(ch);
-        }
-    }
-    putchar('"');
-}
-
-void json_cstr(const char *s) { json_str(s, strlen(s)); }
-
-const char *code_name(int rc)
-{
-    const char *n = rsv_code_name(rc);
-    return n ? n : "RSV_E?";
-}
-
-/* {"code":N,"name":"RSV_...","message":"..."} */
-void json_error_obj(int rc, const char *msg)
-{
-    printf("{\"code\":%d,\"name\":", rc);
-    json_cstr(code_name(rc));
-    printf(",\"message\":");
-    json_cstr(msg);
-    putchar('}');
-}
-
-/* The message of the last failing call on ctx, or the code's text. */
-const char *lib_msg(rsv_ctx *ctx, int rc)
-{
-    const char *msg = ctx ? rsv_errmsg(ctx) : "";
-    return msg && *msg ? msg : rsv_strerror(rc);
-}
-
-/* The exit status for a library code. */
-int exit_for(int rc)
-{
-    switch (rc) {
-    case RSV_OK:
-        return EXIT_OKAY;
-    case RSV_ENOITEM:
-    case RSV_ENOTFOUND:
-        return EXIT_FOUND;
-    case RSV_EINVAL:
-    case RSV_EQUANTITY:
-    case RSV_ETOKEN:
-        return EXIT_USAGE;
-    case RSV_ECLAIMED:
-    case RSV_ERELEASED:
-    case RSV_EEXPIRED:
-        return EXIT_REFUSED;
-    default:
-        return EXIT_ERROR;
-    }
-}
-
-/* Report a library failure on stderr (and on stdout with --json); returns
- * the exit status for it. */
-int lib_fail(const opts *o, rsv_ctx *ctx, const char *what, int rc)
-{
-    const char *msg = lib_msg(ctx, rc);
-    fprintf(stderr, "%s: %s: %s: %s\n", prog, what, code_name(rc), msg);
-    if (o->json) {
-        printf("{\"error\":");
-        json_error_obj(rc, msg);
-        printf("}\n");
-    }
-    return exit_for(rc);
-}
-
-/* Report a failed statement of the tool's own (stderr, and an RSV_EDB
- * error document with --json); returns EXIT_ERROR. */
-int db_fail(const opts *o, MYSQL *conn, const char *what)
-{
-    char msg[600];
-    snprintf(msg, sizeof msg, "%s (MySQL error %u)", mysql_error(conn),
-             mysql_errno(conn));
-    fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
-    if (o->json) {
-        printf("{\"error\":");
-        json_error_obj(RSV_EDB, msg);
-        printf("}\n");
-    }
-    return EXIT_ERROR;
-}
-
-/* "rsv-admin: WHAT 'ARG' (see rsv-admin --help)"; arg may be NULL. */
-int usage_fail(const char *what, const char *arg)
-{
-    if (arg)
-        fprintf(stderr, "%s: %s '%s' (see %s --help)\n", prog, what, arg,
-                prog);
-    else
-        fprintf(stderr, "%s: %s (see %s --help)\n", prog, what, prog);
-    return EXIT_USAGE;
-}
-
 /* ---------------- argument parsing ---------------- */
-
-int parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s < '0' || *s > '9')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int parse_i64(const char *s, int64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno)
-        return -1;
-    *out = v;
-    return 0;
-}
 
 /* The options that take a value, with the letter the mariadb client uses
  * for the same option (0: no short form). */
@@ -501,58 +361,6 @@ static int connect_db(const opts *o, MYSQL **out_conn, rsv_ctx **out_ctx)
 
 /* ---------------- commands ---------------- */
 
-
-/* Parse the SHOP ITEM LOCATION arguments (as many as n). */
-int ids(const cmd_env *e, int n, uint64_t *v)
-{
-    static const char *what[] = {"bad shop id", "bad item id",
-                                 "bad location id"};
-    for (int i = 0; i < n; i++)
-        if (parse_u64(e->args[i], &v[i]))
-            return usage_fail(what[i], e->args[i]);
-    return 0;
-}
-
-/* audit, sweep and stats: "SHOP" or "--all", exactly one of them. */
-int shop_or_all(const cmd_env *e, const char *cmd, uint64_t *shop)
-{
-    char m[64];
-    *shop = 0;
-    if (e->o->all && e->nargs > 0) {
-        snprintf(m, sizeof m, "%s: give a SHOP or --all, not both", cmd);
-        return usage_fail(m, NULL);
-    }
-    if (e->o->all)
-        return 0;
-    if (e->nargs != 1) {
-        snprintf(m, sizeof m, "%s needs a SHOP or --all", cmd);
-        return usage_fail(m, NULL);
-    }
-    return ids(e, 1, shop);
-}
-
-/* Send one statement of the tool's own; 0 or -1 (the caller reports). */
-int sql(const cmd_env *e, const char *q)
-{
-    return mysql_real_query(e->conn, q, strlen(q)) == 0 ? 0 : -1;
-}
-
-/* End a transaction of the tool's own the way the library ends its
- * transactions: AND NO CHAIN NO RELEASE, so a completion_type set on the
- * connection (an option file's init-command) neither opens the next one
- * nor drops the connection. */
-void end_txn(const cmd_env *e, int commit)
-{
-    (void)sql(e, commit ? "COMMIT AND NO CHAIN NO RELEASE"
-                        : "ROLLBACK AND NO CHAIN NO RELEASE");
-}
-
-void print_key_json(const uint64_t *k, int n)
-{
-    static const char *names[] = {"shop_id", "item_id", "location_id"};
-    for (int i = 0; i < n; i++)
-        printf("%s\"%s\":%" PRIu64, i ? "," : "", names[i], k[i]);
-}
 
 /* Print the stock of a key (after reading it); used by stock, set-stock,
  * adjust-stock and replenish. */
@@ -943,20 +751,6 @@ static int cmd_release(const cmd_env *e) { return settle_cmd(e, 0); }
 
 static int cmd_claim(const cmd_env *e) { return settle_cmd(e, 1); }
 
-/* Is `name` one of the space-separated words of `list`? */
-int one_of(const char *name, const char *list)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        size_t w = strcspn(p, " ");
-        if (w == n && strncmp(p, name, n) == 0)
-            return 1;
-        p += w;
-        p += strspn(p, " ");
-    }
-    return 0;
-}
-
 /* ---------------- schema: what the database holds ---------------- */
 
 /* The tables rsv_open requires (besides rsv_schema, which only a schema
@@ -995,15 +789,6 @@ typedef struct schema_info {
     size_t n_procs, n_exec, n_missing;
     const char *state;
 } schema_info;
-
-/* The result of a query of the tool's own; NULL with the error left
- * on the connection.  The caller frees the result. */
-MYSQL_RES *query_rows(MYSQL *c, const char *q)
-{
-    if (mysql_real_query(c, q, strlen(q)) != 0)
-        return NULL;
-    return mysql_store_result(c);
-}
 
 /* "'a', 'b', ..." of the names, for an IN list (they are identifiers of
  * our own, nothing to escape). */
