@@ -10,6 +10,8 @@
  * the code rsv_claim or rsv_release gives for it in batch.c
  * (settle_answer_code, checkout.c).
  */
+#include <string.h>
+
 #include "batch.h"
 
 /* A checkout token as a JSON string of hex digits (the procedures UNHEX
@@ -51,6 +53,25 @@ static int batch_answer(rsv_ctx *ctx, rbatch *b, size_t ncols, const char *proc)
     return RSV_OK;
 }
 
+/* The CALL of procedure `proc` (named `name`, built by `call`) with the
+ * entries' JSON and its last argument, and its answer (`cols`, idx
+ * first) read into the sent entries. */
+static int batch_call_run(rsv_ctx *ctx, rbatch *b, const char *cols,
+                          sql_builder call, int proc, const char *name,
+                          int64_t last_arg)
+{
+    int rc = sql_res_room(ctx, cols, b->nsend);
+    if (rc)
+        return rc;
+    args_reset(&ctx->args);
+    arg_bin(&ctx->args, b->json.p, b->json.len);
+    arg_i64(&ctx->args, last_arg);
+    rc = sql_run(ctx, call, 0, cols, NULL);
+    if (rc)
+        return proc_unusable(ctx, proc) ? RSV__NO_PROC : rc;
+    return batch_answer(ctx, b, strlen(cols), name);
+}
+
 /* ---- reserves ---- */
 
 #define RESERVE_COLS "iiiiiiiii" /* idx, status, the seven values */
@@ -87,18 +108,9 @@ static int reserve_batch_body(rsv_ctx *ctx, void *p)
     buf_puts(&b->json, "]");
     if (b->json.oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    int rc = sql_res_room(ctx, RESERVE_COLS, b->nsend);
-    if (rc)
-        return rc;
-    args_reset(&ctx->args);
-    arg_bin(&ctx->args, b->json.p, b->json.len);
-    arg_i64(&ctx->args, b->ttl_ms * 1000);
-    rc = sql_run(ctx, b_call_reserve_batch, 0, RESERVE_COLS, NULL);
-    if (rc) {
-        return proc_unusable(ctx, PROC_RESERVE_BATCH) ? RSV__NO_PROC : rc;
-    }
-    return batch_answer(ctx, b, sizeof RESERVE_COLS - 1,
-                        RSV_PROC_RESERVE_BATCH);
+    return batch_call_run(ctx, b, RESERVE_COLS, b_call_reserve_batch,
+                          PROC_RESERVE_BATCH, RSV_PROC_RESERVE_BATCH,
+                          b->ttl_ms * 1000);
 }
 
 int batch_reserve_call(rsv_ctx *ctx, rbatch *b)
@@ -127,18 +139,8 @@ static int settle_batch_body(rsv_ctx *ctx, void *p)
     buf_puts(&b->json, "]");
     if (b->json.oom)
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
-    int rc = sql_res_room(ctx, SETTLE_COLS, b->nsend);
-    if (rc)
-        return rc;
-    args_reset(&ctx->args);
-    arg_bin(&ctx->args, b->json.p, b->json.len);
-    arg_i64(&ctx->args, b->kind);
-    rc = sql_run(ctx, b_call_settle_batch, 0, SETTLE_COLS, NULL);
-    if (rc) {
-        return proc_unusable(ctx, PROC_SETTLE_BATCH) ? RSV__NO_PROC : rc;
-    }
-    return batch_answer(ctx, b, sizeof SETTLE_COLS - 1,
-                        RSV_PROC_SETTLE_BATCH);
+    return batch_call_run(ctx, b, SETTLE_COLS, b_call_settle_batch,
+                          PROC_SETTLE_BATCH, RSV_PROC_SETTLE_BATCH, b->kind);
 }
 
 int batch_settle_call(rsv_ctx *ctx, rbatch *b)
