@@ -10,6 +10,11 @@
 #                      5 units a reserve; libreserve, the batcher, the hot
 #                      row and the floor in one round trip; 64 clients,
 #                      0.5 ms RTT
+#   make bench-stampede  300 buyers released at once on one item whose
+#                      pool (cap 50) is refilled many times over, 4
+#                      reserves each; libreserve and the one-trip hot row;
+#                      on a freshly started server and on a warm one, 3
+#                      rounds; 0.5 ms RTT
 #   BINLOG=0           the binary log off instead; BINLOG=both: on, then off
 #   SEMISYNC=1         also the semi-synchronous replica configuration
 #   BENCH_ARGS=...     options of the bench program (--rounds N,
@@ -25,7 +30,7 @@ BINLOG ?= 1
 SEMISYNC ?= 0
 BENCH_RUN_ARGS = --binlog $(BINLOG) $(if $(filter 1,$(SEMISYNC)),--semisync)
 
-.PHONY: bench bench-quick bench-build
+.PHONY: bench bench-quick bench-stampede bench-build
 
 $(B)/bench:
 	mkdir -p $@
@@ -45,3 +50,7 @@ bench: deps
 bench-quick: deps
 	@$(MAKE) --no-print-directory bench-build
 	B=$(B) tests/bench/run-bench.sh quick $(BENCH_RUN_ARGS) $(BENCH_ARGS)
+
+bench-stampede: deps
+	@$(MAKE) --no-print-directory bench-build
+	B=$(B) tests/bench/run-bench.sh stampede $(BENCH_RUN_ARGS) $(BENCH_ARGS)

@@ -54,7 +54,16 @@
  * meet that line first, as items are locked in order, which is the form
  * most favourable to them), hotcart5 (5-line carts one line of which is
  * the flash-sale item, at its one location: a hot item bought together
- * with others).
+ * with others), stampede (--stampede: hundreds of buyers, one thread and
+ * connection each, released at once on ONE item with stock for all of
+ * them, each making a few reserves one after the other; libreserve's
+ * pool cap is small, so the pool is refilled many times over while they
+ * run.  Measured on a server started just before it (server=fresh:
+ * tests/bench/run-bench.sh gives the command that starts one, in
+ * RSV_BENCH_RESTART) and again right after on that server (server=warm),
+ * each time on an item of its own; every call's latency counts, failed
+ * ones too, and the lines add the maximum and the count of every answer
+ * code; libreserve and hotrow-1rt by default).
  * Network: rtt_us=0 is the server's Unix socket; any other RTT goes
  * through tests/bench/proxy (127.0.0.1, delays each chunk by rtt/2).
  *
@@ -119,6 +128,11 @@ extern char **environ;
 #define STMT_BASE 300000   /* statements-per-reserve items, locations 1..3 */
 #define STMT_MAX_LINES 50
 #define COLD_BASE 400000   /* first-touch probe items */
+#define STAMPEDE_BASE 500000 /* stampede items: one per measurement */
+#define STAMPEDE_RELEASE_US 200000 /* from the barrier to the release */
+#define STAMPEDE_MAX_US 600000000ULL /* a bound on one stampede */
+#define STAMPEDE_DUMP_US 1000000 /* --stampede-profile: when to save SHOW
+                                  * ENGINE INNODB STATUS */
 #define BIG_STOCK 10000000LL
 /* No hold expires during a run: a full run with every configuration lasts
  * hours, and an expired hold may be given back, which the check of the
@@ -153,13 +167,23 @@ static int is_lib(int d)
     return d == D_LIB || d == D_BATCH || d == D_BATCHER;
 }
 
+/* The stampede is one workload measured in two server states, kept apart
+ * as two: W_STAMPEDE on a warm server, W_STAMPEDE_FRESH on one started
+ * just before (both named "stampede"; cfg_key_for tells them apart). */
 enum { W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD, W_CART, W_CLAIM, W_SOLDOUT,
-       W_SOLDCART, W_HOTCART, W_N };
+       W_SOLDCART, W_HOTCART, W_STAMPEDE, W_STAMPEDE_FRESH, W_N };
 static const char *wl_name[W_N] = {"flash1", "flash1q2", "flash1q5",
                                    "spread10k", "cart5x3", "claim1",
-                                   "soldout1", "soldcart5", "hotcart5"};
+                                   "soldout1", "soldcart5", "hotcart5",
+                                   "stampede", "stampede"};
 /* Units per reserve line. */
-static const int wl_qty[W_N] = {1, 2, 5, 1, 1, 1, 1, 1, 1};
+static const int wl_qty[W_N] = {1, 2, 5, 1, 1, 1, 1, 1, 1, 1, 1};
+
+static int wl_is_stampede(int wl)
+{
+    return wl == W_STAMPEDE || wl == W_STAMPEDE_FRESH;
+}
+
 
 static int wl_is_cart(int wl)
 {
@@ -169,9 +193,13 @@ static int wl_is_cart(int wl)
 static int wl_is_soldout(int wl) { return wl == W_SOLDOUT || wl == W_SOLDCART; }
 
 /* A design with nothing to measure in a workload: the floors have no
- * sold-out answer, the batch designs no carts. */
+ * sold-out answer, the batch designs no carts; the stampede needs a stock
+ * guard and one thread per buyer. */
 static int sits_out(int wl, int d)
 {
+    if (wl_is_stampede(wl)) /* (the designs with a stock guard and a
+                             * buyer per thread) */
+        return d != D_LIB && d != D_HOT1 && d != D_HOT && d != D_BATCHER;
     if (d == D_BATCH || d == D_BATCHER)
         return wl_is_cart(wl);
     return wl_is_soldout(wl) && is_floor(d);
@@ -215,6 +243,14 @@ static struct {
     long claim_holds[D_N];
     int setup_threads;
     uint32_t lib_flags;      /* rsv_options.flags of libreserve's contexts */
+    /* the stampede: reserves per buyer, libreserve's pool_cap, the command
+     * that replaces the server by a freshly started one (NULL: no fresh
+     * measurements), a profiled run of each measurement */
+    int stampede_reserves;
+    int stampede_cap;
+    const char *restart_cmd;
+    int stampede_profile;
+    int proxy_port;          /* first port to try for the proxies; 0: any */
     /* the server's configuration, read at start: every line says it */
     int binlog, semisync;
 } cfg;
@@ -228,13 +264,38 @@ static const char *cfg_key(void)
     return buf;
 }
 
-/* Every libreserve context of the run (--statements-only sets a flag). */
-static int lib_open(rsv_ctx **ctx, MYSQL *c)
+/* The same for a measurement of workload wl: the stampede also says in
+ * which state the server was. */
+static const char *cfg_key_for(int wl)
+{
+    static char buf[64];
+    snprintf(buf, sizeof buf, "%s%s", cfg_key(),
+             wl == W_STAMPEDE         ? " server=warm"
+             : wl == W_STAMPEDE_FRESH ? " server=fresh"
+                                      : "");
+    return buf;
+}
+
+/* Every libreserve context of the run (--statements-only sets a flag);
+ * pool_cap 0 keeps the default. */
+static void lib_options(rsv_options *o, int64_t pool_cap)
+{
+    rsv_options_init(o, RSV_OPTIONS_VERSION);
+    o->flags = cfg.lib_flags;
+    if (pool_cap > 0)
+        o->pool_cap = pool_cap;
+}
+
+static int lib_open_cap(rsv_ctx **ctx, MYSQL *c, int64_t pool_cap)
 {
     rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.flags = cfg.lib_flags;
+    lib_options(&o, pool_cap);
     return rsv_open(ctx, c, &o);
+}
+
+static int lib_open(rsv_ctx **ctx, MYSQL *c)
+{
+    return lib_open_cap(ctx, c, 0);
 }
 
 static char dbname[64];
@@ -575,7 +636,20 @@ static proxy_proc proxies[MAXLIST];
 
 static void cloexec(int fd) { fcntl(fd, F_SETFD, FD_CLOEXEC); }
 
-static int proxy_start(int rtt_us, proxy_proc *p)
+static void proxy_stop(proxy_proc *p)
+{
+    if (p->pid <= 0)
+        return;
+    kill(p->pid, SIGTERM);
+    close(p->stdin_w);
+    int st;
+    waitpid(p->pid, &st, 0);
+    p->pid = 0;
+}
+
+/* A proxy on port `port` (0: any free one); returns its port, or 0 when
+ * it could not listen there. */
+static int proxy_try(int rtt_us, int port, proxy_proc *p)
 {
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0)
@@ -588,10 +662,11 @@ static int proxy_start(int rtt_us, proxy_proc *p)
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    char rtt[32];
+    char rtt[32], portarg[32];
     snprintf(rtt, sizeof rtt, "%d", rtt_us);
+    snprintf(portarg, sizeof portarg, "%d", port);
     char *argv[] = {(char *)cfg.proxy_path, "--unix", (char *)cfg.sock,
-                    "--rtt-us", rtt, NULL};
+                    "--rtt-us", rtt, "--port", portarg, NULL};
     int rc = posix_spawn(&p->pid, cfg.proxy_path, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
@@ -601,25 +676,32 @@ static int proxy_start(int rtt_us, proxy_proc *p)
     p->stdin_w = in[1];
     FILE *f = fdopen(out[0], "r");
     char line[64];
-    if (!f || !fgets(line, sizeof line, f))
-        die("the proxy did not report its port");
-    fclose(f);
-    int port = atoi(line);
-    if (port <= 0)
+    int got = f && fgets(line, sizeof line, f);
+    if (f)
+        fclose(f);
+    if (!got) { /* it could not listen (stderr says why) */
+        proxy_stop(p);
+        return 0;
+    }
+    int listening = atoi(line);
+    if (listening <= 0)
         die("the proxy reported a bad port: %s", line);
-    return port;
+    return listening;
 }
 
-static void proxy_stop(proxy_proc *p)
+/* A proxy on any free port, or (--proxy-port P) the first free one of
+ * P .. P+99. */
+static int proxy_start(int rtt_us, proxy_proc *p)
 {
-    if (p->pid <= 0)
-        return;
-    kill(p->pid, SIGTERM);
-    close(p->stdin_w);
-    int st;
-    waitpid(p->pid, &st, 0);
-    p->pid = 0;
+    for (int i = 0; i < (cfg.proxy_port ? 100 : 1); i++) {
+        int port = proxy_try(rtt_us, cfg.proxy_port ? cfg.proxy_port + i : 0, p);
+        if (port > 0)
+            return port;
+    }
+    die("the proxy could not listen%s", cfg.proxy_port ? " on a port of "
+        "--proxy-port's range" : "");
 }
+
 
 static void proxies_stop(void)
 {
@@ -797,6 +879,15 @@ typedef struct latvec {
     size_t n, cap;
 } latvec;
 
+/* Answer codes counted per call (the stampede), by -code: RSV_OK and the
+ * RSV_E* codes; the baselines' answers are mapped to the library's
+ * (base_code). */
+#define NCODES 32
+static int code_slot(int rc)
+{
+    return rc <= 0 && rc > -NCODES ? -rc : NCODES - 1;
+}
+
 typedef struct meas {
     int id;
     int design, workload, clients, rtt_idx, rtt_us;
@@ -817,6 +908,10 @@ typedef struct meas {
     int exhausted;
     int valid;
     rsv_batcher *batcher;    /* libreserve-batcher: shared by the clients */
+    /* the stampede: its item, every call's answer, the slowest call */
+    uint64_t item;
+    uint64_t codes[NCODES];
+    uint32_t max_us;
 } meas;
 
 typedef struct worker {
@@ -843,6 +938,11 @@ typedef struct worker {
     int lib_reset;           /* libreserve counters restarted at t_start */
     uint64_t lib[LIB_NSTATS];  /* and read at the end (lib_stats) */
     int fatal;
+    /* the stampede: the last call's answer (as a library code), every
+     * answer counted, and when this buyer's last call ended */
+    int last_rc;
+    uint64_t codes[NCODES];
+    uint64_t t_last;
 } worker;
 
 static void vec_push(uint32_t **v, size_t *n, size_t *capp, uint32_t x)
@@ -960,6 +1060,12 @@ static int setup_hot1(worker *w)
     return pstmt_finish(&w->st_call_claim);
 }
 
+/* The pool cap of libreserve's contexts in a measurement (0: default). */
+static int64_t meas_pool_cap(const meas *m)
+{
+    return wl_is_stampede(m->workload) ? cfg.stampede_cap : 0;
+}
+
 /* libreserve-batch: the connections, and which buyers each serves. */
 static int batch_conns(const meas *m)
 {
@@ -988,7 +1094,7 @@ static int worker_setup(worker *w)
     if (!w->conn)
         return -1;
     if (is_lib(m->design)) {
-        int rc = lib_open(&w->ctx, w->conn);
+        int rc = lib_open_cap(&w->ctx, w->conn, meas_pool_cap(m));
         if (rc != RSV_OK) {
             fprintf(stderr, "bench: rsv_open: %s\n", rsv_errmsg(w->ctx));
             return -1;
@@ -1191,6 +1297,8 @@ static unsigned int base_body(worker *w)
     case W_FLASHQ2:
     case W_FLASHQ5:
     case W_SPREAD:
+    case W_STAMPEDE:
+    case W_STAMPEDE_FRESH:
         if (m->design == D_HOT1)
             return hot1_call(&w->st_call_one);
         if (m->design == D_HOT) {
@@ -1260,18 +1368,31 @@ static unsigned int base_body(worker *w)
     return 0;
 }
 
+/* A baseline's answer as the library's code would say it. */
+static int base_code(unsigned int e)
+{
+    return e == 0 || e == E_SOLDOUT ? RSV_OK
+           : e == E_NOSTOCK         ? RSV_EOUTOFSTOCK
+           : e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT ? RSV_EBUSY
+           : is_conn_err(e)         ? RSV_ECONN
+                                    : RSV_EDB;
+}
+
 /* Returns 1 on success, 0 on a counted failure, -1 when the thread must
- * stop. */
+ * stop.  w->last_rc: the answer as a library code. */
 static int op_base(worker *w)
 {
     int committed_alone = is_1rt(w->m->design);
     for (int attempt = 0; attempt < 20; attempt++) {
         unsigned int e = base_body(w);
         if (e == 0) {
-            if (committed_alone || mysql_commit(w->conn) == 0)
+            if (committed_alone || mysql_commit(w->conn) == 0) {
+                w->last_rc = RSV_OK;
                 return 1;
+            }
             e = mysql_errno(w->conn);
         }
+        w->last_rc = base_code(e);
         if (e == E_SOLDOUT || e == E_HADSTOCK) {
             if (!committed_alone)
                 mysql_rollback(w->conn);
@@ -1301,6 +1422,7 @@ static int op_base(worker *w)
         return 0;
     }
     note_err(w, "deadlocks persisted through 20 retries");
+    w->last_rc = RSV_EBUSY;
     return 0;
 }
 
@@ -1314,6 +1436,8 @@ static int op_lib(worker *w)
     case W_FLASHQ2:
     case W_FLASHQ5:
     case W_SPREAD:
+    case W_STAMPEDE:
+    case W_STAMPEDE_FRESH:
         rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, p->item, 1,
                              (int64_t)p->q, HOLD_TTL_MS);
         break;
@@ -1357,14 +1481,17 @@ static int op_lib(worker *w)
                 rc = rsv_reserve(w->ctx, SHOP, p->tok, p->toklen, w->cart,
                                  HOLD_TTL_MS);
         }
-        if (rc == RSV_EOUTOFSTOCK)
+        if (rc == RSV_EOUTOFSTOCK) {
+            w->last_rc = RSV_OK;
             return 1; /* the answer this workload measures */
+        }
         if (rc == RSV_OK) {
             note_err(w, "the sold-out item had stock");
             return 0;
         }
         break;
     }
+    w->last_rc = rc;
     if (rc == RSV_OK)
         return 1;
     note_err(w, "%s: %s", rsv_code_name(rc) ? rsv_code_name(rc) : "?",
@@ -1394,6 +1521,7 @@ static int op_batcher(worker *w)
     } else {
         rc = rsv_batcher_reserve_one(m->batcher, SHOP, p->tok, p->toklen,
                                      p->item, 1, (int64_t)p->q, HOLD_TTL_MS);
+        w->last_rc = sold && rc == RSV_EOUTOFSTOCK ? RSV_OK : rc;
         if (sold ? rc == RSV_EOUTOFSTOCK : rc == RSV_OK)
             return 1;
     }
@@ -1498,9 +1626,13 @@ static void *worker_main(void *arg)
         return NULL;
     }
     w->claim_next = w->tid;
+    int stampede = wl_is_stampede(m->workload);
+    int calls = 0;
+    if (stampede) /* every buyer's first call at the same moment */
+        sleep_until(m->t_start);
     for (;;) {
         uint64_t t1 = now_us();
-        if (t1 >= m->t_end)
+        if (t1 >= m->t_end || (stampede && calls++ == cfg.stampede_reserves))
             break;
         if (m->design == D_BATCH) {
             if (!w->ctx)
@@ -1533,7 +1665,8 @@ static void *worker_main(void *arg)
                      (unsigned long long)w->seq++);
             p->item = m->workload == W_SPREAD
                           ? SPREAD_BASE + 1 + ll_rng_next(&w->rng) % SPREAD_N
-                          : wl_item(m->workload);
+                      : stampede ? m->item
+                                 : wl_item(m->workload);
             p->loc = 1;
         }
         p->toklen = (unsigned long)strlen(p->tok);
@@ -1561,7 +1694,13 @@ static void *worker_main(void *arg)
             }
         }
         uint32_t us = (uint32_t)(t2 - t1 > UINT32_MAX ? UINT32_MAX : t2 - t1);
-        if (r > 0 && t2 >= m->t_start && t2 < m->t_end) {
+        int counted = r > 0 && t2 >= m->t_start && t2 < m->t_end;
+        if (stampede) {
+            w->codes[code_slot(w->last_rc)]++;
+            w->t_last = t2;
+            counted = 1; /* a buyer waits for a failed call too */
+        }
+        if (counted) {
             lat_push(w, us);
             if (by_path) {
                 path_counters(w, after);
@@ -1603,25 +1742,31 @@ typedef struct prof_entry {
     long count;
 } prof_entry;
 
+typedef struct prof_list {
+    prof_entry e[256];
+    int n;
+} prof_list;
+
 typedef struct profiler {
     meas *m;
     volatile int stop;
-    prof_entry e[256];
-    int n;
+    uint64_t dump_at;        /* when to save SHOW ENGINE INNODB STATUS */
+    prof_list conns;         /* connections by command, state, statement */
+    prof_list waits;         /* lock waits (the stampede) */
     long samples, lockwait_sum, trx_sum;
     char status_file[512];
 } profiler;
 
-static void prof_add(profiler *pr, const char *key)
+static void prof_add(prof_list *l, const char *key)
 {
-    for (int i = 0; i < pr->n; i++)
-        if (strcmp(pr->e[i].key, key) == 0) {
-            pr->e[i].count++;
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->e[i].key, key) == 0) {
+            l->e[i].count++;
             return;
         }
-    if (pr->n < 256) {
-        snprintf(pr->e[pr->n].key, sizeof pr->e[pr->n].key, "%s", key);
-        pr->e[pr->n++].count = 1;
+    if (l->n < 256) {
+        snprintf(l->e[l->n].key, sizeof l->e[l->n].key, "%s", key);
+        l->e[l->n++].count = 1;
     }
 }
 
@@ -1653,6 +1798,35 @@ static void squeeze(const char *in, char *out, size_t outlen)
         out[64] = '\0';
 }
 
+/* Who waits for whom: one sample of every lock wait, as "lock wait |
+ * MODE TYPE | the waiting statement <- the holder's statement" (a
+ * statement inside a procedure shows as itself). */
+static void prof_lock_waits(profiler *pr, MYSQL *c)
+{
+    if (mysql_query(c, "SELECT l.lock_mode, l.lock_type, "
+                       "COALESCE(r.trx_query, ''), COALESCE(b.trx_query, '') "
+                       "FROM information_schema.INNODB_LOCK_WAITS w "
+                       "JOIN information_schema.INNODB_TRX r ON "
+                       "r.trx_id = w.requesting_trx_id "
+                       "JOIN information_schema.INNODB_TRX b ON "
+                       "b.trx_id = w.blocking_trx_id "
+                       "JOIN information_schema.INNODB_LOCKS l ON "
+                       "l.lock_id = w.requested_lock_id") != 0)
+        return;
+    MYSQL_RES *r = mysql_store_result(c);
+    MYSQL_ROW row;
+    while (r && (row = mysql_fetch_row(r))) {
+        char waiting[128], holder[128], key[200];
+        squeeze(row[2] ? row[2] : "", waiting, sizeof waiting);
+        squeeze(row[3] ? row[3] : "", holder, sizeof holder);
+        snprintf(key, sizeof key, "lock wait | %s %s | %.70s <- %.70s",
+                 row[0] ? row[0] : "", row[1] ? row[1] : "", waiting, holder);
+        prof_add(&pr->waits, key);
+    }
+    if (r)
+        mysql_free_result(r);
+}
+
 static void *profiler_main(void *arg)
 {
     profiler *pr = arg;
@@ -1676,7 +1850,7 @@ static void *profiler_main(void *arg)
                 squeeze(row[2] ? row[2] : "", info, sizeof info);
                 snprintf(key, sizeof key, "%s | %s | %s", row[0] ? row[0] : "",
                          row[1] ? row[1] : "", info);
-                prof_add(pr, key);
+                prof_add(&pr->conns, key);
             }
             if (r)
                 mysql_free_result(r);
@@ -1686,7 +1860,9 @@ static void *profiler_main(void *arg)
                                      "trx_state = 'LOCK WAIT'");
         pr->trx_sum += q_i64(c, "SELECT COUNT(*) FROM information_schema.INNODB_TRX");
         pr->samples++;
-        if (!dumped && now_us() >= (m->t_start + m->t_end) / 2) {
+        if (wl_is_stampede(m->workload))
+            prof_lock_waits(pr, c);
+        if (!dumped && now_us() >= pr->dump_at) {
             dumped = 1;
             if (mysql_query(c, "SHOW ENGINE INNODB STATUS") == 0) {
                 MYSQL_RES *r = mysql_store_result(c);
@@ -1712,6 +1888,33 @@ static int cmp_prof(const void *a, const void *b)
     return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
 }
 
+/* "codes=RSV_OK:n,RSV_EBUSY:n,..." of the codes seen, RSV_EBUSY always. */
+static void print_codes(const uint64_t *codes)
+{
+    printf("codes=");
+    const char *sep = "";
+    for (int c = 0; c < NCODES; c++)
+        if (codes[c] || -c == RSV_EBUSY) {
+            const char *name = rsv_code_name(-c);
+            printf("%s%s:%llu", sep, name ? name : "other",
+                   (unsigned long long)codes[c]);
+            sep = ",";
+        }
+}
+
+/* The 12 most frequent keys of a profile list, as shares of its samples. */
+static void print_prof(prof_list *l, const char *what)
+{
+    qsort(l->e, (size_t)l->n, sizeof l->e[0], cmp_prof);
+    long all = 0;
+    for (int i = 0; i < l->n; i++)
+        all += l->e[i].count;
+    for (int i = 0; i < l->n && i < 12; i++)
+        printf("# profile   %s%5.1f%%  %s\n", what,
+               100.0 * (double)l->e[i].count / (double)(all ? all : 1),
+               l->e[i].key);
+}
+
 /* ---- one measurement ---- */
 
 static int meas_counter;
@@ -1719,9 +1922,9 @@ static int meas_counter;
 /* The keys of a measurement, as every line about it starts. */
 static void meas_key(const meas *m, char *buf, size_t len)
 {
-    snprintf(buf, len, "design=%s workload=%s clients=%d rtt_us=%d binlog=%d%s",
+    snprintf(buf, len, "design=%s workload=%s clients=%d rtt_us=%d %s",
              design_name[m->design], wl_name[m->workload], m->clients,
-             m->rtt_us, cfg.binlog, cfg.semisync ? " semisync=1" : "");
+             m->rtt_us, cfg_key_for(m->workload));
 }
 
 /* One line: how many reserves took each path, and their p50/p99 (us). */
@@ -1765,8 +1968,7 @@ static rsv_batcher *batcher_open(const meas *m)
                  proxy_port[m->rtt_idx], dbname);
     }
     rsv_options o;
-    rsv_options_init(&o, RSV_OPTIONS_VERSION);
-    o.flags = cfg.lib_flags;
+    lib_options(&o, meas_pool_cap(m));
     rsv_batcher *b = NULL;
     int rc = rsv_batcher_open(&b, dsn, &o, (uint32_t)batch_conns(m));
     if (rc != RSV_OK)
@@ -1804,13 +2006,23 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     for (int i = 0; i < m->clients; i++)
         setup_failed |= w[i].setup_failed;
     uint64_t t0 = now_us();
-    m->t_start = t0 + (uint64_t)cfg.warmup_ms * 1000u;
-    m->t_end = m->t_start + (uint64_t)cfg.duration_ms * 1000u;
+    int stampede = wl_is_stampede(m->workload);
+    if (stampede) {
+        /* every buyer released at t_start; t_end only a bound: the
+         * measurement ends when the last buyer is done */
+        m->t_start = t0 + STAMPEDE_RELEASE_US;
+        m->t_end = m->t_start + STAMPEDE_MAX_US;
+    } else {
+        m->t_start = t0 + (uint64_t)cfg.warmup_ms * 1000u;
+        m->t_end = m->t_start + (uint64_t)cfg.duration_ms * 1000u;
+    }
     profiler *pr = NULL;
     pthread_t pth;
     if (profile) {
         pr = xcalloc(1, sizeof *pr);
         pr->m = m;
+        pr->dump_at = stampede ? m->t_start + STAMPEDE_DUMP_US
+                               : (m->t_start + m->t_end) / 2;
         snprintf(pr->status_file, sizeof pr->status_file,
                  "%s/innodb-status-%s-%s-c%d-rtt%d.txt", cfg.outdir,
                  design_name[m->design], wl_name[m->workload], m->clients,
@@ -1822,16 +2034,30 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     cpu_snap c0, c1;
     cpu_proxy_pid = m->rtt_us ? proxies[m->rtt_idx].pid : 0;
     uint64_t blib0[LIB_NSTATS] = {0};
-    sleep_until(m->t_start);
+    if (!stampede) /* (the stampede's counters start before its release) */
+        sleep_until(m->t_start);
     status_read(mon, 0, &s0);
     cpu_read(&c0);
+    uint64_t cpu_t0 = now_us();
     if (m->batcher)
         batcher_counters(m, blib0);
-    sleep_until(m->t_end);
+    if (stampede) {
+        for (int i = 0; i < m->clients; i++)
+            pthread_join(th[i], NULL);
+        uint64_t last = m->t_start + 1;
+        for (int i = 0; i < m->clients; i++)
+            if (w[i].t_last > last)
+                last = w[i].t_last;
+        m->t_end = last;
+    } else {
+        sleep_until(m->t_end);
+    }
     cpu_read(&c1);
+    uint64_t cpu_t1 = now_us();
     status_read(mon, 0, &s1);
-    for (int i = 0; i < m->clients; i++)
-        pthread_join(th[i], NULL);
+    if (!stampede)
+        for (int i = 0; i < m->clients; i++)
+            pthread_join(th[i], NULL);
     if (m->batcher) {
         /* the window and the tail, as the other library designs count:
          * all on the first client, whose lines are summed below */
@@ -1861,6 +2087,8 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         fatal |= w[i].fatal;
         if (!err && w[i].first_err[0])
             err = w[i].first_err;
+        for (int c = 0; c < NCODES; c++)
+            m->codes[c] += w[i].codes[c];
     }
     uint32_t *all = xcalloc(total, sizeof *all);
     size_t k = 0;
@@ -1869,8 +2097,11 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         k += w[i].nlat;
     }
     qsort(all, total, sizeof *all, cmp_u32);
-    m->ops = total;
-    m->ops_per_s = (double)total * 1e6 / (double)(m->t_end - m->t_start);
+    /* (the stampede's latencies count its failed calls: its rate only
+     * the successes) */
+    m->ops = stampede ? m->codes[0] : total;
+    m->max_us = total ? all[total - 1] : 0;
+    m->ops_per_s = (double)m->ops * 1e6 / (double)(m->t_end - m->t_start);
     m->p50 = pct(all, total, 0.50);
     m->p99 = pct(all, total, 0.99);
     m->p999 = pct(all, total, 0.999);
@@ -1881,8 +2112,14 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     if (setup_failed)
         printf("# ERROR %s: a client could not connect or prepare (see "
                "stderr)\n", key);
-    printf("# round=%d %s ops_per_s=%.0f p50_us=%u p99_us=%u p999_us=%u\n",
+    printf("# round=%d %s ops_per_s=%.0f p50_us=%u p99_us=%u p999_us=%u",
            m->round, key, m->ops_per_s, m->p50, m->p99, m->p999);
+    if (stampede) {
+        printf(" max_us=%u wall_ms=%.0f calls=%zu ", m->max_us,
+               (double)(m->t_end - m->t_start) / 1e3, total);
+        print_codes(m->codes);
+    }
+    printf("\n");
     if (m->errors || m->retries || fatal || m->exhausted)
         printf("# note %s errors=%llu retries=%llu%s%s first_error=\"%s\"\n",
                key, (unsigned long long)m->errors,
@@ -1940,7 +2177,9 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         if (m->design == D_LIB) /* (a batch's entries share one latency) */
             print_paths(m, w, key);
     }
-    double secs = (double)(m->t_end - m->t_start) / 1e6;
+    /* (the stampede's counters were read from before its release to
+     * after its last buyer) */
+    double secs = (double)(stampede ? cpu_t1 - cpu_t0 : m->t_end - m->t_start) / 1e6;
     double c_server = cpu_cores(c0.server, c1.server, secs),
            c_self = cpu_cores(c0.self, c1.self, secs),
            c_proxy = m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0,
@@ -1954,20 +2193,14 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         printf("# noisy %s: other processes used %.2f cores during this "
                "measurement\n", key, other);
     if (pr) {
-        qsort(pr->e, (size_t)pr->n, sizeof pr->e[0], cmp_prof);
-        long conn_samples = 0;
-        for (int i = 0; i < pr->n; i++)
-            conn_samples += pr->e[i].count;
         printf("# profile %s samples=%ld avg_open_trx=%.1f "
                "avg_lock_wait_trx=%.1f innodb_status=%s\n",
                key, pr->samples,
                pr->samples ? (double)pr->trx_sum / (double)pr->samples : 0.0,
                pr->samples ? (double)pr->lockwait_sum / (double)pr->samples : 0.0,
                pr->status_file);
-        for (int i = 0; i < pr->n && i < 12; i++)
-            printf("# profile   %5.1f%%  %s\n",
-                   100.0 * (double)pr->e[i].count / (double)(conn_samples ? conn_samples : 1),
-                   pr->e[i].key);
+        print_prof(&pr->conns, "");
+        print_prof(&pr->waits, "lock waits, share of all wait samples: ");
         free(pr);
     }
     fflush(stdout);
@@ -2441,6 +2674,8 @@ typedef struct summary {
     double ops, ops_min, ops_max;
     double p50, p99, p99_min, p99_max, p999;
     long long no_tx;           /* semi-sync: commits not acknowledged */
+    double max_us, max_min, max_max; /* the slowest call (the stampede) */
+    uint64_t codes[NCODES];    /* every answer of the rounds (the stampede) */
 } summary;
 
 static double median(double *v, int n)
@@ -2460,7 +2695,8 @@ static int summarize(int design, int workload, int clients, int rtt_us,
                      summary *s)
 {
     memset(s, 0, sizeof *s);
-    double ops[MAXROUNDS], p50[MAXROUNDS], p99[MAXROUNDS], p999[MAXROUNDS];
+    double ops[MAXROUNDS], p50[MAXROUNDS], p99[MAXROUNDS], p999[MAXROUNDS],
+        mx[MAXROUNDS];
     for (int i = 0; i < nresults; i++) {
         const meas *m = results[i];
         if (m->design != design || m->workload != workload ||
@@ -2476,6 +2712,13 @@ static int summarize(int design, int workload, int clients, int rtt_us,
         p50[s->n] = m->p50;
         p99[s->n] = m->p99;
         p999[s->n] = m->p999;
+        mx[s->n] = m->max_us;
+        for (int c = 0; c < NCODES; c++)
+            s->codes[c] += m->codes[c];
+        if (s->n == 0 || m->max_us < s->max_min)
+            s->max_min = m->max_us;
+        if (s->n == 0 || m->max_us > s->max_max)
+            s->max_max = m->max_us;
         if (s->n == 0 || m->ops_per_s < s->ops_min)
             s->ops_min = m->ops_per_s;
         if (s->n == 0 || m->ops_per_s > s->ops_max)
@@ -2490,6 +2733,7 @@ static int summarize(int design, int workload, int clients, int rtt_us,
     s->p50 = median(p50, s->n);
     s->p99 = median(p99, s->n);
     s->p999 = median(p999, s->n);
+    s->max_us = median(mx, s->n);
     return s->n;
 }
 
@@ -2503,17 +2747,23 @@ static void print_cell(int workload, int clients, int rtt_us)
         if (!summarize(d, workload, clients, rtt_us, &s)) {
             printf("# ERROR design=%s workload=%s clients=%d rtt_us=%d %s: "
                    "no round measured\n", design_name[d], wl_name[workload],
-                   clients, rtt_us, cfg_key());
+                   clients, rtt_us, cfg_key_for(workload));
             continue;
         }
         printf("bench design=%s workload=%s clients=%d rtt_us=%d %s "
                "ops_per_s=%.0f p50_us=%.0f p99_us=%.0f p999_us=%.0f "
                "rounds=%d ops_per_s_range=%.0f-%.0f p99_us_range=%.0f-%.0f",
-               design_name[d], wl_name[workload], clients, rtt_us, cfg_key(),
+               design_name[d], wl_name[workload], clients, rtt_us,
+               cfg_key_for(workload),
                s.ops, s.p50, s.p99, s.p999, s.n, s.ops_min, s.ops_max,
                s.p99_min, s.p99_max);
         if (cfg.semisync)
             printf(" semisync_no_tx=%lld", s.no_tx);
+        if (wl_is_stampede(workload)) {
+            printf(" max_us=%.0f max_us_range=%.0f-%.0f ", s.max_us,
+                   s.max_min, s.max_max);
+            print_codes(s.codes); /* (summed over the rounds) */
+        }
         printf("\n");
     }
     fflush(stdout);
@@ -2551,7 +2801,8 @@ static void print_ratios(void)
         size_t rn = 0;
         rounds[0] = '\0';
         printf("ratio workload=%s clients=%d rtt_us=%d %s",
-               wl_name[l->workload], l->clients, l->rtt_us, cfg_key());
+               wl_name[l->workload], l->clients, l->rtt_us,
+               cfg_key_for(l->workload));
         for (size_t b = 0; b < NRATIO; b++) {
             summary bs;
             int d = ratio_base[b];
@@ -2586,8 +2837,8 @@ static void print_ratios(void)
         printf("\n");
         if (rounds[0])
             printf("# ratio_rounds workload=%s clients=%d rtt_us=%d %s%s\n",
-                   wl_name[l->workload], l->clients, l->rtt_us, cfg_key(),
-                   rounds);
+                   wl_name[l->workload], l->clients, l->rtt_us,
+                   cfg_key_for(l->workload), rounds);
     }
 
     /* The speed targets, as they were set: against the statement forms
@@ -2608,6 +2859,23 @@ static void print_ratios(void)
         printf("target flash1 clients=64 rtt_us=500 %s p99 libreserve<=2x "
                "floor: %.0f us vs %.0f us (%.2fx) %s\n", cfg_key(), l.p99,
                f.p99, l.p99 / f.p99, l.p99 <= 2 * f.p99 ? "met" : "MISSED");
+    /* The stampede's: no RSV_EBUSY while stock is there, p99 <= 1 s (the
+     * median over the rounds), on a fresh server and on a warm one. */
+    for (int wl = W_STAMPEDE; wl <= W_STAMPEDE_FRESH; wl++)
+        for (int ci = 0; ci < cfg.clients[wl].n; ci++)
+            for (int r = 0; r < cfg.rtts.n; r++) {
+                summary x;
+                if (!summarize(D_LIB, wl, cfg.clients[wl].v[ci],
+                               cfg.rtts.v[r], &x))
+                    continue;
+                uint64_t busy = x.codes[code_slot(RSV_EBUSY)];
+                printf("target stampede clients=%d rtt_us=%d %s no RSV_EBUSY "
+                       "and p99<=1s: ebusy=%llu p99_us=%.0f (rounds %.0f-%.0f) "
+                       "%s\n", cfg.clients[wl].v[ci], cfg.rtts.v[r],
+                       cfg_key_for(wl), (unsigned long long)busy, x.p99,
+                       x.p99_min, x.p99_max,
+                       busy == 0 && x.p99 <= 1e6 ? "met" : "MISSED");
+            }
     summary lc, hc;
     if (summarize(D_LIB, W_CLAIM, 64, 500, &lc) && cfg.designs[D_HOT] &&
         summarize(D_HOT, W_CLAIM, 64, 500, &hc) && hc.ops > 0)
@@ -2765,15 +3033,23 @@ static void usage(void)
             "             [--rtt-us LIST] [--clients LIST] [--workloads LIST]\n"
             "             [--designs LIST] [--no-stmts] [--no-cold] [--no-profile]\n"
             "             [--spread-stock N] [--warm-spread] [--claim-holds N]\n"
-            "             [--statements-only]\n"
+            "             [--statements-only] [--proxy-port P]\n"
+            "             [--stampede] [--stampede-reserves N] [--stampede-cap N]\n"
+            "             [--stampede-profile]\n"
             "LIST is comma-separated; workloads: flash1,flash1q2,flash1q5,\n"
-            "spread10k,cart5x3,claim1,soldout1,soldcart5,hotcart5; designs:\n"
-            "libreserve,hotrow-1rt,floor-1rt,hotrow,floor,libreserve-batch.\n"
+            "spread10k,cart5x3,claim1,soldout1,soldcart5,hotcart5,stampede;\n"
+            "designs: libreserve,hotrow-1rt,floor-1rt,hotrow,floor,\n"
+            "libreserve-batch,libreserve-batcher.\n"
             "--quick: flash1, claim1, spread10k, cart5x3 and flash1q5, 64\n"
             "clients, libreserve, libreserve-batcher, hotrow-1rt and\n"
             "floor-1rt,\n"
-            "0.5 ms, no probes.  Needs RSV_TEST_SOCKET (tests/bench/run-bench.sh\n"
-            "starts the servers: make bench / make bench-quick).\n");
+            "0.5 ms, no probes.  --stampede: the stampede alone (300 buyers,\n"
+            "4 reserves each, pool_cap 50), libreserve and hotrow-1rt, 0.5 ms;\n"
+            "its fresh-server measurements need RSV_BENCH_RESTART, a command\n"
+            "that replaces the server by a freshly started one.  --proxy-port:\n"
+            "the proxies listen on the first free port from P (of 100).\n"
+            "Needs RSV_TEST_SOCKET (tests/bench/run-bench.sh starts the\n"
+            "servers: make bench / bench-quick / bench-stampede).\n");
     exit(2);
 }
 
@@ -2830,7 +3106,8 @@ static void print_header(MYSQL *mon)
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     printf("# libreserve bench: library %s, %s, %ld cpu(s) online, mode=%s, "
            "%s\n", rsv_version(), date, sysconf(_SC_NPROCESSORS_ONLN),
-           cfg.quick ? "quick" : "full", cfg_key());
+           cfg.quick ? "quick" : cfg.workloads[W_FLASH] ? "full" : "stampede",
+           cfg_key());
     printf("# server %s: version=%s log_bin=%s binlog_format=%s "
            "sync_binlog=%s innodb_flush_log_at_trx_commit=%s "
            "innodb_doublewrite=%s innodb_buffer_pool_size=%s "
@@ -2891,6 +3168,143 @@ static void add_result(meas *m)
     tally_add(m);
 }
 
+static void read_server_pid(MYSQL *mon)
+{
+    char pidfile[600], pidbuf[32];
+    server_pid = 0;
+    q_str(mon, "SELECT @@pid_file", pidfile, sizeof pidfile);
+    FILE *f = pidfile[0] ? fopen(pidfile, "r") : NULL;
+    if (f && fgets(pidbuf, sizeof pidbuf, f))
+        server_pid = (pid_t)atoi(pidbuf);
+    if (f)
+        fclose(f);
+}
+
+/* ---- the stampede ---- */
+
+/* The server replaced by a freshly started one of the same configuration
+ * at the same socket (cfg.restart_cmd does it), the database made again;
+ * returns the new monitor connection.  The proxies connect to the socket
+ * per connection, so they carry on. */
+static MYSQL *server_restart(MYSQL *mon)
+{
+    mysql_close(mon);
+    progress("replacing the server by a freshly started one");
+    int rc = system(cfg.restart_cmd);
+    if (rc != 0)
+        die("RSV_BENCH_RESTART (%s) failed (%d)", cfg.restart_cmd, rc);
+    dbname[0] = '\0';
+    mon = connect_local();
+    read_server_pid(mon);
+    setup_database(mon);
+    setup_hot_ledger(mon, level_table(D_HOT));
+    setup_hot_ledger(mon, level_table(D_HOT1));
+    return mon;
+}
+
+/* A stampede item of its own for design d: stock for twice the demand, in
+ * the hot rows' ledger rows, or in libreserve's ledger with its pool
+ * filled to the stampede's cap (as rsv_replenish does before a sale). */
+static void stampede_item(MYSQL *mon, int d, uint64_t item, int64_t stock)
+{
+    if (is_hot(d)) {
+        for (int t = 0; t < 2; t++)
+            q_execf(mon, "INSERT INTO %s (shop_id, item_id, location_id, "
+                         "stock, available) VALUES (%d, %llu, 1, %lld, %lld)",
+                    level_table(t ? D_HOT1 : D_HOT), SHOP,
+                    (unsigned long long)item, (long long)stock,
+                    (long long)stock);
+        return;
+    }
+    rsv_ctx *ctx = NULL;
+    int rc = lib_open_cap(&ctx, mon, cfg.stampede_cap);
+    if (rc == RSV_OK)
+        rc = rsv_stock_set(ctx, SHOP, item, 1, stock);
+    if (rc == RSV_OK)
+        rc = rsv_replenish(ctx, SHOP, item, 1, NULL);
+    if (rc != RSV_OK)
+        die("stampede item: %s", rsv_errmsg(ctx));
+    rsv_close(ctx);
+}
+
+static void stampede_measure(MYSQL *mon, int d, int wl, int rtt_idx,
+                             int clients, int round)
+{
+    meas *m = xcalloc(1, sizeof *m);
+    m->design = d;
+    m->workload = wl;
+    m->clients = clients;
+    m->rtt_idx = rtt_idx;
+    m->rtt_us = cfg.rtts.v[rtt_idx];
+    m->round = round;
+    m->item = STAMPEDE_BASE + (uint64_t)meas_counter + 1; /* (its id) */
+    stampede_item(mon, d, m->item,
+                  2 * (int64_t)clients * cfg.stampede_reserves);
+    wait_purge(mon, 5000);
+    progress("run round %d/%d %s stampede (%s) clients=%d rtt_us=%d", round,
+             cfg.rounds, design_name[d],
+             wl == W_STAMPEDE_FRESH ? "fresh server" : "warm server",
+             clients, m->rtt_us);
+    run_measurement(m, mon, cfg.stampede_profile);
+    add_result(m);
+}
+
+/* Per (RTT, clients) and round, each design in turn (one later each
+ * round): on a server started just before it (server=fresh), then again
+ * on that server (server=warm), each on an item of its own.  The tables
+ * of a server are checked before it is replaced.  Returns the number of
+ * failed checks. */
+static int stampede_run(MYSQL **monp)
+{
+    int sel[D_N], nsel = 0, failed = 0;
+    for (int d = 0; d < D_N; d++)
+        if (cfg.designs[d] && !sits_out(W_STAMPEDE, d))
+            sel[nsel++] = d;
+    char mc[32], tc[32], bl[32], th[64], ps[32];
+    q_str(*monp, "SELECT @@max_connections", mc, sizeof mc);
+    q_str(*monp, "SELECT @@thread_cache_size", tc, sizeof tc);
+    q_str(*monp, "SELECT @@back_log", bl, sizeof bl);
+    q_str(*monp, "SELECT @@thread_handling", th, sizeof th);
+    q_str(*monp, "SELECT @@max_prepared_stmt_count", ps, sizeof ps);
+    printf("# stampede %s: each buyer its own thread and connection, all "
+           "released at once on one item of their own per measurement, "
+           "each making %d reserves of 1 unit one after the other; stock "
+           "twice the demand; libreserve's pool_cap %d (its pool filled "
+           "before the release, refill_low_water its default), "
+           "call_timeout_ms default; every call's latency counts, failed "
+           "ones too; ops_per_s = successes / (last call's end - release); "
+           "server=fresh: a server started just before (RSV_BENCH_RESTART), "
+           "server=warm: the same server right after; server max_connections"
+           "=%s thread_cache_size=%s back_log=%s thread_handling=%s "
+           "max_prepared_stmt_count=%s\n", cfg_key(), cfg.stampede_reserves,
+           cfg.stampede_cap, mc, tc, bl, th, ps);
+    if (!cfg.restart_cmd)
+        printf("# stampede %s: no server=fresh measurements: no command "
+               "that starts a fresh server was given (RSV_BENCH_RESTART; "
+               "tests/bench/run-bench.sh gives one)\n", cfg_key());
+    for (int r = 0; r < cfg.rtts.n; r++)
+        for (int ci = 0; ci < cfg.clients[W_STAMPEDE].n; ci++) {
+            int clients = cfg.clients[W_STAMPEDE].v[ci];
+            for (int round = 1; round <= cfg.rounds; round++)
+                for (int k = 0; k < nsel; k++) {
+                    int d = sel[(k + round - 1) % nsel];
+                    if (cfg.restart_cmd) {
+                        failed += check_tables(*monp);
+                        memset(done, 0, sizeof done);
+                        *monp = server_restart(*monp);
+                        stampede_measure(*monp, d, W_STAMPEDE_FRESH, r,
+                                         clients, round);
+                    }
+                    stampede_measure(*monp, d, W_STAMPEDE, r, clients,
+                                     round);
+                }
+            if (cfg.restart_cmd)
+                print_cell(W_STAMPEDE_FRESH, clients, cfg.rtts.v[r]);
+            print_cell(W_STAMPEDE, clients, cfg.rtts.v[r]);
+        }
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     cfg.sock = getenv("RSV_TEST_SOCKET");
@@ -2912,8 +3326,15 @@ int main(int argc, char **argv)
     parse_list("64", &cfg.clients[W_SOLDOUT]);
     parse_list("64", &cfg.clients[W_SOLDCART]);
     parse_list("16,64", &cfg.clients[W_HOTCART]);
+    parse_list("300", &cfg.clients[W_STAMPEDE]);
+    cfg.stampede_reserves = 4;
+    cfg.stampede_cap = 50;
+    cfg.restart_cmd = getenv("RSV_BENCH_RESTART");
+    if (cfg.restart_cmd && !*cfg.restart_cmd)
+        cfg.restart_cmd = NULL;
+    /* (the stampede runs only when asked: --stampede or --workloads) */
     for (int i = 0; i < W_N; i++)
-        cfg.workloads[i] = 1;
+        cfg.workloads[i] = !wl_is_stampede(i);
     for (int i = 0; i < D_N; i++)
         cfg.designs[i] = 1;
     cfg.stmts = cfg.cold = cfg.profile = 1;
@@ -2945,6 +3366,15 @@ int main(int argc, char **argv)
                                  d == D_HOT1 || d == D_FLOOR1;
             parse_list("500", &cfg.rtts);
             cfg.stmts = cfg.cold = cfg.profile = 0;
+        } else if (strcmp(argv[i], "--stampede") == 0) {
+            /* the stampede alone: libreserve and the one-trip hot row,
+             * 0.5 ms */
+            for (int w = 0; w < W_N; w++)
+                cfg.workloads[w] = wl_is_stampede(w);
+            for (int d = 0; d < D_N; d++)
+                cfg.designs[d] = d == D_LIB || d == D_HOT1;
+            parse_list("500", &cfg.rtts);
+            cfg.stmts = cfg.cold = cfg.profile = 0;
         }
     intlist only_clients = {{0}, 0};
     long claim_override = 0;
@@ -2953,7 +3383,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
-        if (strcmp(a, "--quick") == 0) {
+        if (strcmp(a, "--quick") == 0 || strcmp(a, "--stampede") == 0) {
             /* (applied above) */
         } else if (ARG("--proxy")) {
             cfg.proxy_path = v;
@@ -2991,6 +3421,14 @@ int main(int argc, char **argv)
             cfg.profile = 0;
         } else if (strcmp(a, "--statements-only") == 0) {
             cfg.lib_flags |= TEST_OPT_STATEMENTS_ONLY;
+        } else if (ARG("--stampede-reserves")) {
+            cfg.stampede_reserves = atoi(v);
+        } else if (ARG("--stampede-cap")) {
+            cfg.stampede_cap = atoi(v);
+        } else if (strcmp(a, "--stampede-profile") == 0) {
+            cfg.stampede_profile = 1;
+        } else if (ARG("--proxy-port")) {
+            cfg.proxy_port = atoi(v);
         } else {
             usage();
         }
@@ -2999,13 +3437,18 @@ int main(int argc, char **argv)
     if (only_clients.n)
         for (int i = 0; i < W_N; i++)
             cfg.clients[i] = only_clients;
+    cfg.workloads[W_STAMPEDE_FRESH] = cfg.workloads[W_STAMPEDE];
+    cfg.clients[W_STAMPEDE_FRESH] = cfg.clients[W_STAMPEDE];
     if (claim_override > 0)
         for (int d = 0; d < D_N; d++)
             cfg.claim_holds[d] = claim_override;
     if (!cfg.sock)
         usage();
     if (cfg.warmup_ms < 0 || cfg.duration_ms < 100 || cfg.spread_stock < 1 ||
-        cfg.rounds < 1 || cfg.rounds > MAXROUNDS)
+        cfg.rounds < 1 || cfg.rounds > MAXROUNDS ||
+        cfg.stampede_reserves < 1 || cfg.stampede_cap < 1 ||
+        cfg.stampede_cap > 10000 || cfg.proxy_port < 0 ||
+        cfg.proxy_port > 65000)
         usage();
     signal(SIGPIPE, SIG_IGN);
     if (mysql_library_init(0, NULL, NULL))
@@ -3014,15 +3457,7 @@ int main(int argc, char **argv)
     MYSQL *mon = connect_local();
     read_server_config(mon);
     setup_database(mon);
-    {
-        char pidfile[600], pidbuf[32];
-        q_str(mon, "SELECT @@pid_file", pidfile, sizeof pidfile);
-        FILE *f = pidfile[0] ? fopen(pidfile, "r") : NULL;
-        if (f && fgets(pidbuf, sizeof pidbuf, f))
-            server_pid = (pid_t)atoi(pidbuf);
-        if (f)
-            fclose(f);
-    }
+    read_server_pid(mon);
     print_header(mon);
 
     /* ---- proxies ---- */
@@ -3041,7 +3476,11 @@ int main(int argc, char **argv)
     uint64_t tsetup = now_us();
     setup_hot_ledger(mon, level_table(D_HOT));
     setup_hot_ledger(mon, level_table(D_HOT1));
-    lib_keys("flash item", 0, 1, 1, BIG_STOCK, 1);
+    int windowed = 0; /* a workload besides the stampede */
+    for (int wl = 0; wl < W_N; wl++)
+        windowed |= cfg.workloads[wl] && !wl_is_stampede(wl);
+    if (windowed)
+        lib_keys("flash item", 0, 1, 1, BIG_STOCK, 1);
     if (cfg.workloads[W_FLASHQ2])
         lib_keys("flash1q2 item", FLASHQ2_ITEM - 1, 1, 1, BIG_STOCK, 1);
     if (cfg.workloads[W_FLASHQ5])
@@ -3070,10 +3509,10 @@ int main(int argc, char **argv)
         stmts_probe();
 
     /* ---- measurements: per (workload, RTT, clients), the rounds ---- */
-    static const int order[W_N] = {W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD,
-                                   W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART,
-                                   W_HOTCART};
-    for (int oi = 0; oi < W_N; oi++) {
+    static const int order[] = {W_FLASH, W_FLASHQ2, W_FLASHQ5, W_SPREAD,
+                                W_CART, W_CLAIM, W_SOLDOUT, W_SOLDCART,
+                                W_HOTCART};
+    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
         int wl = order[oi];
         if (!cfg.workloads[wl])
             continue;
@@ -3117,6 +3556,10 @@ int main(int argc, char **argv)
         }
     }
 
+    int failed = 0;
+    if (cfg.workloads[W_STAMPEDE])
+        failed += stampede_run(&mon);
+
     /* ---- profiled re-runs of the key measurement ---- */
     if (cfg.profile && cfg.workloads[W_FLASH]) {
         int r500 = -1;
@@ -3148,7 +3591,7 @@ int main(int argc, char **argv)
     }
 
     print_ratios();
-    int failed = check_tables(mon);
+    failed += check_tables(mon);
     if (!getenv("RSV_BENCH_KEEP_DB"))
         q_execf(mon, "DROP DATABASE %s", dbname);
     mysql_close(mon);

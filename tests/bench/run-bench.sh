@@ -2,8 +2,12 @@
 # Runs the benchmark in each server configuration asked for, each on fresh
 # throwaway servers that it starts and stops, and draws the plots.
 #
-# Usage: tests/bench/run-bench.sh full|quick [--binlog 1|0|both]
+# Usage: tests/bench/run-bench.sh full|quick|stampede [--binlog 1|0|both]
 #                                 [--semisync] [bench options...]
+#   stampede       the refill stampede alone (bench --stampede): each
+#                  fresh-server measurement on a server this script's
+#                  configuration starts anew (RSV_BENCH_RESTART); not with
+#                  --semisync
 #   --binlog 1     production durability, the headline (the default): the
 #                  binary log on (ROW), sync_binlog=1,
 #                  innodb_flush_log_at_trx_commit=1
@@ -21,7 +25,8 @@
 #
 # Writes $B/bench/results-MODE.txt (every configuration's output, also on
 # stdout); a full run also $B/bench/results.txt, results.md and the plots
-# $B/bench/*.svg, a quick run its plots and table under $B/bench/quick/.
+# $B/bench/*.svg, a quick run its plots and table under $B/bench/quick/
+# (a stampede run draws none).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/bench/servers.sh
@@ -32,7 +37,8 @@ shift || true
 case "$mode" in
   full) mode_args=() ;;
   quick) mode_args=(--quick) ;;
-  *) sed -n '5,24p' "$0" >&2; exit 2 ;;
+  stampede) mode_args=(--stampede) ;;
+  *) sed -n '5,28p' "$0" >&2; exit 2 ;;
 esac
 binlog=1 semisync=0
 while [ $# -gt 0 ]; do
@@ -51,6 +57,10 @@ case "$binlog" in
   *) echo "run-bench.sh: --binlog takes 1, 0 or both" >&2; exit 2 ;;
 esac
 [ "$semisync" = 1 ] && configs+=(semisync)
+if [ "$mode" = stampede ] && [ "$semisync" = 1 ]; then
+  echo "run-bench.sh: the stampede replaces its server, which a replica cannot follow: no --semisync" >&2
+  exit 2
+fi
 
 out=$B/bench
 mkdir -p "$out"
@@ -108,6 +118,11 @@ else
     echo "# configuration $config: starting its server(s)" | tee -a "$results"
     bench_start "$config" "$dir/primary"
     extra=()
+    # The stampede's fresh servers: this configuration's, in the same
+    # directory, the old one stopped and removed.
+    export RSV_BENCH_RESTART=""
+    [ "$mode" = stampede ] &&
+      RSV_BENCH_RESTART="bash -c '. tests/bench/servers.sh && bench_restart $config $dir/primary'"
     if [ "$config" = semisync ]; then
       bench_replica_up "$dir/primary" "$dir/replica" "$out/proxy" "$work"
       echo "# configuration semisync: the replica is a second server replicating with GTIDs through the delay proxy on 127.0.0.1:$bench_repl_port ($BENCH_REPLICA_RTT_US us round trip); rpl_semi_sync_master_wait_point=AFTER_SYNC, timeout $BENCH_SEMISYNC_TIMEOUT_MS ms" | tee -a "$results"
@@ -128,7 +143,7 @@ echo "# wall time: $((SECONDS - start)) s; load average after: $(cut -d' ' -f1-3
 if [ "$mode" = full ]; then
   cp "$results" "$out/results.txt"
   python3 tests/bench/plot.py "$results" "$out"
-else
+elif [ "$mode" = quick ]; then
   # a quick run never overwrites the plots of the last full run
   python3 tests/bench/plot.py "$results" "$out/quick"
 fi

@@ -57,6 +57,12 @@ bench_start() {
   RSV_MARIADB_OPTS="$opts $bench_user_opts" tools/mariadb.sh start "$dir" >/dev/null
 }
 
+# bench_restart CONFIG DIR: the server in DIR replaced by a freshly
+# started one of CONFIG (the old one stopped, its directory removed).
+bench_restart() {
+  tools/mariadb.sh stop "$2" && rm -rf "$2" && bench_start "$1" "$2"
+}
+
 # bench_sql DIR SQL: run SQL on the server in DIR, rows tab-separated.
 bench_sql() {
   mariadb --no-defaults -uroot -S "$1/mysqld.sock" -N -B -e "$2"
