@@ -56,9 +56,12 @@
 /* The stored procedures (sql/schema.sql) the library calls, and those
  * they call (schema.c has the list); the version in a name changes only
  * when its arguments or its answer do. */
-#define RSV_PROC_RESERVE "rsv_reserve_key_v2" /* and each batch entry */
+#define RSV_PROC_RESERVE "rsv_reserve_key_v3" /* and each batch entry */
 #define RSV_PROC_CART "rsv_fast_cart_v4"
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v3" /* called by both */
+/* the units it mints at most per call; the statements' waited ledger take
+ * mints the same (reserve.c) */
+#define PROC_TOP_UP_MAX 1000
 /* the top-up after a pool take: called by every reserve procedure */
 #define RSV_PROC_TOP_UP_HELD "rsv_pool_top_up_held_v1"
 /* a key's units off its pool: called by every reserve procedure */

@@ -24,7 +24,7 @@
  * without the ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
- * instead, rsv_reserve_key_v2 when it takes units at one (item,
+ * instead, rsv_reserve_key_v3 when it takes units at one (item,
  * location), rsv_fast_cart_v4 at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the
@@ -42,6 +42,17 @@
  * (they may roll back), cover what the pool lacks straight from the ledger
  * and top the pool up.  Only if the committed state then still cannot
  * cover a line is the answer "out of stock".
+ *
+ * Waited ledger take, before the slow path, when a new checkout's one key
+ * came up short while its ledger row had the units: wait for that row, take
+ * the units straight from it and top the pool up, in one CALL when the
+ * procedure can be called, else by the statements here (the slow path's
+ * locks, without its waits for pool rows and its folds).  Either way the
+ * row is held for one short transaction, where the slow path holds it
+ * across a dozen round trips: a crowd that finds a small pool empty at
+ * once queues for the row at the speed of a hot row, each of them
+ * refilling the pool for the others, instead of running out of time
+ * (docs/internals.md section 4).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -723,6 +734,71 @@ static int slow_body(rsv_ctx *ctx, void *p)
     return write_holds(ctx, j);
 }
 
+/* The waited ledger take by statements (PASS_LEDGER without the
+ * procedure): what rsv_reserve_key_v3 does with p_wait, in the slow path's
+ * lock order (1 the checkout row, 2 the ledger row waited for, 3 the
+ * top-up's new pool rows, 4 the hold, 1 the new checkout row).  The one
+ * key's units come straight from the ledger row or not at all (END_SHORT:
+ * the slow path decides; also when the checkout exists or the key has no
+ * ledger row), and the pool is topped up to its cap from what is left, as
+ * rsv_pool_top_up_v3 mints; no fold, as in the procedure. */
+static int ledger_take_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    rkey *k = &j->keys[0];
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    int rc = sql_fixed(ctx, SQL_LOCK_CHECKOUT_ROW, "iii", NULL);
+    if (rc)
+        return rc;
+    if (ctx->res.rows)
+        return pass_end(j, END_SHORT);
+    ledger_row lv;
+    size_t found = 0;
+    if ((rc = ledger_lock(ctx, j->shop, j->pairs, 1, LEDGER_WAIT, &lv, &found)))
+        return rc;
+    if (!found)
+        return pass_end(j, END_SHORT);
+    int64_t left = lv.on_hand - lv.issued - k->plan.want;
+    /* (the row as read, locked: the slow path's hint) */
+    k->read.have_hint = 1;
+    k->read.hint_next = lv.next_id;
+    k->read.hint_avail = lv.on_hand - lv.issued;
+    if (left < 0)
+        return pass_end(j, END_SHORT);
+    int64_t count = 0;
+    if ((rc = ledger_pool_count(ctx, j->shop, &lv, &count)))
+        return rc;
+    int64_t mint = ledger_cap(ctx, &lv) - count;
+    if (mint > left)
+        mint = left;
+    if (mint > PROC_TOP_UP_MAX)
+        mint = PROC_TOP_UP_MAX;
+    if (mint < 0)
+        mint = 0;
+    if ((rc = ledger_issue(ctx, j->shop, &lv, mint, k->plan.want)))
+        return rc;
+    k->read.ledger_took = k->plan.want;
+    k->read.minted = mint;
+    if ((rc = job_allocate(ctx, j, 0)))
+        return rc;
+    return write_holds(ctx, j);
+}
+
+/* After a waited ledger take committed, by either copy: the counters, and
+ * the pending top-up it did (it held the ledger row). */
+static void ledger_take_done(rsv_ctx *ctx, rjob *j)
+{
+    const rkey *k = &j->keys[0];
+    stats_add(ctx, RSV_STAT_LEDGER_TAKES, 1);
+    stats_add(ctx, RSV_STAT_INLINE_REFILLS, k->read.minted > 0);
+    if (pool_refill_pending(ctx, j->shop, k->item, k->loc))
+        pool_refill_done(ctx, j->shop, k->item, k->loc, 0);
+    ledger_seen_note(ctx, j->shop, k->item, k->loc);
+}
+
 /* After a fast-path commit: top up pools that are running low, without
  * waiting for a refiller already at work. */
 void reserve_refill_ahead(rsv_ctx *ctx, rjob *j)
@@ -778,6 +854,16 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
     case PASS_REFILL:
         reserve_refill_ahead(ctx, j);
         return RSV_OK;
+    case PASS_LEDGER: {
+        int rc = pass_end(j, END_NO_PROC);
+        if (proc_usable(ctx, PROC_RESERVE))
+            rc = txn_run(ctx, TXN_SELF_COMMIT, reserve_proc_ledger_body, j);
+        if (rc == RSV__PASS_ENDED && j->end == END_NO_PROC)
+            rc = txn_run(ctx, 0, ledger_take_body, j);
+        if (rc == RSV_OK)
+            ledger_take_done(ctx, j);
+        return rc;
+    }
     default:
         return ctx_fail(ctx, RSV_EDB, "internal: reserve pass %d", pass);
     }
@@ -802,6 +888,7 @@ void reserve_facts(rsv_ctx *ctx, rjob *j, rend end, rfacts *f)
     if (end == END_SHORT)
         note_short_reads(j);
     f->proc_fits = reserve_proc_fits(ctx, j);
+    f->ledger_fits = end == END_SHORT && reserve_ledger_fits(j);
     f->marked_sold_out = 0;
     f->short_unsure = 0;
     for (size_t l = 0; l < j->cart->n; l++) {

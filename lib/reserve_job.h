@@ -20,6 +20,9 @@ typedef enum rpass {
     PASS_STATEMENTS, /* the fast path by statements (reserve.c) */
     PASS_SLOW,       /* the slow path: ledger rows locked (reserve.c) */
     PASS_REFILL,     /* top-ups after a fast commit, own transactions */
+    PASS_LEDGER,     /* the waited ledger take: one key's units straight
+                        from its ledger row, waited for (by procedure,
+                        reserve_proc.c, else by statements, reserve.c) */
     PASS_DONE
 } rpass;
 
@@ -35,8 +38,10 @@ typedef enum rend {
                           every location */
     END_NO_PROC,       /* the procedure cannot decide: send statements */
     END_SHORT,         /* a line not covered while the ledger may have
-                          more: the slow path (after the sold-out read if
-                          the ledger looked short too) */
+                          more: the waited ledger take or the slow path
+                          (after the sold-out read if the ledger looked
+                          short too); the waited ledger take: the row
+                          could not give the units */
     END_REFILLED,      /* slow path: every short pool was refilled since
                           the fast read: the fast path again */
     END_SHARED_IN_VAIN /* slow path: waited in share mode and nothing was
@@ -53,6 +58,7 @@ typedef struct rstate {
     int back_to_fast;    /* times the slow path went back */
     int then_slow;       /* the sold-out read is the one before the slow
                             path (else before the fast path) */
+    int ledger_tried;    /* the waited ledger take ran (once a reserve) */
 } rstate;
 
 /* What reserve_next() needs to know besides the pass's end, gathered by
@@ -63,6 +69,9 @@ typedef struct rfacts {
                             by this context before */
     int short_unsure;    /* some line came up short at a location whose
                             ledger could not cover it either */
+    int ledger_fits;     /* a new checkout's one key came up short while
+                            its ledger row had the units: the waited ledger
+                            take can serve it (reserve_ledger_fits) */
 } rfacts;
 
 /* A pool row the statements read: its id and the units it carries. */
@@ -154,9 +163,11 @@ RSV_HIDDEN void job_choose_starts(rsv_ctx *ctx, rjob *j);
 RSV_HIDDEN void job_note_read(rsv_ctx *ctx, const rjob *j, const rkey *k);
 RSV_HIDDEN void job_note_reads(rsv_ctx *ctx, rjob *j);
 
-/* reserve_proc.c: the fast path in one round trip */
+/* reserve_proc.c: the fast path in one round trip, and the waited ledger
+ * take in one (END_NO_PROC: the procedure cannot be called) */
 RSV_HIDDEN int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j);
 RSV_HIDDEN int reserve_proc_body(rsv_ctx *ctx, void *p);
+RSV_HIDDEN int reserve_proc_ledger_body(rsv_ctx *ctx, void *p);
 /* For a batch (batch_reserve.c), whose one CALL does the one-key
  * procedure's work for many jobs of one key each: the top-up a job's
  * CALL would pass (p_fill), and after the commit, what the one-key
@@ -180,6 +191,7 @@ RSV_HIDDEN rpass reserve_next(rstate *st, rpass last, int rc, rend end,
                               const rfacts *f);
 RSV_HIDDEN int reserve_ledger_mode(const rjob *j);
 RSV_HIDDEN int reserve_refilled_since(const rjob *j);
+RSV_HIDDEN int reserve_ledger_fits(const rjob *j);
 
 static inline int pass_end(rjob *j, rend end)
 {

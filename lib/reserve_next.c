@@ -62,7 +62,8 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
         case PASS_CALL:
         case PASS_STATEMENTS:
             return PASS_REFILL; /* committed: top up pools running low */
-        default:
+        default: /* (the slow path and the waited ledger take topped
+                  * the pool up themselves) */
             return PASS_DONE;
         }
     }
@@ -83,6 +84,14 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
     case END_NO_PROC:
         return last == PASS_CALL ? PASS_STATEMENTS : PASS_DONE;
     case END_SHORT:
+        /* The ledger row could not give the units after all: no refill
+         * can come (it would take them from the same row), so the slow
+         * path locks it exclusively at once. */
+        if (last == PASS_LEDGER) {
+            slow(st);
+            st->ledger_excl = 1;
+            return PASS_SLOW;
+        }
         if (!is_fast(last))
             return PASS_DONE;
         /* Short where the ledger could not cover the line either: one
@@ -91,6 +100,15 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
         if (f->short_unsure) {
             st->then_slow = 1;
             return PASS_SOLD_OUT;
+        }
+        /* A new checkout's one key, whose ledger row has the units: wait
+         * for that row and take them from it, once; the slow path would
+         * hold the row across its round trips, and when a crowd finds a
+         * small pool empty, the last of them ran out of time queueing
+         * for it (docs/internals.md section 4). */
+        if (f->ledger_fits && !st->ledger_tried) {
+            st->ledger_tried = 1;
+            return PASS_LEDGER;
         }
         return slow(st);
     case END_SHARED_IN_VAIN:
@@ -154,4 +172,16 @@ int reserve_ledger_mode(const rjob *j)
         any = 1;
     }
     return any ? LEDGER_SHARE : LEDGER_WAIT;
+}
+
+/* Whether the waited ledger take can serve this reserve after a short
+ * fast read: a new checkout (no row was found) whose cart is one key, that
+ * came up short while its ledger row, as last committed, had at least the
+ * units wanted. */
+int reserve_ledger_fits(const rjob *j)
+{
+    if (j->nkeys != 1 || j->prev_found)
+        return 0;
+    const rkey *key = &j->keys[0];
+    return key->slow.fast_next && key->slow.fast_avail >= key->plan.want;
 }

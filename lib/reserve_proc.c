@@ -1,11 +1,12 @@
 /*
  * reserve_proc.c - the reserve fast path in one round trip: calling the
- * schema's procedures (rsv_reserve_key_v2 for one key, rsv_fast_cart_v4
+ * schema's procedures (rsv_reserve_key_v3 for one key, rsv_fast_cart_v4
  * for a cart; sql/schema.sql) and reading their answer into the job as the
  * statement path's read would have left it.  Unlike the statements, the
  * procedures take a key's units straight from its ledger row when no other
  * transaction holds it (they hold it only while the CALL runs on the
- * server, never across a round trip).
+ * server, never across a round trip).  Also the waited ledger take in one
+ * round trip (the same procedure, waiting for the ledger row).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ enum {
  * location, big holds, many keys) sends the statements, which handle
  * every case. */
 typedef struct proc_plan {
-    int which;      /* PLAN_NONE, PLAN_ONE (rsv_reserve_key_v2) or
+    int which;      /* PLAN_NONE, PLAN_ONE (rsv_reserve_key_v3) or
                        PLAN_CART (rsv_fast_cart_v4) */
     size_t taken;   /* keys units are taken at */
     size_t checked; /* other keys the procedure checks exist */
@@ -128,24 +129,37 @@ static size_t proc_key_list(rsv_ctx *ctx, const rjob *j, char *out,
     return len;
 }
 
+/* The one-key procedure's CALL for key k, with the top-up fill and, for
+ * the waited ledger take, wait.  Answers one row of the key's values in
+ * columns. */
+static int proc_call_one(rsv_ctx *ctx, const rjob *j, const rkey *k,
+                         int64_t fill, int wait)
+{
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    arg_u64(&ctx->args, k->item);
+    arg_u64(&ctx->args, k->loc);
+    arg_i64(&ctx->args, k->plan.want);
+    arg_u64(&ctx->args, k->plan.start);
+    arg_i64(&ctx->args, j->ttl_ms * 1000);
+    arg_i64(&ctx->args, fill);
+    arg_i64(&ctx->args, wait);
+    return sql_run(ctx, b_call_reserve, 0, "iiiiiiii", NULL);
+}
+
 /* Send the CALL: the one-key procedure, or the cart's.  Either answers
  * one row: the one key's values in columns, or the cart's keys as text
  * (proc_cart_text). */
 static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
 {
+    if (plan->which == PLAN_ONE) {
+        const rkey *k = proc_only_key(j);
+        return proc_call_one(ctx, j, k, proc_fill(ctx, j, k), 0);
+    }
     args_reset(&ctx->args);
     arg_u64(&ctx->args, j->shop);
     arg_bin(&ctx->args, j->token, j->len);
-    if (plan->which == PLAN_ONE) {
-        const rkey *k = proc_only_key(j);
-        arg_u64(&ctx->args, k->item);
-        arg_u64(&ctx->args, k->loc);
-        arg_i64(&ctx->args, k->plan.want);
-        arg_u64(&ctx->args, k->plan.start);
-        arg_i64(&ctx->args, j->ttl_ms * 1000);
-        arg_i64(&ctx->args, proc_fill(ctx, j, k));
-        return sql_run(ctx, b_call_reserve, 0, "iiiiiiii", NULL);
-    }
     char keys[PROC_MAX_LIST * PROC_KEY_TEXT];
     size_t len = proc_key_list(ctx, j, keys, sizeof keys);
     arg_bin(&ctx->args, keys, len);
@@ -313,6 +327,46 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
                         "%zu", RSV_PROC_CART, answered, plan.taken);
     proc_committed(ctx, j);
     return RSV_OK;
+}
+
+/* The waited ledger take in one round trip (PASS_LEDGER): the one-key
+ * procedure with p_wait, which waits for the key's ledger row and takes
+ * the units from it, topping the pool up to its cap from what is left
+ * (the pool was just found short), or rolls back: END_SHORT (the row no
+ * longer had the units, the checkout now exists, or the key has no ledger
+ * row: the slow path tells which), END_NO_PROC when the procedure cannot
+ * be called.  Its only key is the job's one (reserve_ledger_fits). */
+int reserve_proc_ledger_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    rkey *k = &j->keys[0];
+    k->plan.start = 0; /* (the pool is not read) */
+    int rc = proc_call_one(ctx, j, k, ctx->opts.pool_cap, 1);
+    if (rc) {
+        if (proc_unusable(ctx, PROC_RESERVE))
+            return pass_end(j, END_NO_PROC);
+        return rc;
+    }
+    sql_res *r = &ctx->res;
+    if (r->rows != 1)
+        return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
+                        "answered %zu rows", r->rows);
+    int64_t status = RES_I(r, 0, 0);
+    /* (the ledger row as it read it, locked: the slow path's hint) */
+    k->read.hint_next = (uint64_t)RES_I(r, 0, 4);
+    k->read.have_hint = k->read.hint_next != 0;
+    k->read.hint_avail = RES_I(r, 0, 5);
+    if (status != PROC_DONE)
+        return pass_end(j, END_SHORT); /* rolled back */
+    k->read.ledger_took = RES_I(r, 0, 6);
+    k->read.minted = RES_I(r, 0, 7);
+    if (k->read.ledger_took != k->plan.want)
+        return ctx_fail(ctx, RSV_EDB, "internal: the waited ledger take "
+                        "took %lld units of %lld",
+                        (long long)k->read.ledger_took,
+                        (long long)k->plan.want);
+    return job_allocate(ctx, j, 0);
 }
 
 int64_t reserve_proc_fill(rsv_ctx *ctx, const rjob *j)

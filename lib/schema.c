@@ -57,10 +57,10 @@ RSV_EXTERN const char *rsv_schema_procedure(size_t index)
 int b_call_reserve(strbuf *s, uint32_t shape)
 {
     (void)shape;
-    /* shop, token, item, location, units, start, ttl_us, fill; 1: in a
-     * transaction of its own, answering a row; its OUT arguments go to a
+    /* shop, token, item, location, units, start, ttl_us, fill, wait; 1: in
+     * a transaction of its own, answering a row; its OUT arguments go to a
      * user variable of ours that nothing reads (the answer row has them) */
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, 1, "
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, ?, 1, "
                 "@rsv__out, @rsv__out, @rsv__out, @rsv__out, @rsv__out, "
                 "@rsv__out, @rsv__out, @rsv__out)");
     return 0;

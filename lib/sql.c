@@ -668,7 +668,7 @@ static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
         if (r < 0)
             break;
         /* a procedure answers a variable number of rows as one result
-         * set each (rsv_reserve_key_v2): they add to the result */
+         * set each (rsv_reserve_key_v3): they add to the result */
         if (spec && mysql_stmt_field_count(st) == ctx->res.ncols) {
             int rc = fetch_all(ctx, st, spec);
             if (rc)

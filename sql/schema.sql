@@ -447,6 +447,16 @@ DELIMITER ;
 -- pool), so the buyers of a pooled item do not pay a failed UPDATE.  A
 -- server that rolls the whole transaction back on a lock-wait timeout
 -- (innodb_rollback_on_timeout) only gets the read.
+-- p_wait = 1, the waited ledger take: after this key's pool came up short
+-- while its ledger row had the units.  The ledger row is waited for
+-- (FOR UPDATE) before the hold is inserted (lock order 1, 2, 4: nothing
+-- another transaction could want is held while waiting), and the units
+-- come from it or not at all (status 2, the pool not read).  When hundreds
+-- of buyers find a small pool empty at once, they queue here for the row,
+-- each holding it for this one CALL, and each tops the pool up for the
+-- buyers behind (p_fill); the slow path they went to before held the row
+-- across a dozen round trips each, and the last of them ran out of time
+-- (docs/scaling.md, the refill stampede).
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
 -- this transaction holds the ledger row (rsv_pool_top_up_v3).
 -- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
@@ -469,6 +479,7 @@ DELIMITER ;
 -- AND NO CHAIN NO RELEASE, whatever the session's defaults.
 DROP PROCEDURE IF EXISTS rsv_reserve_key_v1;
 DROP PROCEDURE IF EXISTS rsv_reserve_key_v2;
+DROP PROCEDURE IF EXISTS rsv_reserve_key_v3;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
@@ -478,11 +489,12 @@ DROP PROCEDURE IF EXISTS rsv_fast_reserve_v6;
 DROP PROCEDURE IF EXISTS rsv_pool_take_v1;
 DROP PROCEDURE IF EXISTS rsv_pool_take_v2;
 DELIMITER //
-CREATE PROCEDURE rsv_reserve_key_v2(
+CREATE PROCEDURE rsv_reserve_key_v3(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
     IN p_item BIGINT UNSIGNED, IN p_loc BIGINT UNSIGNED,
     IN p_want INT, IN p_start BIGINT UNSIGNED, IN p_ttl_us BIGINT,
-    IN p_fill BIGINT, IN p_own INT, OUT o_status INT, OUT o_taken INT,
+    IN p_fill BIGINT, IN p_wait INT, IN p_own INT, OUT o_status INT,
+    OUT o_taken INT,
     OUT o_first BIGINT UNSIGNED, OUT o_last BIGINT UNSIGNED,
     OUT o_next BIGINT UNSIGNED, OUT o_avail BIGINT, OUT o_direct BIGINT,
     OUT o_mint BIGINT)
@@ -520,7 +532,20 @@ BEGIN
       SET o_status = 1;
       LEAVE body;
     END IF;
-    -- The hold, before the ledger row (see above).
+    -- The waited ledger take: the ledger row first, waiting (lock order
+    -- 2); the units from it below, or none.
+    IF p_wait THEN
+      SELECT next_unit_id, on_hand - issued, pool_cap
+        INTO o_next, o_avail, v_cap
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc FOR UPDATE;
+      IF o_avail IS NULL OR o_avail < p_want THEN
+        SET o_status = IF(o_next IS NULL, 3, 2);
+        LEAVE body;
+      END IF;
+    END IF;
+    -- The hold, before the ledger row (see above) unless waited for.
     INSERT INTO rsv_holds (shop_id, checkout_token,
         item_id, location_id, quantity, generation,
         expires_at, created_at)
@@ -529,7 +554,8 @@ BEGIN
     -- The units from the ledger row in one guarded UPDATE that never
     -- waits (lock order 2); in a batch an earlier entry may hold the row:
     -- then it is ours and the UPDATE goes through.
-    IF p_fill = 0 AND p_start = 0 AND NOT @@innodb_rollback_on_timeout THEN
+    IF NOT p_wait AND p_fill = 0 AND p_start = 0
+       AND NOT @@innodb_rollback_on_timeout THEN
       BEGIN
         DECLARE CONTINUE HANDLER FOR 1205 SET v_held = 1;
         /*M! SET STATEMENT innodb_lock_wait_timeout = 0 FOR */
@@ -545,11 +571,13 @@ BEGIN
       END IF;
     END IF;
     -- The ledger row, if no other transaction holds it (lock order 2).
-    SELECT next_unit_id, on_hand - issued, pool_cap
-      INTO o_next, o_avail, v_cap
-      FROM rsv_ledger
-     WHERE shop_id = p_shop AND item_id = p_item
-       AND location_id = p_loc FOR UPDATE SKIP LOCKED;
+    IF NOT p_wait THEN
+      SELECT next_unit_id, on_hand - issued, pool_cap
+        INTO o_next, o_avail, v_cap
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc FOR UPDATE SKIP LOCKED;
+    END IF;
     IF o_avail >= p_want THEN
       -- The units from the ledger row, and a pending top-up if one is
       -- due, minted from what is left after this reserve.
@@ -677,7 +705,7 @@ DELIMITER ;
 -- path's fewer, larger ones (measured: docs/performance.md); what it saves
 -- is the round trips.
 -- Pass 2 takes each key's units with rsv_pool_take_units_v1, as
--- rsv_reserve_key_v2 does.
+-- rsv_reserve_key_v3 does.
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
@@ -761,7 +789,7 @@ BEGIN
       SET v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0;
       SET v_start = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 5), ',', -1),
           v_fill = SUBSTRING_INDEX(v_key, ',', -1);
-      -- The guarded UPDATE that never waits, as in rsv_reserve_key_v2.
+      -- The guarded UPDATE that never waits, as in rsv_reserve_key_v3.
       IF v_fill = 0 AND v_start = 0 AND NOT @@innodb_rollback_on_timeout THEN
         SET v_held = 0, v_took = 0;
         BEGIN
@@ -970,22 +998,22 @@ DELIMITER ;
 
 -- Many new checkouts in one round trip and one commit (libreserve calls
 -- it for rsv_reserve_batch; never call it yourself): for each entry of
--- p_batch, rsv_reserve_key_v2 runs for one checkout of one item at one
+-- p_batch, rsv_reserve_key_v3 runs for one checkout of one item at one
 -- location, in one transaction for
 -- the whole batch, so that one COMMIT (one flush of the redo log and the
 -- binary log) serves every checkout of it.  Each entry runs after a
 -- SAVEPOINT; an entry the fast path cannot decide (the checkout exists,
--- the pool is short, no ledger row: where rsv_reserve_key_v2 rolls back)
+-- the pool is short, no ledger row: where rsv_reserve_key_v3 rolls back)
 -- is rolled back to it alone, answered undecided, and the library runs
 -- it on its own after this CALL.  The others commit together.
 -- p_batch: a JSON array of [idx, "shop", "token in hex", "item",
 -- "location", units, "start", fill] in ascending (shop, item, location)
 -- order (the caller sorts it); idx is the caller's index of the entry,
 -- echoed; the 64-bit values are strings, so no JSON number parser rounds
--- them; start and fill as p_start and p_fill of rsv_reserve_key_v2.
+-- them; start and fill as p_start and p_fill of rsv_reserve_key_v3.
 -- Lock order.  An entry takes its checkout row (1), its hold (4), its
 -- ledger row (2, SKIP LOCKED) and pool rows (3, SKIP LOCKED), as
--- rsv_reserve_key_v2 does; the next entry then inserts its checkout row
+-- rsv_reserve_key_v3 does; the next entry then inserts its checkout row
 -- while this transaction holds the earlier entries' rows.  That insert
 -- waits only for a transaction holding that same checkout row, that is
 -- another call on the same checkout running at the same time: a claim,
@@ -1000,7 +1028,7 @@ DELIMITER ;
 -- Answer: one result set, a row per entry of (idx, status, units taken
 -- from the pool, first and last pool id taken, ledger next_unit_id,
 -- on_hand - issued, units taken from the ledger, pool rows minted), the
--- values and status as rsv_reserve_key_v2 answers them (0 committed,
+-- values and status as rsv_reserve_key_v3 answers them (0 committed,
 -- 1 the checkout exists, 2 short, 3 no ledger row).  One SELECT over the
 -- answer collected as JSON: a SELECT per entry would be a result set each.
 DROP PROCEDURE IF EXISTS rsv_reserve_batch_v1;
@@ -1029,7 +1057,7 @@ BEGIN
   -- A deadlock, lock-wait timeout or any other error: give everything
   -- back and tell the caller (who retries or reports it).
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
-  -- Also set by a SELECT ... INTO in rsv_reserve_key_v2 that finds no row
+  -- Also set by a SELECT ... INTO in rsv_reserve_key_v3 that finds no row
   -- (a ledger row held elsewhere, a pool read that ran dry): cleared
   -- before every FETCH.
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_eof = 1;
@@ -1044,9 +1072,10 @@ BEGIN
       LEAVE each_entry;
     END IF;
     SAVEPOINT rsv_entry;
-    CALL rsv_reserve_key_v2(v_shop, v_tok, v_item, v_loc, v_want, v_start,
-                            p_ttl_us, v_fill, 0, v_status, v_taken, v_first,
-                            v_last, v_next, v_avail, v_direct, v_mint);
+    CALL rsv_reserve_key_v3(v_shop, v_tok, v_item, v_loc, v_want, v_start,
+                            p_ttl_us, v_fill, 0, 0, v_status, v_taken,
+                            v_first, v_last, v_next, v_avail, v_direct,
+                            v_mint);
     IF v_status <> 0 THEN
       ROLLBACK TO SAVEPOINT rsv_entry;
     END IF;

@@ -32,7 +32,7 @@ static const char *pass_names[NPASS] = {
     [PASS_START] = "PASS_START",           [PASS_SOLD_OUT] = "PASS_SOLD_OUT",
     [PASS_CALL] = "PASS_CALL",             [PASS_STATEMENTS] = "PASS_STATEMENTS",
     [PASS_SLOW] = "PASS_SLOW",             [PASS_REFILL] = "PASS_REFILL",
-    [PASS_DONE] = "PASS_DONE",
+    [PASS_LEDGER] = "PASS_LEDGER",         [PASS_DONE] = "PASS_DONE",
 };
 enum { NEND = END_SHARED_IN_VAIN + 1 };
 static const char *end_names[NEND] = {
@@ -45,13 +45,13 @@ static const char *end_names[NEND] = {
     [END_SHARED_IN_VAIN] = "END_SHARED_IN_VAIN",
 };
 
-/* The variables a row may require or change: the three facts, then the
- * five fields of rstate. */
-enum { V_PROC_FITS, V_MARKED, V_UNSURE, V_RESCAN, V_WIDE, V_EXCL, V_BACK,
-       V_THEN_SLOW, NVARS };
+/* The variables a row may require or change: the four facts, then the
+ * six fields of rstate. */
+enum { V_PROC_FITS, V_MARKED, V_UNSURE, V_LEDGER_FITS, V_RESCAN, V_WIDE,
+       V_EXCL, V_BACK, V_THEN_SLOW, V_LEDGER_TRIED, NVARS };
 static const char *var_names[NVARS] = {
-    "proc_fits", "marked_sold_out", "short_unsure", "rescan", "wide",
-    "ledger_excl", "back_to_fast", "then_slow",
+    "proc_fits", "marked_sold_out", "short_unsure", "ledger_fits", "rescan",
+    "wide", "ledger_excl", "back_to_fast", "then_slow", "ledger_tried",
 };
 
 enum { ENDED_OK = -1, ENDED_ERROR = -2 }; /* else an END_* */
@@ -251,11 +251,13 @@ static void to_state(const int *vars, rstate *st, rfacts *f)
     f->proc_fits = vars[V_PROC_FITS];
     f->marked_sold_out = vars[V_MARKED];
     f->short_unsure = vars[V_UNSURE];
+    f->ledger_fits = vars[V_LEDGER_FITS];
     st->rescan = vars[V_RESCAN];
     st->wide = vars[V_WIDE];
     st->ledger_excl = vars[V_EXCL];
     st->back_to_fast = vars[V_BACK];
     st->then_slow = vars[V_THEN_SLOW];
+    st->ledger_tried = vars[V_LEDGER_TRIED];
 }
 
 static void describe(const combo *c, char *out, size_t len)
@@ -306,13 +308,15 @@ static int check_combo(row *t, int nt, const combo *c, char *why,
     describe(c, d, sizeof d);
     snprintf(why, whylen,
              "%s: reserve_next says %s (rescan %d wide %d ledger_excl %d "
-             "back_to_fast %d then_slow %d); %s says %s (rescan %d wide %d "
-             "ledger_excl %d back_to_fast %d then_slow %d)",
+             "back_to_fast %d then_slow %d ledger_tried %d); %s says %s "
+             "(rescan %d wide %d ledger_excl %d back_to_fast %d then_slow %d "
+             "ledger_tried %d)",
              d, pass_names[got], st.rescan, st.wide, st.ledger_excl,
-             st.back_to_fast, st.then_slow,
+             st.back_to_fast, st.then_slow, st.ledger_tried,
              r ? "its first matching row" : "no row matches, so the table",
              pass_names[want], want_st.rescan, want_st.wide,
-             want_st.ledger_excl, want_st.back_to_fast, want_st.then_slow);
+             want_st.ledger_excl, want_st.back_to_fast, want_st.then_slow,
+             want_st.ledger_tried);
     return 1;
 }
 
@@ -326,7 +330,7 @@ static int run_all(row *t, int nt, char *why, size_t whylen)
     for (int last = PASS_START; last < PASS_DONE; last++)
         for (int end = END_FINAL; end < NEND; end++)
             for (int k = 0; k < (end == END_FINAL ? 3 : 1); k++)
-                for (unsigned bits = 0; bits < (1u << 7); bits++)
+                for (unsigned bits = 0; bits < (1u << (NVARS - 1)); bits++)
                     for (int back = 0; back <= 2; back++) {
                         combo c = {(rpass)last, (rend)end,
                                    end == END_FINAL ? codes[k]

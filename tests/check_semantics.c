@@ -684,29 +684,41 @@ static uint64_t one_trips(rsv_ctx *ctx)
 struct refill_scene {
     MYSQL *refiller, *mon;
     int mint;                   /* the refiller adds rows (else only locks) */
+    int cart;                   /* a cart of item 30 and item 31 (else
+                                   item 30 alone) */
+    const char *wait;           /* how the reserve waits for the ledger
+                                   row (a LIKE pattern of the statement) */
     unsigned long reserver;
     int64_t waited;
 };
 
+/* The slow path's wait for a ledger row in share mode, and the waited
+ * ledger take's (by procedure or by statements). */
+#define LEDGER_SHARE_WAIT "%rsv_ledger%LOCK IN SHARE MODE"
+#define LEDGER_WAIT_FOR_UPDATE "%rsv_ledger%FOR UPDATE"
+
 static void *refill_timeline(void *p)
 {
     struct refill_scene *sc = p;
-    /* the reserve's slow path waits for the ledger row, in share mode (a
-     * refill can come: the ledger has units): finish the refill */
-    sc->waited = await_wait(sc->mon, sc->reserver, 0,
-                            "%rsv_ledger%LOCK IN SHARE MODE");
+    /* the reserve waits for the ledger row: finish the refill */
+    sc->waited = await_wait(sc->mon, sc->reserver, 0, sc->wait);
     tu_exec(sc->refiller, "COMMIT");
     return NULL;
 }
 
 /* A refill in flight on item 30 of `shop` (its pool empty, 20 units on
  * its ledger row): the refiller holds the ledger row and, if sc->mint,
- * has minted 10 rows.  Reserves 2 units while the refiller waits for the
- * reserve's slow path to wait for the ledger row, then commits. */
+ * has minted 10 rows.  Reserves 2 units (and with sc->cart 1 unit of
+ * item 31, whose pool is full) while the refiller waits for the reserve
+ * to wait for the ledger row as sc->wait says, then commits. */
 static void refill_scene_run(struct refill_scene *sc, rsv_ctx *ctx,
                              MYSQL *c, uint64_t shop, const char *tok)
 {
     TU_OK(ctx, rsv_stock_set(ctx, shop, 30, 1, 20)); /* pool left empty */
+    if (sc->cart) {
+        TU_OK(ctx, rsv_stock_set(ctx, shop, 31, 1, 20));
+        TU_OK(ctx, rsv_replenish(ctx, shop, 31, 1, NULL));
+    }
     sc->refiller = tu_connect_in_txn();
     sc->mon = tu_connect();
     sc->reserver = mysql_thread_id(c);
@@ -728,7 +740,17 @@ static void refill_scene_run(struct refill_scene *sc, rsv_ctx *ctx,
     }
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, refill_timeline, sc), 0);
-    TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 30, 1, 2, 0));
+    if (sc->cart) {
+        rsv_cart *cart;
+        uint64_t loc = 1;
+        ck_assert_int_eq(rsv_cart_new(&cart), RSV_OK);
+        ck_assert_int_eq(rsv_cart_add(cart, 30, &loc, 1, 2, 0), RSV_OK);
+        ck_assert_int_eq(rsv_cart_add(cart, 31, &loc, 1, 1, 0), RSV_OK);
+        TU_OK(ctx, rsv_reserve(ctx, shop, TOK(tok), cart, 0));
+        rsv_cart_free(cart);
+    } else {
+        TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK(tok), 30, 1, 2, 0));
+    }
     pthread_join(t, NULL);
     ck_assert_msg(sc->waited, "the reserve never waited for the ledger row");
     ck_assert_int_eq(tu_held(ctx, shop, 30, 1), 2);
@@ -742,13 +764,15 @@ static uint64_t reserve_stat(rsv_ctx *ctx, uint32_t stat)
     return op_stat(ctx, stat, RSV_OP_RESERVE);
 }
 
-/* When a hot pool runs dry, every buyer of that moment goes to the slow
- * path and queues for the ledger row behind whoever refills the pool.
- * They wait in share mode, so that the refill's commit lets them all in
+/* When a hot pool runs dry, the carts of that moment go to the slow path
+ * and queue for the ledger row behind whoever refills the pool.  They
+ * wait in share mode, so that the refill's commit lets them all in
  * together, and a slow path that then finds the pool refilled since its
  * fast path read it lets go of the ledger row at once and takes the fast
  * path again, not holding the row through a slow path of its own (the
- * convoy that made slow paths take seconds at 128 buyers). */
+ * convoy that made slow paths take seconds at 128 buyers).  (A new
+ * checkout of one key takes the waited ledger take instead:
+ * short_pool_waits_for_the_ledger_row.) */
 START_TEST(slow_path_goes_back_when_refilled)
 {
     tu_fix f;
@@ -756,6 +780,8 @@ START_TEST(slow_path_goes_back_when_refilled)
     struct refill_scene sc;
     memset(&sc, 0, sizeof sc);
     sc.mint = 1;
+    sc.cart = 1;
+    sc.wait = LEDGER_SHARE_WAIT;
     refill_scene_run(&sc, f.ctx, f.conn, f.shop, "went-back");
     ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SHORT_READS), 1);
     ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), 0);
@@ -779,6 +805,8 @@ START_TEST(slow_path_locks_exclusively_when_nothing_came)
     tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
     struct refill_scene sc;
     memset(&sc, 0, sizeof sc);
+    sc.cart = 1;
+    sc.wait = LEDGER_SHARE_WAIT;
     refill_scene_run(&sc, f.ctx, f.conn, f.shop, "came-nothing");
     ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), 1);
     ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_BACK_TO_FAST), 0);
@@ -789,6 +817,45 @@ START_TEST(slow_path_locks_exclusively_when_nothing_came)
     ck_assert_int_eq(on_hand, 20);
     ck_assert_int_eq(avail, 18);
     tu_fix_close(&f);
+}
+END_TEST
+
+/* A new checkout of one key whose pool is empty while its ledger row has
+ * the units, held by another transaction (a refill in flight): the
+ * reserve waits for that row and takes its units straight from it in one
+ * transaction of its own, topping the pool up to its cap for the buyers
+ * behind; it takes neither the slow path (which would hold the row across
+ * its round trips: with hundreds of buyers on a small pool the last ones
+ * ran out of time queueing for it) nor the fast path again.  By procedure
+ * and by statements. */
+START_TEST(short_pool_waits_for_the_ledger_row)
+{
+    const uint32_t flags[2] = {0, TEST_OPT_STATEMENTS_ONLY};
+    for (int i = 0; i < 2; i++) {
+        tu_fix f;
+        tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL | flags[i], 10);
+        struct refill_scene sc;
+        memset(&sc, 0, sizeof sc);
+        sc.wait = LEDGER_WAIT_FOR_UPDATE;
+        refill_scene_run(&sc, f.ctx, f.conn, f.shop, "waited");
+        ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_SLOW_PATHS), 0);
+        ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_BACK_TO_FAST), 0);
+        ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_LEDGER_TAKES), 1);
+        ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_INLINE_REFILLS), 1);
+        if (!flags[i]) /* the short CALL, then the waited one */
+            ck_assert_uint_eq(reserve_stat(f.ctx, RSV_STAT_STATEMENTS), 2);
+        int64_t on_hand = 0, held = 0, pooled = 0, avail = 0;
+        TU_OK(f.ctx, rsv_stock_get(f.ctx, f.shop, 30, 1, &on_hand, &held,
+                                   &pooled, &avail));
+        ck_assert_int_eq(on_hand, 20);
+        ck_assert_int_eq(held, 2);
+        ck_assert_int_eq(pooled, 10);
+        ck_assert_int_eq(avail, 18);
+        int64_t violations = -1;
+        TU_OK(f.ctx, rsv_audit(f.ctx, f.shop, 0, NULL, NULL, &violations));
+        ck_assert_int_eq(violations, 0);
+        tu_fix_close(&f);
+    }
 }
 END_TEST
 
@@ -1491,7 +1558,7 @@ START_TEST(reserve_without_the_procedure)
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-1"), cart, 0));
     ck_assert_uint_eq(one_trips(a), 2);
 
-    tu_exec(adm, "DROP PROCEDURE rsv_reserve_key_v2");
+    tu_exec(adm, "DROP PROCEDURE rsv_reserve_key_v3");
     tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v4");
     /* the CALLs fail with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
@@ -1865,6 +1932,8 @@ int main(void)
            slow_path_locks_exclusively_when_nothing_came);
     tu_add(s, "slow_path_goes_back_when_refilled",
            slow_path_goes_back_when_refilled);
+    tu_add(s, "short_pool_waits_for_the_ledger_row",
+           short_pool_waits_for_the_ledger_row);
     tu_add(s, "cursor_read_short_rescans_from_bottom",
            cursor_read_short_rescans_from_bottom);
     tu_add_timeout(s, "units_taken_around_a_held_row",
