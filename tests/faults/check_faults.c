@@ -329,6 +329,14 @@ static int op_reserve_slow(void)
     return rsv_reserve_one(ctx, S, TOK("new-3"), I3, L1, 18, 0);
 }
 
+static int op_reserve_waited_statements(void)
+{
+    /* by statements: I3's pool (4 units) cannot give 6 and its ledger row
+     * (16 more) can: the fast read rolls back, and the waited ledger take
+     * locks the ledger row and takes the 6 straight from it */
+    return rsv_reserve_one(sctx, S, TOK("new-6"), I3, L1, 6, 0);
+}
+
 static int op_rereserve(void)
 {
     return rsv_reserve_one(ctx, S, TOK("held-a"), I2, L2, 3, 0);
@@ -487,6 +495,9 @@ static const struct op ops[] = {
      RSV_OK, "new-4", 4},
     {"reserve_slow", op_reserve_slow,
      OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS, RSV_OK, "new-3", 18},
+    {"reserve_waited_statements", op_reserve_waited_statements,
+     OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS | OPF_STATEMENTS, RSV_OK, "new-6",
+     6},
     {"rereserve", op_rereserve, OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS,
      RSV_OK, "held-a", 3},
     {"claim", op_claim, 0, RSV_ECLAIMED, NULL, 0},
