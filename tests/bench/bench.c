@@ -2024,9 +2024,12 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
         pr->dump_at = stampede ? m->t_start + STAMPEDE_DUMP_US
                                : (m->t_start + m->t_end) / 2;
         snprintf(pr->status_file, sizeof pr->status_file,
-                 "%s/innodb-status-%s-%s-c%d-rtt%d.txt", cfg.outdir,
-                 design_name[m->design], wl_name[m->workload], m->clients,
-                 m->rtt_us);
+                 "%s/innodb-status-%s-%s%s-c%d-rtt%d.txt", cfg.outdir,
+                 design_name[m->design], wl_name[m->workload],
+                 m->workload == W_STAMPEDE_FRESH ? "-fresh"
+                 : m->workload == W_STAMPEDE     ? "-warm"
+                                                 : "",
+                 m->clients, m->rtt_us);
         pthread_create(&pth, NULL, profiler_main, pr);
     }
     __atomic_store_n(&m->go, 1, __ATOMIC_SEQ_CST);
