@@ -863,15 +863,21 @@ static const char *const lib_stat_name[] = {"calls", "one_trip", "slow_paths",
  * probe, or a second CALL after a short read from the cursor); a reserve
  * that refilled the pool itself afterwards; the slow path; a slow path
  * that went back to the fast path (the pool was refilled while it
- * queued); everything else (the statement path). */
-enum { P_ONE_TRIP, P_PROBE, P_REFILL, P_SLOW, P_BACK, P_STATEMENTS, NPATHS };
+ * queued); the waited ledger take (units from the ledger row without a
+ * one-trip CALL: it waited for the row after a short read, refilling the
+ * pool or not); everything else (the statement path). */
+enum { P_ONE_TRIP, P_PROBE, P_REFILL, P_SLOW, P_BACK, P_WAITED, P_STATEMENTS,
+       NPATHS };
 static const char *const path_name[NPATHS] = {"one_trip", "one_trip+more",
                                               "refill", "slow",
-                                              "back_to_fast", "statements"};
+                                              "back_to_fast",
+                                              "waited_ledger_take",
+                                              "statements"};
 static const uint32_t path_stat[] = {RSV_STAT_ONE_TRIP, RSV_STAT_STATEMENTS,
                                      RSV_STAT_INLINE_REFILLS,
                                      RSV_STAT_SLOW_PATHS,
-                                     RSV_STAT_BACK_TO_FAST};
+                                     RSV_STAT_BACK_TO_FAST,
+                                     RSV_STAT_LEDGER_TAKES};
 #define PATH_NSTATS (sizeof path_stat / sizeof path_stat[0])
 
 typedef struct latvec {
@@ -980,6 +986,8 @@ static int path_of(const uint64_t *before, const uint64_t *after)
         return P_SLOW;
     if (d[4])
         return P_BACK;
+    if (d[5] && !d[0])
+        return P_WAITED;
     if (d[2])
         return P_REFILL;
     if (d[0])
