@@ -648,22 +648,29 @@ static int fast_body(rsv_ctx *ctx, void *p)
     return write_holds(ctx, j);
 }
 
+/* Lock the checkout row on its own (lock order 1), and note what it is. */
+static int lock_checkout_row(rsv_ctx *ctx, rjob *j)
+{
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, j->shop);
+    arg_bin(&ctx->args, j->token, j->len);
+    int rc = sql_fixed(ctx, SQL_LOCK_CHECKOUT_ROW, "iii", NULL);
+    if (rc == RSV_OK && ctx->res.rows) {
+        j->prev_found = 1;
+        j->prev_status = (int)RES_I(&ctx->res, 0, 0);
+        j->prev_gen = (uint32_t)RES_I(&ctx->res, 0, 1);
+    }
+    return rc;
+}
+
 static int slow_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
     /* 1. the checkout row */
-    args_reset(&ctx->args);
-    arg_u64(&ctx->args, j->shop);
-    arg_bin(&ctx->args, j->token, j->len);
-    int rc = sql_fixed(ctx, SQL_LOCK_CHECKOUT_ROW, "iii", NULL);
+    int rc = lock_checkout_row(ctx, j);
     if (rc)
         return rc;
-    if (ctx->res.rows) {
-        j->prev_found = 1;
-        j->prev_status = (int)RES_I(&ctx->res, 0, 0);
-        j->prev_gen = (uint32_t)RES_I(&ctx->res, 0, 1);
-    }
     if ((rc = refuse_claimed(ctx, j)))
         return rc;
 
@@ -747,13 +754,10 @@ static int ledger_take_body(rsv_ctx *ctx, void *p)
     rjob *j = p;
     job_reset_pass(j);
     rkey *k = &j->keys[0];
-    args_reset(&ctx->args);
-    arg_u64(&ctx->args, j->shop);
-    arg_bin(&ctx->args, j->token, j->len);
-    int rc = sql_fixed(ctx, SQL_LOCK_CHECKOUT_ROW, "iii", NULL);
+    int rc = lock_checkout_row(ctx, j);
     if (rc)
         return rc;
-    if (ctx->res.rows)
+    if (j->prev_found)
         return pass_end(j, END_SHORT);
     ledger_row lv;
     size_t found = 0;
