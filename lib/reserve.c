@@ -741,19 +741,22 @@ static int slow_body(rsv_ctx *ctx, void *p)
     return write_holds(ctx, j);
 }
 
-/* The waited ledger take by statements (PASS_LEDGER without the
- * procedure): what rsv_reserve_key_v3 does with p_wait, in the slow path's
- * lock order (1 the checkout row, 2 the ledger row waited for, 3 the
- * top-up's new pool rows, 4 the hold, 1 the new checkout row).  The one
- * key's units come straight from the ledger row or not at all (END_SHORT:
- * the slow path decides; also when the checkout exists or the key has no
- * ledger row), and the pool is topped up to its cap from what is left, as
- * rsv_pool_top_up_v3 mints; no fold, as in the procedure. */
+/* The waited take by statements (PASS_LEDGER without the procedure): what
+ * rsv_reserve_key_v3 does with p_wait, in the slow path's lock order (1
+ * the checkout row, 2 the ledger row waited for, 3 pool rows, 4 the hold,
+ * 1 the new checkout row).  In share mode (the first waited take) the
+ * units come from the pool, read from its bottom as the fast path reads
+ * it; exclusively, straight from the ledger row, and the pool is topped
+ * up to its cap from what is left, as rsv_pool_top_up_v3 mints, with no
+ * fold, as in the procedure.  Either way all the units or none
+ * (END_SHORT, also when the checkout exists or the key has no ledger
+ * row). */
 static int ledger_take_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
     rkey *k = &j->keys[0];
+    int shared = j->st.ledger_tried == 1;
     int rc = lock_checkout_row(ctx, j);
     if (rc)
         return rc;
@@ -761,10 +764,20 @@ static int ledger_take_body(rsv_ctx *ctx, void *p)
         return pass_end(j, END_SHORT);
     ledger_row lv;
     size_t found = 0;
-    if ((rc = ledger_lock(ctx, j->shop, j->pairs, 1, LEDGER_WAIT, &lv, &found)))
+    if ((rc = ledger_lock(ctx, j->shop, j->pairs, 1,
+                          shared ? LEDGER_SHARE : LEDGER_WAIT, &lv, &found)))
         return rc;
     if (!found)
         return pass_end(j, END_SHORT);
+    if (shared) {
+        k->plan.start = 0;
+        if ((rc = take(ctx, j, 0)))
+            return rc;
+        job_note_reads(ctx, j);
+        if ((rc = job_allocate(ctx, j, 0)))
+            return rc;
+        return write_holds(ctx, j);
+    }
     int64_t left = lv.on_hand - lv.issued - k->plan.want;
     /* (the row as read, locked: the slow path's hint) */
     k->read.have_hint = 1;
@@ -791,14 +804,15 @@ static int ledger_take_body(rsv_ctx *ctx, void *p)
     return write_holds(ctx, j);
 }
 
-/* After a waited ledger take committed, by either copy: the counters, and
- * the pending top-up it did (it held the ledger row). */
+/* After a waited take committed, by either copy: the counters, and the
+ * pending top-up an exclusive one did (it held the ledger row). */
 static void ledger_take_done(rsv_ctx *ctx, rjob *j)
 {
     const rkey *k = &j->keys[0];
-    stats_add(ctx, RSV_STAT_LEDGER_TAKES, 1);
+    stats_add(ctx, RSV_STAT_LEDGER_TAKES, k->read.ledger_took > 0);
     stats_add(ctx, RSV_STAT_INLINE_REFILLS, k->read.minted > 0);
-    if (pool_refill_pending(ctx, j->shop, k->item, k->loc))
+    if (k->read.ledger_took > 0 &&
+        pool_refill_pending(ctx, j->shop, k->item, k->loc))
         pool_refill_done(ctx, j->shop, k->item, k->loc, 0);
     ledger_seen_note(ctx, j->shop, k->item, k->loc);
 }

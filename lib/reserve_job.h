@@ -20,8 +20,9 @@ typedef enum rpass {
     PASS_STATEMENTS, /* the fast path by statements (reserve.c) */
     PASS_SLOW,       /* the slow path: ledger rows locked (reserve.c) */
     PASS_REFILL,     /* top-ups after a fast commit, own transactions */
-    PASS_LEDGER,     /* the waited ledger take: one key's units straight
-                        from its ledger row, waited for (by procedure,
+    PASS_LEDGER,     /* the waited take: one key's units after waiting
+                        for its ledger row, in share mode from the pool,
+                        exclusively from the row itself (by procedure,
                         reserve_proc.c, else by statements, reserve.c) */
     PASS_DONE
 } rpass;
@@ -58,7 +59,8 @@ typedef struct rstate {
     int back_to_fast;    /* times the slow path went back */
     int then_slow;       /* the sold-out read is the one before the slow
                             path (else before the fast path) */
-    int ledger_tried;    /* the waited ledger take ran (once a reserve) */
+    int ledger_tried;    /* the waited take ran: 1 in share mode, 2 also
+                            exclusively (each once a reserve) */
 } rstate;
 
 /* What reserve_next() needs to know besides the pass's end, gathered by

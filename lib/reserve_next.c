@@ -84,10 +84,16 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
     case END_NO_PROC:
         return last == PASS_CALL ? PASS_STATEMENTS : PASS_DONE;
     case END_SHORT:
-        /* The ledger row could not give the units after all: no refill
-         * can come (it would take them from the same row), so the slow
-         * path locks it exclusively at once. */
+        /* The waited take in share mode found the pool short still (no
+         * refill came, or not enough): the exclusive one, which takes the
+         * units from the ledger row.  After that, the ledger row could not
+         * give them: no refill can come (it would take them from the same
+         * row), so the slow path locks it exclusively at once. */
         if (last == PASS_LEDGER) {
+            if (f->ledger_fits && st->ledger_tried == 1) {
+                st->ledger_tried = 2;
+                return PASS_LEDGER;
+            }
             slow(st);
             st->ledger_excl = 1;
             return PASS_SLOW;
@@ -102,10 +108,13 @@ rpass reserve_next(rstate *st, rpass last, int rc, rend end,
             return PASS_SOLD_OUT;
         }
         /* A new checkout's one key, whose ledger row has the units: wait
-         * for that row and take them from it, once; the slow path would
-         * hold the row across its round trips, and when a crowd finds a
-         * small pool empty, the last of them ran out of time queueing
-         * for it (docs/internals.md section 4). */
+         * for that row in one transaction: in share mode first (a refill
+         * in flight serves every buyer waiting so at once), then, if the
+         * pool is short still, exclusively to take the units from the row
+         * itself.  The slow path would hold the row across its round
+         * trips, and when a crowd finds a small pool empty, the last of
+         * them ran out of time queueing for it (docs/internals.md
+         * section 4). */
         if (f->ledger_fits && !st->ledger_tried) {
             st->ledger_tried = 1;
             return PASS_LEDGER;

@@ -329,20 +329,25 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
     return RSV_OK;
 }
 
-/* The waited ledger take in one round trip (PASS_LEDGER): the one-key
- * procedure with p_wait, which waits for the key's ledger row and takes
- * the units from it, topping the pool up to its cap from what is left
- * (the pool was just found short), or rolls back: END_SHORT (the row no
- * longer had the units, the checkout now exists, or the key has no ledger
- * row: the slow path tells which), END_NO_PROC when the procedure cannot
- * be called.  Its only key is the job's one (reserve_ledger_fits). */
+/* The waited take in one round trip (PASS_LEDGER): the one-key procedure
+ * with p_wait, which waits for the key's ledger row in share mode and
+ * takes the units from the pool from its bottom (wait 1: a refill in
+ * flight lets every buyer so waiting in at once), or exclusively and takes
+ * them straight from the row, topping the pool up to its cap from what is
+ * left (wait 2: the pool was just found short); or rolls back: END_SHORT
+ * (short again, the row no longer had the units, the checkout now exists,
+ * or the key has no ledger row: what next is reserve_next's), END_NO_PROC
+ * when the procedure cannot be called.  Its only key is the job's one
+ * (reserve_ledger_fits). */
 int reserve_proc_ledger_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
     rkey *k = &j->keys[0];
-    k->plan.start = 0; /* (the pool is not read) */
-    int rc = proc_call_one(ctx, j, k, ctx->opts.pool_cap, 1);
+    int shared = j->st.ledger_tried == 1;
+    k->plan.start = 0;
+    int rc = proc_call_one(ctx, j, k, shared ? 0 : ctx->opts.pool_cap,
+                           shared ? 1 : 2);
     if (rc) {
         if (proc_unusable(ctx, PROC_RESERVE))
             return pass_end(j, END_NO_PROC);
@@ -352,20 +357,13 @@ int reserve_proc_ledger_body(rsv_ctx *ctx, void *p)
     if (r->rows != 1)
         return ctx_fail(ctx, RSV_EDB, "internal: a reserve procedure "
                         "answered %zu rows", r->rows);
-    int64_t status = RES_I(r, 0, 0);
-    /* (the ledger row as it read it, locked: the slow path's hint) */
-    k->read.hint_next = (uint64_t)RES_I(r, 0, 4);
-    k->read.have_hint = k->read.hint_next != 0;
-    k->read.hint_avail = RES_I(r, 0, 5);
+    int64_t status = RES_I(r, 0, 0), v[PROC_KEY_VALUES];
+    for (int f = 0; f < PROC_KEY_VALUES; f++)
+        v[f] = RES_I(r, 0, 1 + f);
+    /* (what it read, the ledger row as it held it: the next pass's facts) */
+    proc_key_answer(ctx, j, k, v);
     if (status != PROC_DONE)
         return pass_end(j, END_SHORT); /* rolled back */
-    k->read.ledger_took = RES_I(r, 0, 6);
-    k->read.minted = RES_I(r, 0, 7);
-    if (k->read.ledger_took != k->plan.want)
-        return ctx_fail(ctx, RSV_EDB, "internal: the waited ledger take "
-                        "took %lld units of %lld",
-                        (long long)k->read.ledger_took,
-                        (long long)k->plan.want);
     return job_allocate(ctx, j, 0);
 }
 

@@ -447,16 +447,19 @@ DELIMITER ;
 -- pool), so the buyers of a pooled item do not pay a failed UPDATE.  A
 -- server that rolls the whole transaction back on a lock-wait timeout
 -- (innodb_rollback_on_timeout) only gets the read.
--- p_wait = 1, the waited ledger take: after this key's pool came up short
--- while its ledger row had the units.  The ledger row is waited for
--- (FOR UPDATE) before the hold is inserted (lock order 1, 2, 4: nothing
--- another transaction could want is held while waiting), and the units
--- come from it or not at all (status 2, the pool not read).  When hundreds
--- of buyers find a small pool empty at once, they queue here for the row,
--- each holding it for this one CALL, and each tops the pool up for the
--- buyers behind (p_fill); the slow path they went to before held the row
--- across a dozen round trips each, and the last of them ran out of time
--- (docs/scaling.md, the refill stampede).
+-- p_wait, the waited take, after this key's pool came up short while its
+-- ledger row had the units: the ledger row is waited for before the hold
+-- is inserted (lock order 1, 2, 4: nothing another transaction could want
+-- is held while waiting).  1, in share mode: a refill in flight holds the
+-- row; when it commits, every buyer waiting so is let in together and
+-- takes the units from the pool (from p_start), or none (status 2).  2,
+-- exclusively: the units come from the ledger row or not at all (status
+-- 2, the pool not read), and the pool is topped up (p_fill) for the
+-- buyers behind.  When hundreds of buyers find a small pool empty at
+-- once, they queue for the row that way, each holding it for one CALL;
+-- the slow path they went to before held it across a dozen round trips
+-- each, and the last of them ran out of time (docs/scaling.md, the
+-- refill stampede).
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
 -- this transaction holds the ledger row (rsv_pool_top_up_v3).
 -- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
@@ -532,18 +535,29 @@ BEGIN
       SET o_status = 1;
       LEAVE body;
     END IF;
-    -- The waited ledger take: the ledger row first, waiting (lock order
-    -- 2); the units from it below, or none.
-    IF p_wait THEN
+    -- The waited take: the ledger row first, waiting (lock order 2).
+    IF p_wait = 1 THEN
+      SELECT next_unit_id, on_hand - issued, pool_cap
+        INTO o_next, o_avail, v_cap
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc LOCK IN SHARE MODE;
+    ELSEIF p_wait THEN
       SELECT next_unit_id, on_hand - issued, pool_cap
         INTO o_next, o_avail, v_cap
         FROM rsv_ledger
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc FOR UPDATE;
-      IF o_avail IS NULL OR o_avail < p_want THEN
-        SET o_status = IF(o_next IS NULL, 3, 2);
-        LEAVE body;
-      END IF;
+    END IF;
+    -- (in share mode the units come from the pool: what the row has not
+    -- issued does not matter)
+    IF o_next IS NULL AND p_wait THEN
+      SET o_status = 3;
+      LEAVE body;
+    END IF;
+    IF p_wait = 2 AND o_avail < p_want THEN
+      SET o_status = 2;
+      LEAVE body;
     END IF;
     -- The hold, before the ledger row (see above) unless waited for.
     INSERT INTO rsv_holds (shop_id, checkout_token,
@@ -578,7 +592,8 @@ BEGIN
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc FOR UPDATE SKIP LOCKED;
     END IF;
-    IF o_avail >= p_want THEN
+    -- (in share mode the row is not ours to change: the pool's units)
+    IF o_avail >= p_want AND p_wait <> 1 THEN
       -- The units from the ledger row, and a pending top-up if one is
       -- due, minted from what is left after this reserve.
       IF p_fill > 0 THEN
@@ -595,7 +610,7 @@ BEGIN
           o_avail = o_avail - p_want - o_mint;
       LEAVE body;
     END IF;
-    SET v_locked = o_next IS NOT NULL;
+    SET v_locked = o_next IS NOT NULL AND NOT p_wait;
     -- Held elsewhere: read as last committed, without a lock, when the
     -- caller needs it: to place its read cursor after a read from the
     -- bottom of the pool (p_start 0), and to decide what to do after a

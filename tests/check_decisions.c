@@ -320,6 +320,9 @@ static int check_combo(row *t, int nt, const combo *c, char *why,
     return 1;
 }
 
+/* The variables that count (0, 1 or 2); the others are 0 or 1. */
+static int counts(int v) { return v == V_BACK || v == V_LEDGER_TRIED; }
+
 /* Every combination: the passes that run, every ending (two final error
  * codes stand for all), every fact and state value a decision reads. */
 static int run_all(row *t, int nt, char *why, size_t whylen)
@@ -330,17 +333,18 @@ static int run_all(row *t, int nt, char *why, size_t whylen)
     for (int last = PASS_START; last < PASS_DONE; last++)
         for (int end = END_FINAL; end < NEND; end++)
             for (int k = 0; k < (end == END_FINAL ? 3 : 1); k++)
-                for (unsigned bits = 0; bits < (1u << (NVARS - 1)); bits++)
-                    for (int back = 0; back <= 2; back++) {
+                for (unsigned bits = 0; bits < (1u << (NVARS - 2)); bits++)
+                    for (int back = 0; back <= 2; back++)
+                    for (int tried = 0; tried <= 2; tried++) {
                         combo c = {(rpass)last, (rend)end,
                                    end == END_FINAL ? codes[k]
                                                     : RSV__PASS_ENDED,
                                    {0}};
-                        for (int v = 0; v < NVARS; v++)
-                            if (v != V_BACK)
-                                c.vars[v] =
-                                    (bits >> (v < V_BACK ? v : v - 1)) & 1;
+                        for (int v = 0, b = 0; v < NVARS; v++)
+                            if (!counts(v))
+                                c.vars[v] = (bits >> b++) & 1;
                         c.vars[V_BACK] = back;
+                        c.vars[V_LEDGER_TRIED] = tried;
                         char w[1024];
                         if (check_combo(t, nt, &c, w, sizeof w)) {
                             if (!bad)
