@@ -50,7 +50,8 @@
  *
  * Contexts.  Each context has a database connection of its own
  * (rsv_open_dsn).  After RSV_ECONN or RSV_EINDOUBT the connection is
- * gone: the context reconnects on libuv's thread pool (rsv_reconnect
+ * gone, and after RSV_ENOTPRIMARY it leads to a server that no longer
+ * takes writes: the context reconnects on libuv's thread pool (rsv_reconnect
  * blocks) and is out of service until it has, so the loop never waits.
  */
 #include "http_checkout.h"
@@ -283,7 +284,7 @@ static int http_status(int code)
     case RSV_ENOTFOUND: case RSV_ENOITEM:
         return 404;
     case RSV_EBUSY: case RSV_EINDOUBT: case RSV_ECONN: case RSV_EDISABLED:
-    case RSV_ECANCELED:
+    case RSV_ECANCELED: case RSV_ENOTPRIMARY:
         return 503;
     case RSV_EINVAL: case RSV_EQUANTITY: case RSV_ETOKEN: case RSV_EEMPTY:
         return 400;
@@ -451,7 +452,8 @@ static void call_done(rsv_ctx *ctx, int code, void *data)
     } else {
         answer_call(c, s, code);
     }
-    if (code == RSV_ECONN || code == RSV_EINDOUBT) {
+    if (code == RSV_ECONN || code == RSV_EINDOUBT ||
+        code == RSV_ENOTPRIMARY) {
         s->reconnecting = 1;
         reconnect_retry(&s->retry);
         return;

@@ -201,7 +201,7 @@ EOF
     check "cmake found the staged package ($found)" test "$found" = "$libdir/cmake/libreserve"
     loaded=$(ldd "$cm/build/app" | awk '/libreserve/ {print $3}')
     check "app finds the staged libreserve.so.$major without LD_LIBRARY_PATH ($loaded)" test "$loaded" = "$libdir/libreserve.so.$major"
-    if readelf -d "$cm/build/app_static" | grep -q 'NEEDED.*libreserve'; then
+    if readelf -d "$cm/build/app_static" | grep 'NEEDED.*libreserve' >/dev/null; then
       fail "app_static does not need libreserve.so"
     else
       pass "app_static does not need libreserve.so"
@@ -427,7 +427,7 @@ static_link=$(sed -e 's/\(^\| \)-lreserve\( \|$\)/ -Wl,-Bstatic -lreserve -Wl,-B
 # shellcheck disable=SC2086
 if (cd "$src" && $CC -Wall -Wextra -Werror app.c own.c -o app-static $static_link) 2>"$tmp/cc-static.log"; then
   pass "build against the static library"
-  if readelf -d "$src/app-static" | grep -q 'NEEDED.*libreserve'; then
+  if readelf -d "$src/app-static" | grep 'NEEDED.*libreserve' >/dev/null; then
     fail "app-static does not need libreserve.so"
   else
     pass "app-static does not need libreserve.so"

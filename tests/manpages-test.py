@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every function the header declares has a man page (a page or a link to
 one), whose SYNOPSIS gives the same prototype as include/reserve.h (or the header of
-include/reserve/ that declares it).
+include/reserve/ that declares it); and every page formats without a
+warning from man(1) at 80 columns, as lintian checks the packages.
 
 Run from anywhere (make check runs it); prints one line per mismatch and a
 closing "N passed, N failed" line."""
@@ -44,6 +45,19 @@ for name, proto in sorted(decls.items()):
     want = norm(proto)
     if not any(norm(p) == want for p in protos):
         problems.append("%s: header says %r; %s has %r" % (name, want, page, [norm(p) for p in protos if name + "(" in norm(p)]))
+# man(1) as lintian runs it: a table wider than the line, a bad macro
+import shutil
+import subprocess
+if shutil.which("man"):
+    env = dict(os.environ, LC_ALL="C.UTF-8", MANWIDTH="80")
+    for page in sorted(glob.glob("man/*.[0-9]")):
+        r = subprocess.run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8",
+                            "-Z", page], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+        if r.stderr.strip():
+            problems.append("%s: man warns: %s" % (page, " ".join(r.stderr.split())))
+else:
+    print("manpages: man(1) not installed: formatting not checked")
 for p in problems: print("FAIL", p)
 print("manpages: %d passed, %d failed" % (len(decls) - len(problems), len(problems)))
 sys.exit(1 if problems else 0)

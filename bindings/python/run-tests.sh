@@ -35,8 +35,13 @@ python3 -m unittest -v test_libreserve || exit 1
 # here as root when missing, for Debian's own python3.
 # An ASan-instrumented library (make check-asan) needs the python3 on
 # PATH, which preloads the sanitizer's runtime: no other interpreter then.
+# (ldd's output is read whole: grep -q could stop early and, under
+# pipefail, ldd's SIGPIPE would count as "no libasan".)
 cands=python3
-ldd "$LIBRESERVE_PATH" 2>/dev/null | grep -q libasan || cands="$cands /usr/bin/python3"
+case "$(ldd "$LIBRESERVE_PATH" 2>/dev/null || true)" in
+  *libasan*) ;;
+  *) cands="$cands /usr/bin/python3" ;;
+esac
 pick() {
   local p
   for p in $cands; do

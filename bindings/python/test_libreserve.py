@@ -159,11 +159,13 @@ class TestVersionAndCodes(unittest.TestCase):
                 break
         else:
             self.skipTest("reserve.h not found")
-        text = open(h).read()
+        with open(h) as f:
+            text = f.read()
         sub = os.path.join(os.path.dirname(h), "reserve")
         for n in ("async.h", "batch.h", "stats.h"):
             if os.path.exists(os.path.join(sub, n)):
-                text += open(os.path.join(sub, n)).read()
+                with open(os.path.join(sub, n)) as f:
+                    text += f.read()
         declared = set(re.findall(r"^RSV_EXTERN [^(]*?\b(rsv_\w+)\(",
                                   text, re.M))
         self.assertGreater(len(declared), 25)

@@ -142,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                           : 0;
     int valid =
         o.version >= 1 && o.version <= RSV_OPTIONS_VERSION &&
-        !(o.flags & ~(RSV_OPT_NO_PROACTIVE_REFILL |
+        !(o.flags & ~(RSV_OPT_NO_PROACTIVE_REFILL | RSV_OPT_REPLICA_ACK |
                       TEST_OPT_READ_FROM_BOTTOM |
                       TEST_OPT_STATEMENTS_ONLY)) &&
         o.pool_cap >= 1 && o.pool_cap <= 10000 &&

@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int code = (int)fz_u32(&code_f);
     const char *name = rsv_code_name(code);
     check(rsv_strerror(code) != NULL, "strerror(%d) NULL", code);
-    check((name != NULL) == ((code <= 0 && code >= RSV_ECANCELED &&
+    check((name != NULL) == ((code <= 0 && code >= RSV_ENOTPRIMARY &&
                               code != -9) || code == RSV_PENDING),
           "code_name(%d) = %s", code, name ? name : "NULL");
 
