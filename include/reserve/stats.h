@@ -93,12 +93,15 @@ enum rsv_stat {
                                  refilled the short pools since, and went
                                  back to the fast path (a hot pool that ran
                                  dry); not in RSV_STAT_SLOW_PATHS */
-    RSV_STAT_LEDGER_TAKES = 15 /* item/location keys of one-trip reserves
-                                 (RSV_STAT_ONE_TRIP) whose units came
+    RSV_STAT_LEDGER_TAKES = 15 /* item/location keys whose units came
                                  straight from the ledger row instead of
-                                 the pool: the procedures do that when no
-                                 other transaction holds the row and it
-                                 has enough units not yet issued */,
+                                 the pool: one-trip reserves
+                                 (RSV_STAT_ONE_TRIP) when no other
+                                 transaction holds the row and it has
+                                 enough units not yet issued; and a new
+                                 checkout of one key that found its pool
+                                 short, waited for the row and found no
+                                 refill had come */,
     RSV_STAT_POOL_DRAINED = 16 /* pool units given back to their ledger row:
                                  by rsv_pool_drain (counted under
                                  RSV_OP_REPLENISH) and by rsv_sweep's pass
