@@ -289,7 +289,7 @@ static const struct {
      "Slow paths that found the pools refilled and went back to the fast "
      "path."},
     {RSV_STAT_LEDGER_TAKES, "libreserve_ledger_takes_total",
-     "Keys of one-trip reserves served straight from the ledger row."},
+     "Keys served straight from the ledger row instead of the pool."},
     {RSV_STAT_POOL_DRAINED, "libreserve_pool_drained_total",
      "Pool rows given back to their ledger row."},
     {RSV_STAT_STMT_EVICTIONS, "libreserve_stmt_evictions_total",
