@@ -741,43 +741,62 @@ static int slow_body(rsv_ctx *ctx, void *p)
     return write_holds(ctx, j);
 }
 
+/* The waited take in share mode by statements, first part: wait for the
+ * key's ledger row in share mode in a transaction of its own, which ends
+ * at once, giving the lock back: a refill in flight holds the row, and
+ * every buyer waiting so goes on together when it commits.  Holding the
+ * shared lock through the reserve would hold the next refill back behind
+ * every buyer's commit.  END_SHORT when the key has no ledger row. */
+static int ledger_wait_body(rsv_ctx *ctx, void *p)
+{
+    rjob *j = p;
+    job_reset_pass(j);
+    ledger_row lv;
+    size_t found = 0;
+    int rc = ledger_lock(ctx, j->shop, j->pairs, 1, LEDGER_SHARE, &lv,
+                         &found);
+    if (rc)
+        return rc;
+    return found ? RSV_OK : pass_end(j, END_SHORT);
+}
+
 /* The waited take by statements (PASS_LEDGER without the procedure): what
- * rsv_reserve_key_v3 does with p_wait, in the slow path's lock order (1
- * the checkout row, 2 the ledger row waited for, 3 pool rows, 4 the hold,
- * 1 the new checkout row).  In share mode (the first waited take) the
- * units come from the pool, read from its bottom as the fast path reads
- * it; exclusively, straight from the ledger row, and the pool is topped
- * up to its cap from what is left, as rsv_pool_top_up_v3 mints, with no
- * fold, as in the procedure.  Either way all the units or none
- * (END_SHORT, also when the checkout exists or the key has no ledger
- * row). */
+ * rsv_reserve_key_v3 does with p_wait.  In share mode (the first waited
+ * take, after ledger_wait_body) the fast path's statements, the pool read
+ * from its bottom; exclusively, in the slow path's lock order (1 the
+ * checkout row, 2 the ledger row waited for, 3 the top-up's new pool
+ * rows, 4 the hold, 1 the new checkout row), the units straight from the
+ * ledger row, and the pool topped up to its cap from what is left, as
+ * rsv_pool_top_up_v3 mints, with no fold, as in the procedure.  Either way
+ * all the units or none (END_SHORT, also when the checkout exists or the
+ * key has no ledger row). */
 static int ledger_take_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
     job_reset_pass(j);
     rkey *k = &j->keys[0];
-    int shared = j->st.ledger_tried == 1;
     int rc = lock_checkout_row(ctx, j);
     if (rc)
         return rc;
     if (j->prev_found)
         return pass_end(j, END_SHORT);
-    ledger_row lv;
-    size_t found = 0;
-    if ((rc = ledger_lock(ctx, j->shop, j->pairs, 1,
-                          shared ? LEDGER_SHARE : LEDGER_WAIT, &lv, &found)))
-        return rc;
-    if (!found)
-        return pass_end(j, END_SHORT);
-    if (shared) {
+    if (j->st.ledger_tried == 1) {
         k->plan.start = 0;
         if ((rc = take(ctx, j, 0)))
             return rc;
         job_note_reads(ctx, j);
+        k->read.minted = -1; /* (no top-up: the refill after the commit) */
         if ((rc = job_allocate(ctx, j, 0)))
             return rc;
         return write_holds(ctx, j);
     }
+    ledger_row lv;
+    size_t found = 0;
+    if ((rc = ledger_lock(ctx, j->shop, j->pairs, 1, LEDGER_WAIT, &lv,
+                          &found)))
+        return rc;
+    if (!found)
+        return pass_end(j, END_SHORT);
     int64_t left = lv.on_hand - lv.issued - k->plan.want;
     /* (the row as read, locked: the slow path's hint) */
     k->read.have_hint = 1;
@@ -805,13 +824,14 @@ static int ledger_take_body(rsv_ctx *ctx, void *p)
 }
 
 /* After a waited take committed, by either copy: the counters, and the
- * pending top-up an exclusive one did (it held the ledger row). */
+ * pending top-up it did when it held the ledger row (minted -1: it did
+ * not, as a reserve from the pool by statements never does). */
 static void ledger_take_done(rsv_ctx *ctx, rjob *j)
 {
     const rkey *k = &j->keys[0];
     stats_add(ctx, RSV_STAT_LEDGER_TAKES, k->read.ledger_took > 0);
     stats_add(ctx, RSV_STAT_INLINE_REFILLS, k->read.minted > 0);
-    if (k->read.ledger_took > 0 &&
+    if (k->read.minted >= 0 &&
         pool_refill_pending(ctx, j->shop, k->item, k->loc))
         pool_refill_done(ctx, j->shop, k->item, k->loc, 0);
     ledger_seen_note(ctx, j->shop, k->item, k->loc);
@@ -876,8 +896,13 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
         int rc = pass_end(j, END_NO_PROC);
         if (proc_usable(ctx, PROC_RESERVE))
             rc = txn_run(ctx, TXN_SELF_COMMIT, reserve_proc_ledger_body, j);
-        if (rc == RSV__PASS_ENDED && j->end == END_NO_PROC)
-            rc = txn_run(ctx, 0, ledger_take_body, j);
+        if (rc == RSV__PASS_ENDED && j->end == END_NO_PROC) {
+            rc = RSV_OK;
+            if (j->st.ledger_tried == 1)
+                rc = txn_run(ctx, 0, ledger_wait_body, j);
+            if (rc == RSV_OK)
+                rc = txn_run(ctx, 0, ledger_take_body, j);
+        }
         if (rc == RSV_OK)
             ledger_take_done(ctx, j);
         return rc;

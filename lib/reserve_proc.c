@@ -330,9 +330,10 @@ int reserve_proc_body(rsv_ctx *ctx, void *p)
 }
 
 /* The waited take in one round trip (PASS_LEDGER): the one-key procedure
- * with p_wait, which waits for the key's ledger row in share mode and
- * takes the units from the pool from its bottom (wait 1: a refill in
- * flight lets every buyer so waiting in at once), or exclusively and takes
+ * with p_wait, which waits for the key's ledger row in share mode, gives
+ * the lock back and reserves as the fast path does from the bottom of the
+ * pool (wait 1: a refill in flight lets every buyer so waiting in at
+ * once), or waits for the row exclusively and takes
  * them straight from the row, topping the pool up to its cap from what is
  * left (wait 2: the pool was just found short); or rolls back: END_SHORT
  * (short again, the row no longer had the units, the checkout now exists,
@@ -344,10 +345,10 @@ int reserve_proc_ledger_body(rsv_ctx *ctx, void *p)
     rjob *j = p;
     job_reset_pass(j);
     rkey *k = &j->keys[0];
-    int shared = j->st.ledger_tried == 1;
     k->plan.start = 0;
-    int rc = proc_call_one(ctx, j, k, shared ? 0 : ctx->opts.pool_cap,
-                           shared ? 1 : 2);
+    /* (a top-up is due either way: the pool was just found short) */
+    int rc = proc_call_one(ctx, j, k, ctx->opts.pool_cap,
+                           j->st.ledger_tried == 1 ? 1 : 2);
     if (rc) {
         if (proc_unusable(ctx, PROC_RESERVE))
             return pass_end(j, END_NO_PROC);

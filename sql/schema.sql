@@ -448,14 +448,17 @@ DELIMITER ;
 -- server that rolls the whole transaction back on a lock-wait timeout
 -- (innodb_rollback_on_timeout) only gets the read.
 -- p_wait, the waited take, after this key's pool came up short while its
--- ledger row had the units: the ledger row is waited for before the hold
--- is inserted (lock order 1, 2, 4: nothing another transaction could want
--- is held while waiting).  1, in share mode: a refill in flight holds the
--- row; when it commits, every buyer waiting so is let in together and
--- takes the units from the pool (from p_start), or none (status 2).  2,
--- exclusively: the units come from the ledger row or not at all (status
--- 2, the pool not read), and the pool is topped up (p_fill) for the
--- buyers behind.  When hundreds of buyers find a small pool empty at
+-- ledger row had the units: the ledger row is waited for before anything
+-- is written.  1, in share mode, before the checkout row, and released at
+-- once (in a transaction of our own: p_own): a refill in flight holds the
+-- row; when it commits, every buyer waiting so goes on together to the
+-- reserve above, from the bottom of the pool, or none (status 2).  Keeping
+-- the shared lock through the reserve held the next refill back behind
+-- every buyer's commit.  2, exclusively, after the checkout row (lock
+-- order 1, 2, 4: nothing another transaction could want is held while
+-- waiting): the units come from the ledger row or not at all (status 2,
+-- the pool not read), and the pool is topped up (p_fill) for the buyers
+-- behind.  When hundreds of buyers find a small pool empty at
 -- once, they queue for the row that way, each holding it for one CALL;
 -- the slow path they went to before held it across a dozen round trips
 -- each, and the last of them ran out of time (docs/scaling.md, the
@@ -526,6 +529,24 @@ BEGIN
     START TRANSACTION READ WRITE;
   END IF;
   body: BEGIN
+    -- The wait in share mode (p_wait 1, see above): nothing is held but
+    -- the row's shared lock, given back before the reserve.
+    IF p_wait = 1 THEN
+      SELECT next_unit_id INTO o_next
+        FROM rsv_ledger
+       WHERE shop_id = p_shop AND item_id = p_item
+         AND location_id = p_loc LOCK IN SHARE MODE;
+      IF o_next IS NULL THEN
+        SET o_status = 3;
+        LEAVE body;
+      END IF;
+      SET o_next = NULL;
+      IF p_own THEN
+        ROLLBACK AND NO CHAIN NO RELEASE;
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION READ WRITE;
+      END IF;
+    END IF;
     -- Creating the row locks it (lock order 1).
     INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
         generation, hold_count, expires_at, created_at, updated_at)
@@ -535,29 +556,22 @@ BEGIN
       SET o_status = 1;
       LEAVE body;
     END IF;
-    -- The waited take: the ledger row first, waiting (lock order 2).
-    IF p_wait = 1 THEN
-      SELECT next_unit_id, on_hand - issued, pool_cap
-        INTO o_next, o_avail, v_cap
-        FROM rsv_ledger
-       WHERE shop_id = p_shop AND item_id = p_item
-         AND location_id = p_loc LOCK IN SHARE MODE;
-    ELSEIF p_wait THEN
+    -- The waited take exclusively: the ledger row first, waiting (lock
+    -- order 2).
+    IF p_wait = 2 THEN
       SELECT next_unit_id, on_hand - issued, pool_cap
         INTO o_next, o_avail, v_cap
         FROM rsv_ledger
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc FOR UPDATE;
-    END IF;
-    -- (in share mode the units come from the pool: what the row has not
-    -- issued does not matter)
-    IF o_next IS NULL AND p_wait THEN
-      SET o_status = 3;
-      LEAVE body;
-    END IF;
-    IF p_wait = 2 AND o_avail < p_want THEN
-      SET o_status = 2;
-      LEAVE body;
+      IF o_next IS NULL THEN
+        SET o_status = 3;
+        LEAVE body;
+      END IF;
+      IF o_avail < p_want THEN
+        SET o_status = 2;
+        LEAVE body;
+      END IF;
     END IF;
     -- The hold, before the ledger row (see above) unless waited for.
     INSERT INTO rsv_holds (shop_id, checkout_token,
@@ -568,7 +582,7 @@ BEGIN
     -- The units from the ledger row in one guarded UPDATE that never
     -- waits (lock order 2); in a batch an earlier entry may hold the row:
     -- then it is ours and the UPDATE goes through.
-    IF NOT p_wait AND p_fill = 0 AND p_start = 0
+    IF p_wait <> 2 AND p_fill = 0 AND p_start = 0
        AND NOT @@innodb_rollback_on_timeout THEN
       BEGIN
         DECLARE CONTINUE HANDLER FOR 1205 SET v_held = 1;
@@ -585,15 +599,14 @@ BEGIN
       END IF;
     END IF;
     -- The ledger row, if no other transaction holds it (lock order 2).
-    IF NOT p_wait THEN
+    IF p_wait <> 2 THEN
       SELECT next_unit_id, on_hand - issued, pool_cap
         INTO o_next, o_avail, v_cap
         FROM rsv_ledger
        WHERE shop_id = p_shop AND item_id = p_item
          AND location_id = p_loc FOR UPDATE SKIP LOCKED;
     END IF;
-    -- (in share mode the row is not ours to change: the pool's units)
-    IF o_avail >= p_want AND p_wait <> 1 THEN
+    IF o_avail >= p_want THEN
       -- The units from the ledger row, and a pending top-up if one is
       -- due, minted from what is left after this reserve.
       IF p_fill > 0 THEN
@@ -610,7 +623,7 @@ BEGIN
           o_avail = o_avail - p_want - o_mint;
       LEAVE body;
     END IF;
-    SET v_locked = o_next IS NOT NULL AND NOT p_wait;
+    SET v_locked = o_next IS NOT NULL AND p_wait <> 2;
     -- Held elsewhere: read as last committed, without a lock, when the
     -- caller needs it: to place its read cursor after a read from the
     -- bottom of the pool (p_start 0), and to decide what to do after a

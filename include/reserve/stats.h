@@ -100,8 +100,8 @@ enum rsv_stat {
                                  transaction holds the row and it has
                                  enough units not yet issued; and a new
                                  checkout of one key that found its pool
-                                 short, waited for the row and found no
-                                 refill had come */,
+                                 short and waited for the row, then took
+                                 from it */,
     RSV_STAT_POOL_DRAINED = 16 /* pool units given back to their ledger row:
                                  by rsv_pool_drain (counted under
                                  RSV_OP_REPLENISH) and by rsv_sweep's pass
