@@ -742,11 +742,12 @@ static int slow_body(rsv_ctx *ctx, void *p)
 }
 
 /* The waited take in share mode by statements, first part: wait for the
- * key's ledger row in share mode in a transaction of its own, which ends
- * at once, giving the lock back: a refill in flight holds the row, and
- * every buyer waiting so goes on together when it commits.  Holding the
- * shared lock through the reserve would hold the next refill back behind
- * every buyer's commit.  END_SHORT when the key has no ledger row. */
+ * key's ledger row in share mode in a transaction of its own, rolled back
+ * at once (END_REFILLED: it wrote nothing), giving the lock back: a refill
+ * in flight holds the row, and every buyer waiting so goes on together
+ * when it commits.  Holding the shared lock through the reserve would
+ * hold the next refill back behind every buyer's commit.  END_SHORT when
+ * the key has no ledger row. */
 static int ledger_wait_body(rsv_ctx *ctx, void *p)
 {
     rjob *j = p;
@@ -757,7 +758,7 @@ static int ledger_wait_body(rsv_ctx *ctx, void *p)
                          &found);
     if (rc)
         return rc;
-    return found ? RSV_OK : pass_end(j, END_SHORT);
+    return pass_end(j, found ? END_REFILLED : END_SHORT);
 }
 
 /* The waited take by statements (PASS_LEDGER without the procedure): what
@@ -898,8 +899,11 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
             rc = txn_run(ctx, TXN_SELF_COMMIT, reserve_proc_ledger_body, j);
         if (rc == RSV__PASS_ENDED && j->end == END_NO_PROC) {
             rc = RSV_OK;
-            if (j->st.ledger_tried == 1)
-                rc = txn_run(ctx, 0, ledger_wait_body, j);
+            if (j->st.ledger_tried == 1 &&
+                (rc = txn_run(ctx, 0, ledger_wait_body, j)) ==
+                    RSV__PASS_ENDED &&
+                j->end == END_REFILLED)
+                rc = RSV_OK;
             if (rc == RSV_OK)
                 rc = txn_run(ctx, 0, ledger_take_body, j);
         }

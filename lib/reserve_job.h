@@ -44,7 +44,9 @@ typedef enum rend {
                           short too); the waited ledger take: the row
                           could not give the units */
     END_REFILLED,      /* slow path: every short pool was refilled since
-                          the fast read: the fast path again */
+                          the fast read: the fast path again; the waited
+                          take's wait in share mode by statements: over,
+                          rolled back, the take follows */
     END_SHARED_IN_VAIN /* slow path: waited in share mode and nothing was
                           refilled: again, locking exclusively */
 } rend;
