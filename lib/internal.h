@@ -657,6 +657,13 @@ RSV_HIDDEN int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop,
 /* With the ledger row locked: count the pool's units. */
 RSV_HIDDEN int ledger_pool_count(rsv_ctx *ctx, uint64_t shop,
                                  const ledger_row *lv, int64_t *count);
+/* With the ledger row locked: the units its pool has room for, up to its
+ * cap (the `taken` units this transaction took from it still count as
+ * there, so they are subtracted), within `left`, what the ledger may still
+ * issue; 0 without a read when that is nothing. */
+RSV_HIDDEN int ledger_pool_room(rsv_ctx *ctx, uint64_t shop,
+                                const ledger_row *lv, int64_t taken,
+                                int64_t left, int64_t *room);
 /* With the ledger row locked: mint `units` pool units (in rows of
  * ledger_cap / 100 units, at least 1) and issue `direct` units straight to
  * holds (lv is updated). */

@@ -317,6 +317,21 @@ int ledger_pool_count(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
     return RSV_OK;
 }
 
+int ledger_pool_room(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
+                     int64_t taken, int64_t left, int64_t *room)
+{
+    *room = 0;
+    if (left <= 0)
+        return RSV_OK;
+    int64_t count = 0;
+    int rc = ledger_pool_count(ctx, shop, lv, &count);
+    if (rc)
+        return rc;
+    int64_t n = ledger_cap(ctx, lv) - (count - taken);
+    *room = n < 0 ? 0 : n > left ? left : n;
+    return RSV_OK;
+}
+
 int b_pool_delete(strbuf *s, uint32_t n)
 {
     /* One row: an equality on the whole primary key is a single-row
@@ -487,19 +502,11 @@ int ledger_issue(rsv_ctx *ctx, uint64_t shop, ledger_row *lv, int64_t units,
  * not issued yet. */
 static int top_up(rsv_ctx *ctx, uint64_t shop, ledger_row *lv, int64_t *added)
 {
-    int64_t count = 0;
+    int64_t n = 0;
     *added = 0;
-    int64_t avail = lv->on_hand - lv->issued;
-    if (avail <= 0)
-        return RSV_OK;
-    int rc = ledger_pool_count(ctx, shop, lv, &count);
-    if (rc)
+    int rc = ledger_pool_room(ctx, shop, lv, 0, lv->on_hand - lv->issued, &n);
+    if (rc || n == 0)
         return rc;
-    int64_t n = ledger_cap(ctx, lv) - count;
-    if (n > avail)
-        n = avail;
-    if (n <= 0)
-        return RSV_OK;
     rc = ledger_issue(ctx, shop, lv, n, 0);
     if (rc == RSV_OK)
         *added = n;

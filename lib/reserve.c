@@ -44,14 +44,17 @@
  * cover a line is the answer "out of stock".
  *
  * Waited ledger take, before the slow path, when a new checkout's one key
- * came up short while its ledger row had the units: wait for that row, take
- * the units straight from it and top the pool up, in one CALL when the
- * procedure can be called, else by the statements here (the slow path's
- * locks, without its waits for pool rows and its folds).  Either way the
- * row is held for one short transaction, where the slow path holds it
- * across a dozen round trips: a crowd that finds a small pool empty at
- * once queues for the row at the speed of a hot row, each of them
- * refilling the pool for the others, instead of running out of time
+ * came up short while its ledger row had the units: wait for that row in
+ * share mode, give it back as soon as the refill in flight commits and
+ * reserve again from the bottom of the pool; if still short, wait for the
+ * row exclusively, take the units straight from it and top the pool up.
+ * In one CALL each when the procedure can be called, else by the
+ * statements here (the slow path's locks, without its waits for pool rows
+ * and its folds).  Either way the row is held for one short transaction,
+ * where the slow path holds it across a dozen round trips: a crowd that
+ * finds a small pool empty at once goes on together after each refill and
+ * queues for the row at the speed of a hot row, each of them refilling
+ * the pool for the others, instead of running out of time
  * (docs/internals.md section 4).
  */
 #include <stdlib.h>
@@ -724,16 +727,10 @@ static int slow_body(rsv_ctx *ctx, void *p)
         rkey *key = &j->keys[k];
         int64_t units = 0;
         int64_t left = key->slow.lv.on_hand - key->slow.lv.issued - key->alloc.direct;
-        if (left > 0 && key->read.units < key->plan.want) {
-            int64_t count = 0;
-            if ((rc = ledger_pool_count(ctx, j->shop, &key->slow.lv, &count)))
-                return rc;
-            units = ledger_cap(ctx, &key->slow.lv) - (count - key->alloc.pool);
-            if (units > left)
-                units = left;
-            if (units < 0)
-                units = 0;
-        }
+        if (key->read.units < key->plan.want &&
+            (rc = ledger_pool_room(ctx, j->shop, &key->slow.lv,
+                                   key->alloc.pool, left, &units)))
+            return rc;
         if ((units || key->alloc.direct) &&
             (rc = ledger_issue(ctx, j->shop, &key->slow.lv, units, key->alloc.direct)))
             return rc;
@@ -776,21 +773,24 @@ static int ledger_take_body(rsv_ctx *ctx, void *p)
     rjob *j = p;
     job_reset_pass(j);
     rkey *k = &j->keys[0];
-    int rc = lock_checkout_row(ctx, j);
-    if (rc)
-        return rc;
-    if (j->prev_found)
-        return pass_end(j, END_SHORT);
+    int rc;
     if (j->st.ledger_tried == 1) {
+        /* (the fast path's read locks the checkout row too) */
         k->plan.start = 0;
         if ((rc = take(ctx, j, 0)))
             return rc;
+        if (j->prev_found)
+            return pass_end(j, END_SHORT);
         job_note_reads(ctx, j);
         k->read.minted = -1; /* (no top-up: the refill after the commit) */
         if ((rc = job_allocate(ctx, j, 0)))
             return rc;
         return write_holds(ctx, j);
     }
+    if ((rc = lock_checkout_row(ctx, j)))
+        return rc;
+    if (j->prev_found)
+        return pass_end(j, END_SHORT);
     ledger_row lv;
     size_t found = 0;
     if ((rc = ledger_lock(ctx, j->shop, j->pairs, 1, LEDGER_WAIT, &lv,
@@ -805,16 +805,11 @@ static int ledger_take_body(rsv_ctx *ctx, void *p)
     k->read.hint_avail = lv.on_hand - lv.issued;
     if (left < 0)
         return pass_end(j, END_SHORT);
-    int64_t count = 0;
-    if ((rc = ledger_pool_count(ctx, j->shop, &lv, &count)))
+    int64_t mint = 0;
+    if ((rc = ledger_pool_room(ctx, j->shop, &lv, 0, left, &mint)))
         return rc;
-    int64_t mint = ledger_cap(ctx, &lv) - count;
-    if (mint > left)
-        mint = left;
     if (mint > PROC_TOP_UP_MAX)
         mint = PROC_TOP_UP_MAX;
-    if (mint < 0)
-        mint = 0;
     if ((rc = ledger_issue(ctx, j->shop, &lv, mint, k->plan.want)))
         return rc;
     k->read.ledger_took = k->plan.want;
@@ -899,11 +894,11 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
             rc = txn_run(ctx, TXN_SELF_COMMIT, reserve_proc_ledger_body, j);
         if (rc == RSV__PASS_ENDED && j->end == END_NO_PROC) {
             rc = RSV_OK;
-            if (j->st.ledger_tried == 1 &&
-                (rc = txn_run(ctx, 0, ledger_wait_body, j)) ==
-                    RSV__PASS_ENDED &&
-                j->end == END_REFILLED)
-                rc = RSV_OK;
+            if (j->st.ledger_tried == 1) {
+                rc = txn_run(ctx, 0, ledger_wait_body, j);
+                if (rc == RSV__PASS_ENDED && j->end == END_REFILLED)
+                    rc = RSV_OK; /* the wait is over: the take follows */
+            }
             if (rc == RSV_OK)
                 rc = txn_run(ctx, 0, ledger_take_body, j);
         }
