@@ -1,6 +1,6 @@
 /*
- * batch.c - many checkouts per call: rsv_reserve_batch, rsv_claim_batch
- * and rsv_release_batch.
+ * batch.c - many checkouts per call: rsv_reserve_batch,
+ * rsv_reserve_cart_batch, rsv_claim_batch and rsv_release_batch.
  *
  * Owns what a batch adds to the single calls: checking every entry as the
  * single call would, choosing which entries go into the one batch
@@ -176,8 +176,32 @@ static int args_missing(rsv_ctx *ctx, size_t n, const void *a, const void *b,
 
 /* ---- reserves ---- */
 
-/* Whether the single call would start with the one-key procedure: then
- * the batch statement does that CALL's work for it. */
+/* What a reserve batch's entries reserve: one line each (items, locs,
+ * qty) or the caller's carts. */
+typedef struct reserve_src {
+    int carts;
+    const uint64_t *items, *locs;
+    const int64_t *qty;
+    rsv_cart *const *cart;
+} reserve_src;
+
+/* Lock order of a cart batch: ascending (shop, first key), so carts that
+ * begin with the same key are taken together. */
+static int cmp_cart(const void *x, const void *y)
+{
+    const bentry *a = *(bentry *const *)x, *b = *(bentry *const *)y;
+    const rkey *ka = &a->job.keys[0], *kb = &b->job.keys[0];
+    if (a->shop != b->shop)
+        return a->shop < b->shop ? -1 : 1;
+    if (ka->item != kb->item)
+        return ka->item < kb->item ? -1 : 1;
+    if (ka->loc != kb->loc)
+        return ka->loc < kb->loc ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Whether the single call would start with a procedure: then the batch
+ * statement does that CALL's work for it. */
 static int reserve_fits(rsv_ctx *ctx, bentry *e)
 {
     rfacts f;
@@ -187,7 +211,8 @@ static int reserve_fits(rsv_ctx *ctx, bentry *e)
                PASS_CALL && reserve_proc_fits(ctx, &e->job);
 }
 
-static int reserve_job(rsv_ctx *ctx, bentry *e, int64_t ttl_ms)
+/* The job of an entry of one line at one location. */
+static void line_job(bentry *e)
 {
     e->line_loc = e->loc;
     e->line.item = e->item;
@@ -198,29 +223,118 @@ static int reserve_job(rsv_ctx *ctx, bentry *e, int64_t ttl_ms)
     e->cart.lines = &e->line;
     e->cart.n = e->cart.cap = 1;
     e->cart.failed_line = (size_t)-1;
+    e->job.cart = &e->cart;
+}
+
+/* Entry i checked as its single call checks its arguments, and its job
+ * built: BE_SEND if the batch statement can do its first pass. */
+static int reserve_entry(rsv_ctx *ctx, rbatch *b, const reserve_src *src,
+                         size_t i, int proc)
+{
+    bentry *e = &b->e[i];
+    if (src->carts) {
+        /* as rsv_reserve: the cart, the token, then its lines */
+        rsv_cart *c = src->cart[i];
+        if (!c) {
+            e->state = BE_DONE;
+            e->rc = RSV_EINVAL;
+            return RSV_OK;
+        }
+        c->failed_line = (size_t)-1;
+        entry_token_check(ctx, b, e);
+        if (e->state == BE_SEND && c->n == 0) {
+            e->state = BE_DONE;
+            e->rc = RSV_EEMPTY;
+        }
+        e->job.cart = c;
+    } else {
+        e->item = src->items[i];
+        e->loc = src->locs[i];
+        e->qty = src->qty[i];
+        /* as rsv_reserve_one: the quantity first, then the token */
+        if (e->qty < 1 || e->qty > RSV_QUANTITY_MAX) {
+            e->state = BE_DONE;
+            e->rc = RSV_EQUANTITY;
+            return RSV_OK;
+        }
+        entry_token_check(ctx, b, e);
+        line_job(e);
+    }
+    if (e->state != BE_SEND)
+        return RSV_OK;
+    if (!proc_usable(ctx, proc)) {
+        e->state = BE_ALONE;
+        return RSV_OK;
+    }
     e->job.shop = e->shop;
     e->job.token = e->token;
     e->job.len = e->len;
-    e->job.cart = &e->cart;
-    e->job.ttl_ms = ttl_ms;
+    e->job.ttl_ms = b->ttl_ms;
     /* (freed also after a failed build, which may have allocated part) */
     e->have_job = 1;
-    return job_build(ctx, &e->job);
+    int rc = job_build(ctx, &e->job);
+    if (rc) {
+        /* a cart too big: its single call says so */
+        if (rc != RSV_ETOOBIG)
+            return rc;
+        e->state = BE_ALONE;
+        return RSV_OK;
+    }
+    if (!reserve_fits(ctx, e))
+        e->state = BE_ALONE;
+    return RSV_OK;
+}
+
+/* After the batch statement committed: each sent entry decided, or
+ * (statuses 1-3, rolled back to its savepoint) left to its single call,
+ * which decides from the start. */
+static void reserve_sent_done(rsv_ctx *ctx, rbatch *b, int carts)
+{
+    for (size_t i = 0; i < b->nsend; i++) {
+        bentry *e = b->send[i];
+        int undecided = carts ? !e->answered || e->ans[0] != 0
+                              : e->ans[0] != 0;
+        stats_add(ctx, RSV_STAT_SHORT_READS, e->answered && e->ans[0] == 2);
+        if (undecided) {
+            e->state = BE_ALONE;
+            continue;
+        }
+        e->state = BE_DONE;
+        e->rc = RSV_OK;
+        if (!carts) {
+            reserve_proc_one_done(ctx, &e->job, &e->ans[1]);
+        } else if ((size_t)e->answered == e->taken) {
+            reserve_proc_cart_done(ctx, &e->job);
+        } else {
+            /* (committed, yet keys missing from the answer) */
+            e->rc = ctx_fail(ctx, RSV_EDB, "internal: %s answered %d keys "
+                             "of %zu", RSV_PROC_CART_BATCH, e->answered,
+                             e->taken);
+        }
+    }
+    /* the top-ups a single call makes after its commit */
+    for (size_t i = 0; i < b->nsend; i++)
+        if (b->send[i]->state == BE_DONE && b->send[i]->rc == RSV_OK)
+            reserve_refill_ahead(ctx, &b->send[i]->job);
 }
 
 static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
                          const void *const *tokens, const size_t *token_lens,
-                         const uint64_t *item_ids,
-                         const uint64_t *location_ids,
-                         const int64_t *quantities, int64_t ttl_ms,
+                         const reserve_src *src, int64_t ttl_ms,
                          int *results)
 {
+    if (!ctx) {
+        fill(results, n, RSV_EINVAL);
+        return RSV_EINVAL;
+    }
     int began = op_begin(ctx, RSV_OP_RESERVE, 1, 0, NULL, 0);
     if (began)
         return refuse_whole(ctx, n, results, began);
     uint64_t start_us = ctx->op_start_us;
+    int carts = src->carts;
     int rc = args_missing(ctx, n, shop_ids, tokens, token_lens, results);
-    if (!rc && (!item_ids || !location_ids || !quantities))
+    if (!rc && (carts ? !src->cart
+                      : !src->items || !src->locs || !src->qty))
         rc = ctx_fail(ctx, RSV_EINVAL, "a batch array is NULL");
     if (rc)
         return refuse_whole(ctx, n, results, rc);
@@ -230,71 +344,38 @@ static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
         return refuse_whole(ctx, n, results, rc);
     if (txn_caller_open(ctx))
         return refuse_whole(ctx, n, results,
-                            ctx_fail(ctx, RSV_EINTXN, "rsv_reserve_batch runs "
+                            ctx_fail(ctx, RSV_EINTXN, "a reserve batch runs "
                                      "its own transactions; the connection "
                                      "is inside one (commit or roll back "
                                      "first)"));
     if ((rc = batch_entries(ctx, &b, n, shop_ids, tokens, token_lens)))
         return fail_whole(ctx, &b, results, rc);
     b.ttl_ms = ttl_ms;
-    for (size_t i = 0; i < n; i++) {
-        bentry *e = &b.e[i];
-        e->item = item_ids[i];
-        e->loc = location_ids[i];
-        e->qty = quantities[i];
-        /* as rsv_reserve_one: the quantity first, then the token */
-        if (e->qty < 1 || e->qty > RSV_QUANTITY_MAX) {
-            e->state = BE_DONE;
-            e->rc = RSV_EQUANTITY;
-            continue;
-        }
-        entry_token_check(ctx, &b, e);
-        if (e->state != BE_SEND)
-            continue;
-        if (!proc_usable(ctx, PROC_RESERVE_BATCH)) {
-            e->state = BE_ALONE;
-            continue;
-        }
-        if ((rc = reserve_job(ctx, e, ttl_ms)))
+    int proc = carts ? PROC_CART_BATCH : PROC_RESERVE_BATCH;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = reserve_entry(ctx, &b, src, i, proc)))
             return fail_whole(ctx, &b, results, rc);
-        if (!reserve_fits(ctx, e))
-            e->state = BE_ALONE;
-    }
-    batch_sort(&b, cmp_reserve);
+    batch_sort(&b, carts ? cmp_cart : cmp_reserve);
     if (b.nsend > 0) {
-        rc = batch_reserve_call(ctx, &b);
+        rc = carts ? batch_cart_call(ctx, &b) : batch_reserve_call(ctx, &b);
         if (rc == RSV__NO_PROC) {
             for (size_t i = 0; i < b.nsend; i++)
                 b.send[i]->state = BE_ALONE;
         } else if (rc != RSV_OK) {
             return fail_whole(ctx, &b, results, rc);
         } else {
-            for (size_t i = 0; i < b.nsend; i++) {
-                bentry *e = b.send[i];
-                /* statuses 1-3 (rolled back to the entry's savepoint):
-                 * the single call decides, from the start */
-                stats_add(ctx, RSV_STAT_SHORT_READS, e->ans[0] == 2);
-                if (e->ans[0] != 0) {
-                    e->state = BE_ALONE;
-                    continue;
-                }
-                reserve_proc_one_done(ctx, &e->job, &e->ans[1]);
-                e->state = BE_DONE;
-                e->rc = RSV_OK;
-            }
-            /* the top-ups a single call makes after its commit */
-            for (size_t i = 0; i < b.nsend; i++)
-                if (b.send[i]->state == BE_DONE)
-                    reserve_refill_ahead(ctx, &b.send[i]->job);
+            reserve_sent_done(ctx, &b, carts);
         }
     }
     count_decided(ctx, &b, RSV_OP_RESERVE, start_us);
     for (size_t i = 0; i < n; i++) {
         const bentry *e = &b.e[i];
-        results[i] = e->state == BE_DONE
-                         ? e->rc
-                         : rsv_reserve_one(ctx, e->shop, e->token, e->len,
-                                           e->item, e->loc, e->qty, ttl_ms);
+        results[i] = e->state == BE_DONE ? e->rc
+                     : carts ? rsv_reserve(ctx, e->shop, e->token, e->len,
+                                           src->cart[i], ttl_ms)
+                             : rsv_reserve_one(ctx, e->shop, e->token,
+                                               e->len, e->item, e->loc,
+                                               e->qty, ttl_ms);
     }
     batch_free(&b);
     return ctx_ok(ctx);
@@ -309,12 +390,21 @@ RSV_EXTERN int rsv_reserve_batch(rsv_ctx *ctx, size_t n,
                                  const int64_t *quantities, int64_t ttl_ms,
                                  int *results)
 {
-    if (!ctx) {
-        fill(results, n, RSV_EINVAL);
-        return RSV_EINVAL;
-    }
-    return reserve_batch(ctx, n, shop_ids, tokens, token_lens, item_ids,
-                         location_ids, quantities, ttl_ms, results);
+    reserve_src src = {0, item_ids, location_ids, quantities, NULL};
+    return reserve_batch(ctx, n, shop_ids, tokens, token_lens, &src, ttl_ms,
+                         results);
+}
+
+RSV_EXTERN int rsv_reserve_cart_batch(rsv_ctx *ctx, size_t n,
+                                      const uint64_t *shop_ids,
+                                      const void *const *tokens,
+                                      const size_t *token_lens,
+                                      rsv_cart *const *carts, int64_t ttl_ms,
+                                      int *results)
+{
+    reserve_src src = {1, NULL, NULL, NULL, carts};
+    return reserve_batch(ctx, n, shop_ids, tokens, token_lens, &src, ttl_ms,
+                         results);
 }
 
 /* ---- claims and releases ---- */

@@ -24,9 +24,13 @@ typedef struct bentry {
     int64_t qty;
     int state;
     int rc;
-    int answered;        /* the batch procedure answered for it */
-    int64_t ans[8];      /* the batch procedure's row for it, idx left out */
-    /* a reserve's job: one line, one location */
+    int answered;        /* the batch procedure answered for it (a cart:
+                            the rows it answered) */
+    int64_t ans[8];      /* the batch procedure's row for it, idx left out
+                            (a cart: ans[0] its status) */
+    size_t taken;        /* a cart: the keys its CALL takes units at */
+    /* a reserve's job: of the caller's cart, or of this one line at one
+     * location */
     rsv_cart cart;
     cart_line line;
     uint64_t line_loc;
@@ -51,6 +55,7 @@ typedef struct rbatch {
  * here: nothing ran, the entries go one by one), or the whole batch's
  * code. */
 RSV_HIDDEN int batch_reserve_call(rsv_ctx *ctx, rbatch *b);
+RSV_HIDDEN int batch_cart_call(rsv_ctx *ctx, rbatch *b);
 RSV_HIDDEN int batch_settle_call(rsv_ctx *ctx, rbatch *b);
 
 #endif

@@ -15,7 +15,8 @@
  * waits on the request's own condition (under the batcher's mutex) until
  * a worker has written its code, so a worker never touches a request
  * after it has answered it.  A non-blocking call's request is an
- * rsv_batcher_call on the heap, with its token copied; once answered it
+ * rsv_batcher_call on the heap, with its token copied (a cart is used in
+ * place, as by rsv_reserve_start); once answered it
  * goes to the done list, and the completion pipe is readable while that
  * list is not empty.
  */
@@ -25,7 +26,7 @@
 
 #include "internal.h"
 
-enum { KIND_RESERVE, KIND_CLAIM, KIND_RELEASE };
+enum { KIND_RESERVE, KIND_CART, KIND_CLAIM, KIND_RELEASE };
 
 typedef struct breq {
     struct breq *next; /* the queue, oldest first */
@@ -33,6 +34,7 @@ typedef struct breq {
     uint64_t shop, item, loc;
     const void *token; /* the caller's, valid while it waits */
     size_t len;
+    rsv_cart *cart;    /* KIND_CART: the caller's, used in place */
     int64_t qty, ttl_ms;
     int done, rc;      /* under the batcher's mutex */
     int nonblocking;   /* an rsv_batcher_call: answered to the done list */
@@ -57,6 +59,7 @@ typedef struct bworker {
     const void *tok[RSV_BATCH_MAX];
     size_t len[RSV_BATCH_MAX];
     int64_t qty[RSV_BATCH_MAX];
+    rsv_cart *cart[RSV_BATCH_MAX];
     int res[RSV_BATCH_MAX], out[RSV_BATCH_MAX];
     ctx_stats stats; /* the context's, after its last batch: stats_mu */
 } bworker;
@@ -80,7 +83,8 @@ struct rsv_batcher {
 static int same_batch(const breq *a, const breq *b)
 {
     return a->kind == b->kind &&
-           (a->kind != KIND_RESERVE || a->ttl_ms == b->ttl_ms);
+           ((a->kind != KIND_RESERVE && a->kind != KIND_CART) ||
+            a->ttl_ms == b->ttl_ms);
 }
 
 /* Take the oldest request and every other queued one that can share its
@@ -120,6 +124,10 @@ static void call_batch(bworker *w, int kind, int64_t ttl_ms, size_t n)
         rsv_reserve_batch(w->ctx, n, w->shop, w->tok, w->len, w->item,
                           w->loc, w->qty, ttl_ms, w->res);
         break;
+    case KIND_CART:
+        rsv_reserve_cart_batch(w->ctx, n, w->shop, w->tok, w->len, w->cart,
+                               ttl_ms, w->res);
+        break;
     case KIND_CLAIM:
         rsv_claim_batch(w->ctx, n, w->shop, w->tok, w->len, w->res);
         break;
@@ -146,6 +154,7 @@ static void run_batch(bworker *w)
         w->item[i] = r->item;
         w->loc[i] = r->loc;
         w->qty[i] = r->qty;
+        w->cart[i] = r->cart;
     }
     call_batch(w, first->kind, first->ttl_ms, n);
     size_t m = 0;
@@ -161,6 +170,7 @@ static void run_batch(bworker *w)
         w->item[m] = w->item[i];
         w->loc[m] = w->loc[i];
         w->qty[m] = w->qty[i];
+        w->cart[m] = w->cart[i];
         m++;
     }
     if (m == 0 || rsv_reconnect(w->ctx) != RSV_OK)
@@ -252,11 +262,15 @@ static int check_args(const breq *r)
     if (r->kind == KIND_RESERVE &&
         (r->qty < 1 || r->qty > RSV_QUANTITY_MAX))
         return RSV_EQUANTITY;
+    if (r->kind == KIND_CART && !r->cart)
+        return RSV_EINVAL;
     if (!r->token)
         return RSV_EINVAL;
     if (r->len == 0 || r->len > RSV_TOKEN_MAX)
         return RSV_ETOKEN;
-    if (r->kind == KIND_RESERVE &&
+    if (r->kind == KIND_CART && r->cart->n == 0)
+        return RSV_EEMPTY;
+    if ((r->kind == KIND_RESERVE || r->kind == KIND_CART) &&
         (r->ttl_ms < 0 || r->ttl_ms > 30LL * 24 * 3600 * 1000))
         return RSV_EQUANTITY;
     return RSV_OK;
@@ -279,6 +293,17 @@ RSV_EXTERN int rsv_batcher_reserve_one(rsv_batcher *b, uint64_t shop_id,
     breq r = {.kind = KIND_RESERVE, .shop = shop_id, .token = token,
               .len = token_len, .item = item_id, .loc = location_id,
               .qty = quantity, .ttl_ms = ttl_ms};
+    return batcher_call(b, &r);
+}
+
+RSV_EXTERN int rsv_batcher_reserve(rsv_batcher *b, uint64_t shop_id,
+                                   const void *token, size_t token_len,
+                                   rsv_cart *cart, int64_t ttl_ms)
+{
+    breq r = {.kind = KIND_CART, .shop = shop_id, .token = token,
+              .len = token_len, .cart = cart, .ttl_ms = ttl_ms};
+    if (cart)
+        cart->failed_line = (size_t)-1;
     return batcher_call(b, &r);
 }
 
@@ -436,6 +461,18 @@ RSV_EXTERN int rsv_batcher_reserve_one_start(rsv_batcher *b,
     breq r = {.kind = KIND_RESERVE, .shop = shop_id, .token = token,
               .len = token_len, .item = item_id, .loc = location_id,
               .qty = quantity, .ttl_ms = ttl_ms};
+    return start_call(b, &r, out);
+}
+
+RSV_EXTERN int rsv_batcher_reserve_start(rsv_batcher *b, uint64_t shop_id,
+                                         const void *token, size_t token_len,
+                                         rsv_cart *cart, int64_t ttl_ms,
+                                         rsv_batcher_call **out)
+{
+    breq r = {.kind = KIND_CART, .shop = shop_id, .token = token,
+              .len = token_len, .cart = cart, .ttl_ms = ttl_ms};
+    if (cart)
+        cart->failed_line = (size_t)-1;
     return start_call(b, &r, out);
 }
 

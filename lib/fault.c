@@ -126,6 +126,7 @@ int fault_enter(rsv_ctx *ctx, sql_builder build, uint32_t shape,
         F.trace[n - 1] = build == b_call_reserve || build == b_call_cart ||
                                  build == b_call_settle ||
                                  build == b_call_reserve_batch ||
+                                 build == b_call_cart_batch ||
                                  build == b_call_settle_batch
                              ? "CALL"
                          : build || shape == FAULT_FIXED_STMT ? "stmt"
@@ -194,6 +195,7 @@ int fault_leave(rsv_ctx *ctx, int rc)
     const sql_res *r = &ctx->res;
     /* (a batch procedure always commits: its rows are per entry) */
     int batch = F.last_build == b_call_reserve_batch ||
+                F.last_build == b_call_cart_batch ||
                 F.last_build == b_call_settle_batch;
     int committed =
         rc == RSV_OK && r->rows >= 1 &&

@@ -57,7 +57,7 @@
  * they call (schema.c has the list); the version in a name changes only
  * when its arguments or its answer do. */
 #define RSV_PROC_RESERVE "rsv_reserve_key_v3" /* and each batch entry */
-#define RSV_PROC_CART "rsv_fast_cart_v4"
+#define RSV_PROC_CART "rsv_fast_cart_v5" /* and each cart batch entry */
 #define RSV_PROC_TOP_UP "rsv_pool_top_up_v3" /* called by both */
 /* the units it mints at most per call; the statements' waited ledger take
  * mints the same (reserve.c) */
@@ -70,9 +70,10 @@
 /* one checkout's claim or release: called by ..._SETTLE and
  * ..._SETTLE_BATCH */
 #define RSV_PROC_SETTLE_CHECKOUT "rsv_settle_checkout_v1"
-/* Many checkouts in one CALL (batch.c): reserves, and claims or
- * releases. */
+/* Many checkouts in one CALL (batch.c): reserves of one line, of carts,
+ * and claims or releases. */
 #define RSV_PROC_RESERVE_BATCH "rsv_reserve_batch_v1"
+#define RSV_PROC_CART_BATCH "rsv_reserve_cart_batch_v1"
 #define RSV_PROC_SETTLE_BATCH "rsv_settle_batch_v1"
 
 /* Where make install puts the schema (for messages). */
@@ -578,7 +579,7 @@ RSV_HIDDEN int op_end_entry(rsv_ctx *ctx, int op, int rc, uint64_t shop,
  * they call.  rsv_schema_procedure(id) names them. */
 enum {
     PROC_RESERVE, PROC_CART, PROC_RESERVE_BATCH, PROC_SETTLE,
-    PROC_SETTLE_BATCH,
+    PROC_SETTLE_BATCH, PROC_CART_BATCH,
     PROC_TAKE_UNITS, PROC_TOP_UP, PROC_TOP_UP_HELD,
     PROC_SETTLE_CHECKOUT,
     PROC__COUNT
@@ -602,6 +603,7 @@ RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_reserve_batch(strbuf *s, uint32_t shape);
+RSV_HIDDEN int b_call_cart_batch(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_settle_batch(strbuf *s, uint32_t shape);
 
 /* ---- ledger.c: the ledger rows, and the pool rows under them ---- */

@@ -25,7 +25,7 @@
  *
  * One round trip: a new checkout calls one of the schema's procedures
  * instead, rsv_reserve_key_v3 when it takes units at one (item,
- * location), rsv_fast_cart_v4 at up to 32, which run the statements of
+ * location), rsv_fast_cart_v5 at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the
  * statements below take over.  Being on the server, they may also take a

@@ -172,13 +172,22 @@ RSV_HIDDEN void job_note_reads(rsv_ctx *ctx, rjob *j);
 RSV_HIDDEN int reserve_proc_fits(const rsv_ctx *ctx, const rjob *j);
 RSV_HIDDEN int reserve_proc_body(rsv_ctx *ctx, void *p);
 RSV_HIDDEN int reserve_proc_ledger_body(rsv_ctx *ctx, void *p);
-/* For a batch (batch_reserve.c), whose one CALL does the one-key
+/* For a batch (batch_call.c), whose one CALL does the one-key
  * procedure's work for many jobs of one key each: the top-up a job's
  * CALL would pass (p_fill), and after the commit, what the one-key
  * procedure's answer v (its seven values) leaves in the job and the
  * context. */
 RSV_HIDDEN int64_t reserve_proc_fill(rsv_ctx *ctx, const rjob *j);
 RSV_HIDDEN void reserve_proc_one_done(rsv_ctx *ctx, rjob *j, const int64_t *v);
+/* For a cart batch, whose one CALL runs the cart procedure for many jobs:
+ * the key list of a job's CALL (0: the job is not the procedure's), then
+ * per key of a committed job its answer, then the job's bookkeeping. */
+#define PROC_CART_LIST_MAX 4224 /* PROC_MAX_LIST * PROC_KEY_TEXT */
+RSV_HIDDEN size_t reserve_proc_cart_list(rsv_ctx *ctx, rjob *j, char *out,
+                                         size_t cap, size_t *taken);
+RSV_HIDDEN int reserve_proc_cart_key(rsv_ctx *ctx, rjob *j, int64_t k,
+                                     const int64_t *v);
+RSV_HIDDEN void reserve_proc_cart_done(rsv_ctx *ctx, rjob *j);
 
 /* reserve.c: the top-ups after a fast commit (PASS_REFILL), and the
  * facts reserve_next() decides on */

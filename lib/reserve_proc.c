@@ -1,6 +1,6 @@
 /*
  * reserve_proc.c - the reserve fast path in one round trip: calling the
- * schema's procedures (rsv_reserve_key_v3 for one key, rsv_fast_cart_v4
+ * schema's procedures (rsv_reserve_key_v3 for one key, rsv_fast_cart_v5
  * for a cart; sql/schema.sql) and reading their answer into the job as the
  * statement path's read would have left it.  Unlike the statements, the
  * procedures take a key's units straight from its ledger row when no other
@@ -25,6 +25,7 @@ enum {
 #define PROC_MAX_KEYS 32  /* keys a cart CALL takes units at */
 #define PROC_MAX_LIST 48  /* keys in its list, checked ones included
                              (4096 bytes) */
+_Static_assert(PROC_CART_LIST_MAX == 48 * 88, "the cart batch's buffer");
 #define PROC_KEY_TEXT 88  /* "idx,item,location,units,start,fill;": at
                              most 2 + 20 + 20 + 2 + 20 + 5 digits and 6
                              marks, 75 (48 keys: 3,600 of the procedure's
@@ -44,7 +45,7 @@ enum {
  * every case. */
 typedef struct proc_plan {
     int which;      /* PLAN_NONE, PLAN_ONE (rsv_reserve_key_v3) or
-                       PLAN_CART (rsv_fast_cart_v4) */
+                       PLAN_CART (rsv_fast_cart_v5) */
     size_t taken;   /* keys units are taken at */
     size_t checked; /* other keys the procedure checks exist */
 } proc_plan;
@@ -212,9 +213,8 @@ static long proc_cart_text(rsv_ctx *ctx, rjob *j)
                 return -1;
             p = end + 1;
         }
-        if (v[0] < 0 || (size_t)v[0] >= j->nkeys || j->keys[v[0]].plan.want <= 0)
+        if (reserve_proc_cart_key(ctx, j, v[0], v + 1))
             return -1;
-        proc_key_answer(ctx, j, &j->keys[v[0]], v + 1);
         n++;
     }
     return n;
@@ -366,6 +366,40 @@ int reserve_proc_ledger_body(rsv_ctx *ctx, void *p)
     if (status != PROC_DONE)
         return pass_end(j, END_SHORT); /* rolled back */
     return job_allocate(ctx, j, 0);
+}
+
+/* For a cart batch: the key list the cart procedure's CALL would pass
+ * for this pass, and in *taken its p_nkeys; 0 when no procedure can do
+ * the pass or the cart procedure cannot be called (the single call then
+ * decides), or the list does not fit cap. */
+size_t reserve_proc_cart_list(rsv_ctx *ctx, rjob *j, char *out, size_t cap,
+                              size_t *taken)
+{
+    job_reset_pass(j);
+    proc_plan plan = plan_for(ctx, j);
+    *taken = plan.taken;
+    if (plan.which == PLAN_NONE || !proc_usable(ctx, PROC_CART) ||
+        plan.taken > PROC_MAX_KEYS || plan.taken + plan.checked > PROC_MAX_LIST ||
+        cap < PROC_CART_LIST_MAX)
+        return 0;
+    job_choose_starts(ctx, j);
+    return proc_key_list(ctx, j, out, cap);
+}
+
+/* For a cart batch: what the cart procedure answered for key k of a
+ * committed entry (the seven values of its text).  Returns -1 for a key
+ * the list did not take units at. */
+int reserve_proc_cart_key(rsv_ctx *ctx, rjob *j, int64_t k, const int64_t *v)
+{
+    if (k < 0 || (size_t)k >= j->nkeys || j->keys[k].plan.want <= 0)
+        return -1;
+    proc_key_answer(ctx, j, &j->keys[k], v);
+    return 0;
+}
+
+void reserve_proc_cart_done(rsv_ctx *ctx, rjob *j)
+{
+    proc_committed(ctx, j);
 }
 
 int64_t reserve_proc_fill(rsv_ctx *ctx, const rjob *j)

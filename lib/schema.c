@@ -35,6 +35,11 @@ static const struct {
                                 PROC_BIT(PROC_TAKE_UNITS) |
                                 PROC_BIT(PROC_TOP_UP) |
                                 PROC_BIT(PROC_TOP_UP_HELD)},
+    [PROC_CART_BATCH] = {RSV_PROC_CART_BATCH,
+                         PROC_BIT(PROC_CART_BATCH) | PROC_BIT(PROC_CART) |
+                             PROC_BIT(PROC_TAKE_UNITS) |
+                             PROC_BIT(PROC_TOP_UP) |
+                             PROC_BIT(PROC_TOP_UP_HELD)},
     [PROC_SETTLE] = {RSV_PROC_SETTLE,
                      PROC_BIT(PROC_SETTLE) | PROC_BIT(PROC_SETTLE_CHECKOUT)},
     [PROC_SETTLE_BATCH] = {RSV_PROC_SETTLE_BATCH,
@@ -69,8 +74,10 @@ int b_call_reserve(strbuf *s, uint32_t shape)
 int b_call_cart(strbuf *s, uint32_t shape)
 {
     (void)shape;
-    /* shop, token, key list, keys taken, ttl_us */
-    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?)");
+    /* shop, token, key list, keys taken, ttl_us; 1: in a transaction of
+     * its own, answering a row (its OUT arguments as b_call_reserve's) */
+    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?, 1, @rsv__out, "
+                "@rsv__out)");
     return 0;
 }
 
@@ -87,6 +94,14 @@ int b_call_reserve_batch(strbuf *s, uint32_t shape)
     (void)shape;
     /* the entries as JSON, ttl_us */
     buf_puts(s, "CALL " RSV_PROC_RESERVE_BATCH "(?, ?)");
+    return 0;
+}
+
+int b_call_cart_batch(strbuf *s, uint32_t shape)
+{
+    (void)shape;
+    /* the entries as JSON, ttl_us */
+    buf_puts(s, "CALL " RSV_PROC_CART_BATCH "(?, ?)");
     return 0;
 }
 

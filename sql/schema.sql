@@ -713,6 +713,11 @@ DELIMITER ;
 -- nothing at, only checked to have a ledger row; then the keys to take
 -- units at, in ascending (item, location) order.  p_nkeys: how many keys
 -- take units (the checkout's hold_count).
+-- p_own as in rsv_reserve_key_v3: 1, a transaction of its own and the
+-- answer row below; 0, in the caller's transaction (an entry of
+-- rsv_reserve_cart_batch_v1), which it neither starts nor ends, the
+-- answer in o_status and o_answer only (the caller rolls back whatever
+-- this wrote when o_status is not 0).
 -- Answer: one row, (status as above: 0 committed; 1 the checkout exists,
 -- nothing read; 2 some key came up short; 3 a key has no ledger row, and
 -- the text stops there; then a text with one
@@ -738,10 +743,13 @@ DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v4;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v5;
 DELIMITER //
-CREATE PROCEDURE rsv_fast_cart_v4(
+CREATE PROCEDURE rsv_fast_cart_v5(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
-    IN p_keys VARBINARY(4096), IN p_nkeys INT, IN p_ttl_us BIGINT)
+    IN p_keys VARBINARY(4096), IN p_nkeys INT, IN p_ttl_us BIGINT,
+    IN p_own INT, OUT o_status INT,
+    OUT o_answer VARCHAR(4096) CHARACTER SET latin1)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   DECLARE v_dup INT DEFAULT 0;
@@ -754,14 +762,23 @@ BEGIN
   DECLARE v_first, v_last, v_next BIGINT UNSIGNED;
   DECLARE v_avail BIGINT;
   DECLARE v_answer VARCHAR(4096) CHARACTER SET latin1 DEFAULT '';
-  -- A deadlock, lock-wait timeout or any other error: give everything
-  -- back and tell the caller (who retries or reports it).
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
+  -- A deadlock, lock-wait timeout or any other error: in a transaction of
+  -- our own, give everything back; either way tell the caller (who
+  -- retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
+    IF p_own THEN
+      ROLLBACK AND NO CHAIN NO RELEASE;
+    END IF;
+    RESIGNAL;
+  END;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-  -- READ COMMITTED for this transaction only, as in the statement path:
-  -- no gap locks, so refills never wait for buyers.
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION READ WRITE;
+  SET o_status = 0, o_answer = '';
+  IF p_own THEN
+    -- READ COMMITTED for this transaction only, as in the statement path:
+    -- no gap locks, so refills never wait for buyers.
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION READ WRITE;
+  END IF;
   -- Creating the row locks it (lock order 1); an existing checkout is a
   -- re-reserve, which the statement path settles.
   INSERT INTO rsv_checkouts (shop_id, checkout_token, status,
@@ -769,8 +786,11 @@ BEGIN
     VALUES (p_shop, p_token, 1, 1, p_nkeys,
             NOW(6) + INTERVAL p_ttl_us MICROSECOND, NOW(6), NOW(6));
   IF v_dup THEN
-    ROLLBACK AND NO CHAIN NO RELEASE;
-    SELECT 1, '';
+    SET o_status = 1;
+    IF p_own THEN
+      ROLLBACK AND NO CHAIN NO RELEASE;
+      SELECT 1, '';
+    END IF;
   ELSE
     -- The holds, one per key, before any ledger or pool row (see above).
     SET v_rest = p_keys;
@@ -924,12 +944,15 @@ BEGIN
           COALESCE(v_next, 0), ',', COALESCE(v_avail, 0), ',0,', v_mint,
           ';');
     END WHILE each_pool;
-    IF v_status = 0 THEN
-      COMMIT AND NO CHAIN NO RELEASE;
-    ELSE
-      ROLLBACK AND NO CHAIN NO RELEASE;
+    SET o_status = v_status, o_answer = v_answer;
+    IF p_own THEN
+      IF v_status = 0 THEN
+        COMMIT AND NO CHAIN NO RELEASE;
+      ELSE
+        ROLLBACK AND NO CHAIN NO RELEASE;
+      END IF;
+      SELECT v_status, v_answer;
     END IF;
-    SELECT v_status, v_answer;
   END IF;
 END//
 DELIMITER ;
@@ -1122,6 +1145,90 @@ BEGIN
            last_id BIGINT UNSIGNED PATH '$[4]',
            next_id BIGINT UNSIGNED PATH '$[5]', avail BIGINT PATH '$[6]',
            direct BIGINT PATH '$[7]', minted BIGINT PATH '$[8]')) AS a;
+END//
+DELIMITER ;
+
+-- Many new checkouts of carts in one round trip and one commit
+-- (libreserve calls it for rsv_reserve_cart_batch; never call it
+-- yourself): for each entry of p_batch, rsv_fast_cart_v5 in the batch's
+-- one transaction, after a SAVEPOINT, as rsv_reserve_batch_v1 runs
+-- rsv_reserve_key_v3; an entry the cart procedure cannot decide (status
+-- 1-3) is rolled back to its savepoint alone, answered undecided, and
+-- the library runs it on its own after this CALL.
+-- p_batch: a JSON array of [idx, "shop", "token in hex", "keys", keys
+-- taken], the last two as p_keys and p_nkeys of rsv_fast_cart_v5, in
+-- ascending (shop, first key) order (the caller sorts it).
+-- Lock order.  Every ledger and pool row is asked for with SKIP LOCKED or
+-- a lock wait of 0 and never waited for (the keys only checked are read
+-- without locks), so the only rows an entry can wait for are checkout
+-- rows, as in rsv_reserve_batch_v1 (see there: no cycle but with a
+-- reserve of the same token on its slow path, which InnoDB reports as a
+-- deadlock, and the library retries the batch).
+-- Answer: one result set, a row per key of every committed entry of
+-- (idx, status 0, the key's idx, the seven values of rsv_fast_cart_v5's
+-- text), and one row (idx, status, -1, seven 0s) per entry rolled back.
+-- The cart's text becomes the JSON rows by two REPLACEs, each value a
+-- JSON string, so that no JSON number parser rounds a pool id.
+DROP PROCEDURE IF EXISTS rsv_reserve_cart_batch_v1;
+DELIMITER //
+CREATE PROCEDURE rsv_reserve_cart_batch_v1(
+    IN p_batch MEDIUMTEXT CHARACTER SET utf8mb4, IN p_ttl_us BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_eof, v_idx, v_nkeys, v_status INT DEFAULT 0;
+  DECLARE v_shop BIGINT UNSIGNED;
+  DECLARE v_tok VARBINARY(128);
+  DECLARE v_keys VARBINARY(4096);
+  DECLARE v_cart VARCHAR(4096) CHARACTER SET latin1;
+  DECLARE v_head VARCHAR(64) CHARACTER SET latin1;
+  DECLARE v_answer MEDIUMTEXT CHARACTER SET latin1 DEFAULT '';
+  DECLARE entries CURSOR FOR
+    SELECT b.idx, b.shop, UNHEX(b.tok), b.keylist, b.nkeys
+      FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (
+             idx INT PATH '$[0]', shop BIGINT UNSIGNED PATH '$[1]',
+             tok VARCHAR(256) CHARACTER SET latin1 PATH '$[2]',
+             keylist VARCHAR(4096) CHARACTER SET latin1 PATH '$[3]',
+             nkeys INT PATH '$[4]')) AS b;
+  -- A deadlock, lock-wait timeout or any other error: give everything
+  -- back and tell the caller (who retries or reports it).
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK AND NO CHAIN NO RELEASE; RESIGNAL; END;
+  -- Also set by a SELECT ... INTO in rsv_fast_cart_v5 that finds no row:
+  -- cleared before every FETCH.
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_eof = 1;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION READ WRITE;
+  OPEN entries;
+  each_entry: LOOP
+    SET v_eof = 0;
+    FETCH entries INTO v_idx, v_shop, v_tok, v_keys, v_nkeys;
+    IF v_eof THEN
+      LEAVE each_entry;
+    END IF;
+    SAVEPOINT rsv_entry;
+    CALL rsv_fast_cart_v5(v_shop, v_tok, v_keys, v_nkeys, p_ttl_us, 0,
+                          v_status, v_cart);
+    SET v_head = CONCAT(IF(v_answer = '', '', ','), '[', v_idx, ',',
+                        v_status, ',');
+    IF v_status <> 0 OR v_cart = '' THEN
+      ROLLBACK TO SAVEPOINT rsv_entry;
+      SET v_answer = CONCAT(v_answer, v_head, '-1,0,0,0,0,0,0,0]');
+    ELSE
+      -- "k,v,...;k,v,...;" -> ["k","v",...],[idx,0,"k","v",...]
+      SET v_answer = CONCAT(v_answer, v_head, '"',
+          REPLACE(REPLACE(TRIM(TRAILING ';' FROM v_cart), ',', '","'), ';',
+                  CONCAT('"],[', v_idx, ',0,"')), '"]');
+    END IF;
+  END LOOP each_entry;
+  CLOSE entries;
+  COMMIT AND NO CHAIN NO RELEASE;
+  SELECT a.idx, a.status, a.k, a.taken, a.first_id, a.last_id, a.next_id,
+         a.avail, a.direct, a.minted
+    FROM JSON_TABLE(CONCAT('[', v_answer, ']'), '$[*]' COLUMNS (
+           idx INT PATH '$[0]', status INT PATH '$[1]', k INT PATH '$[2]',
+           taken INT PATH '$[3]', first_id BIGINT UNSIGNED PATH '$[4]',
+           last_id BIGINT UNSIGNED PATH '$[5]',
+           next_id BIGINT UNSIGNED PATH '$[6]', avail BIGINT PATH '$[7]',
+           direct BIGINT PATH '$[8]', minted BIGINT PATH '$[9]')) AS a;
 END//
 DELIMITER ;
 

@@ -674,12 +674,12 @@ on "$SCH_DB" --schema "$tmp/unversioned.sql" schema upgrade
 expect_text "upgrade from an older file: refused" 4 "version $lib_sv, newer than .*unversioned.sql \(version 0\)"
 
 # Procedures dropped.
-sql "$SCH_DB" -e "DROP PROCEDURE rsv_settle_v2; DROP PROCEDURE rsv_fast_cart_v4"
+sql "$SCH_DB" -e "DROP PROCEDURE rsv_settle_v2; DROP PROCEDURE rsv_fast_cart_v5"
 on "$SCH_DB" schema status
 expect_text "status, procedures dropped: state" 1 "^state +no-procedures$"
 expect_text "status, procedures dropped: which" 1 "^  rsv_settle_v2 +missing$"
 on "$SCH_DB" --json schema status
-expect "status --json, procedures dropped" 1 'd["state"] == "no-procedures" and {p["name"] for p in d["procedures"] if not p["exists"]} == {"rsv_settle_v2", "rsv_fast_cart_v4"} and all(p["executable"] for p in d["procedures"] if p["exists"]) and "schema upgrade" in d["next_step"]'
+expect "status --json, procedures dropped" 1 'd["state"] == "no-procedures" and {p["name"] for p in d["procedures"] if not p["exists"]} == {"rsv_settle_v2", "rsv_fast_cart_v5"} and all(p["executable"] for p in d["procedures"] if p["exists"]) and "schema upgrade" in d["next_step"]'
 on "$SCH_DB" schema upgrade
 expect_text "upgrade restores the procedures" 0 "^state +ok$"
 # Procedures present, but not executable by the account: it sees them

@@ -448,7 +448,7 @@ enum opkind {
     O_STOCK_SET, O_STOCK_ADJUST, O_STOCK_GET, O_RESERVE_ONE, O_CART,
     O_CLAIM, O_RELEASE, O_EXTEND, O_STATUS, O_EXPIRE, O_SWEEP,
     O_REPLENISH, O_DRAIN, O_IDLE, O_AGE, O_RESERVE_BATCH, O_CLAIM_BATCH,
-    O_RELEASE_BATCH
+    O_RELEASE_BATCH, O_CART_BATCH
 };
 
 typedef struct line {
@@ -470,6 +470,9 @@ typedef struct op {
     int toks[MAXBATCH];
     uint64_t items[MAXBATCH], locs[MAXBATCH];
     int64_t qtys[MAXBATCH];
+    /* a cart batch: each entry's second line, if qtys2 > 0 */
+    uint64_t items2[MAXBATCH], locs2[MAXBATCH];
+    int64_t qtys2[MAXBATCH];
 } op;
 
 static void describe(const op *o, char *out, size_t n)
@@ -549,6 +552,18 @@ static void describe(const op *o, char *out, size_t n)
                     (long long)o->qtys[i], o->items[i], o->locs[i]);
             else
                 PUT(" %s", t);
+        }
+        break;
+    case O_CART_BATCH:
+        PUT("rsv_reserve_cart_batch, ttl %lld ms:", (long long)o->value);
+        for (size_t i = 0; i < o->n; i++) {
+            tok_name(o->toks[i], t, sizeof t);
+            PUT(" [%s: %lld of item %" PRIu64 " at %" PRIu64, t,
+                (long long)o->qtys[i], o->items[i], o->locs[i]);
+            if (o->qtys2[i] > 0)
+                PUT(", %lld of item %" PRIu64 " at %" PRIu64,
+                    (long long)o->qtys2[i], o->items2[i], o->locs2[i]);
+            PUT("]");
         }
         break;
     }
@@ -752,6 +767,39 @@ static void run_op(seq *q, side *s, const op *o, strs *ans)
             strs_add(ans, "entry %zu: %s", i, code(res[i]));
             if (s->which == STMT)
                 count_code(q, res[i]);
+        }
+        break;
+    }
+    case O_CART_BATCH: {
+        char names[MAXBATCH][32];
+        const void *toks[MAXBATCH];
+        size_t lens[MAXBATCH];
+        uint64_t shops[MAXBATCH];
+        rsv_cart *carts[MAXBATCH];
+        int res[MAXBATCH];
+        for (size_t i = 0; i < o->n; i++) {
+            tok_name(o->toks[i], names[i], sizeof names[i]);
+            toks[i] = names[i];
+            lens[i] = strlen(names[i]);
+            shops[i] = shop;
+            res[i] = 99;
+            ck_assert_int_eq(rsv_cart_new(&carts[i]), RSV_OK);
+            ck_assert_int_eq(rsv_cart_add(carts[i], o->items[i], &o->locs[i],
+                                          1, o->qtys[i], 0), RSV_OK);
+            if (o->qtys2[i] > 0)
+                ck_assert_int_eq(rsv_cart_add(carts[i], o->items2[i],
+                                              &o->locs2[i], 1, o->qtys2[i],
+                                              0), RSV_OK);
+        }
+        rc = rsv_reserve_cart_batch(ctx, o->n, shops, toks, lens, carts,
+                                    o->value, res);
+        strs_add(ans, "%s", code(rc));
+        for (size_t i = 0; i < o->n; i++) {
+            strs_add(ans, "entry %zu: %s", i, code(res[i]));
+            cart_answer(ans, carts[i], res[i]);
+            if (s->which == STMT)
+                count_code(q, res[i]);
+            rsv_cart_free(carts[i]);
         }
         break;
     }
@@ -982,8 +1030,11 @@ static int touches_expired(const seq *q, const op *o)
                     return 1;
         return 0;
     case O_RESERVE_BATCH:
+    case O_CART_BATCH:
         for (size_t i = 0; i < o->n; i++)
-            if (q->exp_keys[KEY(o->items[i], o->locs[i])])
+            if (q->exp_keys[KEY(o->items[i], o->locs[i])] ||
+                (o->qtys2[i] > 0 &&
+                 q->exp_keys[KEY(o->items2[i], o->locs2[i])]))
                 return 1;
         return 0;
     case O_EXPIRE:
@@ -1010,7 +1061,7 @@ static void gen_batch(seq *q, op *o)
                 break;
         }
         o->toks[i] = t;
-        if (o->kind != O_RESERVE_BATCH)
+        if (o->kind != O_RESERVE_BATCH && o->kind != O_CART_BATCH)
             continue;
         /* distinct keys: see "Batches" above */
         do
@@ -1018,6 +1069,19 @@ static void gen_batch(seq *q, op *o)
         while (used_keys[KEY(o->items[i], o->locs[i])]);
         used_keys[KEY(o->items[i], o->locs[i])] = 1;
         o->qtys[i] = 1 + rnd(q, 4);
+        /* a cart's second line, of another item (a failed cart's line is
+         * then the one that cannot be served) */
+        if (o->kind != O_CART_BATCH || rnd(q, 2) == 0)
+            continue;
+        for (int tries = 0; tries < 20; tries++) {
+            pick_key(q, &o->items2[i], &o->locs2[i]);
+            if (o->items2[i] != o->items[i] &&
+                !used_keys[KEY(o->items2[i], o->locs2[i])]) {
+                used_keys[KEY(o->items2[i], o->locs2[i])] = 1;
+                o->qtys2[i] = 1 + rnd(q, 4);
+                break;
+            }
+        }
     }
 }
 
@@ -1112,8 +1176,12 @@ static void gen_op(seq *q, op *o)
             pick_key(q, &o->item, &o->loc);
         } else if (r < 92) {
             o->kind = O_AGE;
-        } else if (r < 96) {
+        } else if (r < 94) {
             o->kind = O_RESERVE_BATCH;
+            gen_batch(q, o);
+            o->value = pick_ttl(q);
+        } else if (r < 96) {
+            o->kind = O_CART_BATCH;
             gen_batch(q, o);
             o->value = pick_ttl(q);
         } else if (r < 98) {
@@ -1146,8 +1214,12 @@ static void after_op(seq *q, const op *o, int ok)
                 q->synced[KEY(o->lines[l].item, o->lines[l].locs[i])] = 0;
         break;
     case O_RESERVE_BATCH:
-        for (size_t i = 0; i < o->n; i++)
+    case O_CART_BATCH:
+        for (size_t i = 0; i < o->n; i++) {
             q->synced[KEY(o->items[i], o->locs[i])] = 0;
+            if (o->qtys2[i] > 0)
+                q->synced[KEY(o->items2[i], o->locs2[i])] = 0;
+        }
         break;
     case O_REPLENISH:
     case O_DRAIN:

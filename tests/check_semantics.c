@@ -1570,7 +1570,7 @@ START_TEST(reserve_without_the_procedure)
     ck_assert_uint_eq(one_trips(a), 2);
 
     tu_exec(adm, "DROP PROCEDURE rsv_reserve_key_v3");
-    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v4");
+    tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v5");
     /* the CALLs fail with "does not exist": nothing ran, statements next */
     TU_OK(a, rsv_reserve_one(a, shop, TOK("np-2"), 7, 1, 2, 0));
     TU_OK(a, rsv_reserve(a, shop, TOK("np-cart-2"), cart, 0));
@@ -1783,17 +1783,19 @@ START_TEST(unreadable_cart_answer_is_an_error)
     };
     for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
         char sql[512];
-        tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v4");
+        tu_exec(adm, "DROP PROCEDURE rsv_fast_cart_v5");
         snprintf(sql, sizeof sql,
-                 "CREATE PROCEDURE rsv_fast_cart_v4(p_shop BIGINT UNSIGNED, "
+                 "CREATE PROCEDURE rsv_fast_cart_v5(p_shop BIGINT UNSIGNED, "
                  "p_token VARBINARY(128), p_keys VARBINARY(4096), "
-                 "p_nkeys INT, p_ttl_us BIGINT) SELECT 0, %s", answers[i]);
+                 "p_nkeys INT, p_ttl_us BIGINT, p_own INT, OUT o_status "
+                 "INT, OUT o_answer VARCHAR(4096)) SELECT 0, %s",
+                 answers[i]);
         tu_exec(adm, sql);
         char tok[32];
         snprintf(tok, sizeof tok, "bad-answer-%zu", i);
         int rc = rsv_reserve(f.ctx, f.shop, tok, strlen(tok), cart, 0);
         TU_RC(f.ctx, rc, RSV_EDB);
-        ck_assert_msg(strstr(rsv_errmsg(f.ctx), "rsv_fast_cart_v4 answered") !=
+        ck_assert_msg(strstr(rsv_errmsg(f.ctx), "rsv_fast_cart_v5 answered") !=
                           NULL, "message: %s", rsv_errmsg(f.ctx));
         ck_assert_int_eq(tu_held(f.ctx, f.shop, 17, 1), 0);
         ck_assert_int_eq(tu_held(f.ctx, f.shop, 18, 1), 0);

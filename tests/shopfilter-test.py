@@ -265,11 +265,11 @@ def check_statement(sql, shop):
     return problems
 
 
-PROCS = ("rsv_reserve_key_v3", "rsv_fast_cart_v4", "rsv_settle_v2")
+PROCS = ("rsv_reserve_key_v3", "rsv_fast_cart_v5", "rsv_settle_v2")
 # The procedures whose bodies hold the statements (the ones above, and
 # those they call, never the client), and how many statements on library
 # tables each body has at least (fewer: the parse missed some).
-MIN_STATEMENTS = {"rsv_reserve_key_v3": 4, "rsv_fast_cart_v4": 5,
+MIN_STATEMENTS = {"rsv_reserve_key_v3": 4, "rsv_fast_cart_v5": 5,
                   "rsv_settle_checkout_v1": 4, "rsv_pool_top_up_v3": 2,
                   "rsv_pool_take_units_v1": 3,
                   "rsv_pool_top_up_held_v1": 1}

@@ -77,6 +77,35 @@ RSV_EXTERN int rsv_reserve_batch(rsv_ctx *ctx, size_t n,
                                  int *results);
 
 /*
+ * Reserve n checkouts of carts at once: for each i, every line of
+ * carts[i] for the checkout tokens[i] (token_lens[i] bytes) of shop
+ * shop_ids[i], all or nothing per cart, all for ttl_ms milliseconds (0 =
+ * the context default).  As rsv_reserve_batch() for carts: the new
+ * checkouts that the one-round-trip path of rsv_reserve() can decide (a
+ * cart every line of which its first location can cover, up to 32 item /
+ * location pairs and 64 units) are reserved by one statement and one
+ * COMMIT for the whole batch; the others run one by one, as rsv_reserve()
+ * runs them, inside this call.
+ *
+ * results[i] receives exactly the code rsv_reserve() would have returned
+ * for entry i (RSV_OK, RSV_EOUTOFSTOCK, RSV_ENOITEM, RSV_ECLAIMED,
+ * RSV_EEMPTY, RSV_ETOOBIG, RSV_ETOKEN, RSV_EINVAL for a NULL token or
+ * cart, ...), and carts[i] tells afterwards, as after rsv_reserve(), how
+ * its lines were allocated (rsv_cart_allocation) or which line failed
+ * (rsv_cart_failed_line); a cart given for several entries tells of the
+ * one run last.  The carts are read and written only during the call.
+ * Otherwise as rsv_reserve_batch(): the same entry order, statistics,
+ * transactions and codes for the whole batch (RSV_EINVAL also for a NULL
+ * carts array; RSV_EQUANTITY only for ttl_ms).
+ */
+RSV_EXTERN int rsv_reserve_cart_batch(rsv_ctx *ctx, size_t n,
+                                      const uint64_t *shop_ids,
+                                      const void *const *tokens,
+                                      const size_t *token_lens,
+                                      rsv_cart *const *carts, int64_t ttl_ms,
+                                      int *results);
+
+/*
  * Claim n checkouts at once: results[i] receives exactly the code
  * rsv_claim() would have returned for checkout tokens[i] of shop
  * shop_ids[i] (RSV_OK, RSV_ECLAIMED, RSV_EEXPIRED, RSV_ERELEASED,
@@ -118,24 +147,26 @@ RSV_EXTERN int rsv_release_batch(rsv_ctx *ctx, size_t n,
  * For a multi-threaded checkout server: any number of threads call the
  * batcher at once, and it coalesces their reserves, claims and releases
  * onto a few connections of its own, as batches (rsv_reserve_batch,
- * rsv_claim_batch, rsv_release_batch).  It owns `connections` contexts
- * opened with rsv_open_dsn(), each with one worker thread.
+ * rsv_reserve_cart_batch, rsv_claim_batch, rsv_release_batch).  It owns
+ * `connections` contexts opened with rsv_open_dsn(), each with one worker
+ * thread.
  *
  * Coalescing.  A call joins one shared queue and its thread waits for
  * its own answer only.  A worker that is free takes the oldest waiting
  * request and, with it, every other waiting request of the same kind
- * (reserves with the same ttl_ms, claims, or releases), oldest first, up
- * to RSV_BATCH_MAX, and runs them as one batch call on its context; the
- * others keep their places for the next free worker.  Whatever arrives
+ * (reserves of one line with the same ttl_ms, reserves of carts with the
+ * same ttl_ms, claims, or releases), oldest first, up to RSV_BATCH_MAX,
+ * and runs them as one batch call on its context; the others keep their
+ * places for the next free worker.  Whatever arrives
  * while batches are in flight goes into the next ones, so batches grow
  * with the load by themselves.  A lone request goes at once, as a batch
- * of one (which rsv_reserve_batch sends as rsv_reserve_one does): at low
- * load a call costs its single call plus a hand-over between threads.
+ * of one (which a batch sends as its single call does): at low load a
+ * call costs its single call plus a hand-over between threads.
  *
- * Answers.  Each call returns exactly what its single call (rsv_reserve_one,
- * rsv_claim, rsv_release) would have returned, made on its own context
- * at its place in the queue, with one difference: a worker whose batch
- * lost its connection (RSV_ECONN, RSV_EINDOUBT, for the whole batch or
+ * Answers.  Each call returns exactly what its single call
+ * (rsv_reserve_one, rsv_reserve, rsv_claim, rsv_release) would have
+ * returned, made on its own context at its place in the queue, with one
+ * difference: a worker whose batch lost its connection (RSV_ECONN, RSV_EINDOUBT, for the whole batch or
  * for entries run on their own) reconnects (rsv_reconnect) and sends
  * those entries once more, and their callers get what that repeat says.
  * Every entry is idempotent by its token (a repeated reserve holds the
@@ -199,6 +230,18 @@ RSV_EXTERN int rsv_batcher_reserve_one(rsv_batcher *b, uint64_t shop_id,
                                        uint64_t location_id,
                                        int64_t quantity, int64_t ttl_ms);
 
+/*
+ * rsv_reserve() of a cart through the batcher, as an entry of an
+ * rsv_reserve_cart_batch(): blocks until this request's batch has run.
+ * The cart is the caller's, read and written (its allocation, its failed
+ * line) by a worker while the call runs.  Returns what rsv_reserve() would
+ * (see "Answers" above), RSV_EINVAL for a NULL b, or RSV_EDISABLED once
+ * rsv_batcher_close() has begun.
+ */
+RSV_EXTERN int rsv_batcher_reserve(rsv_batcher *b, uint64_t shop_id,
+                                   const void *token, size_t token_len,
+                                   rsv_cart *cart, int64_t ttl_ms);
+
 /* rsv_claim() through the batcher, never joining a transaction (the
  * batcher's connections are its own).  Returns as
  * rsv_batcher_reserve_one() does for rsv_claim(). */
@@ -248,6 +291,14 @@ RSV_EXTERN int rsv_batcher_reserve_one_start(rsv_batcher *b,
                                              int64_t quantity,
                                              int64_t ttl_ms,
                                              rsv_batcher_call **out);
+
+/* Non-blocking rsv_batcher_reserve(): the cart is used in place, as by
+ * rsv_reserve_start(): keep it, unchanged, until the call is collected;
+ * then it tells the allocation or the failed line. */
+RSV_EXTERN int rsv_batcher_reserve_start(rsv_batcher *b, uint64_t shop_id,
+                                         const void *token, size_t token_len,
+                                         rsv_cart *cart, int64_t ttl_ms,
+                                         rsv_batcher_call **out);
 
 /* Non-blocking rsv_batcher_claim(). */
 RSV_EXTERN int rsv_batcher_claim_start(rsv_batcher *b, uint64_t shop_id,

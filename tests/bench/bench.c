@@ -33,15 +33,15 @@
  *               of its buyers and sends them as one rsv_reserve_batch;
  *               every entry's latency is its batch's.  Its claims: one
  *               rsv_claim_batch per connection, one claim of each of
- *               its buyers.  One-line workloads only (the batch API has
- *               no carts: it sits out cart5x3, soldcart5, hotcart5).
+ *               its buyers; in the cart workloads one
+ *               rsv_reserve_cart_batch.
  * libreserve-batcher  the same buyers, one thread each as in libreserve,
  *               calling one shared rsv_batcher with one connection per
  *               BATCH_BUYERS clients (8 for 64): the library coalesces
  *               whatever the buyers ask at the same time into batches.
  *               Each buyer's latency is its own call's, queueing
- *               included.  Its claims: rsv_batcher_claim.  The
- *               workloads of libreserve-batch.
+ *               included.  Its claims: rsv_batcher_claim; its carts:
+ *               rsv_batcher_reserve.
  *
  * Workloads: flash1 (one item), flash1q2 and flash1q5 (one item, 2 and 5
  * units per reserve), spread10k (10,000 items), cart5x3 (5-line carts,
@@ -193,15 +193,13 @@ static int wl_is_cart(int wl)
 static int wl_is_soldout(int wl) { return wl == W_SOLDOUT || wl == W_SOLDCART; }
 
 /* A design with nothing to measure in a workload: the floors have no
- * sold-out answer, the batch designs no carts; the stampede needs a stock
- * guard and one thread per buyer. */
+ * sold-out answer; the stampede needs a stock guard and one thread per
+ * buyer. */
 static int sits_out(int wl, int d)
 {
     if (wl_is_stampede(wl)) /* (the designs with a stock guard and a
                              * buyer per thread) */
         return d != D_LIB && d != D_HOT1 && d != D_HOT && d != D_BATCHER;
-    if (d == D_BATCH || d == D_BATCHER)
-        return wl_is_cart(wl);
     return wl_is_soldout(wl) && is_floor(d);
 }
 
@@ -926,6 +924,7 @@ typedef struct worker {
     MYSQL *conn;
     rsv_ctx *ctx;
     rsv_cart *cart;
+    rsv_cart *bcart[BATCH_BUYERS]; /* libreserve-batch: a cart per buyer */
     params p;
     pstmt st_take, st_hold1, st_hold5, st_del, st_claimupd;
     pstmt st_call_one, st_call_cart, st_call_claim; /* hotrow-1rt */
@@ -1097,7 +1096,7 @@ static int worker_setup(worker *w)
     p->ttl_us = (unsigned long long)HOLD_TTL_MS * 1000u;
     p->loc = 1;
     if (m->design == D_BATCHER) /* its connections are the batcher's */
-        return m->batcher ? 0 : -1;
+        return m->batcher && rsv_cart_new(&w->cart) == RSV_OK ? 0 : -1;
     w->conn = connect_rtt(m->rtt_idx, dbname);
     if (!w->conn)
         return -1;
@@ -1109,6 +1108,9 @@ static int worker_setup(worker *w)
         }
         if (rsv_cart_new(&w->cart) != RSV_OK)
             return -1;
+        for (int i = 0; m->design == D_BATCH && i < BATCH_BUYERS; i++)
+            if (rsv_cart_new(&w->bcart[i]) != RSV_OK)
+                return -1;
         return 0;
     }
     /* The one-round-trip designs commit by themselves: the procedure
@@ -1197,6 +1199,8 @@ static void worker_teardown(worker *w)
         if (all[i]->st)
             mysql_stmt_close(all[i]->st);
     rsv_cart_free(w->cart);
+    for (int i = 0; i < BATCH_BUYERS; i++)
+        rsv_cart_free(w->bcart[i]);
     for (size_t i = 0; w->ctx && w->lib_reset && i < LIB_NSTATS; i++)
         rsv_stats_get(w->ctx, lib_stat[i], RSV_OP_ALL, &w->lib[i]);
     rsv_close(w->ctx);
@@ -1434,6 +1438,27 @@ static int op_base(worker *w)
     return 0;
 }
 
+/* The library designs' cart of a cart workload, in c: cart5x3's and
+ * hotcart5's (make_cart), or soldcart5's, a cart5x3 cart whose line at a
+ * random place is the sold-out item (at its one location). */
+static int lib_cart(worker *w, rsv_cart *c)
+{
+    uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
+    uint64_t sold_loc = 1;
+    make_cart(w, items, locs);
+    int sold = w->m->workload == W_SOLDCART
+                   ? (int)(ll_rng_next(&w->rng) % CART_LINES)
+                   : -1;
+    rsv_cart_clear(c);
+    int rc = RSV_OK;
+    for (int i = 0; i < CART_LINES && rc == RSV_OK; i++)
+        rc = i == sold ? rsv_cart_add(c, SOLDOUT_ITEM, &sold_loc, 1, 1, 0)
+                       : rsv_cart_add(c, items[i], locs[i],
+                                      items[i] == FLASH_ITEM ? 1 : CART_LOCS,
+                                      1, 0);
+    return rc;
+}
+
 static int op_lib(worker *w)
 {
     meas *m = w->m;
@@ -1450,20 +1475,12 @@ static int op_lib(worker *w)
                              (int64_t)p->q, HOLD_TTL_MS);
         break;
     case W_CART:
-    case W_HOTCART: {
-        uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
-        make_cart(w, items, locs);
-        rsv_cart_clear(w->cart);
-        for (int i = 0; i < CART_LINES; i++)
-            if ((rc = rsv_cart_add(w->cart, items[i], locs[i],
-                                   items[i] == FLASH_ITEM ? 1 : CART_LOCS, 1,
-                                   0)))
-                break;
+    case W_HOTCART:
+        rc = lib_cart(w, w->cart);
         if (rc == RSV_OK)
             rc = rsv_reserve(w->ctx, SHOP, p->tok, p->toklen, w->cart,
                              HOLD_TTL_MS);
         break;
-    }
     case W_CLAIM:
         rc = rsv_claim(w->ctx, SHOP, p->tok, p->toklen);
         break;
@@ -1473,18 +1490,7 @@ static int op_lib(worker *w)
             rc = rsv_reserve_one(w->ctx, SHOP, p->tok, p->toklen, SOLDOUT_ITEM,
                                  1, 1, HOLD_TTL_MS);
         } else {
-            /* a cart5x3 cart whose line at a random place is the sold-out
-             * item (at its one location) */
-            uint64_t items[CART_LINES], locs[CART_LINES][CART_LOCS];
-            uint64_t sold_loc = 1;
-            make_cart(w, items, locs);
-            int sold = (int)(ll_rng_next(&w->rng) % CART_LINES);
-            rsv_cart_clear(w->cart);
-            for (int i = 0; i < CART_LINES && rc == RSV_OK; i++)
-                rc = i == sold ? rsv_cart_add(w->cart, SOLDOUT_ITEM, &sold_loc,
-                                              1, 1, 0)
-                               : rsv_cart_add(w->cart, items[i], locs[i],
-                                              CART_LOCS, 1, 0);
+            rc = lib_cart(w, w->cart);
             if (rc == RSV_OK)
                 rc = rsv_reserve(w->ctx, SHOP, p->tok, p->toklen, w->cart,
                                  HOLD_TTL_MS);
@@ -1527,8 +1533,16 @@ static int op_batcher(worker *w)
         if (rc == RSV_OK || rc == RSV_ECLAIMED)
             return 1;
     } else {
-        rc = rsv_batcher_reserve_one(m->batcher, SHOP, p->tok, p->toklen,
-                                     p->item, 1, (int64_t)p->q, HOLD_TTL_MS);
+        if (wl_is_cart(m->workload)) {
+            rc = lib_cart(w, w->cart);
+            if (rc == RSV_OK)
+                rc = rsv_batcher_reserve(m->batcher, SHOP, p->tok, p->toklen,
+                                         w->cart, HOLD_TTL_MS);
+        } else {
+            rc = rsv_batcher_reserve_one(m->batcher, SHOP, p->tok,
+                                         p->toklen, p->item, 1,
+                                         (int64_t)p->q, HOLD_TTL_MS);
+        }
         w->last_rc = sold && rc == RSV_EOUTOFSTOCK ? RSV_OK : rc;
         if (sold ? rc == RSV_EOUTOFSTOCK : rc == RSV_OK)
             return 1;
@@ -1587,6 +1601,13 @@ static int op_batch(worker *w, uint64_t t1)
     if (claim) {
         w->claim_next += m->clients;
         rc = rsv_claim_batch(w->ctx, (size_t)nb, shops, tp, lens, res);
+    } else if (wl_is_cart(m->workload)) {
+        rc = RSV_OK;
+        for (int i = 0; i < nb && rc == RSV_OK; i++)
+            rc = lib_cart(w, w->bcart[i]);
+        if (rc == RSV_OK)
+            rc = rsv_reserve_cart_batch(w->ctx, (size_t)nb, shops, tp, lens,
+                                        w->bcart, HOLD_TTL_MS, res);
     } else {
         rc = rsv_reserve_batch(w->ctx, (size_t)nb, shops, tp, lens, items,
                                locs, qty, HOLD_TTL_MS, res);
@@ -1610,9 +1631,10 @@ static int op_batch(worker *w, uint64_t t1)
         if (claim) {
             w->done_claims++;
         } else if (!sold) {
+            int lines = wl_is_cart(m->workload) ? CART_LINES : 1;
             w->done_ops++;
-            w->done_rows++;
-            w->done_units += w->p.q;
+            w->done_rows += (uint64_t)lines;
+            w->done_units += (uint64_t)lines * w->p.q;
         }
         if (t2 >= m->t_start && t2 < m->t_end)
             lat_push(w, us);

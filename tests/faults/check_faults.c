@@ -459,6 +459,34 @@ static int op_reserve_batch(void)
     return RSV_OK;
 }
 
+static int op_reserve_cart_batch(void)
+{
+    /* carts of a free ledger row and a pool (I1, I4), of I2 at L1, of I2
+     * at L2 and I3's pool: every one decided by the one CALL */
+    static const uint64_t l1[] = {L1}, l2[] = {L2};
+    const uint64_t shops[] = {S, S, S};
+    const void *toks[] = {"cbat-1", "cbat-2", "cbat-3"};
+    const size_t lens[] = {6, 6, 6};
+    rsv_cart *carts[3] = {NULL, NULL, NULL};
+    int res[3], rc = RSV_OK;
+    for (int i = 0; i < 3 && rc == RSV_OK; i++)
+        rc = rsv_cart_new(&carts[i]);
+    if (rc == RSV_OK &&
+        (rc = rsv_cart_add(carts[0], I1, l1, 1, 2, 0)) == RSV_OK &&
+        (rc = rsv_cart_add(carts[0], I4, l1, 1, 1, 0)) == RSV_OK &&
+        (rc = rsv_cart_add(carts[1], I2, l1, 1, 1, 0)) == RSV_OK &&
+        (rc = rsv_cart_add(carts[2], I2, l2, 1, 1, 0)) == RSV_OK &&
+        (rc = rsv_cart_add(carts[2], I3, l1, 1, 2, 0)) == RSV_OK)
+        rc = rsv_reserve_cart_batch(ctx, 3, shops, toks, lens, carts, 0,
+                                    res);
+    for (int i = 0; i < 3 && rc == RSV_OK; i++)
+        if (res[i] != RSV_OK)
+            rc = res[i];
+    for (int i = 0; i < 3; i++)
+        rsv_cart_free(carts[i]);
+    return rc;
+}
+
 static int settle_batch(int claim, const char *second, int second_rc)
 {
     const uint64_t shops[] = {S, S, S};
@@ -519,6 +547,8 @@ static const struct op ops[] = {
     {"audit", op_audit, 0, RSV_OK, NULL, 0},
     {"reserve_batch", op_reserve_batch,
      OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS, RSV_OK, "bat-1", 6},
+    {"reserve_cart_batch", op_reserve_cart_batch,
+     OPF_REFILL_AFTER | OPF_REPEAT_DIFFERS, RSV_OK, "cbat-1", 3},
     {"claim_batch", op_claim_batch, 0, RSV_ECLAIMED, NULL, 0},
     {"release_batch", op_release_batch, 0, RSV_OK, NULL, 0},
 };
