@@ -461,6 +461,14 @@ class TestConnection(unittest.TestCase):
                 b.claim(shop, b"")
             self.assertEqual(c.stock_get(shop, 1, 1).on_hand, 9)
             self.assertEqual(b.stats_get(rsv.STAT_CALLS, rsv.OP_RESERVE), 16)
+            # carts through the batcher
+            c.stock_set(shop, 2, 1, 4)
+            with rsv.Cart([(2, [1], 3)]) as cart:
+                self.assertIs(b.reserve(shop, "bt-cart-1", cart), cart)
+                self.assertEqual(cart.allocations(0), [(1, 3)])
+                with self.assertRaises(rsv.OutOfStock) as e:
+                    b.reserve(shop, "bt-cart-2", cart)
+                self.assertEqual(e.exception.failed_line, 0)
             with rsv.StatsSnapshot() as snap:
                 b.add_stats_to(snap)
                 self.assertIn("libreserve_contexts 2\n", snap.prometheus())
@@ -727,6 +735,25 @@ class TestLifecycle(ServerTest):
         self.assertEqual(c.stock_get(s, 1, 1).on_hand, 1)
         with self.assertRaises(rsv.InvalidArgument):
             c.claim_batch([])
+
+    def test_cart_batches(self):
+        c, s = self.ctx, self.shop
+        c.stock_set(s, 1, 1, 3)
+        c.stock_set(s, 2, 1, 9)
+        carts = [rsv.Cart([(1, [1], 2), (2, [1], 1)]),
+                 rsv.Cart([(2, [1], 1), (1, [1], 2)]),
+                 rsv.Cart([(9, [1], 1)])]
+        res = c.reserve_cart_batch([(s, b"cb-1", carts[0]),
+                                    (s, "cb-2", carts[1]),
+                                    (s, b"cb-3", carts[2])])
+        self.assertEqual(res, [rsv.OK, rsv.EOUTOFSTOCK, rsv.ENOITEM])
+        self.assertEqual(carts[0].allocations(0), [(1, 2)])
+        self.assertEqual(carts[1].failed_line, 1)
+        self.assertEqual(c.stock_get(s, 2, 1).held, 1)
+        with self.assertRaises(rsv.ArgumentTypeError):
+            c.reserve_cart_batch([(s, b"cb-4", None)])
+        for cart in carts:
+            cart.close()
 
     def test_reserve_claim(self):
         c, s = self.ctx, self.shop

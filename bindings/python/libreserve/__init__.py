@@ -861,6 +861,12 @@ _PROTOS = {
                                          ctypes.POINTER(ctypes.c_size_t),
                                          _u64p, _u64p, _i64p, ctypes.c_int64,
                                          ctypes.POINTER(ctypes.c_int)]),
+    "rsv_reserve_cart_batch": (ctypes.c_int, [_c_p, ctypes.c_size_t, _u64p,
+                                              ctypes.POINTER(ctypes.c_char_p),
+                                              ctypes.POINTER(ctypes.c_size_t),
+                                              ctypes.POINTER(_c_p),
+                                              ctypes.c_int64,
+                                              ctypes.POINTER(ctypes.c_int)]),
     "rsv_claim_batch": (ctypes.c_int, [_c_p, ctypes.c_size_t, _u64p,
                                        ctypes.POINTER(ctypes.c_char_p),
                                        ctypes.POINTER(ctypes.c_size_t),
@@ -947,6 +953,9 @@ _PROTOS = {
                                                ctypes.c_uint64,
                                                ctypes.c_int64,
                                                ctypes.c_int64]),
+    "rsv_batcher_reserve": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                           ctypes.c_size_t, _c_p,
+                                           ctypes.c_int64]),
     "rsv_batcher_claim": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
                                          ctypes.c_size_t]),
     "rsv_batcher_release": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
@@ -962,6 +971,9 @@ _PROTOS = {
                                                      ctypes.c_uint64,
                                                      ctypes.c_int64,
                                                      ctypes.c_int64, _pp]),
+    "rsv_batcher_reserve_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
+                                                 ctypes.c_size_t, _c_p,
+                                                 ctypes.c_int64, _pp]),
     "rsv_batcher_claim_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
                                                ctypes.c_size_t, _pp]),
     "rsv_batcher_release_start": (ctypes.c_int, [_c_p, ctypes.c_uint64, _tok,
@@ -1697,6 +1709,25 @@ class Batcher(_Closable):
             _i64(quantity, "quantity"), _i64(ttl_ms, "ttl_ms")),
             "rsv_batcher_reserve_one")
 
+    def reserve(self, shop_id: int, token: Token, cart: "Cart",
+                ttl_ms: int = 0) -> "Cart":
+        """Hold every line of the cart, as Context.reserve, coalesced with
+        the other threads' carts into one batch.  Returns the cart, whose
+        allocations() say where each line is held; OutOfStock and NoItem
+        carry ``.failed_line``."""
+        tok = _token(token)
+        if not isinstance(cart, Cart):
+            raise ArgumentTypeError(EINVAL, "cart must be a Cart, not %s"
+                                    % type(cart).__name__)
+        rc = lib.rsv_batcher_reserve(self._ptr(), _u64(shop_id, "shop_id"),
+                                     tok, len(tok), cart._ptr(),
+                                     _i64(ttl_ms, "ttl_ms"))
+        if rc != OK:
+            e = _error(rc, strerror(rc), "rsv_batcher_reserve")
+            e.failed_line = cart.failed_line
+            raise e
+        return cart
+
     def claim(self, shop_id: int, token: Token) -> None:
         """Claim a checkout, as Context.claim (never joining a transaction:
         the connections are the batcher's)."""
@@ -1919,6 +1950,28 @@ class Context(_Closable):
                                           _i64(ttl_ms, "ttl_ms"), res),
                     "rsv_reserve_batch")
         del toks  # (kept alive until the call returned)
+        return list(res)
+
+    def reserve_cart_batch(self, entries: Iterable[Tuple[int, Token, "Cart"]],
+                           ttl_ms: int = 0) -> List[int]:
+        """rsv_reserve_cart_batch(): entries is a sequence of (shop_id,
+        token, Cart), at most 256.  Returns one code per entry (OK or the
+        RSV_E* code reserve would raise); each cart then tells its
+        allocations() or failed_line, as after reserve.  Raises only for
+        a failure of the whole batch."""
+        entries = list(entries)
+        for e in entries:
+            if not isinstance(e[2], Cart):
+                raise ArgumentTypeError(EINVAL, "a cart must be a Cart, not "
+                                        "%s" % type(e[2]).__name__)
+        n, toks, shops, tp, tl, res = self._batch_arrays(
+            [e[0] for e in entries], [e[1] for e in entries])
+        carts = (ctypes.c_void_p * n)(*[e[2]._ptr() for e in entries])
+        self._check(lib.rsv_reserve_cart_batch(self._ptr(), n, shops, tp, tl,
+                                               carts, _i64(ttl_ms, "ttl_ms"),
+                                               res),
+                    "rsv_reserve_cart_batch")
+        del toks
         return list(res)
 
     def claim_batch(self, checkouts: Iterable[Tuple[int, Token]]) -> List[int]:
