@@ -28,8 +28,11 @@ type Batcher struct {
 	ptr  *C.rsv_batcher
 	wake *waiter
 
-	mu       sync.Mutex
-	waiting  map[*C.rsv_batcher_call]chan Code // answered by collect
+	mu      sync.Mutex
+	waiting map[*C.rsv_batcher_call]chan Code // answered by collect
+	// the carts of calls whose caller stopped waiting: freed by collect
+	// once their call completes (a worker uses the cart until then)
+	orphans  map[*C.rsv_batcher_call]*C.rsv_cart
 	closing  bool
 	drained  *sync.Cond // signalled when waiting empties
 	loopDone chan struct{}
@@ -58,7 +61,8 @@ func OpenBatcher(ctx context.Context, dsn string, opts *Options, connections int
 		C.go_rsv_batcher_close(p)
 		return nil, newError(op, ErrNoMemory, err.Error())
 	}
-	b := &Batcher{ptr: p, wake: w, waiting: map[*C.rsv_batcher_call]chan Code{}, loopDone: make(chan struct{})}
+	b := &Batcher{ptr: p, wake: w, waiting: map[*C.rsv_batcher_call]chan Code{},
+		orphans: map[*C.rsv_batcher_call]*C.rsv_cart{}, loopDone: make(chan struct{})}
 	b.drained = sync.NewCond(&b.mu)
 	go b.collect()
 	return b, nil
@@ -77,12 +81,17 @@ func (b *Batcher) collect() {
 			}
 			b.mu.Lock()
 			ch := b.waiting[done]
+			orphan := b.orphans[done]
 			delete(b.waiting, done)
+			delete(b.orphans, done)
 			if len(b.waiting) == 0 {
 				b.drained.Broadcast()
 			}
 			b.mu.Unlock()
 			C.go_rsv_batcher_call_free(done)
+			if orphan != nil {
+				C.go_rsv_cart_free(orphan)
+			}
 			if ch != nil {
 				ch <- Code(code) // buffered: never blocks
 			}
@@ -97,6 +106,14 @@ func (b *Batcher) collect() {
 // the request cannot be taken back: the caller is told ErrInDoubt (repeat
 // it with the same token to learn its outcome) matching ctx's error too.
 func (b *Batcher) call(ctx context.Context, op string, start func(out **C.rsv_batcher_call) C.int) error {
+	return b.callWith(ctx, op, nil, start)
+}
+
+// callWith is call for a request that uses *cart until it completes: the
+// cart is the caller's again once callWith returns, unless ctx ended
+// first; then collect frees it once the request completes, and *cart is
+// set to nil.
+func (b *Batcher) callWith(ctx context.Context, op string, cart **C.rsv_cart, start func(out **C.rsv_batcher_call) C.int) error {
 	if ctx.Err() != nil {
 		return ctxError(op, ctx)
 	}
@@ -121,6 +138,18 @@ func (b *Batcher) call(ctx context.Context, op string, start func(out **C.rsv_ba
 	case code := <-ch:
 		return codeError(op, code)
 	case <-ctx.Done():
+		if cart != nil {
+			b.mu.Lock()
+			_, pending := b.waiting[c]
+			if pending {
+				b.orphans[c] = *cart
+				*cart = nil
+			}
+			b.mu.Unlock()
+			if !pending { // answered meanwhile: the code is on its way
+				return codeError(op, <-ch)
+			}
+		}
 		e := newError(op, ErrInDoubt, "the context ended before the batcher answered; the request may still be applied: repeat it with the same token")
 		e.cause = ctx.Err()
 		return e
@@ -145,6 +174,29 @@ func (b *Batcher) ReserveOne(ctx context.Context, shop uint64, tok string, item,
 		t, n := token(tok)
 		return C.go_rsv_batcher_reserve_one_start(b.ptr, C.uint64_t(shop), t, n, C.uint64_t(item), C.uint64_t(location), C.int64_t(quantity), ms, out)
 	})
+}
+
+// Reserve is Conn.Reserve through the batcher: the carts of goroutines
+// calling at the same time go to the server as one batch.
+func (b *Batcher) Reserve(ctx context.Context, shop uint64, tok string, lines []Line, ttl time.Duration) ([][]Allocation, error) {
+	const op = "reserve"
+	ms, err := ttlMillis(op, ttl)
+	if err != nil {
+		return nil, err
+	}
+	cart, err := newCart(op, lines)
+	if err != nil {
+		return nil, err
+	}
+	err = b.callWith(ctx, op, &cart, func(out **C.rsv_batcher_call) C.int {
+		t, n := token(tok)
+		return C.go_rsv_batcher_reserve_start(b.ptr, C.uint64_t(shop), t, n, cart, ms, out)
+	})
+	if cart == nil { // (ctx ended: collect frees it)
+		return nil, err
+	}
+	defer C.go_rsv_cart_free(cart)
+	return cartAnswer(cart, len(lines), err)
 }
 
 // Claim is Conn.Claim through the batcher (never joining a transaction).

@@ -75,6 +75,51 @@ func TestBatcherManyGoroutines(t *testing.T) {
 	}
 }
 
+func TestBatcherCarts(t *testing.T) {
+	ctx := context.Background()
+	c, it := stocked(t, nil, 7, 1, 3)
+	b, err := reserve.OpenBatcher(ctx, db.DSN, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	lines := []reserve.Line{{Item: it, Locations: []uint64{1}, Quantity: 2}}
+	alloc, err := b.Reserve(ctx, 7, "batcher-cart-1", lines, 0)
+	if err != nil || len(alloc) != 1 || len(alloc[0]) != 1 || alloc[0][0] != (reserve.Allocation{Location: 1, Quantity: 2}) {
+		t.Fatalf("reserve: %v %v", alloc, err)
+	}
+	_, err = b.Reserve(ctx, 7, "batcher-cart-2", lines, 0)
+	var e *reserve.Error
+	if !errors.As(err, &e) || !errors.Is(err, reserve.ErrOutOfStock) || e.Line != 0 {
+		t.Fatalf("second cart: %v", err)
+	}
+	if _, err := b.Reserve(ctx, 7, "batcher-cart-3", nil, 0); !errors.Is(err, reserve.ErrEmpty) {
+		t.Fatalf("empty cart: %v", err)
+	}
+	// a caller that stops waiting (its checkout row held elsewhere): its
+	// cart stays the batcher's until the request completes
+	one := []reserve.Line{{Item: it, Locations: []uint64{1}, Quantity: 1}}
+	if _, err := c.Reserve(ctx, 7, "batcher-cart-4", one, 0); err != nil {
+		t.Fatal(err)
+	}
+	unlock := lockCheckout(t, 7, "batcher-cart-4")
+	done, cancel := context.WithCancel(ctx)
+	go func() {
+		waitForLockWait(t, db)
+		cancel()
+	}()
+	if _, err := b.Reserve(done, 7, "batcher-cart-4", one, 0); !errors.Is(err, reserve.ErrInDoubt) {
+		t.Fatalf("cancelled while waiting: %v", err)
+	}
+	unlock()
+	if err := b.Close(); err != nil { // (waits for the request)
+		t.Fatal(err)
+	}
+	if s := stock(t, c, 7, it, 1); s.Held != 3 {
+		t.Fatalf("stock %+v", s)
+	}
+}
+
 func TestBatcherBadInputAndClose(t *testing.T) {
 	ctx := context.Background()
 	if _, err := reserve.OpenBatcher(ctx, db.DSN, nil, 0); !errors.Is(err, reserve.ErrInvalid) {

@@ -299,6 +299,20 @@ func (c *Conn) Reserve(ctx context.Context, shop uint64, tok string, lines []Lin
 	if err != nil {
 		return nil, err
 	}
+	cart, err := newCart(op, lines)
+	if err != nil {
+		return nil, err
+	}
+	defer C.go_rsv_cart_free(cart)
+	err = c.nonblocking(ctx, op, func(p *C.rsv_ctx) C.int {
+		t, n := token(tok)
+		return C.go_rsv_reserve_start(p, C.uint64_t(shop), t, n, cart, ms)
+	})
+	return cartAnswer(cart, len(lines), err)
+}
+
+// newCart builds the library's cart of lines; the caller frees it.
+func newCart(op string, lines []Line) (*C.rsv_cart, error) {
 	if err := load(); err != nil {
 		return nil, err
 	}
@@ -306,32 +320,41 @@ func (c *Conn) Reserve(ctx context.Context, shop uint64, tok string, lines []Lin
 	if rc := C.go_rsv_cart_new(&cart); rc != 0 {
 		return nil, newError(op, Code(rc), "")
 	}
-	defer C.go_rsv_cart_free(cart)
 	for i, l := range lines {
-		if len(l.Locations) == 0 {
-			return nil, argError(op, ErrInvalid, "line %d has no location", i)
-		}
-		for j, loc := range l.Locations[:len(l.Locations)-1] {
-			for _, later := range l.Locations[j+1:] {
-				if later == loc {
-					return nil, argError(op, ErrInvalid, "line %d lists location %d twice", i, loc)
-				}
-			}
-		}
-		var flags C.uint32_t
-		if l.Split {
-			flags = C.RSV_LINE_SPLIT
-		}
-		locs := append([]uint64(nil), l.Locations...)
-		rc := C.go_rsv_cart_add(cart, C.uint64_t(l.Item), (*C.uint64_t)(unsafe.Pointer(&locs[0])), C.size_t(len(locs)), C.int64_t(l.Quantity), flags)
-		if rc != 0 {
-			return nil, argError(op, Code(rc), "line %d (item %d, quantity %d): %s", i, l.Item, l.Quantity, Code(rc).Error())
+		if err := cartAdd(op, cart, i, l); err != nil {
+			C.go_rsv_cart_free(cart)
+			return nil, err
 		}
 	}
-	err = c.nonblocking(ctx, op, func(p *C.rsv_ctx) C.int {
-		t, n := token(tok)
-		return C.go_rsv_reserve_start(p, C.uint64_t(shop), t, n, cart, ms)
-	})
+	return cart, nil
+}
+
+func cartAdd(op string, cart *C.rsv_cart, i int, l Line) error {
+	if len(l.Locations) == 0 {
+		return argError(op, ErrInvalid, "line %d has no location", i)
+	}
+	for j, loc := range l.Locations[:len(l.Locations)-1] {
+		for _, later := range l.Locations[j+1:] {
+			if later == loc {
+				return argError(op, ErrInvalid, "line %d lists location %d twice", i, loc)
+			}
+		}
+	}
+	var flags C.uint32_t
+	if l.Split {
+		flags = C.RSV_LINE_SPLIT
+	}
+	locs := append([]uint64(nil), l.Locations...)
+	rc := C.go_rsv_cart_add(cart, C.uint64_t(l.Item), (*C.uint64_t)(unsafe.Pointer(&locs[0])), C.size_t(len(locs)), C.int64_t(l.Quantity), flags)
+	if rc != 0 {
+		return argError(op, Code(rc), "line %d (item %d, quantity %d): %s", i, l.Item, l.Quantity, Code(rc).Error())
+	}
+	return nil
+}
+
+// cartAnswer is what a reserve of cart (n lines) answers: where each line
+// is held, or err with the line that could not be served.
+func cartAnswer(cart *C.rsv_cart, n int, err error) ([][]Allocation, error) {
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && (e.Code == ErrOutOfStock || e.Code == ErrNoItem) {
@@ -341,11 +364,11 @@ func (c *Conn) Reserve(ctx context.Context, shop uint64, tok string, lines []Lin
 		}
 		return nil, err
 	}
-	out := make([][]Allocation, len(lines))
-	for i := range lines {
-		var n C.size_t
-		C.go_rsv_cart_allocation_count(cart, C.size_t(i), &n)
-		for j := C.size_t(0); j < n; j++ {
+	out := make([][]Allocation, n)
+	for i := range out {
+		var k C.size_t
+		C.go_rsv_cart_allocation_count(cart, C.size_t(i), &k)
+		for j := C.size_t(0); j < k; j++ {
 			var loc C.uint64_t
 			var q C.int64_t
 			C.go_rsv_cart_allocation(cart, C.size_t(i), j, &loc, &q)

@@ -42,6 +42,7 @@
     X(int, rsv_release_batch, (rsv_ctx *c, size_t n, const uint64_t *shops, const void *const *t, const size_t *tl, int *res), (c, n, shops, t, tl, res)) \
     X(int, rsv_batcher_open, (rsv_batcher **out, const char *dsn, const rsv_options *o, uint32_t n), (out, dsn, o, n)) \
     X(int, rsv_batcher_reserve_one_start, (rsv_batcher *b, uint64_t shop, const void *t, size_t tl, uint64_t item, uint64_t loc, int64_t q, int64_t ttl, rsv_batcher_call **out), (b, shop, t, tl, item, loc, q, ttl, out)) \
+    X(int, rsv_batcher_reserve_start, (rsv_batcher *b, uint64_t shop, const void *t, size_t tl, rsv_cart *cart, int64_t ttl, rsv_batcher_call **out), (b, shop, t, tl, cart, ttl, out)) \
     X(int, rsv_batcher_claim_start, (rsv_batcher *b, uint64_t shop, const void *t, size_t tl, rsv_batcher_call **out), (b, shop, t, tl, out)) \
     X(int, rsv_batcher_release_start, (rsv_batcher *b, uint64_t shop, const void *t, size_t tl, rsv_batcher_call **out), (b, shop, t, tl, out)) \
     X(int, rsv_batcher_fd, (const rsv_batcher *b), (b)) \

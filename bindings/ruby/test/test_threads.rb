@@ -55,6 +55,13 @@ class TestThreads < Minitest::Test
       assert_raises(Libreserve::InvalidToken) { b.claim(9, "") }
       assert_raises(TypeError) { b.claim(9, 42) }
       assert_raises(Libreserve::NotFound) { b.release(9, "never-reserved") }
+      # a cart through the batcher
+      Libreserve.open(TestDB.dsn) { |c| c.stock_set(9, item_id: @item + 1, location_id: 1, on_hand: 3) }
+      lines = [{ item_id: @item + 1, locations: [1], quantity: 2 }]
+      alloc = b.reserve(9, "batcher-cart-1", lines)
+      assert_equal [[1, 2]], alloc[0].map { |a| [a.location_id, a.quantity] }
+      err = assert_raises(Libreserve::OutOfStock) { b.reserve(9, "batcher-cart-2", lines) }
+      assert_equal 0, err.failed_line
     end
     Libreserve.open(TestDB.dsn) do |c|
       assert_equal 0, c.stock(9, item_id: @item, location_id: 1).on_hand

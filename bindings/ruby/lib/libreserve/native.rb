@@ -105,6 +105,7 @@ module Libreserve
       rsv_audit: %i[pointer uint64 int audit_fn pointer pointer],
       rsv_batcher_open: %i[pointer string pointer uint32],
       rsv_batcher_reserve_one: %i[pointer uint64 pointer size_t uint64 uint64 int64 int64],
+      rsv_batcher_reserve: %i[pointer uint64 pointer size_t pointer int64],
       rsv_batcher_claim: %i[pointer uint64 pointer size_t],
       rsv_batcher_release: %i[pointer uint64 pointer size_t]
     }.each { |name, args| attach_function name, args, :int, blocking: true }
