@@ -209,6 +209,8 @@ export class Batcher {
   readonly closed: boolean;
   reserveOne(shopId: Id, token: Token, itemId: Id, locationId: Id, quantity: Int64,
     ttlMs?: Int64): Promise<void>;
+  /** A cart through the batcher; settles as Context.reserve. */
+  reserve(shopId: Id, token: Token, lines: CartLine[], ttlMs?: Int64): Promise<LineAllocation[]>;
   claim(shopId: Id, token: Token): Promise<void>;
   release(shopId: Id, token: Token): Promise<void>;
   /** Every counter of an operation kind, summed over the connections. */

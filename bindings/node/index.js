@@ -342,6 +342,49 @@ const finalizer = new FinalizationRegistry((held) => {
   C.rsv_close(held.ptr);
 });
 
+// A native cart of parsed lines (cartLines); the caller frees it.
+function newCart(parsed) {
+  const out = [null];
+  let rc = C.rsv_cart_new(out);
+  if (rc !== 0) throw makeError(rc, strerror(rc), 'rsv_cart_new');
+  const cart = out[0];
+  parsed.forEach((l, i) => {
+    rc = C.rsv_cart_add(cart, l.item, l.locs, l.locs.length, l.qty, l.flags);
+    if (rc !== 0) {
+      C.rsv_cart_free(cart);
+      const e = makeError(rc, `line ${i}: ${strerror(rc)}`, 'rsv_cart_add');
+      e.failedLine = i;
+      throw e;
+    }
+  });
+  return cart;
+}
+
+// A reserve's error, with the line the cart could not serve.
+function cartFailure(cart, e) {
+  if (e instanceof ReserveError) {
+    const failed = C.rsv_cart_failed_line(cart);
+    e.failedLine = BigInt(failed) === SIZE_MAX ? null : Number(failed);
+  }
+  return e;
+}
+
+// Where each line of a reserved cart is held.
+function cartAllocations(cart, parsed) {
+  return parsed.map((l, line) => {
+    const n = [0];
+    C.rsv_cart_allocation_count(cart, line, n);
+    const allocations = [];
+    for (let i = 0; i < Number(n[0]); i++) {
+      const loc = [0];
+      const qty = [0];
+      C.rsv_cart_allocation(cart, line, i, loc, qty);
+      allocations.push({ locationId: asU64(loc[0]), quantity: qty[0] });
+    }
+    return { itemId: l.itemId, allocations };
+  });
+}
+
 function cartLines(lines) {
   if (!Array.isArray(lines)) throw invalid('lines must be an array of {itemId, locations, quantity, split}', 'rsv_cart_add');
   return lines.map((line, i) => {
@@ -478,41 +521,15 @@ class Context {
     const ttl = i64(ttlMs, 'ttlMs');
     const parsed = cartLines(lines);
     return this._run('rsv_reserve', async (ptr) => {
-      const out = [null];
-      let rc = C.rsv_cart_new(out);
-      if (rc !== 0) throw makeError(rc, strerror(rc), 'rsv_cart_new');
-      const cart = out[0];
+      const cart = newCart(parsed);
       try {
-        parsed.forEach((l, i) => {
-          rc = C.rsv_cart_add(cart, l.item, l.locs, l.locs.length, l.qty, l.flags);
-          if (rc !== 0) {
-            const e = makeError(rc, `line ${i}: ${strerror(rc)}`, 'rsv_cart_add');
-            e.failedLine = i;
-            throw e;
-          }
-        });
         try {
           // the cart is used in place until the call has finished
           await this._nonblocking(ptr, 'rsv_reserve', [shop, ...t, cart, ttl]);
         } catch (e) {
-          if (e instanceof ReserveError) {
-            const failed = C.rsv_cart_failed_line(cart);
-            e.failedLine = BigInt(failed) === SIZE_MAX ? null : Number(failed);
-          }
-          throw e;
+          throw cartFailure(cart, e);
         }
-        return parsed.map((l, line) => {
-          const n = [0];
-          C.rsv_cart_allocation_count(cart, line, n);
-          const allocations = [];
-          for (let i = 0; i < Number(n[0]); i++) {
-            const loc = [0];
-            const qty = [0];
-            C.rsv_cart_allocation(cart, line, i, loc, qty);
-            allocations.push({ locationId: asU64(loc[0]), quantity: qty[0] });
-          }
-          return { itemId: l.itemId, allocations };
-        });
+        return cartAllocations(cart, parsed);
       } finally {
         C.rsv_cart_free(cart);
       }
@@ -914,6 +931,31 @@ class Batcher {
     return this._start('rsv_batcher_reserve_one', 'rsv_batcher_reserve_one_start',
       [u64(shopId, 'shopId'), ...t, u64(itemId, 'itemId'), u64(locationId, 'locationId'),
         i64(quantity, 'quantity'), i64(ttlMs, 'ttlMs')]);
+  }
+
+  /**
+   * reserve (a cart) through the batcher: the carts of calls made at the
+   * same time go to the server as one batch.  Resolves and rejects as
+   * Context.reserve.
+   */
+  async reserve(shopId, tok, lines, ttlMs = 0) {
+    const t = tokenArgs(tok);
+    const shop = u64(shopId, 'shopId');
+    const ttl = i64(ttlMs, 'ttlMs');
+    const parsed = cartLines(lines);
+    const cart = newCart(parsed);
+    let answered = true;
+    try {
+      // the cart is used in place until the batcher has answered
+      await this._start('rsv_batcher_reserve', 'rsv_batcher_reserve_start', [shop, ...t, cart, ttl]);
+      return cartAllocations(cart, parsed);
+    } catch (e) {
+      // (a wait that failed leaves the request out: the cart stays its)
+      answered = e instanceof ReserveError;
+      throw cartFailure(cart, e);
+    } finally {
+      if (answered) C.rsv_cart_free(cart);
+    }
   }
 
   /** claim through the batcher; rejects as Context.claim. */

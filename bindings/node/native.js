@@ -171,6 +171,8 @@ const PROTOS = [
   'int rsv_batcher_reserve_one_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
     'size_t token_len, uint64_t item_id, uint64_t location_id, int64_t quantity, ' +
     'int64_t ttl_ms, _Out_ rsv_batcher_call **out)',
+  'int rsv_batcher_reserve_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
+    'size_t token_len, rsv_cart *cart, int64_t ttl_ms, _Out_ rsv_batcher_call **out)',
   'int rsv_batcher_claim_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +
     'size_t token_len, _Out_ rsv_batcher_call **out)',
   'int rsv_batcher_release_start(rsv_batcher *b, uint64_t shop_id, const void *token, ' +

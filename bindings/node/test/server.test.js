@@ -557,6 +557,22 @@ test('Batcher: many concurrent calls coalesce, the stock ends exactly right', { 
     assert.ok(stats.statements - before < N, `${stats.statements - before} statements for ${N} reserves`);
     assert.equal((await ctx.stockGet(s, 2, 1)).held, N);
 
+    // carts through the batcher: 10 units of item 3, carts of 3
+    await ctx.stockSet(s, 3, 1, 10);
+    await ctx.stockSet(s, 4, 1, 10);
+    const carts = await Promise.allSettled(Array.from({ length: 5 }, (_, i) =>
+      b.reserve(s, `cart-${i}`, [{ itemId: 4, locations: [1], quantity: 1 },
+        { itemId: 3, locations: [1], quantity: 3 }])));
+    const held = carts.filter((r) => r.status === 'fulfilled');
+    assert.equal(held.length, 3);
+    assert.deepEqual(held[0].value[1].allocations.map((a) => [Number(a.locationId), Number(a.quantity)]),
+      [[1, 3]]);
+    for (const r of carts.filter((x) => x.status === 'rejected')) {
+      assert.ok(r.reason instanceof rsv.OutOfStock, r.reason.stack);
+      assert.equal(r.reason.failedLine, 1);
+    }
+    await assert.rejects(b.reserve(s, 'cart-empty', []), rsv.EmptyCart);
+
     // claims and releases, interleaved, each made twice at once: one of
     // the two claims takes the units (either: they may go to different
     // connections), the other answers AlreadyClaimed
