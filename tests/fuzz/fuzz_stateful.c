@@ -502,7 +502,9 @@ static void do_status(int ci, int t)
 }
 
 /* A batch of up to 5 entries over the tokens (a token may come twice):
- * reserves (one line each; quantity 0 now and then), claims or releases.
+ * reserves (one line each; quantity 0 now and then), claims, releases, or
+ * reserves of carts (kind 3: one or two lines, the second of another
+ * item).
  * Each entry must answer as its single call would, in the model's order
  * of that token's entries. */
 #define FZ_BATCH 5
@@ -517,6 +519,7 @@ static void do_batch(fz *f, int ci, int kind)
     uint64_t shops[FZ_BATCH], it[FZ_BATCH], lc[FZ_BATCH];
     int64_t q[FZ_BATCH];
     int ti[FZ_BATCH], res[FZ_BATCH];
+    rsv_cart *carts[FZ_BATCH] = {NULL};
     for (size_t i = 0; i < n; i++) {
         uint8_t b = fz_u8(f);
         ti[i] = b % NTOK;
@@ -526,12 +529,28 @@ static void do_batch(fz *f, int ci, int kind)
         it[i] = items[(b >> 2) % 3];
         lc[i] = locs[(b >> 4) % 3];
         q[i] = (b >> 6) == 3 ? 0 : 1 + (b >> 6);
+        if (kind != 3)
+            continue;
+        /* (a cart line's quantity is checked when it is added) */
+        if (q[i] == 0)
+            q[i] = 1;
+        uint8_t c = fz_u8(f);
+        uint64_t item2 = items[c % 3], loc2 = locs[(c >> 2) % 3];
+        check(rsv_cart_new(&carts[i]) == RSV_OK, "rsv_cart_new");
+        check(rsv_cart_add(carts[i], it[i], &lc[i], 1, q[i], 0) == RSV_OK,
+              "rsv_cart_add");
+        if ((c & 0x10) && item2 != it[i])
+            check(rsv_cart_add(carts[i], item2, &loc2, 1, 1 + (c >> 6),
+                               0) == RSV_OK, "rsv_cart_add");
     }
     double t0 = now_ms();
     int rc;
     if (kind == 0) {
         what = "rsv_reserve_batch";
         rc = rsv_reserve_batch(ctx, n, shops, tp, tl, it, lc, q, ttl, res);
+    } else if (kind == 3) {
+        what = "rsv_reserve_cart_batch";
+        rc = rsv_reserve_cart_batch(ctx, n, shops, tp, tl, carts, ttl, res);
     } else if (kind == 1) {
         what = "rsv_claim_batch";
         rc = rsv_claim_batch(ctx, n, shops, tp, tl, res);
@@ -540,10 +559,12 @@ static void do_batch(fz *f, int ci, int kind)
         rc = rsv_release_batch(ctx, n, shops, tp, tl, res);
     }
     double t1 = now_ms();
+    for (size_t i = 0; i < n; i++)
+        rsv_cart_free(carts[i]);
     check_rc(ctx, rc, RSV_OK);
     for (size_t i = 0; i < n; i++) {
         int t = ti[i], r = res[i], prev = toks[t].state;
-        if (kind == 0) {
+        if (kind == 0 || kind == 3) {
             if (q[i] == 0) {
                 check_rc(ctx, r, RSV_EQUANTITY);
                 continue;
@@ -717,7 +738,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         default:
             if (arg & 0x40)
-                do_batch(&f, ci, (arg >> 2) % 3);
+                do_batch(&f, ci, (arg >> 2) % 4);
             else
                 audit(ci);
             break;
