@@ -1207,9 +1207,13 @@ BEGIN
     SAVEPOINT rsv_entry;
     CALL rsv_fast_cart_v5(v_shop, v_tok, v_keys, v_nkeys, p_ttl_us, 0,
                           v_status, v_cart);
+    -- (a cart is never committed without a key answered)
+    IF v_status = 0 AND v_cart = '' THEN
+      SET v_status = 2;
+    END IF;
     SET v_head = CONCAT(IF(v_answer = '', '', ','), '[', v_idx, ',',
                         v_status, ',');
-    IF v_status <> 0 OR v_cart = '' THEN
+    IF v_status <> 0 THEN
       ROLLBACK TO SAVEPOINT rsv_entry;
       SET v_answer = CONCAT(v_answer, v_head, '-1,0,0,0,0,0,0,0]');
     ELSE

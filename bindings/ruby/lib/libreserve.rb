@@ -123,6 +123,17 @@ module Libreserve
     end
 
     def with_cart(lines)
+      cart = new_cart(lines)
+      begin
+        yield cart
+      ensure
+        Native.rsv_cart_free(cart)
+      end
+    end
+
+    # A native cart of lines (Hashes, as Context#reserve takes them); the
+    # caller frees it with Native.rsv_cart_free.
+    def new_cart(lines)
       out = FFI::MemoryPointer.new(:pointer)
       rc = Native.rsv_cart_new(out)
       raise error_for(rc) unless rc.zero?
@@ -130,10 +141,11 @@ module Libreserve
       cart = out.read_pointer
       begin
         lines.each_with_index { |line, i| add_line(cart, line, i) }
-        yield cart
-      ensure
+      rescue StandardError
         Native.rsv_cart_free(cart)
+        raise
       end
+      cart
     end
 
     def allocations(cart, n)

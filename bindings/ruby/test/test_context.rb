@@ -80,6 +80,20 @@ class TestContext < Minitest::Test
     assert_raises(ArgumentError) { @ctx.stats(:nonsense) }
   end
 
+  def test_cart_batches
+    @ctx.stock_set(5, item_id: @item, location_id: 1, on_hand: 4)
+    lines = [{ item_id: @item, locations: [1], quantity: 2 }]
+    entries = Array.new(3) { |i| { shop_id: 5, token: "cb-#{i}", lines: lines } }
+    results = @ctx.reserve_cart_batch(entries)
+    held = results.reject { |r| r.is_a?(Exception) }
+    assert_equal 2, held.size
+    assert_equal [[1, 2]], held.first[0].map { |a| [a.location_id, a.quantity] }
+    failed = results.find { |r| r.is_a?(Libreserve::OutOfStock) }
+    assert_equal 0, failed.failed_line
+    assert_equal 4, @ctx.stock(5, item_id: @item, location_id: 1).held
+    assert_raises(TypeError) { @ctx.reserve_cart_batch([{ shop_id: 5, token: "cb-x", lines: 7 }]) }
+  end
+
   def test_block_form_closes
     ctx = nil
     value = Libreserve.open(TestDB.dsn) do |c|

@@ -209,6 +209,37 @@ module Libreserve
       end
     end
 
+    # Many checkouts of carts at once (at most 256): entries are Hashes
+    # with shop_id:, token: and lines: (as for reserve).  Returns, per
+    # entry, its allocations (as reserve returns them) or the exception
+    # reserve would have raised (OutOfStock and NoItem with failed_line).
+    def reserve_cart_batch(entries, ttl_ms: 0)
+      ttl = Args.ttl(ttl_ms)
+      lines = entries.is_a?(Array) ? entries.map { |e| e.is_a?(Hash) ? e[:lines] : nil } : nil
+      plain = entries.is_a?(Array) ? entries.map { |e| e.is_a?(Hash) ? e.reject { |k, _| k == :lines } : e } : entries
+      shops, tokens = Libreserve.batch_rows(plain, %i[shop_id token]).transpose
+      lines.each_with_index do |l, i|
+        raise TypeError, "batch entry #{i}: lines must be an Array of Hashes, not #{l.class}" unless l.is_a?(Array)
+      end
+      carts = []
+      begin
+        lines.each { |l| carts << Libreserve.new_cart(l) }
+        cart_ptrs = FFI::MemoryPointer.new(:pointer, carts.size).write_array_of_pointer(carts)
+        errors = batch(tokens) do |p, n, tp, tl, res|
+          Native.rsv_reserve_cart_batch(p, n, u64s(shops), tp, tl, cart_ptrs, ttl, res)
+        end
+        errors.each_with_index.map do |e, i|
+          next Libreserve.allocations(carts[i], lines[i].size) if e.nil?
+
+          line = Native.rsv_cart_failed_line(carts[i])
+          e.failed_line = line if e.respond_to?(:failed_line=) && line < lines[i].size
+          e
+        end
+      ensure
+        carts.each { |c| Native.rsv_cart_free(c) }
+      end
+    end
+
     # Claims many checkouts at once: checkouts are Hashes with shop_id:
     # and token:.  Returns, per entry, nil or the exception claim would
     # have raised.

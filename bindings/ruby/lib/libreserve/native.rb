@@ -106,6 +106,7 @@ module Libreserve
       rsv_batcher_open: %i[pointer string pointer uint32],
       rsv_batcher_reserve_one: %i[pointer uint64 pointer size_t uint64 uint64 int64 int64],
       rsv_batcher_reserve: %i[pointer uint64 pointer size_t pointer int64],
+      rsv_reserve_cart_batch: %i[pointer size_t pointer pointer pointer pointer int64 pointer],
       rsv_batcher_claim: %i[pointer uint64 pointer size_t],
       rsv_batcher_release: %i[pointer uint64 pointer size_t]
     }.each { |name, args| attach_function name, args, :int, blocking: true }
