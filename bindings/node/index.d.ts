@@ -165,6 +165,9 @@ export class Context {
    * when the batch fails as a whole.
    */
   reserveBatch(entries: BatchReserve[], ttlMs?: Int64): Promise<number[]>;
+  /** Checkouts of carts at once: per entry {code: 0, lines} or {code, failedLine}. */
+  reserveCartBatch(entries: { shopId: Id; token: Token; lines: CartLine[] }[], ttlMs?: Int64):
+    Promise<({ code: 0; lines: LineAllocation[] } | { code: number; failedLine: number | null })[]>;
   claimBatch(entries: BatchCheckout[]): Promise<number[]>;
   releaseBatch(entries: BatchCheckout[]): Promise<number[]>;
 

@@ -593,6 +593,44 @@ class Context {
       [a.items, a.locs, a.qtys, i64(ttlMs, 'ttlMs')]);
   }
 
+  /**
+   * Reserve up to BATCH_MAX checkouts of carts at once: entries [{shopId,
+   * token, lines}] (lines as for reserve), all for ttlMs.  Resolves to one
+   * result per entry: {code: codes.OK, lines} (as reserve resolves) or
+   * {code, failedLine} (what reserve would have rejected with); rejects
+   * only for the batch as a whole.
+   */
+  async reserveCartBatch(entries, ttlMs = 0) {
+    const fn = 'rsv_reserve_cart_batch';
+    const a = batchArgs(entries, fn, false);
+    const parsed = entries.map((e, i) => {
+      try {
+        return cartLines(e.lines);
+      } catch (err) {
+        throw invalid(`entry ${i}: ${err.message}`, fn);
+      }
+    });
+    const ttl = i64(ttlMs, 'ttlMs');
+    return this._run(fn, async (ptr) => {
+      const carts = [];
+      try {
+        for (const p of parsed) carts.push(newCart(p));
+        const res = new Int32Array(Math.max(a.n, 1));
+        const { rc, args: out } = await blocking(fn, [ptr, a.n, a.shops, a.toks, a.lens,
+          carts.map((c) => koffi.address(c)), ttl, res]);
+        this._check(ptr, rc, fn);
+        const codes = out[out.length - 1];
+        return parsed.map((p, i) => {
+          if (codes[i] === 0) return { code: 0, lines: cartAllocations(carts[i], p) };
+          const failed = C.rsv_cart_failed_line(carts[i]);
+          return { code: codes[i], failedLine: BigInt(failed) === SIZE_MAX ? null : Number(failed) };
+        });
+      } finally {
+        for (const c of carts) C.rsv_cart_free(c);
+      }
+    });
+  }
+
   /** Claim checkouts [{shopId, token}] at once: one code per entry, as claim would answer. */
   async claimBatch(entries) {
     return this._batch('rsv_claim_batch', batchArgs(entries, 'rsv_claim_batch', false), []);

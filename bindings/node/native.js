@@ -161,6 +161,10 @@ const PROTOS = [
   'int rsv_reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
     'const void **tokens, const size_t *token_lens, const uint64_t *item_ids, ' +
     'const uint64_t *location_ids, const int64_t *quantities, int64_t ttl_ms, int *results)',
+  // the carts cross to the runner thread as their addresses (runner.js)
+  'int rsv_reserve_cart_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
+    'const void **tokens, const size_t *token_lens, const uint64_t *carts, int64_t ttl_ms, ' +
+    'int *results)',
   'int rsv_claim_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +
     'const void **tokens, const size_t *token_lens, int *results)',
   'int rsv_release_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids, ' +

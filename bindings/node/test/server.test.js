@@ -472,6 +472,24 @@ serverTest('reserveBatch: each entry its own code, one sold out, a repeat change
   assert.deepEqual(await held(), [0, 0, 0]);
 });
 
+serverTest('reserveCartBatch: each cart its own result, allocations and the failed line', async (ctx, s) => {
+  await ctx.stockSet(s, 1, 1, 4);
+  await ctx.stockSet(s, 2, 1, 10);
+  const lines = [{ itemId: 2, locations: [1], quantity: 1 }, { itemId: 1, locations: [1], quantity: 2 }];
+  const got = await ctx.reserveCartBatch([
+    { shopId: s, token: 'cb-1', lines },
+    { shopId: s, token: 'cb-2', lines },
+    { shopId: s, token: 'cb-3', lines }, // item 1 sold out
+    { shopId: s, token: 'cb-4', lines: [] },
+  ]);
+  assert.deepEqual(got.map((r) => r.code), [OK, OK, EOUTOFSTOCK, rsv.codes.EEMPTY]);
+  assert.deepEqual(got[0].lines[1].allocations.map((a) => [Number(a.locationId), Number(a.quantity)]),
+    [[1, 2]]);
+  assert.equal(got[2].failedLine, 1);
+  assert.equal((await ctx.stockGet(s, 1, 1)).held, 4);
+  await assert.rejects(ctx.reserveCartBatch([{ shopId: s, token: 'cb-5', lines: 7 }]), rsv.InvalidArgument);
+});
+
 serverTest('claimBatch / releaseBatch: per-entry codes, idempotent repeats', async (ctx, s) => {
   await ctx.stockSet(s, 1, 1, 10);
   const mk = (...tokens) => tokens.map((token) => ({ shopId: s, token }));
