@@ -115,6 +115,61 @@ func (c *Conn) ReserveBatch(ctx context.Context, reqs []ReserveRequest, ttl time
 	})
 }
 
+// CartRequest is one checkout of a cart, for ReserveCartBatch.
+type CartRequest struct {
+	Shop  uint64
+	Token string
+	Lines []Line
+}
+
+// CartResult is what ReserveCartBatch answers for one entry: where each
+// line is held, or the error Reserve would have returned for it.
+type CartResult struct {
+	Allocations [][]Allocation
+	Err         error
+}
+
+// ReserveCartBatch reserves many checkouts of carts at once (at most
+// BatchMax), in one statement and one commit where it can; each entry
+// answers what Reserve would have.
+func (c *Conn) ReserveCartBatch(ctx context.Context, reqs []CartRequest, ttl time.Duration) ([]CartResult, error) {
+	const op = "reserve cart batch"
+	ms, err := ttlMillis(op, ttl)
+	if err != nil {
+		return nil, err
+	}
+	n := len(reqs)
+	tokens := make([]string, n)
+	shops := make([]C.uint64_t, n+1)
+	carts := make([]*C.rsv_cart, n+1) // (C pointers only: cgo may pass it)
+	defer func() {
+		for _, cart := range carts {
+			if cart != nil {
+				C.go_rsv_cart_free(cart)
+			}
+		}
+	}()
+	for i, r := range reqs {
+		tokens[i], shops[i] = r.Token, C.uint64_t(r.Shop)
+		if carts[i], err = newCart(op, r.Lines); err != nil {
+			return nil, err
+		}
+	}
+	ct := newCTokens(tokens)
+	defer ct.free()
+	errs, err := c.batch(ctx, op, n, func(p *C.rsv_ctx, res *C.int) C.int {
+		return C.go_rsv_reserve_cart_batch(p, C.size_t(n), &shops[0], (*unsafe.Pointer)(ct.ptrs), (*C.size_t)(ct.lens), &carts[0], ms, res)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CartResult, n)
+	for i, e := range errs {
+		out[i].Allocations, out[i].Err = cartAnswer(carts[i], len(reqs[i].Lines), e)
+	}
+	return out, nil
+}
+
 func (c *Conn) settleBatch(ctx context.Context, op string, cos []Checkout, claim bool) ([]error, error) {
 	n := len(cos)
 	tokens := make([]string, n)

@@ -367,3 +367,32 @@ func TestDSN(t *testing.T) {
 		t.Fatalf("%s, want %s", d, want)
 	}
 }
+
+func TestCartBatches(t *testing.T) {
+	ctx := context.Background()
+	c, it := stocked(t, nil, 4, 1, 4)
+	lines := []reserve.Line{{Item: it, Locations: []uint64{1}, Quantity: 2}}
+	reqs := []reserve.CartRequest{
+		{Shop: 4, Token: "cb-1", Lines: lines},
+		{Shop: 4, Token: "cb-2", Lines: lines},
+		{Shop: 4, Token: "cb-3", Lines: lines}, // sold out
+		{Shop: 4, Token: "cb-4"},               // no lines
+	}
+	res, err := c.ReserveCartBatch(ctx, reqs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || len(res[0].Allocations) != 1 || res[0].Allocations[0][0] != (reserve.Allocation{Location: 1, Quantity: 2}) {
+		t.Fatalf("entry 0: %+v", res[0])
+	}
+	var e *reserve.Error
+	if res[1].Err != nil || !errors.As(res[2].Err, &e) || !errors.Is(res[2].Err, reserve.ErrOutOfStock) || e.Line != 0 || !errors.Is(res[3].Err, reserve.ErrEmpty) {
+		t.Fatalf("batch: %+v", res)
+	}
+	if s := stock(t, c, 4, it, 1); s.Held != 4 {
+		t.Fatalf("stock %+v", s)
+	}
+	if _, err := c.ReserveCartBatch(ctx, nil, 0); !errors.Is(err, reserve.ErrInvalid) {
+		t.Fatalf("empty batch: %v", err)
+	}
+}

@@ -37,6 +37,7 @@
     X(int, rsv_cont, (rsv_ctx *c), (c)) \
     X(int, rsv_async_fd, (rsv_ctx *c), (c)) \
     X(int, rsv_cancel, (rsv_ctx *c), (c)) \
+    X(int, rsv_reserve_cart_batch, (rsv_ctx *c, size_t n, const uint64_t *shops, const void *const *t, const size_t *tl, rsv_cart *const *carts, int64_t ttl, int *res), (c, n, shops, t, tl, carts, ttl, res)) \
     X(int, rsv_reserve_batch, (rsv_ctx *c, size_t n, const uint64_t *shops, const void *const *t, const size_t *tl, const uint64_t *items, const uint64_t *locs, const int64_t *q, int64_t ttl, int *res), (c, n, shops, t, tl, items, locs, q, ttl, res)) \
     X(int, rsv_claim_batch, (rsv_ctx *c, size_t n, const uint64_t *shops, const void *const *t, const size_t *tl, int *res), (c, n, shops, t, tl, res)) \
     X(int, rsv_release_batch, (rsv_ctx *c, size_t n, const uint64_t *shops, const void *const *t, const size_t *tl, int *res), (c, n, shops, t, tl, res)) \
