@@ -1770,6 +1770,20 @@ class TestAsyncio(unittest.TestCase):
                     await b.release(s, "b-%d" % won[0])
                 with self.assertRaises(rsv.InvalidToken):
                     await b.claim(s, b"")
+                # carts, the cart used in place until answered
+                with rsv.connect(self.dsn) as c:
+                    c.stock_set(s, 2, 1, 5)
+                carts = [rsv.Cart([(2, [1], 2)]) for _ in range(3)]
+                got = await asyncio.gather(*(b.reserve(s, "bc-%d" % i, cart)
+                                             for i, cart in enumerate(carts)),
+                                           return_exceptions=True)
+                held = [r for r in got if isinstance(r, rsv.Cart)]
+                self.assertEqual(len(held), 2)
+                self.assertEqual(held[0].allocations(0), [(1, 2)])
+                failed = [r for r in got if isinstance(r, rsv.OutOfStock)]
+                self.assertEqual(failed[0].failed_line, 0)
+                for cart in carts:
+                    cart.close()
             with rsv.connect(self.dsn) as c:
                 self.assertEqual(c.stock_get(s, 1, 1).on_hand, 9)
 

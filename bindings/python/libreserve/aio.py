@@ -24,9 +24,10 @@ import ctypes
 import functools
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import (EINVAL, OK, PENDING, Batcher, Cart, CheckoutStatus, Context,
-               InvalidArgument, Options, ReserveError, Status, Stock, Token,
-               Violation, _error, _i64, _s, _token, _u64, lib, strerror)
+from . import (EINVAL, OK, PENDING, ArgumentTypeError, Batcher, Cart,
+               CheckoutStatus, Context, InvalidArgument, NoItem, Options,
+               OutOfStock, ReserveError, Status, Stock, Token, Violation,
+               _error, _i64, _s, _token, _u64, lib, strerror)
 
 __all__ = ["AsyncContext", "AsyncBatcher", "connect_async"]
 
@@ -268,7 +269,7 @@ class AsyncBatcher:
 
     def __init__(self, batcher: Batcher) -> None:
         self.batcher = batcher
-        self._calls: Dict[int, Tuple["asyncio.Future[int]", str]] = {}
+        self._calls: Dict[int, Tuple["asyncio.Future[int]", str, Any]] = {}
         self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     @classmethod
@@ -297,7 +298,7 @@ class AsyncBatcher:
             lib.rsv_batcher_call_free(call.value)
             if key not in self._calls:
                 continue
-            fut, fn = self._calls.pop(key)
+            fut, fn, _keep = self._calls.pop(key)
             if fut.done():
                 continue
             if code.value == OK:
@@ -308,7 +309,9 @@ class AsyncBatcher:
             self._loop.remove_reader(lib.rsv_batcher_fd(p))
             self._loop = None
 
-    async def _start(self, fn: str, *args: Any) -> None:
+    async def _start(self, fn: str, *args: Any, keep: Any = None) -> None:
+        # keep: what the request uses in place until it is answered (a
+        # cart), held here so that a cancelled caller cannot free it
         p = self.batcher._ptr()
         call = ctypes.c_void_p()
         rc = getattr(lib, fn + "_start")(p, *args, ctypes.byref(call))
@@ -318,7 +321,7 @@ class AsyncBatcher:
             return
         loop = asyncio.get_running_loop()
         fut: "asyncio.Future[int]" = loop.create_future()
-        self._calls[call.value or 0] = (fut, fn)
+        self._calls[call.value or 0] = (fut, fn, keep)
         if self._loop is None:
             self._loop = loop
             loop.add_reader(lib.rsv_batcher_fd(p), self._answer)
@@ -336,6 +339,23 @@ class AsyncBatcher:
                           _u64(location_id, "location_id"),
                           _i64(quantity, "quantity"), _i64(ttl_ms, "ttl_ms"))
 
+    async def reserve(self, shop_id: int, token: Token, cart: Cart,
+                      ttl_ms: int = 0) -> Cart:
+        """Hold every line of a cart (Batcher.reserve); returns the cart,
+        whose allocations() say where each line is held."""
+        tok = _token(token)
+        if not isinstance(cart, Cart):
+            raise ArgumentTypeError(EINVAL, "cart must be a Cart, not %s"
+                                    % type(cart).__name__)
+        try:
+            await self._start("rsv_batcher_reserve",
+                              _u64(shop_id, "shop_id"), tok, len(tok),
+                              cart._ptr(), _i64(ttl_ms, "ttl_ms"), keep=cart)
+        except (OutOfStock, NoItem) as e:
+            e.failed_line = cart.failed_line
+            raise
+        return cart
+
     async def claim(self, shop_id: int, token: Token) -> None:
         """Claim a checkout (Batcher.claim)."""
         tok = _token(token)
@@ -351,7 +371,7 @@ class AsyncBatcher:
     async def close(self) -> None:
         """Close the batcher once the calls in flight are answered."""
         while self._calls:
-            await asyncio.gather(*(f for f, _ in list(self._calls.values())),
+            await asyncio.gather(*(c[0] for c in list(self._calls.values())),
                                  return_exceptions=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.batcher.close)
