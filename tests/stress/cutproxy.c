@@ -24,7 +24,8 @@
  * reserve_call (rsv_reserve_key*), cart_call (rsv_fast_cart*),
  * settle_call (rsv_settle*: claims and releases, told apart by the
  * procedure's last argument in the execute, 2 claim, 3 release),
- * reserve_batch_call (rsv_reserve_batch*), settle_batch_call
+ * reserve_batch_call (rsv_reserve_batch*, rsv_reserve_cart_batch*),
+ * settle_batch_call
  * (rsv_settle_batch*, claims and releases told apart the same way) and
  * other_call (any other procedure).  A batch CALL whose text begins with
  * the comment of the conn_tag prefix "batcher:" (the stress's batcher
@@ -262,6 +263,7 @@ static int proc_kind(const unsigned char *p, size_t n, size_t i)
     } procs[] = {{"rsv_reserve_key", K_RESERVE},
                  {"rsv_fast_cart", K_CART},
                  {"rsv_reserve_batch", K_RBATCH},
+                 {"rsv_reserve_cart_batch", K_RBATCH},
                  {"rsv_settle_batch", K_SBATCH}, /* before rsv_settle */
                  {"rsv_settle", K_SETTLE}};
     for (size_t k = 0; k < sizeof procs / sizeof procs[0]; k++) {

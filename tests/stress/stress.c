@@ -17,8 +17,10 @@
  *                     flash buyer has seen "out of stock";
  *      the merchant   (slot 0) stock adjustments up and down, replenish,
  *                     sweep;
- *      batch buyers   both shops through rsv_reserve_batch,
- *                     rsv_claim_batch and rsv_release_batch: batches of
+ *      batch buyers   both shops through rsv_reserve_batch (or, half
+ *                     the time, rsv_reserve_cart_batch with a cart of one
+ *                     line an entry), rsv_claim_batch and
+ *                     rsv_release_batch: batches of
  *                     one-line checkouts with mixed outcomes (re-reserves,
  *                     a token twice, claimed, released and unknown tokens,
  *                     bad quantities and items, sold-out flash items);
@@ -606,6 +608,8 @@ struct bent {
 
 struct bat {
     int kind; /* OP_RESERVE, OP_CLAIM, OP_RELEASE */
+    int carts; /* OP_RESERVE: sent as rsv_reserve_cart_batch, each entry
+                  a cart of its one line (the same outcomes) */
     int64_t ttl_ms;
     int n;
     struct bent e[BATCH_CAP];
@@ -666,6 +670,32 @@ static void bat_probe(struct cl *c, const struct bat *b)
     }
 }
 
+/* A reserve batch as rsv_reserve_cart_batch: each entry a cart of its one
+ * line, which every entry answers as it would in rsv_reserve_batch. */
+static int cart_batch(struct cl *c, size_t m, const uint64_t *shop,
+                      const void *const *tok, const size_t *len,
+                      const uint64_t *item, const uint64_t *loc,
+                      const int64_t *qty, int64_t ttl_ms, int *res)
+{
+    rsv_cart *carts[BATCH_CAP] = {NULL};
+    int rc = RSV_OK;
+    for (size_t i = 0; i < m && rc == RSV_OK; i++)
+        if ((rc = rsv_cart_new(&carts[i])) == RSV_OK)
+            rc = rsv_cart_add(carts[i], item[i], &loc[i], 1, qty[i], 0);
+    if (rc == RSV_OK)
+        rc = rsv_reserve_cart_batch(c->ctx, m, shop, tok, len, carts, ttl_ms,
+                                    res);
+    else {
+        fprintf(stderr, "stress: client %d: a cart of a batch: %s\n",
+                c->slot, rsv_code_name(rc));
+        for (size_t i = 0; i < m; i++)
+            res[i] = rc; /* (as the library answers a whole batch) */
+    }
+    for (size_t i = 0; i < m; i++)
+        rsv_cart_free(carts[i]);
+    return rc;
+}
+
 /* Send a batch until every entry's outcome is known, the way reserve.h
  * tells users to: a batch answered RSV_EINDOUBT or RSV_ECONN as a whole is
  * repeated whole on a new connection, entries answered so (those run
@@ -715,7 +745,10 @@ static void batch_run(struct cl *c, struct bat *b)
         atomic_store(&shm->s[c->slot].op_since, since);
         atomic_store(&shm->s[c->slot].op, b->kind);
         int rc;
-        if (b->kind == OP_RESERVE)
+        if (b->kind == OP_RESERVE && b->carts)
+            rc = cart_batch(c, (size_t)m, shop, tok, len, item, loc, qty,
+                            b->ttl_ms, res);
+        else if (b->kind == OP_RESERVE)
             rc = rsv_reserve_batch(c->ctx, (size_t)m, shop, tok, len, item,
                                    loc, qty, b->ttl_ms, res);
         else if (b->kind == OP_CLAIM)
@@ -894,6 +927,11 @@ static void flow_batch(struct cl *c)
             e->big = e->qty == 65;
         }
     }
+    /* half the batches without a quantity of 0 (which no cart line takes)
+     * as batches of carts */
+    rb.carts = ll_rnd(&c->rng, 2) == 0;
+    for (int i = 0; i < rb.n; i++)
+        rb.carts &= rb.e[i].qty > 0;
     batch_run(c, &rb);
     int said_soldout = 0;
     for (int i = 0; i < rb.n; i++) {
