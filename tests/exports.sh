@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shared library exports exactly the functions in tests/exports.txt
-# (every one prefixed rsv_), and every function declared in the public
-# header is in that list.
+# (every one prefixed rsv_), every function declared in the public header
+# is in that list, and so is every symbol of the Debian package's symbols
+# file (dpkg-gensymbols fails the package build on a difference).
 set -eu
 cd "$(dirname "$0")/.."
 lib=${1:-build/libreserve.so}
@@ -14,6 +15,10 @@ if [ "$actual" != "$expected" ]; then
 fi
 if [ "$declared" != "$expected" ]; then
   echo "header declarations differ from tests/exports.txt:"; diff <(echo "$expected") <(echo "$declared") || true; status=1
+fi
+packaged=$(grep -oE '^ rsv_[a-z_0-9]+@' debian/libreserve0.symbols | tr -d ' @' | sort)
+if [ "$packaged" != "$expected" ]; then
+  echo "debian/libreserve0.symbols differs from tests/exports.txt:"; diff <(echo "$expected") <(echo "$packaged") || true; status=1
 fi
 bad=$(echo "$actual" | grep -v '^rsv_' || true)
 [ -z "$bad" ] || { echo "non-rsv_ exports: $bad"; status=1; }

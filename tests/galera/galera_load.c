@@ -486,9 +486,34 @@ static int run_call(struct client *c, int kind, struct rec *r, int64_t ttl,
     return rc;
 }
 
+/* Reserve recs[0..n) as rsv_reserve_cart_batch, a cart of its lines
+ * each. */
+static int cart_batch(struct client *c, struct rec **recs, int n,
+                      const uint64_t *shops, const void *const *toks,
+                      const size_t *lens, int64_t ttl, int *res)
+{
+    rsv_cart *carts[BATCH_MAX] = {NULL};
+    int rc = RSV_OK;
+    for (int i = 0; i < n && rc == RSV_OK; i++) {
+        rc = rsv_cart_new(&carts[i]);
+        for (int l = 0; rc == RSV_OK && l < recs[i]->nlines; l++) {
+            uint64_t loc = LOC;
+            rc = rsv_cart_add(carts[i], recs[i]->lines[l].item, &loc, 1,
+                              recs[i]->lines[l].qty, 0);
+        }
+    }
+    if (rc == RSV_OK)
+        rc = rsv_reserve_cart_batch(c->ctx, (size_t)n, shops, toks, lens,
+                                    carts, ttl, res);
+    for (int i = 0; i < n; i++)
+        rsv_cart_free(carts[i]);
+    return rc;
+}
+
 /* One batch call of kind over recs[0..n): each entry's answer, and every
  * entry the batch did not settle (the whole batch, or the entry, lost or
- * in doubt) repeated on its own until its answer is definitive. */
+ * in doubt) repeated on its own until its answer is definitive.  Reserves
+ * of more than one line go as a batch of carts. */
 static void run_batch(struct client *c, int kind, struct rec **recs, int n,
                       int64_t ttl, int *out)
 {
@@ -506,7 +531,9 @@ static void run_batch(struct client *c, int kind, struct rec **recs, int n,
         qty[i] = recs[i]->lines[0].qty;
     }
     uint64_t t0 = now_us();
-    int rc = kind == CALL_RESERVE
+    int rc = kind == CALL_RESERVE && recs[0]->nlines > 1
+                 ? cart_batch(c, recs, n, shops, toks, lens, ttl, res)
+             : kind == CALL_RESERVE
                  ? rsv_reserve_batch(c->ctx, (size_t)n, shops, toks, lens,
                                      items, locs, qty, ttl, res)
              : kind == CALL_CLAIM
@@ -540,14 +567,16 @@ static void run_batch(struct client *c, int kind, struct rec **recs, int n,
     }
 }
 
-/* A round of batched checkouts: 2-4 one-line checkouts of the hot item
- * reserved in one batch, then some claimed and some released, each kind
- * in one batch, the rest kept. */
+/* A round of batched checkouts: 2-4 checkouts of the hot item reserved in
+ * one batch (half the rounds carts with a second line of another item, as
+ * one batch of carts), then some claimed and some released, each kind in
+ * one batch, the rest kept. */
 static void batch_round(struct client *c, long *seq)
 {
     struct rec *recs[BATCH_MAX], *claim[BATCH_MAX], *rel[BATCH_MAX];
     int rc[BATCH_MAX];
     int n = 2 + (int)ll_rnd(&c->rng, BATCH_MAX - 1), nc = 0, nr = 0;
+    int carts = ll_rnd(&c->rng, 2) == 0;
     for (int i = 0; i < n; i++) {
         /* (rec_new may move the array: the pointers are taken after) */
         struct rec *r = rec_new(c);
@@ -556,6 +585,11 @@ static void batch_round(struct client *c, long *seq)
         r->nlines = 1;
         r->lines[0].item = HOT_ITEM;
         r->lines[0].qty = 1 + (int64_t)ll_rnd(&c->rng, 3);
+        if (carts) {
+            r->nlines = 2;
+            r->lines[1].item = 2 + ll_rnd(&c->rng, NITEMS - 1);
+            r->lines[1].qty = 1 + (int64_t)ll_rnd(&c->rng, 3);
+        }
     }
     for (int i = 0; i < n; i++)
         recs[i] = &c->recs[c->nrecs - (size_t)n + (size_t)i];
