@@ -3364,11 +3364,16 @@ int main(int argc, char **argv)
                (unsigned long long)atomic_load(&shm->max_call_ms));
         if (atomic_load(&shm->full_msg_set))
             printf("stress: diskfull: first refusal: %s\n", shm->full_msg);
-        full_refused = atomic_load(&shm->edb_full) > 0;
+        /* The server met the full disk if it refused work for want of
+         * space or aborted on it (MariaDB aborts when a rollback needs a
+         * page it cannot get; a run may meet only that); neither: the
+         * phase tested nothing. */
+        full_refused = atomic_load(&shm->edb_full) > 0 ||
+                       server_deaths_full > 0;
         if (!full_refused)
             fprintf(stderr, "stress: the server never refused work for want "
-                            "of space: the disk-full phase tested "
-                            "nothing\n");
+                            "of space nor aborted on it: the disk-full "
+                            "phase tested nothing\n");
         if (stuck_calls)
             fprintf(stderr, "stress: %ld calls sat in the library for 30 s "
                             "(a hang while the disk was full?)\n",
