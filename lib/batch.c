@@ -29,17 +29,21 @@ static int same_checkout(const bentry *a, const bentry *b)
            memcmp(a->token, b->token, a->len) == 0;
 }
 
-/* Lock order of the reserve batch: ascending (shop, item, location), so
- * ledger and pool rows are asked for in key order across the batch. */
+/* Lock order of a reserve batch: ascending (shop, the job's first key:
+ * a one-line entry's item and location), so ledger and pool rows are
+ * asked for in key order across the batch, and the carts that begin with
+ * the same key are taken together.  (Only sent entries are sorted; each
+ * has its job.) */
 static int cmp_reserve(const void *x, const void *y)
 {
     const bentry *a = *(bentry *const *)x, *b = *(bentry *const *)y;
+    const rkey *ka = &a->job.keys[0], *kb = &b->job.keys[0];
     if (a->shop != b->shop)
         return a->shop < b->shop ? -1 : 1;
-    if (a->item != b->item)
-        return a->item < b->item ? -1 : 1;
-    if (a->loc != b->loc)
-        return a->loc < b->loc ? -1 : 1;
+    if (ka->item != kb->item)
+        return ka->item < kb->item ? -1 : 1;
+    if (ka->loc != kb->loc)
+        return ka->loc < kb->loc ? -1 : 1;
     return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
@@ -184,21 +188,6 @@ typedef struct reserve_src {
     const int64_t *qty;
     rsv_cart *const *cart;
 } reserve_src;
-
-/* Lock order of a cart batch: ascending (shop, first key), so carts that
- * begin with the same key are taken together. */
-static int cmp_cart(const void *x, const void *y)
-{
-    const bentry *a = *(bentry *const *)x, *b = *(bentry *const *)y;
-    const rkey *ka = &a->job.keys[0], *kb = &b->job.keys[0];
-    if (a->shop != b->shop)
-        return a->shop < b->shop ? -1 : 1;
-    if (ka->item != kb->item)
-        return ka->item < kb->item ? -1 : 1;
-    if (ka->loc != kb->loc)
-        return ka->loc < kb->loc ? -1 : 1;
-    return a->idx < b->idx ? -1 : a->idx > b->idx;
-}
 
 /* Whether the single call would start with a procedure: then the batch
  * statement does that CALL's work for it. */
@@ -355,7 +344,7 @@ static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
     for (size_t i = 0; i < n; i++)
         if ((rc = reserve_entry(ctx, &b, src, i, proc)))
             return fail_whole(ctx, &b, results, rc);
-    batch_sort(&b, carts ? cmp_cart : cmp_reserve);
+    batch_sort(&b, cmp_reserve);
     if (b.nsend > 0) {
         rc = carts ? batch_cart_call(ctx, &b) : batch_reserve_call(ctx, &b);
         if (rc == RSV__NO_PROC) {

@@ -32,6 +32,15 @@ static void batch_json_token(strbuf *s, const void *token, size_t len)
     buf_putn(s, out, o);
 }
 
+/* An entry's JSON up to its token: [idx, "shop", "token in hex" (the
+ * caller writes the rest and the closing bracket). */
+static void batch_json_head(strbuf *s, const bentry *e, int first)
+{
+    buf_printf_u(s, first ? "[" : ",[", e->idx, ",\"");
+    buf_printf_u(s, "", e->shop, "\",");
+    batch_json_token(s, e->token, e->len);
+}
+
 /* Read the CALL's answer rows into the sent entries' ans[] (ncols
  * columns, idx first).  Returns RSV_OK or RSV_EDB for an answer that does
  * not match what was sent. */
@@ -85,9 +94,7 @@ static void json_entry(rsv_ctx *ctx, strbuf *s, bentry *e, int first)
     job_reset_pass(j);
     job_choose_starts(ctx, j);
     const rkey *k = &j->keys[0];
-    buf_printf_u(s, first ? "[" : ",[", e->idx, ",\"");
-    buf_printf_u(s, "", e->shop, "\",");
-    batch_json_token(s, e->token, e->len);
+    batch_json_head(s, e, first);
     buf_printf_u(s, ",\"", k->item, "\",\"");
     buf_printf_u(s, "", k->loc, "\",");
     buf_printf_u(s, "", (uint64_t)k->plan.want, ",\"");
@@ -165,9 +172,7 @@ static void json_cart(rsv_ctx *ctx, strbuf *s, bentry *e, int *first)
         e->taken = 0;
         return;
     }
-    buf_printf_u(s, *first ? "[" : ",[", e->idx, ",\"");
-    buf_printf_u(s, "", e->shop, "\",");
-    batch_json_token(s, e->token, e->len);
+    batch_json_head(s, e, *first);
     buf_puts(s, ",\"");
     buf_putn(s, keys, len);
     buf_printf_u(s, "\",", (uint64_t)e->taken, "]");
@@ -222,9 +227,7 @@ static int settle_batch_body(rsv_ctx *ctx, void *p)
     for (size_t i = 0; i < b->nsend; i++) {
         bentry *e = b->send[i];
         e->answered = 0;
-        buf_printf_u(&b->json, i ? ",[" : "[", e->idx, ",\"");
-        buf_printf_u(&b->json, "", e->shop, "\",");
-        batch_json_token(&b->json, e->token, e->len);
+        batch_json_head(&b->json, e, i == 0);
         buf_puts(&b->json, "]");
     }
     buf_puts(&b->json, "]");

@@ -14,27 +14,13 @@
 #include <time.h>
 
 #include "testutil.h"
-#include "loadlib.h"
 
 #define TOK(s) (s), strlen(s)
-
-/* The test server and the suite's database, as a dsn. */
-static void test_dsn(char *out, size_t n)
-{
-    char sock[600], u[200], p[200];
-    const char *user = getenv("RSV_TEST_USER");
-    const char *pw = getenv("RSV_TEST_PASSWORD");
-    ll_dsn_escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
-    ll_dsn_escape(u, sizeof u, user ? user : "root");
-    ll_dsn_escape(p, sizeof p, pw ? pw : "");
-    snprintf(out, n, "mariadb://%s%s%s@/%s?socket=%s", u, pw ? ":" : "",
-             pw ? p : "", tu_db_name(), sock);
-}
 
 static rsv_batcher *open_batcher(uint32_t connections, const rsv_options *o)
 {
     char dsn[1024];
-    test_dsn(dsn, sizeof dsn);
+    tu_dsn(dsn, sizeof dsn);
     rsv_batcher *b = NULL;
     int rc = rsv_batcher_open(&b, dsn, o, connections);
     ck_assert_msg(rc == RSV_OK, "rsv_batcher_open: %s", rsv_code_name(rc));
@@ -522,7 +508,7 @@ END_TEST
 START_TEST(open_refuses_bad_dsns)
 {
     char dsn[1024];
-    test_dsn(dsn, sizeof dsn);
+    tu_dsn(dsn, sizeof dsn);
     rsv_batcher *b = (rsv_batcher *)1;
     ck_assert_int_eq(rsv_batcher_open(NULL, dsn, NULL, 1), RSV_EINVAL);
     ck_assert_int_eq(rsv_batcher_open(&b, NULL, NULL, 1), RSV_EINVAL);

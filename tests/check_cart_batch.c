@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "loadlib.h"
 #include "../lib/test_flags.h"
 
 #define TOK(s) (s), strlen(s)
@@ -390,14 +389,8 @@ END_TEST
 
 static rsv_batcher *open_batcher(uint32_t connections)
 {
-    char dsn[1024], sock[600], u[200], p[200];
-    const char *user = getenv("RSV_TEST_USER");
-    const char *pw = getenv("RSV_TEST_PASSWORD");
-    ll_dsn_escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
-    ll_dsn_escape(u, sizeof u, user ? user : "root");
-    ll_dsn_escape(p, sizeof p, pw ? pw : "");
-    snprintf(dsn, sizeof dsn, "mariadb://%s%s%s@/%s?socket=%s", u,
-             pw ? ":" : "", pw ? p : "", tu_db_name(), sock);
+    char dsn[1024];
+    tu_dsn(dsn, sizeof dsn);
     rsv_batcher *b = NULL;
     int rc = rsv_batcher_open(&b, dsn, NULL, connections);
     ck_assert_msg(rc == RSV_OK, "rsv_batcher_open: %s", rsv_code_name(rc));

@@ -624,6 +624,27 @@ static void cart_answer(strs *ans, rsv_cart *cart, int rc)
     }
 }
 
+/* A batch's arrays of checkouts: its tokens' names, in the shop, with
+ * every result preset to a code no call answers. */
+typedef struct batch_args {
+    char names[MAXBATCH][32];
+    const void *toks[MAXBATCH];
+    size_t lens[MAXBATCH];
+    uint64_t shops[MAXBATCH];
+    int res[MAXBATCH];
+} batch_args;
+
+static void batch_args_of(const op *o, uint64_t shop, batch_args *a)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        tok_name(o->toks[i], a->names[i], sizeof a->names[i]);
+        a->toks[i] = a->names[i];
+        a->lens[i] = strlen(a->names[i]);
+        a->shops[i] = shop;
+        a->res[i] = 99;
+    }
+}
+
 static void run_op(seq *q, side *s, const op *o, strs *ans)
 {
     char t[32];
@@ -743,46 +764,31 @@ static void run_op(seq *q, side *s, const op *o, strs *ans)
     case O_RESERVE_BATCH:
     case O_CLAIM_BATCH:
     case O_RELEASE_BATCH: {
-        char names[MAXBATCH][32];
-        const void *toks[MAXBATCH];
-        size_t lens[MAXBATCH];
-        uint64_t shops[MAXBATCH];
-        int res[MAXBATCH];
-        for (size_t i = 0; i < o->n; i++) {
-            tok_name(o->toks[i], names[i], sizeof names[i]);
-            toks[i] = names[i];
-            lens[i] = strlen(names[i]);
-            shops[i] = shop;
-            res[i] = 99;
-        }
+        batch_args ba;
+        batch_args_of(o, shop, &ba);
         if (o->kind == O_RESERVE_BATCH)
-            rc = rsv_reserve_batch(ctx, o->n, shops, toks, lens, o->items,
-                                   o->locs, o->qtys, o->value, res);
+            rc = rsv_reserve_batch(ctx, o->n, ba.shops, ba.toks, ba.lens,
+                                   o->items, o->locs, o->qtys, o->value,
+                                   ba.res);
         else if (o->kind == O_CLAIM_BATCH)
-            rc = rsv_claim_batch(ctx, o->n, shops, toks, lens, res);
+            rc = rsv_claim_batch(ctx, o->n, ba.shops, ba.toks, ba.lens,
+                                 ba.res);
         else
-            rc = rsv_release_batch(ctx, o->n, shops, toks, lens, res);
+            rc = rsv_release_batch(ctx, o->n, ba.shops, ba.toks, ba.lens,
+                                   ba.res);
         strs_add(ans, "%s", code(rc));
         for (size_t i = 0; i < o->n; i++) {
-            strs_add(ans, "entry %zu: %s", i, code(res[i]));
+            strs_add(ans, "entry %zu: %s", i, code(ba.res[i]));
             if (s->which == STMT)
-                count_code(q, res[i]);
+                count_code(q, ba.res[i]);
         }
         break;
     }
     case O_CART_BATCH: {
-        char names[MAXBATCH][32];
-        const void *toks[MAXBATCH];
-        size_t lens[MAXBATCH];
-        uint64_t shops[MAXBATCH];
+        batch_args ba;
+        batch_args_of(o, shop, &ba);
         rsv_cart *carts[MAXBATCH];
-        int res[MAXBATCH];
         for (size_t i = 0; i < o->n; i++) {
-            tok_name(o->toks[i], names[i], sizeof names[i]);
-            toks[i] = names[i];
-            lens[i] = strlen(names[i]);
-            shops[i] = shop;
-            res[i] = 99;
             ck_assert_int_eq(rsv_cart_new(&carts[i]), RSV_OK);
             ck_assert_int_eq(rsv_cart_add(carts[i], o->items[i], &o->locs[i],
                                           1, o->qtys[i], 0), RSV_OK);
@@ -791,17 +797,17 @@ static void run_op(seq *q, side *s, const op *o, strs *ans)
                                               &o->locs2[i], 1, o->qtys2[i],
                                               0), RSV_OK);
         }
-        rc = rsv_reserve_cart_batch(ctx, o->n, shops, toks, lens, carts,
-                                    o->value, res);
+        rc = rsv_reserve_cart_batch(ctx, o->n, ba.shops, ba.toks, ba.lens,
+                                    carts, o->value, ba.res);
         strs_add(ans, "%s", code(rc));
         for (size_t i = 0; i < o->n; i++) {
-            strs_add(ans, "entry %zu: %s", i, code(res[i]));
+            strs_add(ans, "entry %zu: %s", i, code(ba.res[i]));
             /* (which line a failed cart of two names is known
              * difference 1: only a cart of one line says) */
-            if (res[i] == RSV_OK || o->qtys2[i] == 0)
-                cart_answer(ans, carts[i], res[i]);
+            if (ba.res[i] == RSV_OK || o->qtys2[i] == 0)
+                cart_answer(ans, carts[i], ba.res[i]);
             if (s->which == STMT)
-                count_code(q, res[i]);
+                count_code(q, ba.res[i]);
             rsv_cart_free(carts[i]);
         }
         break;

@@ -89,6 +89,18 @@ void tu_db_drop(void)
     mysql_close(c);
 }
 
+void tu_dsn(char *out, size_t n)
+{
+    char sock[600], u[200], p[200];
+    const char *user = getenv("RSV_TEST_USER");
+    const char *pw = getenv("RSV_TEST_PASSWORD");
+    ll_dsn_escape(sock, sizeof sock, getenv("RSV_TEST_SOCKET"));
+    ll_dsn_escape(u, sizeof u, user ? user : "root");
+    ll_dsn_escape(p, sizeof p, pw ? pw : "");
+    snprintf(out, n, "mariadb://%s%s%s@/%s?socket=%s", u, pw ? ":" : "",
+             pw ? p : "", tu_db_name(), sock);
+}
+
 MYSQL *tu_connect(void)
 {
     MYSQL *c = raw_connect(db_name);

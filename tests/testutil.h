@@ -20,6 +20,10 @@ void tu_db_create(const char *suite);
 void tu_db_drop(void);
 const char *tu_db_name(void);
 
+/* The suite database on the test server, as a dsn for the test user
+ * (RSV_TEST_USER / RSV_TEST_PASSWORD, root without a password by
+ * default), for rsv_open_dsn and rsv_batcher_open. */
+void tu_dsn(char *out, size_t n);
 /* A new connection to the suite database (ck_assert on failure). */
 MYSQL *tu_connect(void);
 /* Connection without selecting a database (for schema tests). */

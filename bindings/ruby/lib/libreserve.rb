@@ -122,6 +122,33 @@ module Libreserve
         [Args.id(item_id, "item_id"), Args.id(location_id, "location_id"), Args.quantity(quantity), Args.ttl(ttl_ms)]
     end
 
+    # A reserve of lines (Hashes, as Context#reserve takes them): checks
+    # the arguments, yields the shop id, token, native cart and ttl for the
+    # call that sends it, and returns where each line is held; OutOfStock
+    # and NoItem get the line that could not be served.
+    def reserve_lines(shop_id, token, lines, ttl_ms)
+      shop = Args.id(shop_id, "shop_id")
+      tok = token_arg(token)
+      ttl = Args.ttl(ttl_ms)
+      raise TypeError, "lines must be an Array of Hashes, not #{lines.class}" unless lines.is_a?(Array)
+
+      with_cart(lines) do |cart|
+        begin
+          yield shop, tok, cart, ttl
+        rescue OutOfStock, NoItem => e
+          raise note_failed_line(e, cart, lines.size)
+        end
+        allocations(cart, lines.size)
+      end
+    end
+
+    # e with the cart's failed line, if it names one of its n lines.
+    def note_failed_line(e, cart, n)
+      line = Native.rsv_cart_failed_line(cart)
+      e.failed_line = line if e.respond_to?(:failed_line=) && line < n
+      e
+    end
+
     def with_cart(lines)
       cart = new_cart(lines)
       begin

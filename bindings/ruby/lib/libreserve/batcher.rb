@@ -55,20 +55,8 @@ module Libreserve
     # with the other threads' carts; returns the allocations as
     # Context#reserve does.
     def reserve(shop_id, token, lines, ttl_ms: 0)
-      shop = Args.id(shop_id, "shop_id")
-      tok = Libreserve.token_arg(token)
-      ttl = Args.ttl(ttl_ms)
-      raise TypeError, "lines must be an Array of Hashes, not #{lines.class}" unless lines.is_a?(Array)
-
-      Libreserve.with_cart(lines) do |cart|
-        begin
-          call { |p| Native.rsv_batcher_reserve(p, shop, *tok, cart, ttl) }
-        rescue OutOfStock, NoItem => e
-          line = Native.rsv_cart_failed_line(cart)
-          e.failed_line = line if e.respond_to?(:failed_line=) && line < lines.size
-          raise
-        end
-        Libreserve.allocations(cart, lines.size)
+      Libreserve.reserve_lines(shop_id, token, lines, ttl_ms) do |shop, tok, cart, ttl|
+        call { |p| Native.rsv_batcher_reserve(p, shop, *tok, cart, ttl) }
       end
     end
 

@@ -91,20 +91,8 @@ module Libreserve
     # line, the Allocations that hold it.  OutOfStock#failed_line names
     # the line that could not be covered.
     def reserve(shop_id, token, lines, ttl_ms: 0)
-      shop = Args.id(shop_id, "shop_id")
-      tok = Libreserve.token_arg(token)
-      ttl = Args.ttl(ttl_ms)
-      raise TypeError, "lines must be an Array of Hashes, not #{lines.class}" unless lines.is_a?(Array)
-
-      Libreserve.with_cart(lines) do |cart|
-        begin
-          call { |p| Native.rsv_reserve(p, shop, *tok, cart, ttl) }
-        rescue OutOfStock, NoItem => e
-          line = Native.rsv_cart_failed_line(cart)
-          e.failed_line = line if e.respond_to?(:failed_line=) && line < lines.size
-          raise
-        end
-        Libreserve.allocations(cart, lines.size)
+      Libreserve.reserve_lines(shop_id, token, lines, ttl_ms) do |shop, tok, cart, ttl|
+        call { |p| Native.rsv_reserve(p, shop, *tok, cart, ttl) }
       end
     end
 
@@ -231,9 +219,7 @@ module Libreserve
         errors.each_with_index.map do |e, i|
           next Libreserve.allocations(carts[i], lines[i].size) if e.nil?
 
-          line = Native.rsv_cart_failed_line(carts[i])
-          e.failed_line = line if e.respond_to?(:failed_line=) && line < lines[i].size
-          e
+          Libreserve.note_failed_line(e, carts[i], lines[i].size)
         end
       ensure
         carts.each { |c| Native.rsv_cart_free(c) }
