@@ -2,7 +2,8 @@
  * check_batch.c - rsv_reserve_batch, rsv_claim_batch, rsv_release_batch:
  * every entry answered as its single call would answer it, nothing
  * oversold, repeats idempotent, the limits, batches racing on one hot
- * item, and the one-statement path really taken.
+ * item, the one-statement path really taken, and a batch of new
+ * checkouts of distinct keys taken as one set.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -372,6 +373,119 @@ START_TEST(one_statement_per_batch)
 }
 END_TEST
 
+/* Multi-table UPDATEs this session has run: the batch procedure runs one
+ * for a batch of new checkouts of distinct keys (every ledger row at
+ * once), none for entries one by one. */
+static int64_t multi_updates(MYSQL *c)
+{
+    return tu_i64(c, "SELECT VARIABLE_VALUE FROM "
+                     "information_schema.SESSION_STATUS WHERE "
+                     "VARIABLE_NAME = 'COM_UPDATE_MULTI'");
+}
+
+static void plain(tbatch *b, uint64_t shop, const char *tok, uint64_t item,
+                  int64_t qty)
+{
+    add(b, shop, tok, item, 1, qty);
+}
+
+/* New checkouts of distinct keys take their ledger rows together, in one
+ * statement per table; when one of them cannot (its checkout exists, its
+ * key is short, its ledger row is held elsewhere) the set is given back
+ * and each entry runs on its own, answering as its single call would.
+ * The audit after the test finds a unit taken twice (a set not given
+ * back) or a hold without its units. */
+START_TEST(distinct_keys_in_one_set)
+{
+    tu_fix f;
+    tu_fix_open(&f, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    for (uint64_t item = 1; item <= 5; item++)
+        tu_fix_stock(&f, item, 1, 10);
+    tu_fix_stock(&f, 6, 1, 1);
+    tu_fix_pooled(&f, 7, 1, 10);
+    static tbatch b;
+
+    /* four new checkouts of four keys: one set */
+    memset(&b, 0, sizeof b);
+    for (uint64_t i = 1; i <= 4; i++) {
+        char tok[16];
+        snprintf(tok, sizeof tok, "s-%d", (int)i);
+        plain(&b, f.shop, tok, i, 1 + (int64_t)(i % 3));
+    }
+    rsv_stats_reset(f.ctx);
+    int64_t m0 = multi_updates(f.conn);
+    TU_OK(f.ctx, reserve(f.ctx, &b));
+    ck_assert_int_eq(multi_updates(f.conn), m0 + 1);
+    for (size_t i = 0; i < b.n; i++) {
+        ck_assert_int_eq(b.res[i], RSV_OK);
+        ck_assert_int_eq(tu_held(f.ctx, f.shop, b.item[i], 1), b.qty[i]);
+    }
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_ONE_TRIP), 4);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_LEDGER_TAKES), 4);
+    ck_assert_uint_eq(stat(f.ctx, RSV_STAT_STATEMENTS), 1);
+
+    /* one checkout exists already (s-1, now to item 5): no set */
+    memset(&b, 0, sizeof b);
+    plain(&b, f.shop, "d-2", 2, 1);
+    plain(&b, f.shop, "d-3", 3, 1);
+    plain(&b, f.shop, "s-1", 5, 2);
+    m0 = multi_updates(f.conn);
+    TU_OK(f.ctx, reserve(f.ctx, &b));
+    ck_assert_int_eq(multi_updates(f.conn), m0);
+    for (size_t i = 0; i < b.n; i++)
+        ck_assert_int_eq(b.res[i], RSV_OK);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 4);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 3, 1), 2);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 5, 1), 2);
+
+    /* one key short (item 6 has 1 unit): the set is given back */
+    memset(&b, 0, sizeof b);
+    plain(&b, f.shop, "e-1", 1, 1);
+    plain(&b, f.shop, "e-4", 4, 1);
+    plain(&b, f.shop, "e-6", 6, 2);
+    m0 = multi_updates(f.conn);
+    TU_OK(f.ctx, reserve(f.ctx, &b));
+    ck_assert_int_eq(multi_updates(f.conn), m0 + 1);
+    ck_assert_int_eq(b.res[0], RSV_OK);
+    ck_assert_int_eq(b.res[1], RSV_OK);
+    ck_assert_int_eq(b.res[2], RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 1);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 4, 1), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 6, 1), 0);
+    tu_audit_clean(); /* items 1 and 4 issued once each */
+
+    /* item 7's ledger row held by another session: the set is given back
+     * and item 7's units come from its pool (a fresh context, so that no
+     * pool cursor keeps its entry out of the set) */
+    MYSQL *c2;
+    rsv_ctx *ctx2 = tu_open_with(&c2, RSV_OPT_NO_PROACTIVE_REFILL, 0);
+    MYSQL *adm = tu_fix_admin(&f);
+    char q[160];
+    snprintf(q, sizeof q, "UPDATE rsv_ledger SET updated_at = NOW(6) "
+                          "WHERE shop_id = %llu AND item_id = 7",
+             (unsigned long long)f.shop);
+    tu_exec(adm, "BEGIN");
+    tu_exec(adm, q);
+    memset(&b, 0, sizeof b);
+    plain(&b, f.shop, "l-2", 2, 1);
+    plain(&b, f.shop, "l-5", 5, 1);
+    plain(&b, f.shop, "l-7", 7, 2);
+    m0 = multi_updates(c2);
+    TU_OK(ctx2, reserve(ctx2, &b));
+    ck_assert_int_eq(multi_updates(c2), m0 + 1);
+    tu_exec(adm, "ROLLBACK");
+    for (size_t i = 0; i < b.n; i++)
+        ck_assert_int_eq(b.res[i], RSV_OK);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 2, 1), 5);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 5, 1), 3);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 7, 1), 2);
+    rsv_close(ctx2);
+    mysql_close(c2);
+    tu_fix_close(&f);
+}
+END_TEST
+
 /* Batches of 8 from 8 threads on one hot item: exactly its stock held. */
 #define HOT_THREADS 8
 #define HOT_ROUNDS 6
@@ -445,6 +559,7 @@ int main(void)
     tu_add(s, "one_and_the_most", one_and_the_most);
     tu_add(s, "refused_as_a_whole", refused_as_a_whole);
     tu_add(s, "one_statement_per_batch", one_statement_per_batch);
+    tu_add(s, "distinct_keys_in_one_set", distinct_keys_in_one_set);
     tu_add_timeout(s, "hot_item_never_oversold", hot_item_never_oversold,
                    120);
     int rc = tu_run(s);
