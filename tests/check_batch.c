@@ -389,6 +389,15 @@ static void plain(tbatch *b, uint64_t shop, const char *tok, uint64_t item,
     add(b, shop, tok, item, 1, qty);
 }
 
+/* Reserve batch b on ctx (whose session is c): the multi-table UPDATEs
+ * it ran. */
+static int64_t reserve_sets(rsv_ctx *ctx, MYSQL *c, tbatch *b)
+{
+    int64_t m0 = multi_updates(c);
+    TU_OK(ctx, reserve(ctx, b));
+    return multi_updates(c) - m0;
+}
+
 /* New checkouts of distinct keys take their ledger rows together, in one
  * statement per table; when one of them cannot (its checkout exists, its
  * key is short, its ledger row is held elsewhere) the set is given back
@@ -413,9 +422,7 @@ START_TEST(distinct_keys_in_one_set)
         plain(&b, f.shop, tok, i, 1 + (int64_t)(i % 3));
     }
     rsv_stats_reset(f.ctx);
-    int64_t m0 = multi_updates(f.conn);
-    TU_OK(f.ctx, reserve(f.ctx, &b));
-    ck_assert_int_eq(multi_updates(f.conn), m0 + 1);
+    ck_assert_int_eq(reserve_sets(f.ctx, f.conn, &b), 1);
     for (size_t i = 0; i < b.n; i++) {
         ck_assert_int_eq(b.res[i], RSV_OK);
         ck_assert_int_eq(tu_held(f.ctx, f.shop, b.item[i], 1), b.qty[i]);
@@ -429,9 +436,7 @@ START_TEST(distinct_keys_in_one_set)
     plain(&b, f.shop, "d-2", 2, 1);
     plain(&b, f.shop, "d-3", 3, 1);
     plain(&b, f.shop, "s-1", 5, 2);
-    m0 = multi_updates(f.conn);
-    TU_OK(f.ctx, reserve(f.ctx, &b));
-    ck_assert_int_eq(multi_updates(f.conn), m0);
+    ck_assert_int_eq(reserve_sets(f.ctx, f.conn, &b), 0);
     for (size_t i = 0; i < b.n; i++)
         ck_assert_int_eq(b.res[i], RSV_OK);
     ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
@@ -444,9 +449,7 @@ START_TEST(distinct_keys_in_one_set)
     plain(&b, f.shop, "e-1", 1, 1);
     plain(&b, f.shop, "e-4", 4, 1);
     plain(&b, f.shop, "e-6", 6, 2);
-    m0 = multi_updates(f.conn);
-    TU_OK(f.ctx, reserve(f.ctx, &b));
-    ck_assert_int_eq(multi_updates(f.conn), m0 + 1);
+    ck_assert_int_eq(reserve_sets(f.ctx, f.conn, &b), 1);
     ck_assert_int_eq(b.res[0], RSV_OK);
     ck_assert_int_eq(b.res[1], RSV_OK);
     ck_assert_int_eq(b.res[2], RSV_EOUTOFSTOCK);
@@ -471,9 +474,7 @@ START_TEST(distinct_keys_in_one_set)
     plain(&b, f.shop, "l-2", 2, 1);
     plain(&b, f.shop, "l-5", 5, 1);
     plain(&b, f.shop, "l-7", 7, 2);
-    m0 = multi_updates(c2);
-    TU_OK(ctx2, reserve(ctx2, &b));
-    ck_assert_int_eq(multi_updates(c2), m0 + 1);
+    ck_assert_int_eq(reserve_sets(ctx2, c2, &b), 1);
     tu_exec(adm, "ROLLBACK");
     for (size_t i = 0; i < b.n; i++)
         ck_assert_int_eq(b.res[i], RSV_OK);
