@@ -447,6 +447,11 @@ static int settle_batch(rsv_ctx *ctx, int op, size_t n,
             e->rc = settle_answer_code(ctx, b.kind, e->shop, e->ans[0] != 0,
                                        (int)e->ans[1], e->ans[2], e->ans[3],
                                        e->ans[4]);
+            /* On Galera "no such checkout" may be a commit made through
+             * another node, not applied here yet: the single call waits
+             * for it (checkout.c) */
+            if (e->rc == RSV_ENOTFOUND && ctx->galera)
+                e->state = BE_ALONE;
         }
     }
     count_decided(ctx, &b, op, start_us);

@@ -323,6 +323,75 @@ static int release_proc_body(rsv_ctx *ctx, void *p)
     return settle_call(ctx, p, ST_RELEASED);
 }
 
+/* On a Galera node a checkout committed through another node a moment
+ * ago may not be applied here yet: a client that moved to this node (a
+ * failover, rsv_reconnect) would be told its checkout does not exist.
+ * So before an answer of "no such checkout" stands, this node waits
+ * until it has applied what the cluster committed before (the session's
+ * wsrep_sync_wait, set for one read and put back: as a SET STATEMENT
+ * prefix it did not make the read wait) and looks again; 1 if the
+ * checkout is there now.  Never inside the caller's transaction (its
+ * reads are its own). */
+static const char SQL_SYNC_WAIT_ON[] =
+    "SET @rsv__sync_wait = @@session.wsrep_sync_wait, "
+    "SESSION wsrep_sync_wait = 1";
+static const char SQL_SYNC_WAIT_BACK[] =
+    "SET SESSION wsrep_sync_wait = @rsv__sync_wait";
+static const char SQL_CHECKOUT_EXISTS[] =
+    "SELECT 1 FROM rsv_checkouts WHERE shop_id = ? AND checkout_token = ?";
+
+struct late_arg {
+    const struct co_arg *co;
+    int found;
+};
+
+static int caught_up_body(rsv_ctx *ctx, void *p)
+{
+    struct late_arg *a = p;
+    args_reset(&ctx->args);
+    int rc = sql_fixed(ctx, SQL_SYNC_WAIT_ON, NULL, NULL);
+    if (rc)
+        return rc;
+    args_reset(&ctx->args);
+    arg_u64(&ctx->args, a->co->shop);
+    arg_bin(&ctx->args, a->co->token, a->co->len);
+    rc = sql_fixed(ctx, SQL_CHECKOUT_EXISTS, "i", NULL);
+    a->found = rc == RSV_OK && ctx->res.rows > 0;
+    args_reset(&ctx->args);
+    int back = sql_fixed(ctx, SQL_SYNC_WAIT_BACK, NULL, NULL);
+    return rc ? rc : back;
+}
+
+static int applied_late(rsv_ctx *ctx, const struct co_arg *a)
+{
+    if (!ctx->galera || txn_caller_open(ctx))
+        return 0;
+    struct late_arg la = {a, 0};
+    if (txn_run(ctx, TXN_ONE_READ, caught_up_body, &la) == RSV_OK &&
+        la.found)
+        return 1;
+    not_found(ctx, a); /* (the answer, and its message, stand) */
+    return 0;
+}
+
+/* One claim, release or extension: in one round trip when the procedure
+ * is there and the caller has no transaction open (the procedure commits
+ * its own; a claim may join the caller's, which the statements do). */
+static int checkout_once(rsv_ctx *ctx, int op, struct co_arg *a,
+                         txn_body body)
+{
+    txn_body proc = op == RSV_OP_CLAIM     ? claim_proc_body
+                    : op == RSV_OP_RELEASE ? release_proc_body
+                                           : NULL;
+    if (proc && proc_usable(ctx, PROC_SETTLE) && !txn_caller_open(ctx)) {
+        int rc = txn_run(ctx, TXN_SELF_COMMIT, proc, a);
+        if (rc != RSV__NO_PROC)
+            return rc ? rc : ctx_ok(ctx);
+    }
+    int rc = txn_run(ctx, TXN_MAY_JOIN, body, a);
+    return rc ? rc : ctx_ok(ctx);
+}
+
 static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
                        size_t len, int64_t ttl_ms, txn_body body)
 {
@@ -337,19 +406,10 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
     struct co_arg a = {shop, token, len, ttl_ms};
     if (op == RSV_OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
         return rc;
-    /* In one round trip when the procedure is there and the caller has
-     * no transaction open (the procedure commits its own; a claim may
-     * join the caller's, which the statements do). */
-    txn_body proc = op == RSV_OP_CLAIM     ? claim_proc_body
-                        : op == RSV_OP_RELEASE ? release_proc_body
-                                           : NULL;
-    if (proc && proc_usable(ctx, PROC_SETTLE) && !txn_caller_open(ctx)) {
-        rc = txn_run(ctx, TXN_SELF_COMMIT, proc, &a);
-        if (rc != RSV__NO_PROC)
-            return rc ? rc : ctx_ok(ctx);
-    }
-    rc = txn_run(ctx, TXN_MAY_JOIN, body, &a);
-    return rc ? rc : ctx_ok(ctx);
+    rc = checkout_once(ctx, op, &a, body);
+    if (rc == RSV_ENOTFOUND && applied_late(ctx, &a))
+        rc = checkout_once(ctx, op, &a, body);
+    return rc;
 }
 
 RSV_EXTERN int rsv_claim(rsv_ctx *ctx, uint64_t shop_id, const void *token,
@@ -428,6 +488,9 @@ static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     struct status_arg a = {{shop_id, token, token_len, 0}, 0, 0, 0};
     rc = txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY | TXN_MAY_JOIN,
                  status_body, &a);
+    if (rc == RSV_ENOTFOUND && applied_late(ctx, &a.co))
+        rc = txn_run(ctx, TXN_ONE_READ | TXN_NO_DIRTY | TXN_MAY_JOIN,
+                     status_body, &a);
     if (rc)
         return rc;
     *status_out = a.status;

@@ -89,6 +89,7 @@ static struct cfg {
     const char *proxy; /* the delay proxy, clients behind it */
     int rtt_us;
     unsigned proxy_port; /* its ports: this and the next two */
+    int late_apply; /* --late-apply: that check instead of the load */
 } C = {NULL, "tests/galera/cluster.sh", "rsvtest", 1, 9, 40, 2,
        NULL, 0, 8, 30, 64, 0, 0,
        100000, 100000, 50, 0, 0, "127.0.14.", 14000, NULL, 0, 14040};
@@ -1146,6 +1147,8 @@ static void check_outcomes(int node)
                 if (st == ST_CLAIMED || st == ST_NONE)
                     bad = "a refused claim is claimed, or its checkout "
                           "is gone";
+                else if (t->settle_rc == RSV_ENOTFOUND)
+                    bad = "a claim was told its checkout does not exist";
             } else if (t->settle_kind == 'r' && t->settle_rc == RSV_OK) {
                 if (st != ST_RELEASED && st != ST_EXPIRED)
                     bad = "an acknowledged release is not released";
@@ -1257,6 +1260,119 @@ static void print_wsrep_counters(long long before[NODES][WSREP_COUNTERS])
 }
 
 /* ------------------------------------------------------------------ */
+/* A node that has not applied a commit yet (--late-apply)            */
+/* ------------------------------------------------------------------ */
+
+/* Node 2 is paused (desynced, then FLUSH TABLES WITH READ LOCK, which
+ * holds its applier) while node 1 commits reserves; a context on node 2
+ * then asks about them, and node 2 resumes 1.5 s later.  A client that
+ * moved to a node that had not applied its checkout yet was told the
+ * checkout did not exist: each call here must answer as if it had. */
+static MYSQL *pause_m;
+
+static void node_pause(void)
+{
+    if (mysql_query(pause_m, "SET GLOBAL wsrep_desync = ON") ||
+        mysql_query(pause_m, "FLUSH TABLES WITH READ LOCK"))
+        problem("node 2: pause: %s", mysql_error(pause_m));
+}
+
+static void *node_resume_later(void *arg)
+{
+    (void)arg;
+    ll_sleep_ms(1500);
+    if (mysql_query(pause_m, "UNLOCK TABLES") ||
+        mysql_query(pause_m, "SET GLOBAL wsrep_desync = OFF"))
+        problem("node 2: resume: %s", mysql_error(pause_m));
+    return NULL;
+}
+
+static rsv_ctx *late_ctx(int node)
+{
+    MYSQL *m = node_connect(node, 300);
+    rsv_ctx *ctx = NULL;
+    if (!m || rsv_open(&ctx, m, NULL) != RSV_OK) {
+        fprintf(stderr, "galera-load: node %d: %s\n", node + 1,
+                m ? rsv_errmsg(ctx) : "cannot connect");
+        exit(2);
+    }
+    return ctx;
+}
+
+/* Reserve toks on node 1 while node 2 is paused, checking that node 2
+ * really does not have them yet (else this tests nothing). */
+static void late_reserve(rsv_ctx *c1, MYSQL *peek, const char *const *toks,
+                         int n)
+{
+    node_pause();
+    for (int i = 0; i < n; i++) {
+        int rc = rsv_reserve_one(c1, SHOP, toks[i], strlen(toks[i]),
+                                 HOT_ITEM + 1, LOC, 1, 600000);
+        if (rc != RSV_OK)
+            problem("late-apply: reserve %s: %s", toks[i], rsv_errmsg(c1));
+        char q[200];
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts "
+                              "WHERE checkout_token = '%s'", toks[i]);
+        if (q_int(peek, q) != 0)
+            problem("late-apply: node 2 applied %s while paused: the "
+                    "check tests nothing", toks[i]);
+    }
+}
+
+static int late_apply_check(void)
+{
+    rsv_ctx *c1 = late_ctx(0), *c2 = late_ctx(1);
+    MYSQL *peek = node_connect(1, 300);
+    pause_m = node_connect(1, 300);
+    if (!peek || !pause_m) {
+        fprintf(stderr, "galera-load: node 2: cannot connect\n");
+        return 2;
+    }
+    pthread_t th;
+    const char *status_tok[] = {"late.status"};
+    late_reserve(c1, peek, status_tok, 1);
+    pthread_create(&th, NULL, node_resume_later, NULL);
+    int32_t st = 0;
+    int rc = rsv_checkout_status(c2, SHOP, status_tok[0],
+                                 strlen(status_tok[0]), &st, NULL, NULL);
+    pthread_join(th, NULL);
+    if (rc != RSV_OK || st != RSV_STATUS_HELD)
+        problem("late-apply: status on node 2: %s (status %d)",
+                rsv_code_name(rc), (int)st);
+
+    const char *batch_tok[] = {"late.batch.1", "late.batch.2"};
+    late_reserve(c1, peek, batch_tok, 2);
+    pthread_create(&th, NULL, node_resume_later, NULL);
+    uint64_t shops[] = {SHOP, SHOP};
+    size_t lens[] = {strlen(batch_tok[0]), strlen(batch_tok[1])};
+    int res[2] = {0, 0};
+    rc = rsv_release_batch(c2, 2, shops, (const void *const *)batch_tok,
+                           lens, res);
+    pthread_join(th, NULL);
+    if (rc != RSV_OK || res[0] != RSV_OK || res[1] != RSV_OK)
+        problem("late-apply: release batch on node 2: %s (%s, %s)",
+                rsv_code_name(rc), rsv_code_name(res[0]),
+                rsv_code_name(res[1]));
+
+    const char *claim_tok[] = {"late.claim"};
+    late_reserve(c1, peek, claim_tok, 1);
+    pthread_create(&th, NULL, node_resume_later, NULL);
+    rc = rsv_claim(c2, SHOP, claim_tok[0], strlen(claim_tok[0]));
+    pthread_join(th, NULL);
+    if (rc != RSV_OK)
+        problem("late-apply: claim on node 2: %s: %s", rsv_code_name(rc),
+                rsv_errmsg(c2));
+
+    /* a token nobody reserved is still not found */
+    rc = rsv_release(c2, SHOP, "late.none", 9);
+    if (rc != RSV_ENOTFOUND)
+        problem("late-apply: release of an unknown token: %s",
+                rsv_code_name(rc));
+    printf("galera-load: late-apply: %s\n", problems ? "FAILED" : "ok");
+    return problems ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* Set-up and main                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -1301,7 +1417,8 @@ static void usage(void)
             "         [--call-timeout-ms MS] [--addr-prefix P] [--port-base B]\n"
             "         [--soak SAMPLE_SECONDS]\n"
             "         [--pool-cap N] [--statements-only] [--verbose]\n"
-            "         [--proxy PATH --rtt-us N [--proxy-port P]]\n");
+            "         [--proxy PATH --rtt-us N [--proxy-port P]]\n"
+            "       galera_load --dir DIR --db NAME --late-apply\n");
     exit(2);
 }
 
@@ -1312,6 +1429,10 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--statements-only")) {
             C.flags |= TEST_OPT_STATEMENTS_ONLY;
+            continue;
+        }
+        if (!strcmp(a, "--late-apply")) {
+            C.late_apply = 1;
             continue;
         }
         if (!strcmp(a, "--verbose")) {
@@ -1400,6 +1521,8 @@ int main(int argc, char **argv)
         return 2;
     }
     setup_stock();
+    if (C.late_apply)
+        return late_apply_check();
     long long counters[NODES][WSREP_COUNTERS];
     wsrep_counters(counters);
 
