@@ -599,7 +599,10 @@ BEGIN
       END IF;
     END IF;
     -- The ledger row, if no other transaction holds it (lock order 2).
-    IF p_wait <> 2 THEN
+    -- Not asked for again when the UPDATE above found it held: that read
+    -- would skip it too, and it was a statement more on every pool take
+    -- while a refill or another buyer holds the row.
+    IF p_wait <> 2 AND NOT v_held THEN
       SELECT next_unit_id, on_hand - issued, pool_cap
         INTO o_next, o_avail, v_cap
         FROM rsv_ledger
@@ -834,12 +837,12 @@ BEGIN
         END IF;
         ITERATE each_key;
       END IF;
-      SET v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0;
+      SET v_next = NULL, v_avail = NULL, v_cap = NULL, v_mint = 0,
+          v_held = 0, v_took = 0;
       SET v_start = SUBSTRING_INDEX(SUBSTRING_INDEX(v_key, ',', 5), ',', -1),
           v_fill = SUBSTRING_INDEX(v_key, ',', -1);
       -- The guarded UPDATE that never waits, as in rsv_reserve_key_v3.
       IF v_fill = 0 AND v_start = 0 AND NOT @@innodb_rollback_on_timeout THEN
-        SET v_held = 0, v_took = 0;
         BEGIN
           DECLARE CONTINUE HANDLER FOR 1205 SET v_held = 1;
           /*M! SET STATEMENT innodb_lock_wait_timeout = 0 FOR */
@@ -855,11 +858,15 @@ BEGIN
           ITERATE each_key;
         END IF;
       END IF;
-      SELECT next_unit_id, on_hand - issued, pool_cap
-        INTO v_next, v_avail, v_cap
-        FROM rsv_ledger
-       WHERE shop_id = p_shop AND item_id = v_item
-         AND location_id = v_loc FOR UPDATE SKIP LOCKED;
+      -- Not asked for again when the UPDATE found it held (as in
+      -- rsv_reserve_key_v3).
+      IF NOT v_held THEN
+        SELECT next_unit_id, on_hand - issued, pool_cap
+          INTO v_next, v_avail, v_cap
+          FROM rsv_ledger
+         WHERE shop_id = p_shop AND item_id = v_item
+           AND location_id = v_loc FOR UPDATE SKIP LOCKED;
+      END IF;
       IF v_avail >= v_want THEN
         SET v_avail = v_avail - v_want;
         SET v_rows = 0;
