@@ -335,7 +335,8 @@ typedef struct rsv_options {
                                    that follows the budget answers
                                    RSV_ECONN.  Not over TLS (some
                                    Connector/C versions keep their own
-                                   timeout there: set read_timeout) */
+                                   timeout there: set read_timeout).
+                                   rsv_audit() has no budget */
     int32_t stmt_cache_max;     /* prepared statements one context keeps
                                    on the server (1..48, default 48):
                                    max_prepared_stmt_count must allow
@@ -747,6 +748,9 @@ typedef void (*rsv_audit_fn)(void *arg, uint64_t shop_id, uint64_t item_id,
  * Each violation is passed to fn (may be NULL); *violations_out (may be
  * NULL) receives the count.  Returns RSV_OK when the audit ran, whatever it
  * found; a failure code only when it could not run.
+ * It reads every row of the shop (of every shop), seconds on a large one,
+ * and is not bounded by call_timeout_ms: it holds no row lock and commits
+ * nothing.  Bound it with the connection's read timeout if need be.
  */
 RSV_EXTERN int rsv_audit(rsv_ctx *ctx, uint64_t shop_id, int all_shops,
                          rsv_audit_fn fn, void *arg, int64_t *violations_out);

@@ -3003,19 +3003,25 @@ static int check_tables(MYSQL *c)
                                      "status = 2", SHOP, design_tag[d]);
             rsv_ctx *ctx = NULL;
             int64_t v = -1;
+            uint64_t a0 = now_us();
             int rc = lib_open(&ctx, c);
             if (rc == RSV_OK)
                 rc = rsv_audit(ctx, SHOP, 0, NULL, NULL, &v);
+            if (rc != RSV_OK)
+                fprintf(stderr, "bench: rsv_audit: %s\n",
+                        ctx ? rsv_errmsg(ctx) : rsv_code_name(rc));
             rsv_close(ctx);
+            uint64_t audit_ms = (now_us() - a0) / 1000u;
             ok = ok && agrees(co, (long long)t->reserves, t->in_doubt) &&
                  agrees(cl, (long long)t->claims, t->in_doubt) &&
                  rc == RSV_OK && v == 0;
             snprintf(more, sizeof more, " checkouts_held=%lld/%llu "
-                     "checkouts_claimed=%lld/%llu audit=%s audit_violations=%lld",
+                     "checkouts_claimed=%lld/%llu audit=%s audit_violations=%lld "
+                     "audit_ms=%llu",
                      co, (unsigned long long)t->reserves, cl,
                      (unsigned long long)t->claims,
                      rsv_code_name(rc) ? rsv_code_name(rc) : "?",
-                     (long long)v);
+                     (long long)v, (unsigned long long)audit_ms);
         } else if (is_hot(d)) {
             const char *lv = level_table(d);
             bad = q_i64f(c, "SELECT COUNT(*) FROM %s l LEFT JOIN (SELECT "
