@@ -389,8 +389,8 @@ static void *unlock_later(void *arg)
 
 /* An audit longer than the call's budget runs to its end: it holds no
  * row lock and commits nothing, and on a large shop its reads take
- * seconds (cut by the budget, an audit of such a shop answered RSV_ECONN
- * every time).  Here another session's table lock keeps its read waiting
+ * seconds (cut by the budget, an audit of such a shop answered
+ * RSV_ECONN).  Here another session's table lock keeps its read waiting
  * 3 s, where the budget of 100 ms and a lock wait of 1 s would have cut a
  * statement of any other call at 2.1 s. */
 START_TEST(audit_is_not_cut_by_the_budget)
