@@ -10,6 +10,9 @@
 #                      5 units a reserve; libreserve, the batcher, the hot
 #                      row and the floor in one round trip; 64 clients,
 #                      0.5 ms RTT
+#   make bench-crowd   the crowd: 16 to 512 buyers on connections of their
+#                      own, as threads and as processes, and the stampede
+#                      at both pool caps (see run-bench.sh)
 #   make bench-stampede  300 buyers released at once on one item whose
 #                      pool (cap 50) is refilled many times over, 4
 #                      reserves each; libreserve and the one-trip hot row;
@@ -54,3 +57,12 @@ bench-quick: deps
 bench-stampede: deps
 	@$(MAKE) --no-print-directory bench-build
 	B=$(B) tests/bench/run-bench.sh stampede $(BENCH_RUN_ARGS) $(BENCH_ARGS)
+
+# The crowd: hundreds of buyers, each on a connection of its own (threads,
+# then processes), against the one-trip hot row and floor; then the refill
+# stampede at both pool caps.  Writes $(B)/bench/results-crowd.txt and
+# $(B)/bench/crowd/*.svg.  BENCH_ARGS as above (e.g. --rounds 1).
+.PHONY: bench-crowd
+bench-crowd: deps
+	@$(MAKE) --no-print-directory bench-build
+	B=$(B) tests/bench/run-bench.sh crowd $(BENCH_RUN_ARGS) $(BENCH_ARGS)

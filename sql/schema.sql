@@ -463,6 +463,21 @@ DELIMITER ;
 -- the slow path they went to before held it across a dozen round trips
 -- each, and the last of them ran out of time (docs/scaling.md, the
 -- refill stampede).
+-- The pool gate: at most four buyers of a key read and take its pool at
+-- once; the others sleep in GET_LOCK on one of four named locks (by
+-- connection id), taken after the checkout row and the hold and given
+-- back right after the take, before the commit.  Ungated, a crowd of
+-- hundreds of connections on one key spun on the latches of the pool's
+-- few pages and read past rows other buyers held: the server's CPU per
+-- reserve grew with the crowd, to nine times its cost at 64 buyers
+-- (docs/performance.md, the crowd).  A named lock, not a row lock: a row
+-- lock is held through the commit and its log flush, which serialised
+-- the commits the gate's holders could otherwise share.  While it waits
+-- for the gate a buyer holds only rows nobody else can want (its new
+-- checkout and hold), and while it holds the gate it never waits (SKIP
+-- LOCKED), so the gate cannot close a cycle of waits.  It changes no
+-- answer and no row: a gate not had in time (the statement's lock wait)
+-- or refused (Galera) is simply gone without.
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
 -- this transaction holds the ledger row (rsv_pool_top_up_v3).
 -- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
@@ -510,10 +525,15 @@ BEGIN
   DECLARE v_cap, v_rows BIGINT DEFAULT 0;
   -- held here (but short), or held elsewhere
   DECLARE v_locked INT DEFAULT 0;
+  -- the pool gate this call holds (see above), NULL when none
+  DECLARE v_gate VARCHAR(64) DEFAULT NULL;
   -- A deadlock, lock-wait timeout or any other error: in a transaction of
   -- our own, give everything back; either way tell the caller (who
   -- retries or reports it).
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
+    IF v_gate IS NOT NULL THEN
+      DO RELEASE_LOCK(v_gate);
+    END IF;
     IF p_own THEN
       ROLLBACK AND NO CHAIN NO RELEASE;
     END IF;
@@ -643,6 +663,20 @@ BEGIN
       SET o_status = 3;
       LEAVE body;
     END IF;
+    -- The pool gate (see above), unless this transaction holds the
+    -- ledger row: then it is the key's one refiller and must not queue
+    -- behind buyers.  Not on Galera, which refuses GET_LOCK (1235): there
+    -- the pool is read ungated.
+    IF NOT v_locked THEN
+      BEGIN
+        DECLARE CONTINUE HANDLER FOR 1235 SET v_gate = NULL;
+        SET v_gate = CONCAT('rsv/', HEX(p_shop), '/', HEX(p_item), '/',
+                            HEX(p_loc), '/', CONNECTION_ID() MOD 4);
+        IF NOT GET_LOCK(v_gate, @@innodb_lock_wait_timeout) <=> 1 THEN
+          SET v_gate = NULL;
+        END IF;
+      END;
+    END IF;
     -- One unit, the usual reserve, without the nested CALL: it cost a
     -- batch entry about 5 % of its server time (docs/performance.md).
     IF p_want = 1 THEN
@@ -663,6 +697,10 @@ BEGIN
     ELSE
       CALL rsv_pool_take_units_v1(p_shop, p_item, p_loc, p_want, p_start,
                                   o_taken, o_first, o_last);
+    END IF;
+    IF v_gate IS NOT NULL THEN
+      DO RELEASE_LOCK(v_gate);
+      SET v_gate = NULL;
     END IF;
     IF o_taken < p_want AND o_next IS NULL THEN
       SELECT next_unit_id, on_hand - issued INTO o_next, o_avail

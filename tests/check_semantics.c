@@ -1338,6 +1338,94 @@ END_TEST
  * a top-up that found it held left the pool to run dry.  Such a top-up is
  * left pending, and the context's next reserve procedure of that pool
  * that gets the row does it, in the same CALL. */
+/* The pool gate of the reserve procedure: while another session holds
+ * every gate of a key (and its ledger row, so that the reserve cannot
+ * take from it), a reserve that must read the pool sleeps in GET_LOCK;
+ * once they are given back it goes on and answers as ever, and its
+ * session keeps no gate, after a reserve served and after one that came
+ * up short alike. */
+struct gate_call {
+    tu_fix *f;
+    int rc;
+    volatile int done;
+};
+
+static void *gate_reserve(void *arg)
+{
+    struct gate_call *g = arg;
+    g->rc = rsv_reserve_one(g->f->ctx, g->f->shop, TOK("gated"), 84, 1, 1, 0);
+    g->done = 1;
+    return NULL;
+}
+
+/* How many of key (shop, 84, 1)'s gates connection c holds (IS_USED_LOCK
+ * names the holder's connection). */
+static int64_t gates_held(MYSQL *c, unsigned long who, uint64_t shop)
+{
+    char q[512];
+    snprintf(q, sizeof q, "SELECT (IS_USED_LOCK(CONCAT('rsv/', HEX(%llu), "
+             "'/', HEX(84), '/1/0')) <=> %lu) + (IS_USED_LOCK(CONCAT('rsv/', "
+             "HEX(%llu), '/', HEX(84), '/1/1')) <=> %lu) + (IS_USED_LOCK("
+             "CONCAT('rsv/', HEX(%llu), '/', HEX(84), '/1/2')) <=> %lu) + "
+             "(IS_USED_LOCK(CONCAT('rsv/', HEX(%llu), '/', HEX(84), '/1/3')) "
+             "<=> %lu)", (unsigned long long)shop, who,
+             (unsigned long long)shop, who, (unsigned long long)shop, who,
+             (unsigned long long)shop, who);
+    return tu_i64(c, q);
+}
+
+START_TEST(pool_gate_queues_a_crowd)
+{
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    pooled_stock(f.ctx, f.conn, f.shop, 84, 50, 10);
+    MYSQL *other = lock_ledger_rows(f.shop, 84, 84);
+    unsigned long other_id = mysql_thread_id(other);
+    char q[256];
+    for (int lane = 0; lane < 4; lane++) {
+        snprintf(q, sizeof q, "SELECT GET_LOCK(CONCAT('rsv/', HEX(%llu), "
+                 "'/', HEX(84), '/1/%d'), 0)", (unsigned long long)f.shop,
+                 lane);
+        ck_assert_int_eq(tu_i64(other, q), 1);
+    }
+    ck_assert_int_eq(gates_held(other, other_id, f.shop), 4);
+
+    struct gate_call g = {&f, -100, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, gate_reserve, &g), 0);
+    MYSQL *mon = tu_connect();
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+             "WHERE ID = %lu AND STATE = 'User lock' AND TIME_MS >= 300",
+             mysql_thread_id(f.conn));
+    int waited = 0;
+    for (int i = 0; i < 1000 && !waited && !g.done; i++) {
+        waited = tu_i64(mon, q) == 1;
+        usleep(10000);
+    }
+    ck_assert_msg(waited && !g.done,
+                  "the reserve did not wait at the pool's gate (done=%d)",
+                  g.done);
+    tu_exec(other, "DO RELEASE_ALL_LOCKS()");
+    pthread_join(t, NULL);
+    TU_RC(f.ctx, g.rc, RSV_OK);
+    ck_assert_int_eq(key_count(f.conn, "pool", f.shop, 84), 9);
+    ck_assert_int_eq(gates_held(mon, mysql_thread_id(f.conn), f.shop), 0);
+
+    /* a reserve that comes up short at the pool gives its gate back too
+     * (the ledger row still held: an impatient context gives up on it) */
+    tu_fix f2;
+    tu_fix_open_impatient(&f2, 0);
+    int rc = rsv_reserve_one(f2.ctx, f.shop, TOK("short"), 84, 1, 30, 0);
+    ck_assert_int_ne(rc, RSV_OK);
+    ck_assert_int_eq(gates_held(mon, mysql_thread_id(f2.conn), f.shop), 0);
+    tu_fix_close(&f2);
+    tu_exec(other, "ROLLBACK");
+    mysql_close(mon);
+    mysql_close(other);
+    tu_fix_close(&f);
+}
+END_TEST
+
 START_TEST(held_top_up_is_tried_again)
 {
     tu_fix f;
@@ -1934,6 +2022,7 @@ int main(void)
     tu_add(s, "one_trip_takes_from_a_free_ledger_row",
            one_trip_takes_from_a_free_ledger_row);
     tu_add(s, "held_top_up_is_tried_again", held_top_up_is_tried_again);
+    tu_add(s, "pool_gate_queues_a_crowd", pool_gate_queues_a_crowd);
     tu_add(s, "extreme_ids_on_every_path", extreme_ids_on_every_path);
     tu_add(s, "cart_reads_first_locations_first",
            cart_reads_first_locations_first);

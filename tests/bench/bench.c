@@ -94,6 +94,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -249,6 +250,8 @@ static struct {
     const char *restart_cmd;
     int stampede_profile;
     int proxy_port;          /* first port to try for the proxies; 0: any */
+    int processes;           /* --processes: each client a process of its
+                                own, not a thread (the crowd) */
     /* the server's configuration, read at start: every line says it */
     int binlog, semisync;
 } cfg;
@@ -256,9 +259,10 @@ static struct {
 /* The server configuration's part of every output line. */
 static const char *cfg_key(void)
 {
-    static char buf[32];
-    snprintf(buf, sizeof buf, "binlog=%d%s", cfg.binlog,
-             cfg.semisync ? " semisync=1" : "");
+    static char buf[64];
+    snprintf(buf, sizeof buf, "binlog=%d%s%s", cfg.binlog,
+             cfg.semisync ? " semisync=1" : "",
+             cfg.processes ? " clients_as=processes" : "");
     return buf;
 }
 
@@ -266,7 +270,7 @@ static const char *cfg_key(void)
  * which state the server was. */
 static const char *cfg_key_for(int wl)
 {
-    static char buf[64];
+    static char buf[96];
     snprintf(buf, sizeof buf, "%s%s", cfg_key(),
              wl == W_STAMPEDE         ? " server=warm"
              : wl == W_STAMPEDE_FRESH ? " server=fresh"
@@ -2014,7 +2018,86 @@ static void batcher_counters(const meas *m, uint64_t *out)
     }
 }
 
-static void run_measurement(meas *m, MYSQL *mon, int profile)
+
+/* --processes: every client a process of its own (fork), as the workers
+ * of a PHP-FPM or Puma pool are, each with its own connection.  The
+ * measurement's shared fields (the barrier, go, the window) live in
+ * memory shared with the children; each child runs worker_main and
+ * leaves what it counted in a slot of its own, which the parent copies
+ * back into its worker after waiting for it. */
+#define PROC_LAT_MAX 131072 /* latencies a client process can hand back */
+typedef struct proc_slot {
+    worker w;               /* as it ended (its pointers mean nothing here) */
+    uint32_t nlat, npath[NPATHS];
+    uint32_t lat[PROC_LAT_MAX]; /* its latencies, then each path's */
+} proc_slot;
+
+static void *shared_alloc(size_t len)
+{
+    /* /dev/zero mapped shared: anonymous memory the children share,
+     * within POSIX (MAP_ANONYMOUS is not) */
+    int fd = open("/dev/zero", O_RDWR);
+    if (fd < 0)
+        die("cannot open /dev/zero");
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        die("mmap of %zu bytes failed", len);
+    return p;
+}
+
+static pid_t proc_start(worker *w, proc_slot *slot)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed");
+    if (pid > 0)
+        return pid;
+    worker_main(w);
+    slot->w = *w;
+    uint32_t k = 0;
+    size_t n = w->nlat < PROC_LAT_MAX ? w->nlat : PROC_LAT_MAX;
+    memcpy(slot->lat, w->lat, n * sizeof *w->lat);
+    slot->nlat = (uint32_t)n;
+    k = (uint32_t)n;
+    for (int q = 0; q < NPATHS; q++) {
+        size_t pn = w->path_lat[q].n;
+        if (pn > PROC_LAT_MAX - k)
+            pn = PROC_LAT_MAX - k;
+        memcpy(slot->lat + k, w->path_lat[q].v, pn * sizeof *slot->lat);
+        slot->npath[q] = (uint32_t)pn;
+        k += (uint32_t)pn;
+    }
+    _exit(0);
+}
+
+static void proc_join(pid_t pid, worker *w, const proc_slot *slot)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        w->setup_failed = 1;
+        return;
+    }
+    meas *m = w->m;
+    *w = slot->w;
+    w->m = m;
+    w->lat = xcalloc(slot->nlat + 1, sizeof *w->lat);
+    memcpy(w->lat, slot->lat, slot->nlat * sizeof *w->lat);
+    w->nlat = w->caplat = slot->nlat;
+    uint32_t k = slot->nlat;
+    for (int q = 0; q < NPATHS; q++) {
+        latvec *pv = &w->path_lat[q];
+        pv->v = xcalloc(slot->npath[q] + 1, sizeof *pv->v);
+        memcpy(pv->v, slot->lat + k, slot->npath[q] * sizeof *pv->v);
+        pv->n = pv->cap = slot->npath[q];
+        k += slot->npath[q];
+    }
+}
+
+static void run_measurement_in(meas *m, MYSQL *mon, int profile)
 {
     m->id = ++meas_counter;
     char key[256];
@@ -2023,12 +2106,24 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     pthread_t *th = xcalloc((size_t)m->clients, sizeof *th);
     if (m->design == D_BATCHER)
         m->batcher = batcher_open(m);
-    pthread_barrier_init(&m->ready, NULL, (unsigned)m->clients + 1);
+    pthread_barrierattr_t ba;
+    pthread_barrierattr_init(&ba);
+    if (cfg.processes)
+        pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(&m->ready, &ba, (unsigned)m->clients + 1);
+    pthread_barrierattr_destroy(&ba);
+    pid_t *pids = cfg.processes ? xcalloc((size_t)m->clients, sizeof *pids)
+                                : NULL;
+    proc_slot *slots = cfg.processes
+                           ? shared_alloc((size_t)m->clients * sizeof *slots)
+                           : NULL;
     for (int i = 0; i < m->clients; i++) {
         w[i].m = m;
         w[i].tid = i;
         w[i].rng = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)m->id << 32) ^ (uint64_t)(i + 1);
-        if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
+        if (pids)
+            pids[i] = proc_start(&w[i], &slots[i]);
+        else if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
             die("pthread_create failed");
     }
     pthread_barrier_wait(&m->ready);
@@ -2075,8 +2170,12 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     if (m->batcher)
         batcher_counters(m, blib0);
     if (stampede) {
-        for (int i = 0; i < m->clients; i++)
-            pthread_join(th[i], NULL);
+        for (int i = 0; i < m->clients; i++) {
+            if (pids)
+                proc_join(pids[i], &w[i], &slots[i]);
+            else
+                pthread_join(th[i], NULL);
+        }
         uint64_t last = m->t_start + 1;
         for (int i = 0; i < m->clients; i++)
             if (w[i].t_last > last)
@@ -2088,9 +2187,14 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     cpu_read(&c1);
     uint64_t cpu_t1 = now_us();
     status_read(mon, 0, &s1);
-    if (!stampede)
-        for (int i = 0; i < m->clients; i++)
-            pthread_join(th[i], NULL);
+    if (!stampede) {
+        for (int i = 0; i < m->clients; i++) {
+            if (pids)
+                proc_join(pids[i], &w[i], &slots[i]);
+            else
+                pthread_join(th[i], NULL);
+        }
+    }
     if (m->batcher) {
         /* the window and the tail, as the other library designs count:
          * all on the first client, whose lines are summed below */
@@ -2218,11 +2322,15 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
            c_proxy = m->rtt_us ? cpu_cores(c0.proxy, c1.proxy, secs) : 0.0,
            c_machine = cpu_cores(c0.machine, c1.machine, secs);
     double other = c_machine - c_server - c_self - c_proxy;
+    /* (with --processes the clients are not this process: their CPU
+     * shows under other processes) */
     printf("# cpu %s cores_busy: server=%.2f bench_clients=%.2f proxy=%.2f "
-           "whole_machine=%.2f (of %ld; other processes=%.2f)\n",
+           "whole_machine=%.2f (of %ld; other processes=%.2f) "
+           "server_us_per_op=%.0f\n",
            key, c_server, c_self, c_proxy, c_machine,
-           sysconf(_SC_NPROCESSORS_ONLN), fmax(0.0, other));
-    if (c0.machine >= 0 && c0.server >= 0 && other > 0.25)
+           sysconf(_SC_NPROCESSORS_ONLN), fmax(0.0, other),
+           m->ops_per_s > 0 ? c_server * 1e6 / m->ops_per_s : 0.0);
+    if (c0.machine >= 0 && c0.server >= 0 && other > 0.25 && !cfg.processes)
         printf("# noisy %s: other processes used %.2f cores during this "
                "measurement\n", key, other);
     if (pr) {
@@ -2245,7 +2353,25 @@ static void run_measurement(meas *m, MYSQL *mon, int profile)
     free(all);
     free(w);
     free(th);
+    free(pids);
+    if (slots)
+        munmap(slots, (size_t)m->clients * sizeof *slots);
     pthread_barrier_destroy(&m->ready);
+}
+
+/* A measurement whose clients are processes keeps its shared fields in
+ * shared memory for the run, and the results in m after. */
+static void run_measurement(meas *m, MYSQL *mon, int profile)
+{
+    if (!cfg.processes) {
+        run_measurement_in(m, mon, profile);
+        return;
+    }
+    meas *sm = shared_alloc(sizeof *sm);
+    *sm = *m;
+    run_measurement_in(sm, mon, profile);
+    *m = *sm;
+    munmap(sm, sizeof *sm);
 }
 
 /* ------------------------------------------------------------------ */
@@ -3072,7 +3198,7 @@ static void usage(void)
             "             [--rtt-us LIST] [--clients LIST] [--workloads LIST]\n"
             "             [--designs LIST] [--no-stmts] [--no-cold] [--no-profile]\n"
             "             [--spread-stock N] [--warm-spread] [--claim-holds N]\n"
-            "             [--statements-only] [--proxy-port P]\n"
+            "             [--statements-only] [--proxy-port P] [--processes]\n"
             "             [--stampede] [--stampede-reserves N] [--stampede-cap N]\n"
             "             [--stampede-profile]\n"
             "LIST is comma-separated; workloads: flash1,flash1q2,flash1q5,\n"
@@ -3452,6 +3578,8 @@ int main(int argc, char **argv)
             cfg.spread_stock = atol(v);
         } else if (ARG("--claim-holds")) {
             claim_override = atol(v);
+        } else if (strcmp(a, "--processes") == 0) {
+            cfg.processes = 1;
         } else if (strcmp(a, "--no-stmts") == 0) {
             cfg.stmts = 0;
         } else if (strcmp(a, "--no-cold") == 0) {
@@ -3481,6 +3609,9 @@ int main(int argc, char **argv)
     if (claim_override > 0)
         for (int d = 0; d < D_N; d++)
             cfg.claim_holds[d] = claim_override;
+    /* a crowd of processes has no batch or batcher to share */
+    if (cfg.processes)
+        cfg.designs[D_BATCH] = cfg.designs[D_BATCHER] = 0;
     if (!cfg.sock)
         usage();
     if (cfg.warmup_ms < 0 || cfg.duration_ms < 100 || cfg.spread_stock < 1 ||

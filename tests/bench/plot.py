@@ -37,6 +37,13 @@ COLORS = {"libreserve": "#1f6fd1", "libreserve-batch": "#14a38b",
           "floor-1rt": "#3a3a3a", "hotrow": "#e89a8c", "floor": "#a8a8a8"}
 DASH = {"libreserve": "", "libreserve-batch": "", "libreserve-batcher": "",
         "hotrow-1rt": "", "floor-1rt": "", "hotrow": "6,3", "floor": "2,3"}
+# Clients that were processes of their own (bench --processes), drawn
+# dashed beside the same design's threads.
+PROCS = " (processes)"
+for _d in list(DESIGNS):
+    DESIGNS.append(_d + PROCS)
+    COLORS[_d + PROCS] = COLORS[_d]
+    DASH[_d + PROCS] = "5,4"
 # What each design is, for a reader of the headline picture.
 DESIGN_TITLE = {
     "libreserve": "libreserve, one call a buyer",
@@ -59,7 +66,7 @@ WORKLOAD_TITLE = {
 
 LINE = re.compile(
     r"^bench design=(\S+) workload=(\S+) clients=(\d+) rtt_us=(\d+)"
-    r"(?: binlog=(\d))?( semisync=1)? "
+    r"(?: binlog=(\d))?( semisync=1)?( clients_as=processes)? "
     r"ops_per_s=(\d+) p50_us=(\d+) p99_us=(\d+) p999_us=(\d+)(.*)$")
 RANGE = re.compile(r"(ops_per_s|p99_us)_range=(\d+)-(\d+)")
 
@@ -78,7 +85,10 @@ def parse(path):
         for line in f:
             m = LINE.match(line.rstrip("\n"))
             if m:
-                d, w, c, r, bl, ss, ops, p50, p99, p999, rest = m.groups()
+                d, w, c, r, bl, ss, procs, ops, p50, p99, p999, rest = \
+                    m.groups()
+                if procs:  # a crowd of processes: a line of its own
+                    d += PROCS
                 row = dict(design=d, workload=w, clients=int(c), rtt=int(r),
                            config=config_of(bl, ss), ops=int(ops),
                            p50=int(p50), p99=int(p99), p999=int(p999))

@@ -2,12 +2,20 @@
 # Runs the benchmark in each server configuration asked for, each on fresh
 # throwaway servers that it starts and stops, and draws the plots.
 #
-# Usage: tests/bench/run-bench.sh full|quick|stampede [--binlog 1|0|both]
+# Usage: tests/bench/run-bench.sh full|quick|stampede|crowd [--binlog 1|0|both]
 #                                 [--semisync] [bench options...]
 #   stampede       the refill stampede alone (bench --stampede): each
 #                  fresh-server measurement on a server this script's
 #                  configuration starts anew (RSV_BENCH_RESTART); not with
 #                  --semisync
+#   crowd          the crowd: the flash sale at 16, 64, 256 and 512
+#                  buyers, each on a connection of its own, as threads of
+#                  one process and again as processes of their own; the
+#                  5-unit flash sale at 256; libreserve, the one-trip hot
+#                  row and the one-trip floor; then the refill stampede
+#                  with pool caps 50 and 1,000 (on fresh servers as in
+#                  stampede).  Bench options given apply to every part
+#                  (--rounds N).
 #   --binlog 1     production durability, the headline (the default): the
 #                  binary log on (ROW), sync_binlog=1,
 #                  innodb_flush_log_at_trx_commit=1
@@ -38,7 +46,8 @@ case "$mode" in
   full) mode_args=() ;;
   quick) mode_args=(--quick) ;;
   stampede) mode_args=(--stampede) ;;
-  *) sed -n '5,28p' "$0" >&2; exit 2 ;;
+  crowd) mode_args=(--quick) ;;
+  *) sed -n '5,36p' "$0" >&2; exit 2 ;;
 esac
 binlog=1 semisync=0
 while [ $# -gt 0 ]; do
@@ -57,7 +66,7 @@ case "$binlog" in
   *) echo "run-bench.sh: --binlog takes 1, 0 or both" >&2; exit 2 ;;
 esac
 [ "$semisync" = 1 ] && configs+=(semisync)
-if [ "$mode" = stampede ] && [ "$semisync" = 1 ]; then
+if { [ "$mode" = stampede ] || [ "$mode" = crowd ]; } && [ "$semisync" = 1 ]; then
   echo "run-bench.sh: the stampede replaces its server, which a replica cannot follow: no --semisync" >&2
   exit 2
 fi
@@ -121,7 +130,7 @@ else
     # The stampede's fresh servers: this configuration's, in the same
     # directory, the old one stopped and removed.
     export RSV_BENCH_RESTART=""
-    [ "$mode" = stampede ] &&
+    { [ "$mode" = stampede ] || [ "$mode" = crowd ]; } &&
       RSV_BENCH_RESTART="bash -c '. tests/bench/servers.sh && bench_restart $config $dir/primary'"
     if [ "$config" = semisync ]; then
       bench_replica_up "$dir/primary" "$dir/replica" "$out/proxy" "$work"
@@ -130,7 +139,24 @@ else
       [ "$mode" = full ] && extra=(--workloads "$semisync_workloads" --clients 64
                                    --no-stmts --no-cold --no-profile)
     fi
-    run_one "$config" "$dir/primary" "${extra[@]}" "$@" || status=$?
+    if [ "$mode" = crowd ]; then
+      crowd_designs=(--designs libreserve,hotrow-1rt,floor-1rt --rtt-us 500)
+      mode_args=(--quick)
+      run_one "$config" "$dir/primary" "${crowd_designs[@]}" --workloads flash1 \
+          --clients 16,64,256,512 "$@" || status=$?
+      [ "$status" -eq 0 ] && { run_one "$config" "$dir/primary" "${crowd_designs[@]}" \
+          --workloads flash1q5 --clients 256 "$@" || status=$?; }
+      [ "$status" -eq 0 ] && { run_one "$config-processes" "$dir/primary" \
+          "${crowd_designs[@]}" --processes --workloads flash1 \
+          --clients 16,64,256,512 "$@" || status=$?; }
+      mode_args=(--stampede)
+      for cap in 50 1000; do
+        [ "$status" -eq 0 ] && { run_one "$config-stampede-cap$cap" "$dir/primary" \
+            --stampede-cap "$cap" "$@" || status=$?; }
+      done
+    else
+      run_one "$config" "$dir/primary" "${extra[@]}" "$@" || status=$?
+    fi
     if [ "$config" = semisync ]; then
       bench_replica_report "$dir/primary" "$dir/replica" "binlog=1 semisync=1" | tee -a "$results"
     fi
@@ -143,6 +169,8 @@ echo "# wall time: $((SECONDS - start)) s; load average after: $(cut -d' ' -f1-3
 if [ "$mode" = full ]; then
   cp "$results" "$out/results.txt"
   python3 tests/bench/plot.py "$results" "$out"
+elif [ "$mode" = crowd ]; then
+  python3 tests/bench/plot.py "$results" "$out/crowd"
 elif [ "$mode" = quick ]; then
   # a quick run never overwrites the plots of the last full run
   python3 tests/bench/plot.py "$results" "$out/quick"
