@@ -476,8 +476,10 @@ DELIMITER ;
 -- for the gate a buyer holds only rows nobody else can want (its new
 -- checkout and hold), and while it holds the gate it never waits (SKIP
 -- LOCKED), so the gate cannot close a cycle of waits.  It changes no
--- answer and no row: a gate not had in time (the statement's lock wait)
--- or refused (Galera) is simply gone without.
+-- answer and no row: a gate not had within a second (or the statement's
+-- lock wait, if shorter), or refused (Galera), is simply gone without; a
+-- second, so that the gate never adds a wait the call's budget did not
+-- plan for (the waited take may already have waited for the ledger row).
 -- p_fill: a top-up of the pool is due (its cap, 0 if none): done here if
 -- this transaction holds the ledger row (rsv_pool_top_up_v3).
 -- Out: o_status 0 = done, to be committed; 1 = the checkout exists (a
@@ -672,7 +674,8 @@ BEGIN
         DECLARE CONTINUE HANDLER FOR 1235 SET v_gate = NULL;
         SET v_gate = CONCAT('rsv/', HEX(p_shop), '/', HEX(p_item), '/',
                             HEX(p_loc), '/', CONNECTION_ID() MOD 4);
-        IF NOT GET_LOCK(v_gate, @@innodb_lock_wait_timeout) <=> 1 THEN
+        IF NOT GET_LOCK(v_gate, LEAST(@@innodb_lock_wait_timeout, 1))
+               <=> 1 THEN
           SET v_gate = NULL;
         END IF;
       END;

@@ -1395,7 +1395,7 @@ START_TEST(pool_gate_queues_a_crowd)
     ck_assert_int_eq(pthread_create(&t, NULL, gate_reserve, &g), 0);
     MYSQL *mon = tu_connect();
     snprintf(q, sizeof q, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
-             "WHERE ID = %lu AND STATE = 'User lock' AND TIME_MS >= 300",
+             "WHERE ID = %lu AND STATE = 'User lock' AND TIME_MS >= 100",
              mysql_thread_id(f.conn));
     int waited = 0;
     for (int i = 0; i < 1000 && !waited && !g.done; i++) {
