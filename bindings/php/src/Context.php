@@ -105,9 +105,13 @@ final class Context
             // names the parent's memory, not ours
             [$owner, $addr] = explode(':', FFI::string($held), 2) + [1 => ''];
             if ((int) $owner === $pid && ctype_digit($addr)) {
+                // a cast CData shares the memory it was cast from: the
+                // pointer is copied into storage of its own
                 $u = $ffi->new('uintptr_t');
                 $u->cdata = (int) $addr;
-                $ctx = new self($ffi, $ffi->cast('rsv_ctx *', $u));
+                $p = $ffi->new('rsv_ctx *');
+                FFI::memcpy(FFI::addr($p), FFI::addr($u), FFI::sizeof($u));
+                $ctx = new self($ffi, $p);
             }
         }
         if ($ctx === null) {
