@@ -104,7 +104,7 @@ final class Context
             // "pid:address": a value inherited from a parent process
             // names the parent's memory, not ours
             [$owner, $addr] = explode(':', FFI::string($held), 2) + [1 => ''];
-            if ((int) $owner === $pid && ctype_digit($addr)) {
+            if ((int) $owner === $pid && preg_match('/^[0-9]+$/', $addr) === 1) {
                 // a cast CData shares the memory it was cast from: the
                 // pointer is copied into storage of its own
                 $u = $ffi->new('uintptr_t');

@@ -21,8 +21,8 @@ use Libreserve\Exception\LibraryNotFound;
  *     installed reserve.pc);
  *  3. libreserve.so.0 as the system's dynamic loader finds it
  *     (ldconfig cache, LD_LIBRARY_PATH).
- * A library preloaded with {@see Library::preload()} (opcache.preload,
- * for PHP-FPM) is used before any of them.
+ * A library preloaded under the FFI scope "LIBRESERVE" (ffi.preload, for
+ * PHP-FPM: see {@see Library::preloadHeader()}) is used before any of them.
  */
 final class Library
 {
@@ -63,42 +63,26 @@ final class Library
     }
 
     /**
-     * For opcache.preload under PHP-FPM: finds the library as above and
-     * registers its declarations under the FFI scope "LIBRESERVE", so that
-     * every request of every worker uses it with ffi.enable=preload (PHP's
-     * default) and without parsing the declarations again.  Call it from
-     * the preload script (see preload.php).  Returns the library's path.
+     * The declarations with the two lines ffi.preload needs: the scope
+     * "LIBRESERVE" and the library found as above (the first place that
+     * loads).  bin/libreserve-ffi-preload writes it to a file for php.ini:
+     *
+     *   ffi.preload=/etc/php/8.2/fpm/libreserve-ffi.h
+     *
+     * PHP then loads the library once, at start-up, in every SAPI that
+     * reads that ini, and each request of each worker takes it from the
+     * scope, with ffi.enable=preload (PHP's default), parsing nothing.
      */
-    public static function preload(): string
+    public static function preloadHeader(): string
     {
-        self::requireExtension();
-        $tried = [];
-        foreach (self::candidates($tried) as $cand) {
-            // FFI::load takes the library from a define in the header
-            // file itself, so a copy naming the library found is written
-            // and loaded; FFI keeps what it parsed, the copy can go.
-            $tmp = tempnam(sys_get_temp_dir(), 'libreserve-ffi-');
-            if ($tmp === false) {
-                throw new LibraryNotFound('cannot write the preload header to ' . sys_get_temp_dir());
-            }
-            file_put_contents($tmp, sprintf("#define FFI_SCOPE \"%s\"\n#define FFI_LIB \"%s\"\n", self::SCOPE, addcslashes($cand, "\"\\"))
-                . (string) file_get_contents(self::headerFile()));
-            try {
-                $ffi = FFI::load($tmp);
-            } catch (FFI\Exception $e) {
-                $tried[] = $cand . ': ' . $e->getMessage();
-                continue;
-            } finally {
-                @unlink($tmp);
-            }
-            if ($ffi !== null) {
-                self::$ffi = $ffi;
-                self::$path = $cand;
-                return $cand;
-            }
-            $tried[] = $cand . ': FFI::load failed';
+        $ffi = self::ffi();
+        unset($ffi);
+        $path = (string) self::$path;
+        if ($path === 'preloaded') {
+            throw new LibraryNotFound('the library is already preloaded here; run this with ffi.preload unset (php -d ffi.preload=)');
         }
-        throw new LibraryNotFound(self::notFound($tried));
+        return sprintf("#define FFI_SCOPE \"%s\"\n#define FFI_LIB \"%s\"\n", self::SCOPE, addcslashes($path, "\"\\"))
+            . (string) file_get_contents(self::headerFile());
     }
 
     private static function load(): FFI
@@ -115,12 +99,12 @@ final class Library
         if (!in_array($enable, ['1', 'on', 'true', 'yes'], true)
             && !($enable === 'preload' && PHP_SAPI === 'cli')) {
             throw new FfiUnavailable(sprintf(
-                'ffi.enable=%s: PHP refuses FFI::cdef() here (%s).  Set ffi.enable=1 '
-                . '(php.ini, or php_admin_value[ffi.enable] = 1 in the FPM pool), or keep '
-                . 'ffi.enable=preload and preload the library: opcache.preload=%s',
+                'ffi.enable=%s: PHP refuses FFI::cdef() here (%s).  Keep ffi.enable=preload '
+                . 'and preload the library (php %s > libreserve-ffi.h, then ffi.preload=<that file> '
+                . 'in php.ini), or set ffi.enable=1 in php.ini',
                 $enable === '' ? '0' : $enable,
                 PHP_SAPI,
-                dirname(__DIR__) . '/preload.php'
+                dirname(__DIR__) . '/bin/libreserve-ffi-preload'
             ));
         }
         $decls = (string) file_get_contents(self::headerFile());

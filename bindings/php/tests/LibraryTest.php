@@ -118,7 +118,7 @@ final class LibraryTest extends TestCase
         $out = self::probe([], ['ffi.enable=0']);
         $this->assertStringStartsWith('Libreserve\Exception\FfiUnavailable: ffi.enable=0', $out);
         $this->assertStringContainsString('ffi.enable=1', $out);
-        $this->assertStringContainsString('opcache.preload', $out);
+        $this->assertStringContainsString('ffi.preload=', $out);
         $out = self::probe([], ['ffi.enable=1']);
         $this->assertStringStartsWith('loaded ', $out);
     }
