@@ -27,5 +27,8 @@ if [ -z "${LIBRESERVE_PATH:-}" ]; then
   export LIBRESERVE_PATH=$build/libreserve.so.0
 fi
 cd "$here" || exit 2
+for f in $(git ls-files '*.php' 2>/dev/null || find . -name '*.php'); do
+  php -l "$f" >/dev/null || { echo "php-test.sh: $f does not parse"; exit 1; }
+done
 echo "$(php -r 'echo "PHP ", PHP_VERSION;'), $(phpunit --version | head -1), $LIBRESERVE_PATH"
 exec phpunit --configuration phpunit.xml "$@"

@@ -397,6 +397,29 @@ final class Context
     }
 
     /**
+     * Hold many carts at once: entries of [shopId, token, Cart], at most
+     * 256.  Returns each entry's answer, as reserveBatch(); each cart held
+     * says where in its allocations().
+     *
+     * @param list<array{int, string, Cart}> $entries
+     * @return list<Code>
+     */
+    public function reserveCartBatch(array $entries, int $ttlMs = 0): array
+    {
+        [$n, $shops, $toks, $lens, $res, $keep] = $this->batchArrays($entries);
+        $carts = $this->ffi->new("rsv_cart *[$n]");
+        foreach (array_values($entries) as $i => $e) {
+            if (!(($e[2] ?? null) instanceof Cart)) {
+                throw new \TypeError(sprintf('batch entry %d must be [int shopId, string token, Cart cart]', $i));
+            }
+            $carts[$i] = $e[2]->ptr();
+        }
+        $rc = $this->ffi->rsv_reserve_cart_batch($this->p(), $n, $shops, $toks, $lens, $carts, $ttlMs, $res);
+        $this->check($rc, 'rsv_reserve_cart_batch');
+        return self::codes($res, $n);
+    }
+
+    /**
      * Claim many checkouts at once: entries of [shopId, token].  Returns
      * each entry's answer (Code::Ok, Code::Claimed for a repeat, ...).
      *

@@ -110,6 +110,10 @@ int rsv_reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
                       const uint64_t *item_ids, const uint64_t *location_ids,
                       const int64_t *quantities, int64_t ttl_ms,
                       int *results);
+int rsv_reserve_cart_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
+                           const void *const *tokens,
+                           const size_t *token_lens, rsv_cart *const *carts,
+                           int64_t ttl_ms, int *results);
 int rsv_claim_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
                     const void *const *tokens, const size_t *token_lens,
                     int *results);

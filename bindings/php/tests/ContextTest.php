@@ -166,6 +166,13 @@ final class ContextTest extends TestCase
         $this->assertSame([Code::Ok, Code::Ok, Code::OutOfStock], $res);
         $this->assertSame([Code::Ok, Code::NotFound], $this->ctx->claimBatch([[self::SHOP, 'b1'], [self::SHOP, 'b3']]));
         $this->assertSame([Code::Ok, Code::Claimed], $this->ctx->releaseBatch([[self::SHOP, 'b2'], [self::SHOP, 'b1']]));
+        $a = new Cart();
+        $a->add($item, 1, 1);
+        $b = new Cart();
+        $b->add($item, 1, 5);
+        $this->assertSame([Code::Ok, Code::OutOfStock], $this->ctx->reserveCartBatch([[self::SHOP, 'c1', $a], [self::SHOP, 'c2', $b]]));
+        $this->assertSame([1 => 1], $a->allocations(0));
+        $this->assertSame(0, $b->failedLine());
         $e = ReserveException::fromCode(Code::OutOfStock->value);
         $this->assertInstanceOf(\Libreserve\Exception\OutOfStock::class, $e);
         $this->assertSame('out of stock', $e->detail);
