@@ -20,7 +20,7 @@
 PHP_PACKAGES := php8.2-cli phpunit composer php8.2-fpm nginx-light wrk curl
 
 CHECK_EXTRA_BUILD += php-deps
-CHECK_EXTRA += bindings/php/php-test.sh bindings/php/install-test.sh bindings/php/fpm-test.sh
+CHECK_EXTRA += bindings/php/php-test.sh bindings/php/composer-install-test.sh bindings/php/fpm-test.sh
 
 .PHONY: php-deps php-test php-install-test php-fpm-test
 
@@ -32,7 +32,7 @@ php-test: lib php-deps
 	tools/mariadb.sh run bindings/php/php-test.sh
 
 php-install-test: lib php-deps
-	tools/mariadb.sh run bindings/php/install-test.sh
+	tools/mariadb.sh run bindings/php/composer-install-test.sh
 
 php-fpm-test: lib php-deps
 	tools/mariadb.sh run bindings/php/fpm-test.sh

@@ -12,14 +12,14 @@
 #     Packagist off and COMPOSER_DISABLE_NETWORK=1, so nothing is fetched;
 #   - the README's quick start, run in that application with RSV_DSN
 #     naming a database of the test server, prints what it says.
-# Usage: tools/mariadb.sh run bindings/php/install-test.sh (make
+# Usage: tools/mariadb.sh run bindings/php/composer-install-test.sh (make
 # php-install-test; make check runs it).  Skips (exit 0) without php,
 # composer or pkg-config.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 if [ -z "${RSV_TEST_SOCKET:-}" ]; then
-  echo "install-test.sh: RSV_TEST_SOCKET is not set; use: tools/mariadb.sh run $0" >&2
+  echo "composer-install-test.sh: RSV_TEST_SOCKET is not set; use: tools/mariadb.sh run $0" >&2
   exit 2
 fi
 skip() { echo "skip php-install: $*"; exit 0; }
