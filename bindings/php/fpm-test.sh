@@ -16,7 +16,7 @@
 # answer but 200/409, one hot item sold exactly to its stock and never
 # beyond, every claimed unit gone from stock, rsv_audit clean, at most one
 # connection per worker while they run and none once FPM stopped, and
-# each worker's RSS within FPM_RSS_SLACK_KB (512) of what it was before
+# each worker's RSS within FPM_RSS_SLACK_KB (768) of what it was before
 # the load.  Skips (exit 0) without php-fpm8.2, nginx or wrk.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +38,7 @@ fi
 workers=${FPM_WORKERS:-12}
 conns=${FPM_CONNECTIONS:-48}
 secs=${FPM_SECONDS:-6}
-slack_kb=${FPM_RSS_SLACK_KB:-512}
+slack_kb=${FPM_RSS_SLACK_KB:-768}
 hot_stock=${FPM_HOT_STOCK:-300}
 big_stock=1000000
 db=rsvtest_fpm_$$
