@@ -1,0 +1,13 @@
+<?php
+/*
+ * SchemaError.php - RSV_ESCHEMA.
+ */
+
+declare(strict_types=1);
+
+namespace Libreserve\Exception;
+
+/** RSV_ESCHEMA: the libreserve tables are missing or wrong. */
+class SchemaError extends Failure
+{
+}
