@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
+#include "batch_call.h"
 
 static void fill(int *results, size_t n, int code)
 {

@@ -288,20 +288,6 @@ RSV_EXTERN void rsv_close(rsv_ctx *ctx)
     free(ctx);
 }
 
-RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx)
-{
-    if (!ctx)
-        return "no context (NULL)";
-    return nb_busy(ctx) ? nb_busy_msg() : ctx->msg;
-}
-
-RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx)
-{
-    if (!ctx)
-        return RSV_EINVAL;
-    return nb_busy(ctx) ? RSV_PENDING : ctx->code;
-}
-
 RSV_EXTERN MYSQL *rsv_connection(const rsv_ctx *ctx)
 {
     return ctx ? ctx->conn : NULL;

@@ -12,9 +12,9 @@
  * symbol each object takes from which).
  *
  *   layer      files (lib/NAME.c)
- *   1 base     clock threads errors guard stats cart
+ *   1 base     clock threads errors guard stats cart argcheck
  *   2 wire     sql fault
- *   3 frame    txn
+ *   3 frame    txn op
  *   4 storage  schema ledger ledger_seen pool_cursor
  *   5 engine   reserve_job reserve_next sold_out reserve_proc reserve
  *              checkout stock pool_drain sweep audit
@@ -326,7 +326,7 @@ struct rsv_ctx {
     pool_seen seen[RSV_POOL_SEEN];
     uint64_t ledger_seen[RSV_LEDGER_SEEN]; /* fingerprints, 0 = empty */
 
-    /* the operation in progress, for op_end() (txn.c) */
+    /* the operation in progress, for op_end() (op.c) */
     int op_open;
     uint64_t op_start_us;
     uint64_t op_shop;
@@ -392,6 +392,15 @@ RSV_HIDDEN int wakeup_open(int fd[2]);
 RSV_HIDDEN void wakeup_set(const int fd[2]);
 RSV_HIDDEN void wakeup_clear(const int fd[2]);
 RSV_HIDDEN void wakeup_close(int fd[2]);
+/* A non-blocking call is in progress on ctx and this thread is not its
+ * worker: the function must refuse (RSV_EINVAL) without writing to ctx. */
+RSV_HIDDEN int nb_busy(const rsv_ctx *ctx);
+/* What rsv_errmsg says while a call is in progress. */
+RSV_HIDDEN const char *nb_busy_msg(void);
+/* This thread is ctx's worker from now on (nonblock.c); and whether the
+ * calling thread is it. */
+RSV_HIDDEN void nb_become_worker(const rsv_ctx *ctx);
+RSV_HIDDEN int nb_is_worker(const rsv_ctx *ctx);
 
 /* ---- errors.c: codes, messages and the server's errors ---- */
 RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
@@ -411,21 +420,12 @@ typedef struct ctx_error {
 RSV_HIDDEN void ctx_error_save(const rsv_ctx *ctx, ctx_error *e);
 RSV_HIDDEN void ctx_error_restore(rsv_ctx *ctx, const ctx_error *e);
 
-/* ---- guard.c: a call in flight ---- */
-/* A non-blocking call is in progress on ctx and this thread is not its
- * worker: the function must refuse (RSV_EINVAL) without writing to ctx. */
-RSV_HIDDEN int nb_busy(const rsv_ctx *ctx);
-/* What rsv_errmsg says while a call is in progress. */
-RSV_HIDDEN const char *nb_busy_msg(void);
+/* ---- guard.c: a call in flight (nb_busy is threads.c's) ---- */
 /* On the worker, when rsv_cancel asked the call to stop: RSV_ECANCELED
  * with its message; else 0.  txn_run asks before each attempt. */
 RSV_HIDDEN int nb_canceled(rsv_ctx *ctx);
 /* The backoff pause between attempts; on the worker a cancel ends it. */
 RSV_HIDDEN void nb_sleep(rsv_ctx *ctx, uint64_t us);
-/* This thread is ctx's worker from now on (nonblock.c); and whether the
- * calling thread is it. */
-RSV_HIDDEN void nb_become_worker(const rsv_ctx *ctx);
-RSV_HIDDEN int nb_is_worker(const rsv_ctx *ctx);
 /* Make ctx->nb and its descriptor once; RSV_OK or RSV_ENOMEM. */
 RSV_HIDDEN int nb_ensure(rsv_ctx *ctx);
 /* Stop the call in flight (nb->mu held): no attempt starts after this,
@@ -444,6 +444,11 @@ RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
  * for a context's statistics or a snapshot's (stats_export.c). */
 RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
                                 uint32_t op);
+
+/* ---- argcheck.c: a call's arguments, checked before anything is sent ---- */
+RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
+RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
+
 /* ================= layer 2: wire ================= */
 
 /* ---- sql.c: statements, their cache, buffers and results ---- */
@@ -522,8 +527,7 @@ RSV_HIDDEN int sql_query_row(rsv_ctx *ctx, const char *q, char *out,
 
 /* ================= layer 3: frame ================= */
 
-/* ---- txn.c: the transaction frame, and the frame of every public
- * operation ---- */
+/* ---- txn.c: the transaction frame ---- */
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,
                                commits or rolls back its own transaction
@@ -555,6 +559,7 @@ RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
 RSV_HIDDEN int replica_ack_lost(rsv_ctx *ctx);
 /* ROLLBACK, keeping the code and message of what made it necessary. */
 RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
+/* ---- op.c: the frame of every public operation ---- */
 /* Start a public operation: sets the tag, the clock and the shop/token the
  * completion callback gets.  `writes`: the operation changes the database,
  * so the kill switch refuses it; then returns RSV_EDISABLED (message set),
@@ -733,8 +738,6 @@ RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 /* (the reserve's own files share reserve_job.h) */
 
 /* ---- checkout.c: claims, releases, extensions, status ---- */
-RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
-RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
 /* Move the checkout's remaining holds to the settlement journal as `kind`
  * and delete them.  Checkout row must be locked. */
 RSV_HIDDEN int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token,
@@ -752,7 +755,7 @@ RSV_HIDDEN int settle_answer_code(rsv_ctx *ctx, int kind, uint64_t shop,
  * 1,024 keys per call), counting the rows in RSV_STAT_POOL_DRAINED. */
 RSV_HIDDEN int pool_drain_idle(rsv_ctx *ctx, uint64_t shop);
 
-/* ================= layer 6: batch (batch.h) ================= */
+/* ================= layer 6: batch (batch_call.h) ================= */
 
 /* ================= layer 7: surface ================= */
 

@@ -1,10 +1,11 @@
 /*
- * batch.h - what the batch files share (batch.c: the public calls, their
- * checks and accounting, and the entries run one by one; batch_call.c:
- * the one CALL of each kind).  Private to the library, like internal.h.
+ * batch_call.h - batch_call.c's functions (the one CALL of each kind)
+ * and the batch types they share with batch.c (the public calls, their
+ * checks and accounting, and the entries run one by one).  Private to the
+ * library, like internal.h.
  */
-#ifndef RSV_BATCH_H
-#define RSV_BATCH_H
+#ifndef RSV_BATCH_CALL_H
+#define RSV_BATCH_CALL_H
 
 #include "reserve_job.h"
 
