@@ -307,13 +307,12 @@ static int release_proc_body(rsv_ctx *ctx, void *p)
  * until it has applied what the cluster committed before (the session's
  * wsrep_sync_wait, set for one read and put back: as a SET STATEMENT
  * prefix it did not make the read wait) and looks again; 1 if the
- * checkout is there now.  Never inside the caller's transaction (its
- * reads are its own). */
-static const char SQL_SYNC_WAIT_ON[] =
-    "SET @rsv__sync_wait = @@session.wsrep_sync_wait, "
-    "SESSION wsrep_sync_wait = 1";
-static const char SQL_SYNC_WAIT_BACK[] =
-    "SET SESSION wsrep_sync_wait = @rsv__sync_wait";
+ * checkout is there now.  The value put back is read first and sent as a
+ * parameter: a user variable would stay in the application's session.
+ * Never inside the caller's transaction (its reads are its own). */
+static const char SQL_SYNC_WAIT_GET[] = "SELECT @@session.wsrep_sync_wait";
+static const char SQL_SYNC_WAIT_ON[] = "SET SESSION wsrep_sync_wait = 1";
+static const char SQL_SYNC_WAIT_BACK[] = "SET SESSION wsrep_sync_wait = ?";
 static const char SQL_CHECKOUT_EXISTS[] =
     "SELECT 1 FROM rsv_checkouts WHERE shop_id = ? AND checkout_token = ?";
 
@@ -326,8 +325,12 @@ static int caught_up_body(rsv_ctx *ctx, void *p)
 {
     struct late_arg *a = p;
     args_reset(&ctx->args);
-    int rc = sql_fixed(ctx, SQL_SYNC_WAIT_ON, NULL, NULL);
+    int rc = sql_fixed(ctx, SQL_SYNC_WAIT_GET, "i", NULL);
     if (rc)
+        return rc;
+    int64_t was = ctx->res.rows ? RES_I(&ctx->res, 0, 0) : 0;
+    args_reset(&ctx->args);
+    if ((rc = sql_fixed(ctx, SQL_SYNC_WAIT_ON, NULL, NULL)))
         return rc;
     args_reset(&ctx->args);
     arg_u64(&ctx->args, a->co->shop);
@@ -335,6 +338,7 @@ static int caught_up_body(rsv_ctx *ctx, void *p)
     rc = sql_fixed(ctx, SQL_CHECKOUT_EXISTS, "i", NULL);
     a->found = rc == RSV_OK && ctx->res.rows > 0;
     args_reset(&ctx->args);
+    arg_i64(&ctx->args, was);
     int back = sql_fixed(ctx, SQL_SYNC_WAIT_BACK, NULL, NULL);
     return rc ? rc : back;
 }

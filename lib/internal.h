@@ -462,6 +462,8 @@ RSV_HIDDEN void args_reset(sql_args *a);
 RSV_HIDDEN void arg_i64(sql_args *a, int64_t x);
 RSV_HIDDEN void arg_u64(sql_args *a, uint64_t x);
 RSV_HIDDEN void arg_bin(sql_args *a, const void *p, size_t len);
+/* n placeholders for a procedure's OUT arguments (never read). */
+RSV_HIDDEN void arg_outs(sql_args *a, size_t n);
 RSV_HIDDEN void args_free(sql_args *a);
 RSV_HIDDEN void res_free(sql_res *r);
 
@@ -603,7 +605,10 @@ RSV_HIDDEN int proc_unusable(rsv_ctx *ctx, int id);
  * command that mends it, or RSV_OK with ctx->procs set. */
 RSV_HIDDEN int schema_check(rsv_ctx *ctx);
 /* The CALL statement of each procedure the library calls (their
- * arguments are listed there). */
+ * arguments are listed there).  The reserve procedures' OUT arguments are
+ * placeholders the caller binds with arg_outs: this many. */
+#define CALL_RESERVE_OUTS 8
+#define CALL_CART_OUTS 2
 RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);

@@ -146,6 +146,7 @@ static int proc_call_one(rsv_ctx *ctx, const rjob *j, const rkey *k,
     arg_i64(&ctx->args, j->ttl_ms * 1000);
     arg_i64(&ctx->args, fill);
     arg_i64(&ctx->args, wait);
+    arg_outs(&ctx->args, CALL_RESERVE_OUTS);
     return sql_run(ctx, b_call_reserve, 0, "iiiiiiii", NULL);
 }
 
@@ -166,6 +167,7 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
     arg_bin(&ctx->args, keys, len);
     arg_i64(&ctx->args, (int64_t)plan->taken);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
+    arg_outs(&ctx->args, CALL_CART_OUTS);
     return sql_run(ctx, b_call_cart, 0, "it", NULL);
 }
 

@@ -59,15 +59,25 @@ RSV_EXTERN const char *rsv_schema_procedure(size_t index)
 
 /* ---- the CALL statements: each procedure's arguments, in order ---- */
 
+/* The OUT arguments of the reserve procedures are placeholders, bound by
+ * the caller (arg_outs) and never read: the server sends their values
+ * back as a result set of their own in the same answer, which sql.c
+ * skips (the answer row has them).  A user variable there would stay in
+ * the application's session after the call. */
+static void out_args(strbuf *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        buf_puts(s, i ? ", ?" : "?");
+}
+
 int b_call_reserve(strbuf *s, uint32_t shape)
 {
     (void)shape;
     /* shop, token, item, location, units, start, ttl_us, fill, wait; 1: in
-     * a transaction of its own, answering a row; its OUT arguments go to a
-     * user variable of ours that nothing reads (the answer row has them) */
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, ?, 1, "
-                "@rsv__out, @rsv__out, @rsv__out, @rsv__out, @rsv__out, "
-                "@rsv__out, @rsv__out, @rsv__out)");
+     * a transaction of its own, answering a row; its OUT arguments */
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ");
+    out_args(s, CALL_RESERVE_OUTS);
+    buf_puts(s, ")");
     return 0;
 }
 
@@ -75,9 +85,10 @@ int b_call_cart(strbuf *s, uint32_t shape)
 {
     (void)shape;
     /* shop, token, key list, keys taken, ttl_us; 1: in a transaction of
-     * its own, answering a row (its OUT arguments as b_call_reserve's) */
-    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?, 1, @rsv__out, "
-                "@rsv__out)");
+     * its own, answering a row; its OUT arguments */
+    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?, 1, ");
+    out_args(s, CALL_CART_OUTS);
+    buf_puts(s, ")");
     return 0;
 }
 

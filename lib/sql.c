@@ -177,6 +177,12 @@ void arg_i64(sql_args *a, int64_t x)
     }
 }
 
+void arg_outs(sql_args *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        arg_i64(a, 0);
+}
+
 void arg_u64(sql_args *a, uint64_t x)
 {
     sql_val *v = arg_push(a);
@@ -655,6 +661,14 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     return rc;
 }
 
+/* The result set in hand holds a CALL's OUT arguments, not an answer. */
+static int out_params(rsv_ctx *ctx)
+{
+    unsigned int status = 0;
+    mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS, &status);
+    return (status & SERVER_PS_OUT_PARAMS) != 0;
+}
+
 /* A CALL answers with its result sets and then a final status of its own;
  * read everything up to that, so the connection is in step for the next
  * statement (ours or the application's).  Result sets shaped like the
@@ -667,6 +681,12 @@ static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
             return stmt_fail(ctx, st, "next result");
         if (r < 0)
             break;
+        if (out_params(ctx)) {
+            /* the OUT arguments' values (b_call_reserve): not read */
+            mysql_stmt_store_result(st);
+            mysql_stmt_free_result(st);
+            continue;
+        }
         /* a procedure answers a variable number of rows as one result
          * set each (rsv_reserve_key_v3): they add to the result */
         if (spec && mysql_stmt_field_count(st) == ctx->res.ncols) {
