@@ -135,6 +135,11 @@ $(B)/tests/check_%: tests/check_%.c $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests
 $(B)/tests/check_decisions: tests/check_decisions.c lib/reserve_next.c lib/reserve_job.h $(LIB_HDR) $(PUB_HDR) docs/internals.md | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_SOURCE_DIR='"$(CURDIR)"' $< lib/reserve_next.c -o $@ $(REAL_LDFLAGS) $(CHECK_LIBS) -lm
 
+# Every entry point answers bad input alike: the suite also links
+# lib/argcheck.c alone (pure) to ask the argument check what it says.
+$(B)/tests/check_entrypoints: tests/check_entrypoints.c lib/argcheck.c $(LIB_HDR) $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< lib/argcheck.c $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+
 # The same suites through the non-blocking interface: tests/nonblock_shim.h
 # turns each of its six calls into _start, a wait on rsv_async_fd and
 # rsv_cont.

@@ -25,6 +25,7 @@ typedef struct bentry {
     int64_t qty;
     int state;
     int rc;
+    int bad_args;        /* rc is its arguments' (call_check) */
     int answered;        /* the batch procedure answered for it (a cart:
                             the rows it answered) */
     int64_t ans[8];      /* the batch procedure's row for it, idx left out
@@ -47,6 +48,7 @@ typedef struct rbatch {
     size_t nsend;
     int64_t ttl_ms;
     int kind;            /* settle: ST_CLAIMED or ST_RELEASED */
+    int call;            /* its entries' kind of call (CALL_*) */
     strbuf json;        /* the CALL's batch argument */
 } rbatch;
 

@@ -381,12 +381,14 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
     int began = op_begin(ctx, op, 1, shop, token, len);
     if (began)
         return began;
-    int rc = check_token(ctx, token, len);
+    call_args args = {.kind = op == RSV_OP_CLAIM     ? CALL_CLAIM
+                              : op == RSV_OP_RELEASE ? CALL_RELEASE
+                                                     : CALL_EXTEND,
+                      .token = token, .token_len = len, .ttl_ms = ttl_ms};
+    int rc = check_call(ctx, &args);
     if (rc)
         return rc;
-    struct co_arg a = {shop, token, len, ttl_ms};
-    if (op == RSV_OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
-        return rc;
+    struct co_arg a = {shop, token, len, ttl_or_default(ctx, ttl_ms)};
     rc = checkout_once(ctx, op, &a, body);
     if (rc == RSV_ENOTFOUND && applied_late(ctx, &a))
         rc = checkout_once(ctx, op, &a, body);
@@ -461,9 +463,9 @@ static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     int began = op_begin(ctx, RSV_OP_STATUS, 0, shop_id, token, token_len);
     if (began)
         return began;
-    if (!status_out)
-        return ctx_fail(ctx, RSV_EINVAL, "status_out is NULL");
-    int rc = check_token(ctx, token, token_len);
+    call_args args = {.kind = CALL_STATUS, .token = token,
+                      .token_len = token_len, .out = status_out};
+    int rc = check_call(ctx, &args);
     if (rc)
         return rc;
     struct status_arg a = {{shop_id, token, token_len, 0}, 0, 0, 0};

@@ -87,7 +87,7 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
                         "refill_low_water must be 0..pool_cap (or -1 for "
                         "pool_cap * 3 / 4), not %lld",
                         (long long)o.refill_low_water);
-    if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > 30LL * 24 * 3600 * 1000)
+    if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > RSV_TTL_MAX_MS)
         return ctx_fail(ctx, RSV_EINVAL, "hold_ttl_ms must be 1..30 days");
     if (o.max_retries < 0 || o.max_retries > 100)
         return ctx_fail(ctx, RSV_EINVAL, "max_retries must be 0..100");

@@ -446,8 +446,62 @@ RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
                                 uint32_t op);
 
 /* ---- argcheck.c: a call's arguments, checked before anything is sent ---- */
-RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
-RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
+/* The longest hold a reserve or an extension asks for, and the longest
+ * default (rsv_options.hold_ttl_ms): 30 days. */
+#define RSV_TTL_MAX_MS (30LL * 24 * 3600 * 1000)
+/* The kinds of call whose arguments are checked alike in every form. */
+enum { CALL_RESERVE_ONE, CALL_RESERVE, CALL_CLAIM, CALL_RELEASE, CALL_EXTEND,
+       CALL_STATUS };
+typedef struct call_args {
+    int kind;                 /* CALL_* */
+    const void *token;
+    size_t token_len;
+    int64_t quantity;         /* CALL_RESERVE_ONE */
+    const struct rsv_cart *cart; /* CALL_RESERVE */
+    int64_t ttl_ms;           /* the reserves and CALL_EXTEND; 0: default */
+    const void *out;          /* CALL_STATUS: status_out */
+} call_args;
+/* The longest message of a check, its NUL included. */
+#define ARG_MSG_MAX 96
+/* The code of a call's arguments (RSV_OK or the first thing wrong, in the
+ * single call's order), and its message into msg (ARG_MSG_MAX bytes). */
+RSV_HIDDEN int call_check(const call_args *a, char *msg);
+RSV_HIDDEN int token_check(const void *token, size_t len, char *msg);
+/* ttl_ms 0 (the default) passes. */
+RSV_HIDDEN int ttl_check(int64_t ttl_ms, char *msg);
+/* A cart of one line at one location, in the caller's storage (no
+ * allocation): what rsv_reserve_one and a batch entry reserve. */
+RSV_HIDDEN void cart_one_line(struct rsv_cart *cart, struct cart_line *line,
+                              uint64_t item, uint64_t *loc, int64_t quantity,
+                              int64_t *alloc);
+/* The checks above on a context: the code, with its message set. */
+static inline int check_call(rsv_ctx *ctx, const call_args *a)
+{
+    char msg[ARG_MSG_MAX];
+    int rc = call_check(a, msg);
+    return rc ? ctx_fail(ctx, rc, "%s", msg) : RSV_OK;
+}
+static inline int check_token(rsv_ctx *ctx, const void *token, size_t len)
+{
+    char msg[ARG_MSG_MAX];
+    int rc = token_check(token, len, msg);
+    return rc ? ctx_fail(ctx, rc, "%s", msg) : RSV_OK;
+}
+/* A checked ttl_ms, 0 replaced by the context's default. */
+static inline int64_t ttl_or_default(const rsv_ctx *ctx, int64_t ttl_ms)
+{
+    return ttl_ms == 0 ? ctx->opts.hold_ttl_ms : ttl_ms;
+}
+/* And ttl_ms 0 replaced by the context's default. */
+static inline int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
+{
+    char msg[ARG_MSG_MAX];
+    int rc = ttl_check(*ttl_ms, msg);
+    if (rc)
+        return ctx_fail(ctx, rc, "%s", msg);
+    *ttl_ms = ttl_or_default(ctx, *ttl_ms);
+    return RSV_OK;
+}
 
 /* ================= layer 2: wire ================= */
 
