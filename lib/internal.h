@@ -163,6 +163,8 @@ typedef struct sql_args {
 #define COL_T 't' /* at most one per result, read into text (the cart
                      procedure's answer); its ints read as 0 */
 #define RES_TEXT_MAX 4096
+#define RES_COLS_MAX 16 /* columns of one result, the isolation column
+                           (ctx->guard_dirty) left out */
 typedef struct sql_res {
     const char *spec;     /* one COL_* per column */
     size_t ncols, rows, cap_rows;

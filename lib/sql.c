@@ -482,6 +482,8 @@ static stmt_slot *cache_get(rsv_ctx *ctx, sql_builder build,
 {
     stmt_slot *victim = &ctx->stmts[0];
     *rc = RSV_OK;
+    /* (the slots past the option stay empty: the other loops over the
+     * cache may run to RSV_STMT_CACHE) */
     for (int i = 0; i < ctx->opts.stmt_cache_max; i++) {
         stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
@@ -512,15 +514,9 @@ static stmt_slot *cache_get(rsv_ctx *ctx, sql_builder build,
         buf_printf_u(sql, "SET STATEMENT innodb_lock_wait_timeout = ",
                      (uint64_t)ctx->stmt_lock_wait_s, " FOR ");
     size_t body_at = sql->len;
-    if (build ? build(sql, shape) != 0 : (buf_puts(sql, text), 0)) {
-        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
-        return NULL;
-    }
-    if (sql->oom) {
-        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
-        return NULL;
-    }
-    if (ctx->guard_dirty && guard_column(sql, body_at) != 0) {
+    if ((build ? build(sql, shape) != 0 : (buf_puts(sql, text), 0)) ||
+        sql->oom ||
+        (ctx->guard_dirty && guard_column(sql, body_at) != 0)) {
         *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
         return NULL;
     }
@@ -575,12 +571,13 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     size_t ncols = r->ncols;
     size_t g = ctx->guard_dirty ? 1 : 0; /* the isolation column first */
 
-    MYSQL_BIND bind[17], *out = bind + g;
-    int64_t ival[16], dirty = 0;
-    my_bool isnull[16], dirty_null = 0;
-    unsigned long blen[16];
-    unsigned char bbuf[16][RSV_TOKEN_MAX];
-    if (ncols > 16 || mysql_stmt_field_count(st) != ncols + g) {
+    /* the columns, and the isolation column before them */
+    MYSQL_BIND bind[RES_COLS_MAX + 1], *out = bind + g;
+    int64_t ival[RES_COLS_MAX], dirty = 0;
+    my_bool isnull[RES_COLS_MAX], dirty_null = 0;
+    unsigned long blen[RES_COLS_MAX];
+    unsigned char bbuf[RES_COLS_MAX][RSV_TOKEN_MAX];
+    if (ncols > RES_COLS_MAX || mysql_stmt_field_count(st) != ncols + g) {
         mysql_stmt_free_result(st);
         return ctx_fail(ctx, RSV_EDB,
                         "internal: result has %u columns, expected %zu",
