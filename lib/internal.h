@@ -26,8 +26,8 @@
  * operations; storage: the schema's contract and what is known of its
  * rows; engine: the operations; batch: many operations in one call;
  * surface: contexts, connections, the non-blocking interface, exports.
- * fault.c exists only in the fault-injection test build; it names the
- * CALL builders of schema.c to tell a commit point in its trace.
+ * fault.c has code only in the fault-injection test build, which
+ * tests/layers.sh checks too.
  *
  * LOCK ORDER.  Every path takes row locks in this order:
  *

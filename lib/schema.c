@@ -17,6 +17,7 @@
 
 #include <mysqld_error.h>
 
+#include "fault.h"
 #include "internal.h"
 
 static const struct {
@@ -173,6 +174,13 @@ static int check_version(rsv_ctx *ctx, const char *db, int has_table)
 
 int schema_check(rsv_ctx *ctx)
 {
+    /* (the fault-injection build's trace: which statements are CALLs) */
+    FAULT_CALL_KIND(b_call_reserve, FAULT_ANSWER_STATUS);
+    FAULT_CALL_KIND(b_call_cart, FAULT_ANSWER_STATUS);
+    FAULT_CALL_KIND(b_call_settle, FAULT_ANSWER_DONE);
+    FAULT_CALL_KIND(b_call_reserve_batch, FAULT_ANSWER_BATCH);
+    FAULT_CALL_KIND(b_call_cart_batch, FAULT_ANSWER_BATCH);
+    FAULT_CALL_KIND(b_call_settle_batch, FAULT_ANSWER_BATCH);
     static const char *tables[] = {
         "rsv_ledger", "rsv_pool", "rsv_checkouts",
         "rsv_holds", "rsv_journal", "rsv_schema",

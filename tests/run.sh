@@ -29,7 +29,9 @@ for a in "$@"; do
   if [ $seen_sep = 1 ]; then extras+=("$a"); else progs+=("$a"); fi
 done
 run_one exports tests/exports.sh "${RSV_BUILD:-build}/libreserve.so"
-run_one layers tests/layers.sh "${RSV_BUILD:-build}"
+layer_builds=("${RSV_BUILD:-build}")
+[ -d "${RSV_BUILD:-build}/fault/lib" ] && layer_builds+=("${RSV_BUILD:-build}/fault")
+run_one layers tests/layers.sh "${layer_builds[@]}"
 for p in "${progs[@]}"; do
   run_one "$(basename "$p")" "$p"
 done
