@@ -48,7 +48,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mysql.h>
+
 #include "reserve.h"
+#include "reserve/async.h"
+#include "reserve/batch.h"
+#include "reserve/stats.h"
 #include "test_flags.h"
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <reserve/batch.h>
+#include <reserve/stats.h>
 
 #include "testutil.h"
 #include "../lib/test_flags.h"

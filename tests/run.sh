@@ -32,6 +32,7 @@ run_one exports tests/exports.sh "${RSV_BUILD:-build}/libreserve.so"
 layer_builds=("${RSV_BUILD:-build}")
 [ -d "${RSV_BUILD:-build}/fault/lib" ] && layer_builds+=("${RSV_BUILD:-build}/fault")
 run_one layers tests/layers.sh "${layer_builds[@]}"
+run_one headers tests/headers-test.sh
 for p in "${progs[@]}"; do
   run_one "$(basename "$p")" "$p"
 done
