@@ -3,6 +3,12 @@
 #   make              build build/libreserve.so and build/libreserve.a
 #   make check        install missing dependencies, run every test suite
 #                     against a throwaway MariaDB
+#   make check TESTS=lifecycle
+#                     the same, only the suites named (TESTS=list names
+#                     them all; docs/testing.md)
+#   make lint         the checks that need no server: exports, layers
+#                     (normal and fault build), each header alone, the
+#                     decision table, the docs' names, the man pages
 #   make demo         run the example checkout against a throwaway MariaDB
 #   make install      PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #
@@ -46,7 +52,7 @@ SHLIB := $(B)/libreserve.so.$(VERSION)
 STLIB := $(B)/libreserve.a
 
 .DEFAULT_GOAL := all
-.PHONY: all lib check test demo install uninstall clean deps deps-build FORCE
+.PHONY: all lib check lint test demo install uninstall clean deps deps-build FORCE
 FORCE:
 
 all: lib
@@ -154,11 +160,29 @@ $(B)/tests/cxx_caller: tests/cxx_caller.cpp $(PUB_HDR) $(B)/libreserve.so | $(B)
 
 TEST_PROGS := $(TEST_BIN) $(NB_TEST_BIN) $(B)/tests/cxx_caller
 CHECK_EXTRA ?=
+# make check TESTS="lifecycle faults": only these suites (tests/run.sh
+# says which names each answers to; TESTS=list prints them).
+TESTS ?=
 
+# Target names: check and check-NAME run tests and pass or fail (the older
+# NAME-test names remain as aliases); bench*, stress*, soak*, fuzz* run
+# workloads; NAME-deps install packages, NAME-build build programs.
 check: deps
+ifeq ($(TESTS),list)
+	@RSV_TESTS=list tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+else
 	@$(MAKE) --no-print-directory lib $(TEST_PROGS) $(CHECK_EXTRA_BUILD)
-	tools/mariadb.sh run tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+	RSV_TESTS='$(TESTS)' tools/mariadb.sh run tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+endif
 test: check
+
+# The suites that need no server, run without one.  (make check runs
+# them too.)
+LINT_PROGS := $(B)/tests/check_decisions
+LINT_EXTRA := tests/docs-names.py tests/manpages-test.py
+lint: deps
+	@$(MAKE) --no-print-directory lib $(B)/fault/libreserve-fault.a $(LINT_PROGS)
+	tests/run.sh $(LINT_PROGS) -- $(LINT_EXTRA)
 
 # ---- example ----
 $(B)/examples/checkout_demo: examples/checkout_demo.c $(PUB_HDR) $(B)/libreserve.so | $(B)/examples
