@@ -123,7 +123,7 @@ TEST_LINK = $(TEST_LIB_LINK) $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
 # The client plumbing of every test program that talks to a server
 # (tests/loadlib.h); the load programs in mk/*.mk compile it in, and the
 # suites' fixture (testutil) is built on it.
-LOADLIB := tests/loadlib.c tests/loadlib.h tests/sqlscript.h
+LOADLIB := tests/loadlib.c tests/loadlib.h tools/rsv-admin/sqlscript.h
 TESTUTIL_OBJ := $(B)/tests/testutil.o $(B)/tests/loadlib.o
 
 $(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/loadlib.h tests/nonblock_shim.h $(PUB_HDR) | $(B)/tests

@@ -275,7 +275,7 @@ int check_token(int x) { return x + 2; }
 int op_begin(int x) { return x + 3; }
 int ctx_fail(int x) { return x + 4; }
 EOF
-cp tests/sqlscript.h "$src/"
+cp tools/rsv-admin/sqlscript.h "$src/"
 cat >"$src/app.c" <<'EOF'
 /* An application using the installed libreserve. */
 #include <stdio.h>
