@@ -3,6 +3,12 @@
 #   make              build build/libreserve.so and build/libreserve.a
 #   make check        install missing dependencies, run every test suite
 #                     against a throwaway MariaDB
+#   make check TESTS=lifecycle
+#                     the same, only the suites named (TESTS=list names
+#                     them all; docs/testing.md)
+#   make lint         the checks that need no server: exports, layers
+#                     (normal and fault build), each header alone, the
+#                     decision table, the docs' names, the man pages
 #   make demo         run the example checkout against a throwaway MariaDB
 #   make install      PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #
@@ -46,7 +52,7 @@ SHLIB := $(B)/libreserve.so.$(VERSION)
 STLIB := $(B)/libreserve.a
 
 .DEFAULT_GOAL := all
-.PHONY: all lib check test demo install uninstall clean deps deps-build FORCE
+.PHONY: all lib check lint test demo install uninstall clean deps deps-build FORCE
 FORCE:
 
 all: lib
@@ -117,7 +123,7 @@ TEST_LINK = $(TEST_LIB_LINK) $(MARIADB_LIBS) $(CHECK_LIBS) -lpthread -lm
 # The client plumbing of every test program that talks to a server
 # (tests/loadlib.h); the load programs in mk/*.mk compile it in, and the
 # suites' fixture (testutil) is built on it.
-LOADLIB := tests/loadlib.c tests/loadlib.h tests/sqlscript.h
+LOADLIB := tests/loadlib.c tests/loadlib.h tools/rsv-admin/sqlscript.h
 TESTUTIL_OBJ := $(B)/tests/testutil.o $(B)/tests/loadlib.o
 
 $(B)/tests/testutil.o: tests/testutil.c tests/testutil.h tests/loadlib.h tests/nonblock_shim.h $(PUB_HDR) | $(B)/tests
@@ -135,6 +141,11 @@ $(B)/tests/check_%: tests/check_%.c $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests
 $(B)/tests/check_decisions: tests/check_decisions.c lib/reserve_next.c lib/reserve_job.h $(LIB_HDR) $(PUB_HDR) docs/internals.md | $(B)/tests
 	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) -DRSV_SOURCE_DIR='"$(CURDIR)"' $< lib/reserve_next.c -o $@ $(REAL_LDFLAGS) $(CHECK_LIBS) -lm
 
+# Every entry point answers bad input alike: the suite also links
+# lib/argcheck.c alone (pure) to ask the argument check what it says.
+$(B)/tests/check_entrypoints: tests/check_entrypoints.c lib/argcheck.c $(LIB_HDR) $(TESTUTIL_OBJ) $(TEST_SHLIB) | $(B)/tests
+	$(CC) $(REAL_CFLAGS) $(CHECK_CFLAGS) $< lib/argcheck.c $(TESTUTIL_OBJ) -o $@ $(REAL_LDFLAGS) $(TEST_LINK)
+
 # The same suites through the non-blocking interface: tests/nonblock_shim.h
 # turns each of its six calls into _start, a wait on rsv_async_fd and
 # rsv_cont.
@@ -149,11 +160,29 @@ $(B)/tests/cxx_caller: tests/cxx_caller.cpp $(PUB_HDR) $(B)/libreserve.so | $(B)
 
 TEST_PROGS := $(TEST_BIN) $(NB_TEST_BIN) $(B)/tests/cxx_caller
 CHECK_EXTRA ?=
+# make check TESTS="lifecycle faults": only these suites (tests/run.sh
+# says which names each answers to; TESTS=list prints them).
+TESTS ?=
 
+# Target names: check and check-NAME run tests and pass or fail (the older
+# NAME-test names remain as aliases); bench*, stress*, soak*, fuzz* run
+# workloads; NAME-deps install packages, NAME-build build programs.
 check: deps
+ifeq ($(TESTS),list)
+	@RSV_TESTS=list tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+else
 	@$(MAKE) --no-print-directory lib $(TEST_PROGS) $(CHECK_EXTRA_BUILD)
-	tools/mariadb.sh run tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+	RSV_TESTS='$(TESTS)' tools/mariadb.sh run tests/run.sh $(TEST_PROGS) -- $(CHECK_EXTRA)
+endif
 test: check
+
+# The suites that need no server, run without one.  (make check runs
+# them too.)
+LINT_PROGS := $(B)/tests/check_decisions
+LINT_EXTRA := tests/docs-names.py tests/manpages-test.py
+lint: deps
+	@$(MAKE) --no-print-directory lib $(B)/fault/libreserve-fault.a $(LINT_PROGS)
+	tests/run.sh $(LINT_PROGS) -- $(LINT_EXTRA)
 
 # ---- example ----
 $(B)/examples/checkout_demo: examples/checkout_demo.c $(PUB_HDR) $(B)/libreserve.so | $(B)/examples

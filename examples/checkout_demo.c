@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mysql.h>
 #include <reserve.h>
 
 /* ------------------------------------------------------------------ */

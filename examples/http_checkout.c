@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include <reserve.h>
+#include <reserve/async.h>
 #include <reserve/libuv.h>
 
 #include "http_request.h"

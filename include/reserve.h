@@ -34,12 +34,16 @@
  *    one worker thread of its own, asleep between calls, until
  *    rsv_close().
  *
- *  - The connection.  The library never closes the connection and never
- *    changes its session variables: the isolation level and access mode
- *    are set per transaction (SET TRANSACTION ... READ COMMITTED, then
- *    START TRANSACTION READ WRITE), COMMIT and ROLLBACK say AND NO CHAIN
- *    NO RELEASE, every result is drained before a function returns, and
- *    on return no transaction the library opened is left open.  So every
+ *  - The connection.  A connection is MariaDB Connector/C's MYSQL handle
+ *    (struct st_mysql); this header only names the struct, so a program
+ *    that opens its connections with rsv_open_dsn() needs no <mysql.h>.
+ *    The library never closes the connection and never changes its
+ *    session variables or leaves a user variable in it: the isolation
+ *    level and access mode are set per transaction (SET TRANSACTION ...
+ *    READ COMMITTED, then START TRANSACTION READ WRITE), COMMIT and
+ *    ROLLBACK say AND NO CHAIN NO RELEASE, every result is drained before
+ *    a function returns, and on return no transaction the library opened
+ *    is left open.  So every
  *    function behaves the same whatever autocommit, isolation level,
  *    completion_type, sql_mode, lock wait or read-only mode the session
  *    has.  Close the context before closing the connection.
@@ -69,13 +73,14 @@
  *    primary component): connect to the one that does; a context from
  *    rsv_open_dsn() with several hosts finds it in rsv_reconnect().
  *
- *  - Interfaces by audience.  This header is the core: contexts, carts,
- *    the hold lifecycle, stock, audit, the callback.  It includes
- *    <reserve/async.h> (non-blocking calls for event loops),
- *    <reserve/batch.h> (many checkouts per call, and the batcher for
- *    multi-threaded servers) and <reserve/stats.h> (counters, snapshots,
- *    Prometheus text).  reserve(3) has the table of which operation has
- *    which entry point.
+ *  - Interfaces by audience.  This header is the core alone: contexts,
+ *    carts, the hold lifecycle, stock, audit, the callback.  Include what
+ *    else you use: <reserve/async.h> (non-blocking calls for event
+ *    loops), <reserve/batch.h> (many checkouts per call, and the batcher
+ *    for multi-threaded servers), <reserve/stats.h> (counters, snapshots,
+ *    Prometheus text); each includes this one.  reserve(3) has the table
+ *    of which operation has which entry point.
+
  *
  *  - Identifiers.  shop_id, item_id (inventory item) and location_id
  *    (inventory group) are unsigned 64-bit integers chosen by the
@@ -96,8 +101,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include <mysql.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -359,6 +362,9 @@ RSV_EXTERN size_t rsv_options_size(void);
 
 typedef struct rsv_ctx rsv_ctx;
 
+/* MYSQL of <mysql.h> (MariaDB Connector/C). */
+struct st_mysql;
+
 /* The batcher (reserve/batch.h): many threads' calls on a few
  * connections. */
 typedef struct rsv_batcher rsv_batcher;
@@ -387,7 +393,8 @@ typedef struct rsv_batcher rsv_batcher;
  * RSV_ECONN (not connected), RSV_EBUSY (a lock conflict in the checks; no
  * retry), RSV_ESERVER, RSV_ESCHEMA, RSV_ESCHEMAVER, RSV_ECONFIG, RSV_EDB.
  */
-RSV_EXTERN int rsv_open(rsv_ctx **out, MYSQL *conn, const rsv_options *opts);
+RSV_EXTERN int rsv_open(rsv_ctx **out, struct st_mysql *conn,
+                         const rsv_options *opts);
 
 /*
  * Open a context on a connection of its own, for callers that have no
@@ -454,7 +461,7 @@ RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx);
 RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx);
 
 /* The connection the context is bound to. */
-RSV_EXTERN MYSQL *rsv_connection(const rsv_ctx *ctx);
+RSV_EXTERN struct st_mysql *rsv_connection(const rsv_ctx *ctx);
 
 /* ------------------------------------------------------------------ */
 /* Carts                                                              */
@@ -826,12 +833,5 @@ RSV_EXTERN int rsv_set_enabled(rsv_ctx *ctx, int enabled);
 #ifdef __cplusplus
 }
 #endif
-
-/* The interfaces by audience: an event loop's non-blocking calls,
- * batches and the batcher, statistics.  Each is complete on its own and
- * included here, so <reserve.h> is the one include. */
-#include <reserve/async.h>
-#include <reserve/batch.h>
-#include <reserve/stats.h>
 
 #endif /* RESERVE_H */

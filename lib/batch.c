@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
+#include "batch_call.h"
 
 static void fill(int *results, size_t n, int code)
 {
@@ -96,14 +96,29 @@ static int batch_entries(rsv_ctx *ctx, rbatch *b, size_t n,
     return RSV_OK;
 }
 
-static void entry_token_check(rsv_ctx *ctx, rbatch *b, bentry *e)
+/* What the single call of entry e checks (the batch's TTL is checked
+ * once, before the entries). */
+static call_args entry_args(const rbatch *b, const bentry *e)
+{
+    call_args a = {.kind = b->call, .token = e->token, .token_len = e->len,
+                   .quantity = e->qty, .cart = e->job.cart,
+                   .ttl_ms = b->ttl_ms};
+    return a;
+}
+
+/* Entry e checked as its single call checks its arguments (the same
+ * function): a bad argument is that entry's code. */
+static void entry_check(rbatch *b, bentry *e)
 {
     if (e->state != BE_SEND)
         return;
-    int rc = check_token(ctx, e->token, e->len);
+    call_args a = entry_args(b, e);
+    char msg[ARG_MSG_MAX];
+    int rc = call_check(&a, msg);
     if (rc) {
         e->state = BE_DONE;
         e->rc = rc;
+        e->bad_args = 1;
         return;
     }
     for (size_t k = 0; k < e->idx; k++) {
@@ -141,11 +156,17 @@ static void count_decided(rsv_ctx *ctx, rbatch *b, int op, uint64_t start_us)
         const bentry *e = &b->e[i];
         if (e->state != BE_DONE)
             continue;
+        char msg[ARG_MSG_MAX];
+        if (e->bad_args) {
+            /* the single call's message, for the callback */
+            call_args a = entry_args(b, e);
+            call_check(&a, msg);
+        }
         if (e->rc == RSV_OK)
             ctx_ok(ctx);
         else
             ctx_fail(ctx, e->rc, "batch entry %zu: %s", e->idx,
-                     rsv_strerror(e->rc));
+                     e->bad_args ? msg : rsv_strerror(e->rc));
         op_end_entry(ctx, op, e->rc, e->shop, e->token, e->len, start_us);
     }
 }
@@ -204,14 +225,8 @@ static int reserve_fits(rsv_ctx *ctx, bentry *e)
 static void line_job(bentry *e)
 {
     e->line_loc = e->loc;
-    e->line.item = e->item;
-    e->line.locs = &e->line_loc;
-    e->line.n_locs = 1;
-    e->line.qty = e->qty;
-    e->line.alloc = &e->line_alloc;
-    e->cart.lines = &e->line;
-    e->cart.n = e->cart.cap = 1;
-    e->cart.failed_line = (size_t)-1;
+    cart_one_line(&e->cart, &e->line, e->item, &e->line_loc, e->qty,
+                  &e->line_alloc);
     e->job.cart = &e->cart;
 }
 
@@ -222,31 +237,16 @@ static int reserve_entry(rsv_ctx *ctx, rbatch *b, const reserve_src *src,
 {
     bentry *e = &b->e[i];
     if (src->carts) {
-        /* as rsv_reserve: the cart, the token, then its lines */
         rsv_cart *c = src->cart[i];
-        if (!c) {
-            e->state = BE_DONE;
-            e->rc = RSV_EINVAL;
-            return RSV_OK;
-        }
-        c->failed_line = (size_t)-1;
-        entry_token_check(ctx, b, e);
-        if (e->state == BE_SEND && c->n == 0) {
-            e->state = BE_DONE;
-            e->rc = RSV_EEMPTY;
-        }
+        if (c)
+            c->failed_line = (size_t)-1;
         e->job.cart = c;
+        entry_check(b, e);
     } else {
         e->item = src->items[i];
         e->loc = src->locs[i];
         e->qty = src->qty[i];
-        /* as rsv_reserve_one: the quantity first, then the token */
-        if (e->qty < 1 || e->qty > RSV_QUANTITY_MAX) {
-            e->state = BE_DONE;
-            e->rc = RSV_EQUANTITY;
-            return RSV_OK;
-        }
-        entry_token_check(ctx, b, e);
+        entry_check(b, e);
         line_job(e);
     }
     if (e->state != BE_SEND)
@@ -340,6 +340,7 @@ static int reserve_batch(rsv_ctx *ctx, size_t n, const uint64_t *shop_ids,
     if ((rc = batch_entries(ctx, &b, n, shop_ids, tokens, token_lens)))
         return fail_whole(ctx, &b, results, rc);
     b.ttl_ms = ttl_ms;
+    b.call = carts ? CALL_RESERVE : CALL_RESERVE_ONE;
     int proc = carts ? PROC_CART_BATCH : PROC_RESERVE_BATCH;
     for (size_t i = 0; i < n; i++)
         if ((rc = reserve_entry(ctx, &b, src, i, proc)))
@@ -427,8 +428,9 @@ static int settle_batch(rsv_ctx *ctx, int op, size_t n,
     b.kind = op == RSV_OP_CLAIM ? ST_CLAIMED : ST_RELEASED;
     if ((rc = batch_entries(ctx, &b, n, shop_ids, tokens, token_lens)))
         return fail_whole(ctx, &b, results, rc);
+    b.call = op == RSV_OP_CLAIM ? CALL_CLAIM : CALL_RELEASE;
     for (size_t i = 0; i < n; i++) {
-        entry_token_check(ctx, &b, &b.e[i]);
+        entry_check(&b, &b.e[i]);
         if (b.e[i].state == BE_SEND && !proc_usable(ctx, PROC_SETTLE_BATCH))
             b.e[i].state = BE_ALONE;
     }

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "batch.h"
+#include "batch_call.h"
 
 /* A checkout token as a JSON string of hex digits (the procedures UNHEX
  * it: tokens are bytes, JSON text is not). */

@@ -255,25 +255,19 @@ static int submit(rsv_batcher *b, breq *r)
     return rc;
 }
 
-/* The checks the single call makes before it reaches the server, in its
- * order; they answer on the calling thread. */
+/* The checks the single call makes before it reaches the server (the
+ * same function); they answer on the calling thread. */
 static int check_args(const breq *r)
 {
-    if (r->kind == KIND_RESERVE &&
-        (r->qty < 1 || r->qty > RSV_QUANTITY_MAX))
-        return RSV_EQUANTITY;
-    if (r->kind == KIND_CART && !r->cart)
-        return RSV_EINVAL;
-    if (!r->token)
-        return RSV_EINVAL;
-    if (r->len == 0 || r->len > RSV_TOKEN_MAX)
-        return RSV_ETOKEN;
-    if (r->kind == KIND_CART && r->cart->n == 0)
-        return RSV_EEMPTY;
-    if ((r->kind == KIND_RESERVE || r->kind == KIND_CART) &&
-        (r->ttl_ms < 0 || r->ttl_ms > 30LL * 24 * 3600 * 1000))
-        return RSV_EQUANTITY;
-    return RSV_OK;
+    static const int call[] = {[KIND_RESERVE] = CALL_RESERVE_ONE,
+                               [KIND_CART] = CALL_RESERVE,
+                               [KIND_CLAIM] = CALL_CLAIM,
+                               [KIND_RELEASE] = CALL_RELEASE};
+    call_args a = {.kind = call[r->kind], .token = r->token,
+                   .token_len = r->len, .quantity = r->qty,
+                   .cart = r->cart, .ttl_ms = r->ttl_ms};
+    char msg[ARG_MSG_MAX];
+    return call_check(&a, msg);
 }
 
 static int batcher_call(rsv_batcher *b, breq *r)

@@ -20,29 +20,6 @@
 
 #include "internal.h"
 
-int check_token(rsv_ctx *ctx, const void *token, size_t len)
-{
-    if (!token)
-        return ctx_fail(ctx, RSV_EINVAL, "token is NULL");
-    if (len == 0 || len > RSV_TOKEN_MAX)
-        return ctx_fail(ctx, RSV_ETOKEN,
-                        "checkout token must be 1..%d bytes, not %zu",
-                        RSV_TOKEN_MAX, len);
-    return RSV_OK;
-}
-
-int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
-{
-    if (*ttl_ms == 0)
-        *ttl_ms = ctx->opts.hold_ttl_ms;
-    if (*ttl_ms < 0 || *ttl_ms > 30LL * 24 * 3600 * 1000)
-        return ctx_fail(ctx, RSV_EQUANTITY,
-                        "ttl_ms must be 1..%lld (30 days) or 0 for the "
-                        "default, not %lld", 30LL * 24 * 3600 * 1000,
-                        (long long)*ttl_ms);
-    return RSV_OK;
-}
-
 /* FOR UPDATE matters: under READ COMMITTED the SELECT of an INSERT ...
  * SELECT is otherwise a consistent (non-locking) read, which still sees a
  * hold the reaper has locked and deleted but not yet committed.  The hold
@@ -330,13 +307,12 @@ static int release_proc_body(rsv_ctx *ctx, void *p)
  * until it has applied what the cluster committed before (the session's
  * wsrep_sync_wait, set for one read and put back: as a SET STATEMENT
  * prefix it did not make the read wait) and looks again; 1 if the
- * checkout is there now.  Never inside the caller's transaction (its
- * reads are its own). */
-static const char SQL_SYNC_WAIT_ON[] =
-    "SET @rsv__sync_wait = @@session.wsrep_sync_wait, "
-    "SESSION wsrep_sync_wait = 1";
-static const char SQL_SYNC_WAIT_BACK[] =
-    "SET SESSION wsrep_sync_wait = @rsv__sync_wait";
+ * checkout is there now.  The value put back is read first and sent as a
+ * parameter: a user variable would stay in the application's session.
+ * Never inside the caller's transaction (its reads are its own). */
+static const char SQL_SYNC_WAIT_GET[] = "SELECT @@session.wsrep_sync_wait";
+static const char SQL_SYNC_WAIT_ON[] = "SET SESSION wsrep_sync_wait = 1";
+static const char SQL_SYNC_WAIT_BACK[] = "SET SESSION wsrep_sync_wait = ?";
 static const char SQL_CHECKOUT_EXISTS[] =
     "SELECT 1 FROM rsv_checkouts WHERE shop_id = ? AND checkout_token = ?";
 
@@ -349,8 +325,12 @@ static int caught_up_body(rsv_ctx *ctx, void *p)
 {
     struct late_arg *a = p;
     args_reset(&ctx->args);
-    int rc = sql_fixed(ctx, SQL_SYNC_WAIT_ON, NULL, NULL);
+    int rc = sql_fixed(ctx, SQL_SYNC_WAIT_GET, "i", NULL);
     if (rc)
+        return rc;
+    int64_t was = ctx->res.rows ? RES_I(&ctx->res, 0, 0) : 0;
+    args_reset(&ctx->args);
+    if ((rc = sql_fixed(ctx, SQL_SYNC_WAIT_ON, NULL, NULL)))
         return rc;
     args_reset(&ctx->args);
     arg_u64(&ctx->args, a->co->shop);
@@ -358,6 +338,7 @@ static int caught_up_body(rsv_ctx *ctx, void *p)
     rc = sql_fixed(ctx, SQL_CHECKOUT_EXISTS, "i", NULL);
     a->found = rc == RSV_OK && ctx->res.rows > 0;
     args_reset(&ctx->args);
+    arg_i64(&ctx->args, was);
     int back = sql_fixed(ctx, SQL_SYNC_WAIT_BACK, NULL, NULL);
     return rc ? rc : back;
 }
@@ -400,12 +381,14 @@ static int checkout_op(rsv_ctx *ctx, int op, uint64_t shop, const void *token,
     int began = op_begin(ctx, op, 1, shop, token, len);
     if (began)
         return began;
-    int rc = check_token(ctx, token, len);
+    call_args args = {.kind = op == RSV_OP_CLAIM     ? CALL_CLAIM
+                              : op == RSV_OP_RELEASE ? CALL_RELEASE
+                                                     : CALL_EXTEND,
+                      .token = token, .token_len = len, .ttl_ms = ttl_ms};
+    int rc = check_call(ctx, &args);
     if (rc)
         return rc;
-    struct co_arg a = {shop, token, len, ttl_ms};
-    if (op == RSV_OP_EXTEND && (rc = check_ttl(ctx, &a.ttl_ms)))
-        return rc;
+    struct co_arg a = {shop, token, len, ttl_or_default(ctx, ttl_ms)};
     rc = checkout_once(ctx, op, &a, body);
     if (rc == RSV_ENOTFOUND && applied_late(ctx, &a))
         rc = checkout_once(ctx, op, &a, body);
@@ -480,9 +463,9 @@ static int status_run(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     int began = op_begin(ctx, RSV_OP_STATUS, 0, shop_id, token, token_len);
     if (began)
         return began;
-    if (!status_out)
-        return ctx_fail(ctx, RSV_EINVAL, "status_out is NULL");
-    int rc = check_token(ctx, token, token_len);
+    call_args args = {.kind = CALL_STATUS, .token = token,
+                      .token_len = token_len, .out = status_out};
+    int rc = check_call(ctx, &args);
     if (rc)
         return rc;
     struct status_arg a = {{shop_id, token, token_len, 0}, 0, 0, 0};

@@ -87,7 +87,7 @@ static int apply_options(rsv_ctx *ctx, const rsv_options *in)
                         "refill_low_water must be 0..pool_cap (or -1 for "
                         "pool_cap * 3 / 4), not %lld",
                         (long long)o.refill_low_water);
-    if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > 30LL * 24 * 3600 * 1000)
+    if (o.hold_ttl_ms < 1 || o.hold_ttl_ms > RSV_TTL_MAX_MS)
         return ctx_fail(ctx, RSV_EINVAL, "hold_ttl_ms must be 1..30 days");
     if (o.max_retries < 0 || o.max_retries > 100)
         return ctx_fail(ctx, RSV_EINVAL, "max_retries must be 0..100");
@@ -286,20 +286,6 @@ RSV_EXTERN void rsv_close(rsv_ctx *ctx)
     res_free(&ctx->res);
     buf_free(&ctx->sql);
     free(ctx);
-}
-
-RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx)
-{
-    if (!ctx)
-        return "no context (NULL)";
-    return nb_busy(ctx) ? nb_busy_msg() : ctx->msg;
-}
-
-RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx)
-{
-    if (!ctx)
-        return RSV_EINVAL;
-    return nb_busy(ctx) ? RSV_PENDING : ctx->code;
 }
 
 RSV_EXTERN MYSQL *rsv_connection(const rsv_ctx *ctx)

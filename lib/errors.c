@@ -1,6 +1,6 @@
 /*
- * errors.c - return codes, their names and texts, the per-context message,
- * and the mapping from server/client error numbers to libreserve codes.
+ * errors.c - return codes, their names and texts, the per-context message
+ * and its public readers (rsv_errmsg, rsv_errcode), and the mapping from server/client error numbers to libreserve codes.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -164,4 +164,18 @@ void ctx_error_restore(rsv_ctx *ctx, const ctx_error *e)
     ctx->code = e->code;
     ctx->db_errno = e->db_errno;
     memcpy(ctx->msg, e->msg, sizeof ctx->msg);
+}
+
+RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx)
+{
+    if (!ctx)
+        return "no context (NULL)";
+    return nb_busy(ctx) ? nb_busy_msg() : ctx->msg;
+}
+
+RSV_EXTERN int rsv_errcode(const rsv_ctx *ctx)
+{
+    if (!ctx)
+        return RSV_EINVAL;
+    return nb_busy(ctx) ? RSV_PENDING : ctx->code;
 }

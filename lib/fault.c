@@ -109,6 +109,43 @@ static void kill_socket(rsv_ctx *ctx)
     }
 }
 
+/* The procedures' CALLs, as schema.c names them (fault_call_kind), with
+ * how each answer says it committed.  Told at every rsv_open, maybe on
+ * several threads at once: under a lock. */
+static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    sql_builder build;
+    int answer;
+} calls[16];
+static size_t ncalls;
+
+void fault_call_kind(sql_builder build, int answer)
+{
+    pthread_mutex_lock(&calls_mu);
+    size_t i = 0;
+    while (i < ncalls && calls[i].build != build)
+        i++;
+    if (i < sizeof calls / sizeof calls[0]) {
+        calls[i].build = build;
+        calls[i].answer = answer;
+        if (i == ncalls)
+            ncalls++;
+    }
+    pthread_mutex_unlock(&calls_mu);
+}
+
+/* FAULT_ANSWER_*, or -1 if build is no procedure's CALL. */
+static int call_answer(sql_builder build)
+{
+    int answer = -1;
+    pthread_mutex_lock(&calls_mu);
+    for (size_t i = 0; i < ncalls; i++)
+        if (calls[i].build == build)
+            answer = calls[i].answer;
+    pthread_mutex_unlock(&calls_mu);
+    return answer;
+}
+
 static int same_call(sql_builder build, uint32_t shape, const char *text)
 {
     if (build || F.s_build)
@@ -123,11 +160,7 @@ int fault_enter(rsv_ctx *ctx, sql_builder build, uint32_t shape,
         return 0;
     uint64_t n = ++F.calls;
     if (n <= TRACE_MAX)
-        F.trace[n - 1] = build == b_call_reserve || build == b_call_cart ||
-                                 build == b_call_settle ||
-                                 build == b_call_reserve_batch ||
-                                 build == b_call_cart_batch ||
-                                 build == b_call_settle_batch
+        F.trace[n - 1] = build && call_answer(build) >= 0
                              ? "CALL"
                          : build || shape == FAULT_FIXED_STMT ? "stmt"
                          : text  ? text
@@ -194,14 +227,12 @@ int fault_leave(rsv_ctx *ctx, int rc)
      * committed) */
     const sql_res *r = &ctx->res;
     /* (a batch procedure always commits: its rows are per entry) */
-    int batch = F.last_build == b_call_reserve_batch ||
-                F.last_build == b_call_cart_batch ||
-                F.last_build == b_call_settle_batch;
+    int answer = call_answer(F.last_build);
     int committed =
         rc == RSV_OK && r->rows >= 1 &&
-        (batch                            ? 1
-         : F.last_build == b_call_settle ? RES_I(r, r->rows - 1, 4) > 0
-                                          : RES_I(r, r->rows - 1, 0) == 0);
+        (answer == FAULT_ANSWER_BATCH  ? 1
+         : answer == FAULT_ANSWER_DONE ? RES_I(r, r->rows - 1, 4) > 0
+                                       : RES_I(r, r->rows - 1, 0) == 0);
     if (n >= 1 && n <= TRACE_MAX && strcmp(F.trace[n - 1], "CALL") == 0 &&
         !committed)
         F.trace[n - 1] = "CALL (rolled back)";

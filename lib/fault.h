@@ -55,6 +55,12 @@ enum rsv_fault_kind {
     RSV_FAULT__COUNT
 };
 
+/* How a procedure's answer tells that it committed: its last row's
+ * column 0 is 0 (the reserve procedures), its column 4 is above 0 (the
+ * settle procedure), or always (a batch procedure, whose rows are per
+ * entry). */
+enum { FAULT_ANSWER_STATUS, FAULT_ANSWER_DONE, FAULT_ANSWER_BATCH };
+
 #ifdef RSV_FAULT_INJECTION
 
 /* Follow ctx (NULL: the next context opened), reset its call counter and
@@ -100,6 +106,10 @@ RSV_HIDDEN int fault_leave(rsv_ctx *ctx, int rc);
 RSV_HIDDEN int fault_leave_due(rsv_ctx *ctx);
 RSV_HIDDEN int fault_lose(rsv_ctx *ctx, int rc);
 RSV_HIDDEN void fault_server(unsigned long *version, const char **info);
+/* schema.c tells which builders are a procedure's CALL, and how each
+ * answer says it committed: the trace shows them as "CALL" (a commit
+ * point) and "CALL (rolled back)". */
+RSV_HIDDEN void fault_call_kind(sql_builder build, int answer);
 
 #define FAULT_OPENED(ctx) fault_opened(ctx)
 #define FAULT_ENTER(ctx, build, shape, text, oom, rcp) \
@@ -108,6 +118,7 @@ RSV_HIDDEN void fault_server(unsigned long *version, const char **info);
 #define FAULT_LEAVE_DUE(ctx) fault_leave_due(ctx)
 #define FAULT_LOSE(ctx, rc) fault_lose(ctx, rc)
 #define FAULT_SERVER(version, info) fault_server(version, info)
+#define FAULT_CALL_KIND(build, answer) fault_call_kind(build, answer)
 
 #else
 
@@ -117,6 +128,7 @@ RSV_HIDDEN void fault_server(unsigned long *version, const char **info);
 #define FAULT_LEAVE_DUE(ctx) ((void)(ctx), 0)
 #define FAULT_LOSE(ctx, rc) (rc)
 #define FAULT_SERVER(version, info) ((void)(version), (void)(info))
+#define FAULT_CALL_KIND(build, answer) ((void)(build), (void)(answer))
 
 #endif /* RSV_FAULT_INJECTION */
 

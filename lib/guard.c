@@ -1,12 +1,10 @@
 /*
  * guard.c - a context's call in flight: the state the caller's thread and
  * the context's worker thread share (nonblock.c runs the worker), and the
- * three questions every layer asks of it.
+ * questions every layer asks of it.  The first, nb_busy (a non-blocking
+ * call is in flight and this thread is not its worker), is threads.c's:
+ * rsv_errmsg asks it, and this file sets messages.
  *
- *  - nb_busy: a non-blocking call is in flight and this thread is not its
- *    worker.  While a call is pending only the worker touches the context
- *    and its connection: op_begin (txn.c) and the few functions that take
- *    no operation refuse other threads, without writing to the context.
  *  - nb_canceled: rsv_cancel asked the call to stop; txn_run asks before
  *    each attempt.
  *  - nb_sleep: the backoff pause between attempts, which a cancel cuts
@@ -25,28 +23,10 @@
 
 #include "internal.h"
 
-/* The context whose worker runs on this thread: its calls pass. */
-static _Thread_local const rsv_ctx *nb_worker_of;
-
-#define IN_PROGRESS "a non-blocking call is in progress on this context: " \
-                    "wait for its descriptor (rsv_async_fd) and call rsv_cont"
-
-void nb_become_worker(const rsv_ctx *ctx) { nb_worker_of = ctx; }
-
-int nb_is_worker(const rsv_ctx *ctx) { return nb_worker_of == ctx; }
-
-int nb_busy(const rsv_ctx *ctx)
-{
-    /* (the worker asks first: it never reads the caller's flag) */
-    return nb_worker_of != ctx && ctx->nb && ctx->nb->pending;
-}
-
-const char *nb_busy_msg(void) { return IN_PROGRESS; }
-
 int nb_canceled(rsv_ctx *ctx)
 {
     struct nb_state *nb = ctx->nb;
-    if (!nb || nb_worker_of != ctx)
+    if (!nb || !nb_is_worker(ctx))
         return 0;
     pthread_mutex_lock(&nb->mu);
     int cancel = nb->cancel, cut = nb->cut;
@@ -64,7 +44,7 @@ void nb_sleep(rsv_ctx *ctx, uint64_t us)
 {
     struct nb_state *nb = ctx->nb;
     struct timespec ts;
-    if (!nb || nb_worker_of != ctx) {
+    if (!nb || !nb_is_worker(ctx)) {
         ts.tv_sec = (time_t)(us / 1000000);
         ts.tv_nsec = (long)(us % 1000000) * 1000;
         nanosleep(&ts, NULL);

@@ -12,9 +12,9 @@
  * symbol each object takes from which).
  *
  *   layer      files (lib/NAME.c)
- *   1 base     clock threads errors guard stats cart
+ *   1 base     clock threads errors guard stats cart argcheck
  *   2 wire     sql fault
- *   3 frame    txn
+ *   3 frame    txn op
  *   4 storage  schema ledger ledger_seen pool_cursor
  *   5 engine   reserve_job reserve_next sold_out reserve_proc reserve
  *              checkout stock pool_drain sweep audit
@@ -26,8 +26,8 @@
  * operations; storage: the schema's contract and what is known of its
  * rows; engine: the operations; batch: many operations in one call;
  * surface: contexts, connections, the non-blocking interface, exports.
- * fault.c exists only in the fault-injection test build; it names the
- * CALL builders of schema.c to tell a commit point in its trace.
+ * fault.c has code only in the fault-injection test build, which
+ * tests/layers.sh checks too.
  *
  * LOCK ORDER.  Every path takes row locks in this order:
  *
@@ -48,7 +48,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mysql.h>
+
 #include "reserve.h"
+#include "reserve/async.h"
+#include "reserve/batch.h"
+#include "reserve/stats.h"
 #include "test_flags.h"
 
 #define RSV_HIDDEN __attribute__((visibility("hidden")))
@@ -163,6 +168,8 @@ typedef struct sql_args {
 #define COL_T 't' /* at most one per result, read into text (the cart
                      procedure's answer); its ints read as 0 */
 #define RES_TEXT_MAX 4096
+#define RES_COLS_MAX 16 /* columns of one result, the isolation column
+                           (ctx->guard_dirty) left out */
 typedef struct sql_res {
     const char *spec;     /* one COL_* per column */
     size_t ncols, rows, cap_rows;
@@ -326,7 +333,7 @@ struct rsv_ctx {
     pool_seen seen[RSV_POOL_SEEN];
     uint64_t ledger_seen[RSV_LEDGER_SEEN]; /* fingerprints, 0 = empty */
 
-    /* the operation in progress, for op_end() (txn.c) */
+    /* the operation in progress, for op_end() (op.c) */
     int op_open;
     uint64_t op_start_us;
     uint64_t op_shop;
@@ -392,6 +399,15 @@ RSV_HIDDEN int wakeup_open(int fd[2]);
 RSV_HIDDEN void wakeup_set(const int fd[2]);
 RSV_HIDDEN void wakeup_clear(const int fd[2]);
 RSV_HIDDEN void wakeup_close(int fd[2]);
+/* A non-blocking call is in progress on ctx and this thread is not its
+ * worker: the function must refuse (RSV_EINVAL) without writing to ctx. */
+RSV_HIDDEN int nb_busy(const rsv_ctx *ctx);
+/* What rsv_errmsg says while a call is in progress. */
+RSV_HIDDEN const char *nb_busy_msg(void);
+/* This thread is ctx's worker from now on (nonblock.c); and whether the
+ * calling thread is it. */
+RSV_HIDDEN void nb_become_worker(const rsv_ctx *ctx);
+RSV_HIDDEN int nb_is_worker(const rsv_ctx *ctx);
 
 /* ---- errors.c: codes, messages and the server's errors ---- */
 RSV_HIDDEN int ctx_fail(rsv_ctx *ctx, int code, const char *fmt, ...)
@@ -411,21 +427,12 @@ typedef struct ctx_error {
 RSV_HIDDEN void ctx_error_save(const rsv_ctx *ctx, ctx_error *e);
 RSV_HIDDEN void ctx_error_restore(rsv_ctx *ctx, const ctx_error *e);
 
-/* ---- guard.c: a call in flight ---- */
-/* A non-blocking call is in progress on ctx and this thread is not its
- * worker: the function must refuse (RSV_EINVAL) without writing to ctx. */
-RSV_HIDDEN int nb_busy(const rsv_ctx *ctx);
-/* What rsv_errmsg says while a call is in progress. */
-RSV_HIDDEN const char *nb_busy_msg(void);
+/* ---- guard.c: a call in flight (nb_busy is threads.c's) ---- */
 /* On the worker, when rsv_cancel asked the call to stop: RSV_ECANCELED
  * with its message; else 0.  txn_run asks before each attempt. */
 RSV_HIDDEN int nb_canceled(rsv_ctx *ctx);
 /* The backoff pause between attempts; on the worker a cancel ends it. */
 RSV_HIDDEN void nb_sleep(rsv_ctx *ctx, uint64_t us);
-/* This thread is ctx's worker from now on (nonblock.c); and whether the
- * calling thread is it. */
-RSV_HIDDEN void nb_become_worker(const rsv_ctx *ctx);
-RSV_HIDDEN int nb_is_worker(const rsv_ctx *ctx);
 /* Make ctx->nb and its descriptor once; RSV_OK or RSV_ENOMEM. */
 RSV_HIDDEN int nb_ensure(rsv_ctx *ctx);
 /* Stop the call in flight (nb->mu held): no attempt starts after this,
@@ -444,6 +451,65 @@ RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
  * for a context's statistics or a snapshot's (stats_export.c). */
 RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
                                 uint32_t op);
+
+/* ---- argcheck.c: a call's arguments, checked before anything is sent ---- */
+/* The longest hold a reserve or an extension asks for, and the longest
+ * default (rsv_options.hold_ttl_ms): 30 days. */
+#define RSV_TTL_MAX_MS (30LL * 24 * 3600 * 1000)
+/* The kinds of call whose arguments are checked alike in every form. */
+enum { CALL_RESERVE_ONE, CALL_RESERVE, CALL_CLAIM, CALL_RELEASE, CALL_EXTEND,
+       CALL_STATUS };
+typedef struct call_args {
+    int kind;                 /* CALL_* */
+    const void *token;
+    size_t token_len;
+    int64_t quantity;         /* CALL_RESERVE_ONE */
+    const struct rsv_cart *cart; /* CALL_RESERVE */
+    int64_t ttl_ms;           /* the reserves and CALL_EXTEND; 0: default */
+    const void *out;          /* CALL_STATUS: status_out */
+} call_args;
+/* The longest message of a check, its NUL included. */
+#define ARG_MSG_MAX 96
+/* The code of a call's arguments (RSV_OK or the first thing wrong, in the
+ * single call's order), and its message into msg (ARG_MSG_MAX bytes). */
+RSV_HIDDEN int call_check(const call_args *a, char *msg);
+RSV_HIDDEN int token_check(const void *token, size_t len, char *msg);
+/* ttl_ms 0 (the default) passes. */
+RSV_HIDDEN int ttl_check(int64_t ttl_ms, char *msg);
+/* A cart of one line at one location, in the caller's storage (no
+ * allocation): what rsv_reserve_one and a batch entry reserve. */
+RSV_HIDDEN void cart_one_line(struct rsv_cart *cart, struct cart_line *line,
+                              uint64_t item, uint64_t *loc, int64_t quantity,
+                              int64_t *alloc);
+/* The checks above on a context: the code, with its message set. */
+static inline int check_call(rsv_ctx *ctx, const call_args *a)
+{
+    char msg[ARG_MSG_MAX];
+    int rc = call_check(a, msg);
+    return rc ? ctx_fail(ctx, rc, "%s", msg) : RSV_OK;
+}
+static inline int check_token(rsv_ctx *ctx, const void *token, size_t len)
+{
+    char msg[ARG_MSG_MAX];
+    int rc = token_check(token, len, msg);
+    return rc ? ctx_fail(ctx, rc, "%s", msg) : RSV_OK;
+}
+/* A checked ttl_ms, 0 replaced by the context's default. */
+static inline int64_t ttl_or_default(const rsv_ctx *ctx, int64_t ttl_ms)
+{
+    return ttl_ms == 0 ? ctx->opts.hold_ttl_ms : ttl_ms;
+}
+/* And ttl_ms 0 replaced by the context's default. */
+static inline int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms)
+{
+    char msg[ARG_MSG_MAX];
+    int rc = ttl_check(*ttl_ms, msg);
+    if (rc)
+        return ctx_fail(ctx, rc, "%s", msg);
+    *ttl_ms = ttl_or_default(ctx, *ttl_ms);
+    return RSV_OK;
+}
+
 /* ================= layer 2: wire ================= */
 
 /* ---- sql.c: statements, their cache, buffers and results ---- */
@@ -457,6 +523,8 @@ RSV_HIDDEN void args_reset(sql_args *a);
 RSV_HIDDEN void arg_i64(sql_args *a, int64_t x);
 RSV_HIDDEN void arg_u64(sql_args *a, uint64_t x);
 RSV_HIDDEN void arg_bin(sql_args *a, const void *p, size_t len);
+/* n placeholders for a procedure's OUT arguments (never read). */
+RSV_HIDDEN void arg_outs(sql_args *a, size_t n);
 RSV_HIDDEN void args_free(sql_args *a);
 RSV_HIDDEN void res_free(sql_res *r);
 
@@ -522,8 +590,7 @@ RSV_HIDDEN int sql_query_row(rsv_ctx *ctx, const char *q, char *out,
 
 /* ================= layer 3: frame ================= */
 
-/* ---- txn.c: the transaction frame, and the frame of every public
- * operation ---- */
+/* ---- txn.c: the transaction frame ---- */
 #define TXN_MAY_JOIN 0x1 /* join the caller's open transaction if any */
 #define TXN_SELF_COMMIT 0x2 /* the body is one statement that begins,
                                commits or rolls back its own transaction
@@ -555,6 +622,7 @@ RSV_HIDDEN int txn_caller_open(rsv_ctx *ctx);
 RSV_HIDDEN int replica_ack_lost(rsv_ctx *ctx);
 /* ROLLBACK, keeping the code and message of what made it necessary. */
 RSV_HIDDEN void txn_rollback_quietly(rsv_ctx *ctx);
+/* ---- op.c: the frame of every public operation ---- */
 /* Start a public operation: sets the tag, the clock and the shop/token the
  * completion callback gets.  `writes`: the operation changes the database,
  * so the kill switch refuses it; then returns RSV_EDISABLED (message set),
@@ -598,7 +666,10 @@ RSV_HIDDEN int proc_unusable(rsv_ctx *ctx, int id);
  * command that mends it, or RSV_OK with ctx->procs set. */
 RSV_HIDDEN int schema_check(rsv_ctx *ctx);
 /* The CALL statement of each procedure the library calls (their
- * arguments are listed there). */
+ * arguments are listed there).  The reserve procedures' OUT arguments are
+ * placeholders the caller binds with arg_outs: this many. */
+#define CALL_RESERVE_OUTS 8
+#define CALL_CART_OUTS 2
 RSV_HIDDEN int b_call_reserve(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_cart(strbuf *s, uint32_t shape);
 RSV_HIDDEN int b_call_settle(strbuf *s, uint32_t shape);
@@ -733,8 +804,6 @@ RSV_HIDDEN void pool_refill_done(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 /* (the reserve's own files share reserve_job.h) */
 
 /* ---- checkout.c: claims, releases, extensions, status ---- */
-RSV_HIDDEN int check_token(rsv_ctx *ctx, const void *token, size_t len);
-RSV_HIDDEN int check_ttl(rsv_ctx *ctx, int64_t *ttl_ms);
 /* Move the checkout's remaining holds to the settlement journal as `kind`
  * and delete them.  Checkout row must be locked. */
 RSV_HIDDEN int holds_settle(rsv_ctx *ctx, uint64_t shop, const void *token,
@@ -752,7 +821,7 @@ RSV_HIDDEN int settle_answer_code(rsv_ctx *ctx, int kind, uint64_t shop,
  * 1,024 keys per call), counting the rows in RSV_STAT_POOL_DRAINED. */
 RSV_HIDDEN int pool_drain_idle(rsv_ctx *ctx, uint64_t shop);
 
-/* ================= layer 6: batch (batch.h) ================= */
+/* ================= layer 6: batch (batch_call.h) ================= */
 
 /* ================= layer 7: surface ================= */
 

@@ -121,25 +121,20 @@ static int nb_start_thread(rsv_ctx *ctx)
 static int answers_at_once(const rsv_ctx *ctx, const struct nb_job *j,
                            const void *token)
 {
-    if (!token || j->token_len == 0 || j->token_len > RSV_TOKEN_MAX)
-        return 1;
     if (ctx->disabled && j->kind != JOB_STATUS)
         return 1;
-    int64_t max_ttl = 30LL * 24 * 3600 * 1000;
-    switch (j->kind) {
-    case JOB_RESERVE:
-        return !j->cart || j->cart->n == 0 || j->ttl_ms < 0 ||
-               j->ttl_ms > max_ttl;
-    case JOB_RESERVE_ONE:
-        return j->quantity < 1 || j->quantity > RSV_QUANTITY_MAX ||
-               j->ttl_ms < 0 || j->ttl_ms > max_ttl;
-    case JOB_EXTEND:
-        return j->ttl_ms < 0 || j->ttl_ms > max_ttl;
-    case JOB_STATUS:
-        return !j->status_out;
-    default:
-        return 0;
-    }
+    static const int call[] = {[JOB_RESERVE] = CALL_RESERVE,
+                               [JOB_RESERVE_ONE] = CALL_RESERVE_ONE,
+                               [JOB_CLAIM] = CALL_CLAIM,
+                               [JOB_RELEASE] = CALL_RELEASE,
+                               [JOB_EXTEND] = CALL_EXTEND,
+                               [JOB_STATUS] = CALL_STATUS};
+    call_args a = {.kind = call[j->kind], .token = token,
+                   .token_len = j->token_len, .quantity = j->quantity,
+                   .cart = j->cart, .ttl_ms = j->ttl_ms,
+                   .out = j->status_out};
+    char msg[ARG_MSG_MAX];
+    return call_check(&a, msg) != RSV_OK;
 }
 
 /* Hand j to the worker, or answer at once (see answers_at_once). */

@@ -971,16 +971,14 @@ static int reserve_cart(rsv_ctx *ctx, uint64_t shop_id, const void *token,
     int began = op_begin(ctx, RSV_OP_RESERVE, 1, shop_id, token, token_len);
     if (began)
         return began;
-    if (!cart)
-        return ctx_fail(ctx, RSV_EINVAL, "cart is NULL");
-    cart->failed_line = (size_t)-1;
-    int rc = check_token(ctx, token, token_len);
+    if (cart)
+        cart->failed_line = (size_t)-1;
+    call_args a = {.kind = CALL_RESERVE, .token = token,
+                   .token_len = token_len, .cart = cart, .ttl_ms = ttl_ms};
+    int rc = check_call(ctx, &a);
     if (rc)
         return rc;
-    if (cart->n == 0)
-        return ctx_fail(ctx, RSV_EEMPTY, "the cart has no lines");
-    if ((rc = check_ttl(ctx, &ttl_ms)))
-        return rc;
+    ttl_ms = ttl_or_default(ctx, ttl_ms);
     if (txn_caller_open(ctx))
         return ctx_fail(ctx, RSV_EINTXN,
                         "rsv_reserve runs its own transaction; the "
@@ -1024,20 +1022,17 @@ RSV_EXTERN int rsv_reserve_one(rsv_ctx *ctx, uint64_t shop_id,
     uint64_t loc = location_id;
     memset(&cart, 0, sizeof cart);
     memset(&line, 0, sizeof line);
-    if (quantity < 1 || quantity > RSV_QUANTITY_MAX) {
+    call_args a = {.kind = CALL_RESERVE_ONE, .token = token,
+                   .token_len = token_len, .quantity = quantity,
+                   .ttl_ms = ttl_ms};
+    char msg[ARG_MSG_MAX];
+    int bad = call_check(&a, msg);
+    if (bad) {
         int began = op_begin(ctx, RSV_OP_RESERVE, 1, shop_id, token, token_len);
         if (began)
             return op_end(ctx, began);
-        return op_end(ctx, ctx_fail(ctx, RSV_EQUANTITY,
-                                    "quantity must be 1..%d, not %lld",
-                                    RSV_QUANTITY_MAX, (long long)quantity));
+        return op_end(ctx, ctx_fail(ctx, bad, "%s", msg));
     }
-    line.item = item_id;
-    line.locs = &loc;
-    line.n_locs = 1;
-    line.qty = quantity;
-    line.alloc = &alloc;
-    cart.lines = &line;
-    cart.n = cart.cap = 1;
+    cart_one_line(&cart, &line, item_id, &loc, quantity, &alloc);
     return rsv_reserve(ctx, shop_id, token, token_len, &cart, ttl_ms);
 }

@@ -182,7 +182,21 @@ RSV_HIDDEN void reserve_proc_one_done(rsv_ctx *ctx, rjob *j, const int64_t *v);
 /* For a cart batch, whose one CALL runs the cart procedure for many jobs:
  * the key list of a job's CALL (0: the job is not the procedure's), then
  * per key of a committed job its answer, then the job's bookkeeping. */
-#define PROC_CART_LIST_MAX 4224 /* PROC_MAX_LIST * PROC_KEY_TEXT */
+#define PROC_MAX_LIST 48  /* keys in its list, checked ones included */
+/* One key's text, "idx,item,location,units,start,fill;": at most
+ * 2 + 20 + 20 + 2 + 20 + 5 digits and 6 marks; each is written into a
+ * slot of PROC_KEY_TEXT bytes. */
+#define PROC_KEY_TEXT_LONGEST (2 + 20 + 20 + 2 + 20 + 5 + 6)
+#define PROC_KEY_TEXT 88
+/* The procedure's key list argument, p_keys VARBINARY(4096) in
+ * sql/schema.sql. */
+#define PROC_LIST_ARG_BYTES 4096
+/* The buffer a job's key list is written into. */
+#define PROC_CART_LIST_MAX (PROC_MAX_LIST * PROC_KEY_TEXT)
+_Static_assert(PROC_KEY_TEXT > PROC_KEY_TEXT_LONGEST,
+               "a key's text and its NUL fit its slot");
+_Static_assert(PROC_MAX_LIST * PROC_KEY_TEXT_LONGEST <= PROC_LIST_ARG_BYTES,
+               "the longest key list fits the procedure's argument");
 RSV_HIDDEN size_t reserve_proc_cart_list(rsv_ctx *ctx, rjob *j, char *out,
                                          size_t cap, size_t *taken);
 RSV_HIDDEN int reserve_proc_cart_key(rsv_ctx *ctx, rjob *j, int64_t k,

@@ -23,13 +23,6 @@ enum {
 #define PROC_MAX_UNITS 64 /* the procedures take units one by one; bigger
                              holds send their statements (one read) */
 #define PROC_MAX_KEYS 32  /* keys a cart CALL takes units at */
-#define PROC_MAX_LIST 48  /* keys in its list, checked ones included
-                             (4096 bytes) */
-_Static_assert(PROC_CART_LIST_MAX == 48 * 88, "the cart batch's buffer");
-#define PROC_KEY_TEXT 88  /* "idx,item,location,units,start,fill;": at
-                             most 2 + 20 + 20 + 2 + 20 + 5 digits and 6
-                             marks, 75 (48 keys: 3,600 of the procedure's
-                             4,096 bytes) */
 
 /* Which procedure can do this pass, if any.  The procedures do what
  * fast_body does for a new checkout, with the same commit, and they hold
@@ -146,6 +139,7 @@ static int proc_call_one(rsv_ctx *ctx, const rjob *j, const rkey *k,
     arg_i64(&ctx->args, j->ttl_ms * 1000);
     arg_i64(&ctx->args, fill);
     arg_i64(&ctx->args, wait);
+    arg_outs(&ctx->args, CALL_RESERVE_OUTS);
     return sql_run(ctx, b_call_reserve, 0, "iiiiiiii", NULL);
 }
 
@@ -161,11 +155,12 @@ static int proc_call(rsv_ctx *ctx, rjob *j, const proc_plan *plan)
     args_reset(&ctx->args);
     arg_u64(&ctx->args, j->shop);
     arg_bin(&ctx->args, j->token, j->len);
-    char keys[PROC_MAX_LIST * PROC_KEY_TEXT];
+    char keys[PROC_CART_LIST_MAX];
     size_t len = proc_key_list(ctx, j, keys, sizeof keys);
     arg_bin(&ctx->args, keys, len);
     arg_i64(&ctx->args, (int64_t)plan->taken);
     arg_i64(&ctx->args, j->ttl_ms * 1000);
+    arg_outs(&ctx->args, CALL_CART_OUTS);
     return sql_run(ctx, b_call_cart, 0, "it", NULL);
 }
 

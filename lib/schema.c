@@ -17,6 +17,7 @@
 
 #include <mysqld_error.h>
 
+#include "fault.h"
 #include "internal.h"
 
 static const struct {
@@ -59,15 +60,25 @@ RSV_EXTERN const char *rsv_schema_procedure(size_t index)
 
 /* ---- the CALL statements: each procedure's arguments, in order ---- */
 
+/* The OUT arguments of the reserve procedures are placeholders, bound by
+ * the caller (arg_outs) and never read: the server sends their values
+ * back as a result set of their own in the same answer, which sql.c
+ * skips (the answer row has them).  A user variable there would stay in
+ * the application's session after the call. */
+static void out_args(strbuf *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        buf_puts(s, i ? ", ?" : "?");
+}
+
 int b_call_reserve(strbuf *s, uint32_t shape)
 {
     (void)shape;
     /* shop, token, item, location, units, start, ttl_us, fill, wait; 1: in
-     * a transaction of its own, answering a row; its OUT arguments go to a
-     * user variable of ours that nothing reads (the answer row has them) */
-    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, ?, 1, "
-                "@rsv__out, @rsv__out, @rsv__out, @rsv__out, @rsv__out, "
-                "@rsv__out, @rsv__out, @rsv__out)");
+     * a transaction of its own, answering a row; its OUT arguments */
+    buf_puts(s, "CALL " RSV_PROC_RESERVE "(?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ");
+    out_args(s, CALL_RESERVE_OUTS);
+    buf_puts(s, ")");
     return 0;
 }
 
@@ -75,9 +86,10 @@ int b_call_cart(strbuf *s, uint32_t shape)
 {
     (void)shape;
     /* shop, token, key list, keys taken, ttl_us; 1: in a transaction of
-     * its own, answering a row (its OUT arguments as b_call_reserve's) */
-    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?, 1, @rsv__out, "
-                "@rsv__out)");
+     * its own, answering a row; its OUT arguments */
+    buf_puts(s, "CALL " RSV_PROC_CART "(?, ?, ?, ?, ?, 1, ");
+    out_args(s, CALL_CART_OUTS);
+    buf_puts(s, ")");
     return 0;
 }
 
@@ -162,6 +174,13 @@ static int check_version(rsv_ctx *ctx, const char *db, int has_table)
 
 int schema_check(rsv_ctx *ctx)
 {
+    /* (the fault-injection build's trace: which statements are CALLs) */
+    FAULT_CALL_KIND(b_call_reserve, FAULT_ANSWER_STATUS);
+    FAULT_CALL_KIND(b_call_cart, FAULT_ANSWER_STATUS);
+    FAULT_CALL_KIND(b_call_settle, FAULT_ANSWER_DONE);
+    FAULT_CALL_KIND(b_call_reserve_batch, FAULT_ANSWER_BATCH);
+    FAULT_CALL_KIND(b_call_cart_batch, FAULT_ANSWER_BATCH);
+    FAULT_CALL_KIND(b_call_settle_batch, FAULT_ANSWER_BATCH);
     static const char *tables[] = {
         "rsv_ledger", "rsv_pool", "rsv_checkouts",
         "rsv_holds", "rsv_journal", "rsv_schema",

@@ -177,6 +177,12 @@ void arg_i64(sql_args *a, int64_t x)
     }
 }
 
+void arg_outs(sql_args *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        arg_i64(a, 0);
+}
+
 void arg_u64(sql_args *a, uint64_t x)
 {
     sql_val *v = arg_push(a);
@@ -476,6 +482,8 @@ static stmt_slot *cache_get(rsv_ctx *ctx, sql_builder build,
 {
     stmt_slot *victim = &ctx->stmts[0];
     *rc = RSV_OK;
+    /* (the slots past the option stay empty: the other loops over the
+     * cache may run to RSV_STMT_CACHE) */
     for (int i = 0; i < ctx->opts.stmt_cache_max; i++) {
         stmt_slot *s = &ctx->stmts[i];
         if (s->stmt && s->build == build && s->shape == shape &&
@@ -506,15 +514,9 @@ static stmt_slot *cache_get(rsv_ctx *ctx, sql_builder build,
         buf_printf_u(sql, "SET STATEMENT innodb_lock_wait_timeout = ",
                      (uint64_t)ctx->stmt_lock_wait_s, " FOR ");
     size_t body_at = sql->len;
-    if (build ? build(sql, shape) != 0 : (buf_puts(sql, text), 0)) {
-        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
-        return NULL;
-    }
-    if (sql->oom) {
-        *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
-        return NULL;
-    }
-    if (ctx->guard_dirty && guard_column(sql, body_at) != 0) {
+    if ((build ? build(sql, shape) != 0 : (buf_puts(sql, text), 0)) ||
+        sql->oom ||
+        (ctx->guard_dirty && guard_column(sql, body_at) != 0)) {
         *rc = ctx_fail(ctx, RSV_ENOMEM, "out of memory building a statement");
         return NULL;
     }
@@ -569,12 +571,13 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     size_t ncols = r->ncols;
     size_t g = ctx->guard_dirty ? 1 : 0; /* the isolation column first */
 
-    MYSQL_BIND bind[17], *out = bind + g;
-    int64_t ival[16], dirty = 0;
-    my_bool isnull[16], dirty_null = 0;
-    unsigned long blen[16];
-    unsigned char bbuf[16][RSV_TOKEN_MAX];
-    if (ncols > 16 || mysql_stmt_field_count(st) != ncols + g) {
+    /* the columns, and the isolation column before them */
+    MYSQL_BIND bind[RES_COLS_MAX + 1], *out = bind + g;
+    int64_t ival[RES_COLS_MAX], dirty = 0;
+    my_bool isnull[RES_COLS_MAX], dirty_null = 0;
+    unsigned long blen[RES_COLS_MAX];
+    unsigned char bbuf[RES_COLS_MAX][RSV_TOKEN_MAX];
+    if (ncols > RES_COLS_MAX || mysql_stmt_field_count(st) != ncols + g) {
         mysql_stmt_free_result(st);
         return ctx_fail(ctx, RSV_EDB,
                         "internal: result has %u columns, expected %zu",
@@ -655,6 +658,14 @@ static int fetch_all(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
     return rc;
 }
 
+/* The result set in hand holds a CALL's OUT arguments, not an answer. */
+static int out_params(rsv_ctx *ctx)
+{
+    unsigned int status = 0;
+    mariadb_get_infov(ctx->conn, MARIADB_CONNECTION_SERVER_STATUS, &status);
+    return (status & SERVER_PS_OUT_PARAMS) != 0;
+}
+
 /* A CALL answers with its result sets and then a final status of its own;
  * read everything up to that, so the connection is in step for the next
  * statement (ours or the application's).  Result sets shaped like the
@@ -667,6 +678,12 @@ static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
             return stmt_fail(ctx, st, "next result");
         if (r < 0)
             break;
+        if (out_params(ctx)) {
+            /* the OUT arguments' values (b_call_reserve): not read */
+            mysql_stmt_store_result(st);
+            mysql_stmt_free_result(st);
+            continue;
+        }
         /* a procedure answers a variable number of rows as one result
          * set each (rsv_reserve_key_v3): they add to the result */
         if (spec && mysql_stmt_field_count(st) == ctx->res.ncols) {

@@ -1,13 +1,11 @@
 /*
- * stats.c - per-context statistics, the completion callback's registration
- * and the kill switch's flag.
+ * stats.c - per-context statistics.
  *
  * Owns: the counters, outcomes and latency histograms kept in
  * rsv_ctx.stats (fixed arrays: a context's memory never grows with
- * traffic), their public getters, rsv_set_callback and rsv_set_enabled.
- * The hooks that feed them live where the events happen: op_begin/op_end
- * and the retry loop in txn.c, statement execution in sql.c, short reads
- * and refills in reserve.c.  Snapshots and their Prometheus text are in
+ * traffic) and their public getters.  The hooks that feed them live where
+ * the events happen: op_begin/op_end in op.c, the retry loop in txn.c,
+ * statement execution in sql.c, short reads and refills in reserve.c.  Snapshots and their Prometheus text are in
  * stats_export.c.
  */
 #include <string.h>
@@ -194,22 +192,5 @@ RSV_EXTERN int rsv_stats_reset(rsv_ctx *ctx)
     if (!ctx || nb_busy(ctx))
         return RSV_EINVAL;
     memset(&ctx->stats, 0, sizeof ctx->stats);
-    return RSV_OK;
-}
-
-RSV_EXTERN int rsv_set_callback(rsv_ctx *ctx, rsv_op_fn fn, void *user)
-{
-    if (!ctx || nb_busy(ctx))
-        return RSV_EINVAL;
-    ctx->callback = fn;
-    ctx->callback_user = fn ? user : NULL;
-    return RSV_OK;
-}
-
-RSV_EXTERN int rsv_set_enabled(rsv_ctx *ctx, int enabled)
-{
-    if (!ctx || nb_busy(ctx))
-        return RSV_EINVAL;
-    ctx->disabled = !enabled;
     return RSV_OK;
 }

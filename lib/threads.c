@@ -1,7 +1,10 @@
 /*
  * threads.c - what the library's own threads need from the application's
- * process: starting one without taking its signals, and the completion
- * descriptor an event loop waits on.
+ * process: starting one without taking its signals, the completion
+ * descriptor an event loop waits on, and which thread is a context's
+ * worker (nb_busy: while a non-blocking call is in flight only the worker
+ * touches the context and its connection; op_begin and the few functions
+ * that take no operation refuse other threads, without writing to it).
  *
  * The descriptor is the read end of a pipe holding at most one byte:
  * readable exactly while an answer waits (level-triggered), so a loop
@@ -68,3 +71,21 @@ void wakeup_close(int fd[2])
             close(fd[i]);
     fd[0] = fd[1] = -1;
 }
+
+/* The context whose worker runs on this thread: its calls pass. */
+static _Thread_local const rsv_ctx *nb_worker_of;
+
+#define IN_PROGRESS "a non-blocking call is in progress on this context: " \
+                    "wait for its descriptor (rsv_async_fd) and call rsv_cont"
+
+void nb_become_worker(const rsv_ctx *ctx) { nb_worker_of = ctx; }
+
+int nb_is_worker(const rsv_ctx *ctx) { return nb_worker_of == ctx; }
+
+int nb_busy(const rsv_ctx *ctx)
+{
+    /* (the worker asks first: it never reads the caller's flag) */
+    return nb_worker_of != ctx && ctx->nb && ctx->nb->pending;
+}
+
+const char *nb_busy_msg(void) { return IN_PROGRESS; }

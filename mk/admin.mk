@@ -23,6 +23,9 @@ $(B)/rsv-admin: $(ADMIN_SRC) $(ADMIN_HDR) $(PUB_HDR) mk/admin.mk $(B)/libreserve
 
 CHECK_EXTRA_BUILD += $(B)/rsv-admin
 CHECK_EXTRA += tests/admin-test.sh
+# The schema loaded three ways (the mariadb client, rsv-admin's loader
+# which the tests share, the Python binding) leaves the same database.
+CHECK_EXTRA += tests/loaders-test.py
 # The sweeper service's command lines as written in its unit file; who
 # holds the connections (it starts a second server, with
 # performance_schema on); the alert rules and the dashboard against what

@@ -3,6 +3,10 @@
 # second throwaway server of its own (--log-bin); make check runs it.
 CHECK_EXTRA += tests/binlog/run.sh
 
-.PHONY: binlog-test
-binlog-test: lib
+.PHONY: check-binlog
+check-binlog: lib
 	tests/binlog/run.sh
+
+# The older names of the targets above.
+.PHONY: binlog-test
+binlog-test: check-binlog

@@ -4,7 +4,7 @@
 # libreserve::reserve (and libreserve::reserve_static).  The files locate
 # the headers and libraries relative to themselves.
 #
-#   make cmake-test   make install into a staging directory, then a C++
+#   make check-cmake   make install into a staging directory, then a C++
 #                     program built by CMake against it, run against a
 #                     throwaway MariaDB (tests/install-test.sh --cmake-only)
 #
@@ -29,6 +29,10 @@ $(B)/cmake/%.cmake: cmake/%.cmake.in include/reserve.h FORCE
 
 install: $(CMAKE_PKG)
 
-.PHONY: cmake-test
-cmake-test: lib
+.PHONY: check-cmake
+check-cmake: lib
 	tools/mariadb.sh run tests/install-test.sh --cmake-only
+
+# The older names of the targets above.
+.PHONY: cmake-test
+cmake-test: check-cmake

@@ -7,7 +7,7 @@
 #                   Run as root it first installs what it needs with
 #                   apt-get (dpkg-dev, debhelper, lintian, fakeroot, and
 #                   the build dependencies through tools/deps.sh).
-#   make deb-test   make deb, then install the packages on this machine,
+#   make check-deb   make deb, then install the packages on this machine,
 #                   build and run a program against them and a throwaway
 #                   MariaDB, and remove them again (tests/deb-test.sh;
 #                   needs root, changes the system: not part of make check)
@@ -22,7 +22,7 @@ DEB_SRC := $(DEB_DIR)/src
 DEB_TOOLS := dpkg-dev debhelper lintian fakeroot
 LINTIAN_FLAGS ?= --display-info --pedantic --fail-on error,warning,info,pedantic
 
-.PHONY: deb deb-deps deb-test
+.PHONY: deb deb-deps check-deb
 
 deb-deps: deps-build
 	@tools/deps.sh packages $(DEB_TOOLS)
@@ -49,5 +49,9 @@ deb: deb-deps
 	rm -rf $(DEB_DIR)/tmp
 	@ls -l $(DEB_DIR)/*.deb
 
-deb-test:
+check-deb:
 	tests/deb-test.sh
+
+# The older names of the targets above.
+.PHONY: deb-test
+deb-test: check-deb

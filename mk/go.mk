@@ -3,7 +3,7 @@
 #
 #   make go-deps    Debian's golang-go (apt-get, as root, when go is
 #                   missing); never fails: the tests skip without go
-#   make go-test    go vet and go test ./... (the package, the example
+#   make check-go    go vet and go test ./... (the package, the example
 #                   server, the README's program) against a throwaway
 #                   MariaDB
 #
@@ -13,11 +13,15 @@
 CHECK_EXTRA_BUILD += go-deps
 CHECK_EXTRA += bindings/go/go-test.sh
 
-.PHONY: go-deps go-test
+.PHONY: go-deps check-go
 
 go-deps:
 	@command -v go >/dev/null 2>&1 || tools/deps.sh packages golang-go || \
 	  echo "go deps: go is missing: the Go tests will be skipped"
 
-go-test: lib go-deps
+check-go: lib go-deps
 	tools/mariadb.sh run bindings/go/go-test.sh
+
+# The older names of the targets above.
+.PHONY: go-test
+go-test: check-go

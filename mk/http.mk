@@ -4,14 +4,14 @@
 # mk/*.mk).
 #
 #   make build/examples/http_checkout   the server and the demo's sale
-#   make http-test        tests/http-test.sh against a throwaway MariaDB:
+#   make check-http        tests/http-test.sh against a throwaway MariaDB:
 #                         bad input, limits, timeouts, clients that hang
 #                         up, then two load phases with wrk (keep-alive
 #                         reserve -> claim/release) checked against the
 #                         tables and the server's memory (make check runs
 #                         it)
-#   make http-test-long   the same with longer, wider load phases
-#   make http-test-asan   the same with the example, the library and
+#   make check-http-long   the same with longer, wider load phases
+#   make check-http-asan   the same with the example, the library and
 #                         rsv-admin built with AddressSanitizer and
 #                         UBSan (in $(ASAN_B), as make check-asan), the
 #                         server's leak check at exit instead of the
@@ -23,7 +23,7 @@ HTTP_SRC := examples/http_main.c examples/http_checkout.c examples/http_request.
 HTTP_HDR := examples/http_checkout.h examples/http_request.h examples/http_sale.h
 HTTP_PACKAGES := wrk curl
 
-.PHONY: http-deps http-test http-test-long http-test-asan
+.PHONY: http-deps check-http check-http-long check-http-asan
 
 http-deps:
 	@tools/deps.sh packages $(HTTP_PACKAGES)
@@ -36,16 +36,22 @@ CHECK_EXTRA += tests/http-test.sh
 
 HTTP_TEST_DEPS := lib http-deps $(B)/examples/http_checkout $(B)/rsv-admin
 
-http-test: $(HTTP_TEST_DEPS)
+check-http: $(HTTP_TEST_DEPS)
 	tools/mariadb.sh run tests/http-test.sh
 
-http-test-long: $(HTTP_TEST_DEPS)
+check-http-long: $(HTTP_TEST_DEPS)
 	HTTP_LOAD_SECONDS=60 HTTP_LOAD_CONNECTIONS=256 tools/mariadb.sh run tests/http-test.sh
 
 # The variables of mk/sanitize.mk; the server's sanitizer reports go to
 # its log, which the test prints when the server does not exit 0.
-http-test-asan: deps http-deps
+check-http-asan: deps http-deps
 	@$(MAKE) --no-print-directory B=$(ASAN_B) SAN_CFLAGS="$(SAN_FLAGS)" \
 	    SAN_LDFLAGS="$(SAN_FLAGS)" CC="$(ASAN_CC)" \
 	    lib $(ASAN_B)/examples/http_checkout $(ASAN_B)/rsv-admin
 	$(ASAN_ENV) RSV_BUILD=$(ASAN_B) HTTP_MEMORY_CHECK=0 tools/mariadb.sh run tests/http-test.sh
+
+# The older names of the targets above.
+.PHONY: http-test-long http-test-asan http-test
+http-test-long: check-http-long
+http-test-asan: check-http-asan
+http-test: check-http

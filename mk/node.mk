@@ -6,7 +6,7 @@
 #                     (koffi, and typescript for the type test) when
 #                     node_modules is missing or older than package.json;
 #                     never fails: the tests skip what is missing
-#   make node-test    its tests (node --test) against a throwaway MariaDB
+#   make check-node    its tests (node --test) against a throwaway MariaDB
 #
 # make check does both: node-deps before the tests, bindings/node/node-test.sh
 # among them.
@@ -14,10 +14,14 @@
 CHECK_EXTRA_BUILD += node-deps
 CHECK_EXTRA += bindings/node/node-test.sh
 
-.PHONY: node-deps node-test
+.PHONY: node-deps check-node
 
 node-deps:
 	@bindings/node/deps.sh
 
-node-test: lib node-deps
+check-node: lib node-deps
 	tools/mariadb.sh run bindings/node/node-test.sh
+
+# The older names of the targets above.
+.PHONY: node-test
+node-test: check-node

@@ -1,15 +1,15 @@
 # Python binding (bindings/python, the pip package `libreserve`) and the
 # install test.
 #
-#   make python-test    the binding's unittest suites against a throwaway
+#   make check-python    the binding's unittest suites against a throwaway
 #                       MariaDB (in-tree build/libreserve.so), the
 #                       mysqlclient recipe among them (python3-mysqldb,
 #                       installed as root when missing)
-#   make python-install-test
+#   make check-python-install
 #                       pip install of the package (offline, into a venv
 #                       and with --target), then a reserve -> claim and the
 #                       README's example from the installed package
-#   make install-test   make install into a staging DESTDIR, build and run a
+#   make check-install   make install into a staging DESTDIR, build and run a
 #                       program with pkg-config (shared and static), run the
 #                       binding's tests against the installed library
 #
@@ -18,13 +18,19 @@
 
 CHECK_EXTRA += bindings/python/run-tests.sh bindings/python/pip-install-test.sh tests/install-test.sh
 
-.PHONY: python-test python-install-test install-test
+.PHONY: check-python check-python-install check-install
 
-python-test: lib $(TEST_SHLIB)
+check-python: lib $(TEST_SHLIB)
 	tools/mariadb.sh run bindings/python/run-tests.sh
 
-python-install-test: lib
+check-python-install: lib
 	tools/mariadb.sh run bindings/python/pip-install-test.sh
 
-install-test: lib
+check-install: lib
 	tools/mariadb.sh run tests/install-test.sh
+
+# The older names of the targets above.
+.PHONY: python-install-test python-test install-test
+python-install-test: check-python-install
+python-test: check-python
+install-test: check-install

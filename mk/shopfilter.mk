@@ -2,9 +2,13 @@
 # shop filters on that shop's id (tests/shopfilter-test.py, general log to
 # a table).  Runs in `make check`; alone:
 #
-#   make shopfilter-test
+#   make check-shopfilter
 CHECK_EXTRA += tests/shopfilter-test.py
 
-.PHONY: shopfilter-test
-shopfilter-test: lib $(TEST_SHLIB)
+.PHONY: check-shopfilter
+check-shopfilter: lib $(TEST_SHLIB)
 	tools/mariadb.sh run tests/shopfilter-test.py
+
+# The older names of the targets above.
+.PHONY: shopfilter-test
+shopfilter-test: check-shopfilter

@@ -496,8 +496,8 @@ DELIMITER ;
 -- pool, first and last pool id taken, ledger next_unit_id, ledger
 -- on_hand - issued, units taken from the ledger, pool rows minted), the
 -- out values with NULL as 0; status 0 = committed, else rolled back.  The
--- library passes its OUT arguments one user variable it owns
--- (@rsv__out), which nothing reads.
+-- library binds its OUT arguments as placeholders and never reads them
+-- (no user variable is left in the caller's session).
 -- SQL SECURITY INVOKER (no definer account to keep alive); READ WRITE and
 -- AND NO CHAIN NO RELEASE, whatever the session's defaults.
 DROP PROCEDURE IF EXISTS rsv_reserve_key_v1;

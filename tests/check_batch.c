@@ -11,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <reserve/batch.h>
+#include <reserve/stats.h>
+
 #include "testutil.h"
 #include "../lib/test_flags.h"
 

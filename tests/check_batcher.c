@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <reserve/batch.h>
+#include <reserve/stats.h>
+
 #include "testutil.h"
 
 #define TOK(s) (s), strlen(s)

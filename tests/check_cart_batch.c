@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <reserve/batch.h>
+#include <reserve/stats.h>
+
 #include "testutil.h"
 #include "../lib/test_flags.h"
 

@@ -72,6 +72,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <reserve/batch.h>
+#include <reserve/stats.h>
+
 #include "loadlib.h"
 #include "test_flags.h"
 #include "testutil.h"

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <reserve/stats.h>
+
 #include "testutil.h"
 #include "../lib/test_flags.h"
 

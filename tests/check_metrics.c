@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <reserve/stats.h>
+
 #include "testutil.h"
 
 #define TOK(s) (s), strlen(s)

@@ -14,6 +14,9 @@
 #include <event2/event.h>
 #include <uv.h>
 
+#include <reserve/async.h>
+#include <reserve/stats.h>
+
 #include "testutil.h"
 #include "../lib/test_flags.h"
 #include "reserve/libevent.h"

@@ -11,6 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <reserve/batch.h>
+#include <reserve/stats.h>
+
 #include "testutil.h"
 #include "../lib/test_flags.h"
 

@@ -4,7 +4,7 @@
  * and off, each of the four isolation levels, completion_type CHAIN and
  * RELEASE, a READ ONLY session, unusual sql_modes and lock waits.  After
  * each call the session is as it was (no transaction left open, no
- * variable changed) and the effect is committed, seen from a second
+ * variable changed, no user variable added or changed) and the effect is committed, seen from a second
  * connection; inside a caller's transaction only the functions the header
  * names join it.  Also the time budget of one call.
  */
@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <reserve/batch.h>
+#include <reserve/stats.h>
 
 #include "testutil.h"
 #include "../lib/test_flags.h"
@@ -36,18 +39,37 @@ static const char *const EXTRA[] = {
 enum { N_EXTRA = sizeof EXTRA / sizeof EXTRA[0] };
 enum { N_RUNS = 2 * 4 * N_EXTRA };
 
-/* The session variables the library must leave alone, as one string. */
-static void session_vars(MYSQL *c, char *out, size_t n)
+/* The session's user variables, names and values, as one string: the
+ * library must neither add one nor change the application's. */
+#define USER_VARS                                                           \
+    "(SELECT COALESCE(GROUP_CONCAT(CONCAT(VARIABLE_NAME, '=', "             \
+    "COALESCE(VARIABLE_VALUE, 'NULL')) ORDER BY VARIABLE_NAME), '') "       \
+    "FROM information_schema.USER_VARIABLES)"
+
+static void one_string(MYSQL *c, const char *q, char *out, size_t n)
 {
-    static const char q[] =
-        "SELECT CONCAT_WS('|', @@autocommit, @@tx_isolation, @@sql_mode, "
-        "@@innodb_lock_wait_timeout, @@tx_read_only, @@completion_type)";
     ck_assert_msg(mysql_query(c, q) == 0, "%s", mysql_error(c));
     MYSQL_RES *r = mysql_store_result(c);
     ck_assert(r != NULL);
     MYSQL_ROW row = mysql_fetch_row(r);
     snprintf(out, n, "%s", row && row[0] ? row[0] : "?");
     mysql_free_result(r);
+}
+
+/* The session variables the library must leave alone, and its user
+ * variables, as one string. */
+static void session_vars(MYSQL *c, char *out, size_t n)
+{
+    one_string(c,
+               "SELECT CONCAT_WS('|', @@autocommit, @@tx_isolation, "
+               "@@sql_mode, @@innodb_lock_wait_timeout, @@tx_read_only, "
+               "@@completion_type, " USER_VARS ")",
+               out, n);
+}
+
+static void user_vars(MYSQL *c, char *out, size_t n)
+{
+    one_string(c, "SELECT " USER_VARS, out, n);
 }
 
 static int in_transaction(MYSQL *c)
@@ -130,6 +152,7 @@ START_TEST(every_call_on_every_session)
     tu_exec(r.c, q);
     if (EXTRA[extra])
         tu_exec(r.c, EXTRA[extra]);
+    tu_exec(r.c, "SET @app_own = 'the application''s'");
     if (before)
         TU_OK(r.ctx, rsv_open(&r.ctx, r.c, NULL));
     session_vars(r.c, r.vars, sizeof r.vars);
@@ -178,6 +201,22 @@ START_TEST(every_call_on_every_session)
     CALL_OK(&r, rsv_release(r.ctx, shop, TOK("b")));
     ck_assert_int_eq(seen(r.w, STATUS_OF("b"), shop), RSV_STATUS_RELEASED);
 
+    /* the batch procedures: two entries each */
+    {
+        uint64_t shops[2] = {shop, shop}, items[2] = {1, 2}, locs[2] = {1, 1};
+        const void *toks[2] = {"c", "d"};
+        size_t lens[2] = {1, 1};
+        int64_t qty[2] = {1, 1};
+        int res[2] = {-1, -1};
+        CALL_OK(&r, rsv_reserve_batch(r.ctx, 2, shops, toks, lens, items,
+                                      locs, qty, 0, res));
+        ck_assert_int_eq(res[0], RSV_OK);
+        ck_assert_int_eq(res[1], RSV_OK);
+        CALL_OK(&r, rsv_release_batch(r.ctx, 2, shops, toks, lens, res));
+        ck_assert_int_eq(res[0], RSV_OK);
+        ck_assert_int_eq(res[1], RSV_OK);
+    }
+
     int64_t released = -1, drained = -1, violations = -1;
     CALL_OK(&r, rsv_sweep(r.ctx, shop, 0, &released));
     CALL_OK(&r, rsv_pool_drain(r.ctx, shop, 1, 1, &drained));
@@ -218,6 +257,8 @@ START_TEST(caller_transaction_joined_only_where_documented)
     TU_OK(ctx, rsv_stock_set(ctx, shop, 1, 1, 10));
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("a"), 1, 1, 2, 0));
     TU_OK(ctx, rsv_reserve_one(ctx, shop, TOK("b"), 1, 1, 1, 0));
+    char vars0[512], vars1[512];
+    user_vars(c, vars0, sizeof vars0);
 
     for (int round = 0; round < 2; round++) {
         if (ac) {
@@ -248,6 +289,10 @@ START_TEST(caller_transaction_joined_only_where_documented)
         ck_assert_int_eq(seen(w, STATUS_OF("a"), shop), RSV_STATUS_HELD);
         TU_OK(ctx, rsv_checkout_status(ctx, shop, TOK("a"), &st, NULL, NULL));
         ck_assert_int_eq(st, RSV_STATUS_CLAIMED); /* (its own change) */
+        user_vars(c, vars1, sizeof vars1);
+        ck_assert_msg(strcmp(vars0, vars1) == 0,
+                      "joined calls left user variables: %s -> %s", vars0,
+                      vars1);
         if (round == 0) {
             tu_exec(c, "ROLLBACK");
             ck_assert_int_eq(seen(w, STATUS_OF("a"), shop), RSV_STATUS_HELD);

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <reserve/stats.h>
+
 #include "testutil.h"
 
 #define TOK(s) (s), strlen(s)

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <reserve/stats.h>
+
 #include "testutil.h"
 
 #define TOK(s) (s), strlen(s)

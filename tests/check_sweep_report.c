@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <reserve/stats.h>
+
 #include "testutil.h"
 
 #define TOK(s) (s), strlen(s)

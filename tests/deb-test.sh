@@ -23,7 +23,7 @@
 # removal at the end would take those away.  Uses the server in
 # RSV_TEST_SOCKET if set, else starts one with tools/mariadb.sh.  Takes
 # about half a minute, most of it the package build.  Not part of
-# `make check` (it changes the system): run `make deb-test`.
+# `make check` (it changes the system): run `make check-deb`.
 # Last line: "deb: N passed, M failed"; exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -48,7 +48,7 @@ finish() {
 }
 
 if [ "$(id -u)" != 0 ]; then
-  echo "deb-test: SKIP: installing the packages (dpkg -i) needs root; run it as root: make deb-test"
+  echo "deb-test: SKIP: installing the packages (dpkg -i) needs root; run it as root: make check-deb"
   echo
   echo "deb: 0 passed, 0 failed"
   exit 0

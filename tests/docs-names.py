@@ -6,7 +6,9 @@ spans: functions, macros, fields, SQL procedures and columns, files) must
 be found in lib/, include/, sql/, tests/ or tools/, or the map has drifted
 from the territory.  A span is split into its names (`j->end`,
 `rkey.read.ledger_took`, `proc_usable()`, `FOR UPDATE SKIP LOCKED` ...);
-SQL keywords and plain numbers are skipped, file names must exist.
+SQL keywords and plain numbers are skipped, file names must exist.  A
+name the page places in a file ("`name` (`file.c`)", "`a`, `b` (`file.c`)"
+or "(`name`, `file.c`)") must be in that file.
 Prints each missing name with its line, and a closing count; exits 1 if
 any is missing.  make check runs it."""
 import os
@@ -78,7 +80,64 @@ for doc in DOCS:
                     found = name in words
                 if not found:
                     missing.append((doc, ln, name))
+# "`name` (`file.c`)", "`a`, `b` and `c` (`file.c`)" and "(`name`,
+# `file.c`)": each name must be in the file named, not merely somewhere.
+FILE_DIRS = ("", "lib", "sql", "tests", "include", "include/reserve", "tools/rsv-admin")
+file_words = {}
+def words_of(path):
+    for d in FILE_DIRS:
+        p = os.path.join(d, path)
+        if os.path.isfile(p):
+            if p not in file_words:
+                t = open(p, encoding="utf-8", errors="replace").read()
+                file_words[p] = (p, set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", t)))
+            return file_words[p]
+    return None, None
+
+SPAN = r"`[^`]+`"
+wrong = []
+placed = 0
+for doc in DOCS:
+    text = open(doc, encoding="utf-8").read()
+    places = list(re.finditer(r"\(((?:%s|[^()`])*?)`([\w./-]+\.(?:c|h|sql))`\)" % SPAN, text))
+    # "`a` and `b` in `file.c`"
+    places += list(re.finditer(r"()((?:%s(?:\(\))?(?:,\s*|\s+and\s+|\s+or\s+|\s*/\s*)?)+)\s+in\s+`([\w./-]+\.(?:c|h|sql))`" % SPAN, text))
+    for m in places:
+        ln = text.count("\n", 0, m.start()) + 1
+        if m.lastindex == 3:  # the "in `file`" form
+            inside, path = m.group(2), m.group(3)
+        else:
+            inside, path = m.group(1), m.group(2)
+        # (what follows another file named inside belongs to this one)
+        inside = re.split(r"`[\w./-]+\.(?:c|h|sql)`", inside)[-1]
+        spans = re.findall(SPAN, inside)
+        if not spans and not re.search(r"`[\w./-]+\.(?:c|h|sql)`", m.group(1)):
+            # the spans just before the parenthesis, joined by commas,
+            # "and", "or" or a slash
+            before = text[:m.start()]
+            tail = re.search(r"((?:%s(?:\(\))?\s*(?:,|/|\band\b|\bor\b)?\s*)+)$" % SPAN, before)
+            spans = re.findall(SPAN, tail.group(1)) if tail else []
+        real, known = words_of(path)
+        if known is None:
+            continue  # (a missing file is reported above)
+        for sp in spans:
+            sp = sp.strip("`")
+            if re.search(r"\.(?:c|h|sql|sh|py|md|mk)\b", sp) or " " in sp.strip():
+                continue  # a file, or prose and SQL: not one name
+            for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sp):
+                if len(name) < 3 or name in SQL_WORDS:
+                    continue
+                placed += 1
+                if name.endswith("_"):
+                    ok = any(w.startswith(name) for w in known)
+                else:
+                    ok = name in known
+                if not ok:
+                    wrong.append((doc, ln, name, real))
+for doc, ln, name, real in wrong:
+    print("%s:%d: `%s` is named as in %s, which does not have it" % (doc, ln, name, real))
 for doc, ln, name in missing:
     print("%s:%d: `%s` is named but not found in the code" % (doc, ln, name))
-print("docs-names: %d names checked, %d missing" % (checked, len(missing)))
-sys.exit(1 if missing else 0)
+print("docs-names: %d names checked, %d missing; %d placed in a file, %d not there"
+      % (checked, len(missing), placed, len(wrong)))
+sys.exit(1 if missing or wrong else 0)

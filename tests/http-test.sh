@@ -17,8 +17,8 @@
 #  5. SIGTERM: the server stops cleanly.
 #
 # HTTP_LOAD_SECONDS (6) and HTTP_LOAD_CONNECTIONS (64) size each load
-# phase (make http-test-long: 60 s, 256); HTTP_MEMORY_CHECK=0 leaves out
-# the memory check (make http-test-asan: AddressSanitizer's quarantine
+# phase (make check-http-long: 60 s, 256); HTTP_MEMORY_CHECK=0 leaves out
+# the memory check (make check-http-asan: AddressSanitizer's quarantine
 # grows by design, and its leak check at exit replaces it).  RSV_BUILD
 # names the build directory (build).  Ports 17080-17099 on
 # 127.0.0.1.  Needs wrk, curl and python3 (make installs them; without

@@ -244,7 +244,8 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export PKG_CONFIG_SYSROOT_DIR=$stage
 pc_version=$(pkg-config --modversion reserve 2>&1)
 check "pkg-config --modversion reserve ($pc_version) == RSV_VERSION ($version)" test "$pc_version" = "$version"
-# reserve.h includes mysql.h: naming reserve alone must be enough.
+# An application that includes mysql.h beside reserve.h: naming reserve
+# alone must be enough (Requires: libmariadb).
 cflags_libs=$(pkg-config --cflags --libs reserve 2>&1)
 check "pkg-config --cflags --libs reserve" test $? -eq 0
 echo "     $cflags_libs"
@@ -274,7 +275,7 @@ int check_token(int x) { return x + 2; }
 int op_begin(int x) { return x + 3; }
 int ctx_fail(int x) { return x + 4; }
 EOF
-cp tests/sqlscript.h "$src/"
+cp tools/rsv-admin/sqlscript.h "$src/"
 cat >"$src/app.c" <<'EOF'
 /* An application using the installed libreserve. */
 #include <stdio.h>

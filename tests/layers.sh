@@ -6,8 +6,11 @@
 # circle, or when a file of lib/ is missing from the table (or the table
 # names a file that does not exist).
 #
-# Usage: tests/layers.sh [BUILD_DIR]   (default build; make check runs it)
-# After the check it runs itself once more as a self-test (--selftest):
+# Usage: tests/layers.sh [BUILD_DIR...]   (default: build, and build/fault
+# if it was built; make check and make lint run it).  The fault-injection
+# build (mk/faults.mk, BUILD_DIR/fault) is checked like the normal one: it
+# is the only build where lib/fault.c has code.
+# After the checks it runs itself once more as a self-test (--selftest):
 # one base file (guard) moved to the top layer of a copy of the table, as
 # if its functions were back in a surface file; that run must fail on the
 # calls from below, or the check could not fail at all.
@@ -15,6 +18,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 selftest=0
 if [ "${1:-}" = --selftest ]; then selftest=1; shift; fi
+if [ $selftest = 0 ] && [ $# -eq 0 ]; then
+  set -- build
+  [ -d build/fault/lib ] && set -- build build/fault
+fi
+if [ $selftest = 0 ] && [ $# -gt 1 ]; then
+  status=0
+  for b in "$@"; do "$0" "$b" || status=1; done
+  exit $status
+fi
 build=${1:-build}
 
 table=$(awk '/^ \* LAYERS\./ {on = 1} on && /^ \*   [0-9] [a-z]+ / {p = 1}
@@ -74,5 +86,5 @@ if [ $selftest = 1 ]; then
   exit 0
 fi
 [ $status = 0 ] || exit 1
-echo "layers: $nfiles files, $nedges calls between them, none upward, no circle"
+echo "layers ($build): $nfiles files, $nedges calls between them, none upward, no circle"
 "$0" --selftest "$build"

@@ -2,7 +2,7 @@
  * loadlib.c - see loadlib.h.
  */
 #include "loadlib.h"
-#include "sqlscript.h"
+#include "../tools/rsv-admin/sqlscript.h"
 
 #include <errno.h>
 #include <stdio.h>

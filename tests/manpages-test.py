@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every function the header declares has a man page (a page or a link to
-one), whose SYNOPSIS gives the same prototype as include/reserve.h (or the header of
-include/reserve/ that declares it); and every page formats without a
+one), whose SYNOPSIS includes the header that declares it and gives the
+same prototype as include/reserve.h (or the header of include/reserve/
+that declares it); and every page formats without a
 warning from man(1) at 80 columns, as lintian checks the packages.
 
 Run from anywhere (make check runs it); prints one line per mismatch and a
@@ -16,6 +17,12 @@ hdr = "".join(open(f).read() for f in ["include/reserve.h"] + sorted(glob.glob("
 decls = {}
 for m in re.finditer(r"RSV_EXTERN\s+([^;]*?\b(rsv_\w+)\s*\([^;]*?\));", hdr, re.S):
     decls[m.group(2)] = re.sub(r"\s+", " ", m.group(1)).strip()
+# The header that declares each function: its page's SYNOPSIS includes it
+# (the sub-headers are not included by reserve.h).
+declared_in = {}
+for f in ["include/reserve.h"] + sorted(glob.glob("include/reserve/*.h")):
+    for m in re.finditer(r"RSV_EXTERN\s+[^;]*?\b(rsv_\w+)\s*\(", open(f).read(), re.S):
+        declared_in[m.group(1)] = f[len("include/"):]
 def norm(s):
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"\s*([(),*])\s*", r"\1", s)
@@ -42,6 +49,8 @@ for name, proto in sorted(decls.items()):
                 cur = s
             if cur is not None and cur.rstrip().endswith(";"):
                 protos.append(cur.rstrip()[:-1]); cur = None
+    if ".B #include <%s>" % declared_in[name] not in text:
+        problems.append("%s: %s's SYNOPSIS does not include <%s>" % (name, page, declared_in[name]))
     want = norm(proto)
     if not any(norm(p) == want for p in protos):
         problems.append("%s: header says %r; %s has %r" % (name, want, page, [norm(p) for p in protos if name + "(" in norm(p)]))

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "reserve.h"
+#include "reserve/async.h"
 
 /* Wait for the call started with code rc to finish; its final code.  A
  * call still pending after a minute is a hang: fail loudly. */

@@ -3,7 +3,7 @@
 # example server, the README's program) against the server in
 # RSV_TEST_SOCKET.  Start it under a throwaway server:
 #   tools/mariadb.sh run bindings/go/go-test.sh [go test args...]
-# (make go-test, and make check, install Debian's golang-go first:
+# (make check-go, and make check, install Debian's golang-go first:
 # mk/go.mk.)  No network: GOPROXY=off, and the build cache and GOPATH live
 # in the build directory.  Library: $LIBRESERVE_PATH if set, otherwise
 # the in-tree build.  Without go it says why and skips (exit 0).

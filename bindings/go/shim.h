@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <reserve.h>
+#include <reserve/async.h>
+#include <reserve/batch.h>
+#include <reserve/stats.h>
 
 /* X(return type, name, parameters, arguments) */
 #define RSVGO_FUNCS(X) \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the Node.js package needs for its tests (mk/node.mk runs this before
-# make check and make node-test): node and npm, installed with apt-get as
+# make check and make check-node): node and npm, installed with apt-get as
 # root when node is missing, and `npm install` here (koffi, and typescript
 # for the type test) when node_modules is missing or older than
 # package.json.  Never fails: when something cannot be had it says so, and

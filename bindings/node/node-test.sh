@@ -2,7 +2,7 @@
 # Runs the Node.js package's tests (node --test) against the server in
 # RSV_TEST_SOCKET.  Start it under a throwaway server:
 #   tools/mariadb.sh run bindings/node/node-test.sh [test files...]
-# (make node-test, and make check, install node and the npm dependencies
+# (make check-node, and make check, install node and the npm dependencies
 # first: mk/node.mk.)  Library: $LIBRESERVE_PATH if set, otherwise the
 # in-tree build.  Without node or koffi it says why and skips (exit 0).
 set -uo pipefail

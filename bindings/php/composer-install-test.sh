@@ -13,7 +13,7 @@
 #   - the README's quick start, run in that application with RSV_DSN
 #     naming a database of the test server, prints what it says.
 # Usage: tools/mariadb.sh run bindings/php/composer-install-test.sh (make
-# php-install-test; make check runs it).  Skips (exit 0) without php,
+# check-php-install; make check runs it).  Skips (exit 0) without php,
 # composer or pkg-config.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checkout endpoint (examples/checkout.php) under Debian's php8.2-fpm
 # behind nginx, driven by wrk, against the server in RSV_TEST_SOCKET:
-#   tools/mariadb.sh run bindings/php/fpm-test.sh     (make php-fpm-test)
+#   tools/mariadb.sh run bindings/php/fpm-test.sh     (make check-php-fpm)
 # FPM and nginx run from configs in a temp dir, on loopback ports below
 # 32768, as this user; the system's services and configs are not touched
 # (PHP_INI_SCAN_DIR is emptied, php.ini is ours).  The library is

@@ -2,7 +2,7 @@
 # Runs the PHP package's PHPUnit suite (tests/*Test.php) against the server
 # in RSV_TEST_SOCKET.  Start it under a throwaway server:
 #   tools/mariadb.sh run bindings/php/php-test.sh [phpunit args]
-# (make php-test; make check installs php8.2-cli and phpunit first:
+# (make check-php; make check installs php8.2-cli and phpunit first:
 # mk/php.mk.)  Library: $LIBRESERVE_PATH if set, otherwise the in-tree
 # build.  Without PHP, its FFI extension or PHPUnit it says why and skips
 # (exit 0).

@@ -2,7 +2,7 @@
 # Runs the Ruby gem's tests (minitest, no rake: test/test_*.rb) against
 # the server in RSV_TEST_SOCKET.  Start it under a throwaway server:
 #   tools/mariadb.sh run bindings/ruby/ruby-test.sh [test files] [minitest args]
-# (make ruby-test, and make check, install Debian's ruby and ruby-ffi
+# (make check-ruby, and make check, install Debian's ruby and ruby-ffi
 # first: mk/ruby.mk.)  Library: $LIBRESERVE_PATH if set, otherwise the
 # in-tree build.  Without ruby, ffi or minitest it says why and skips
 # (exit 0).

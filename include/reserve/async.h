@@ -2,9 +2,9 @@
  * reserve/async.h - the non-blocking interface: a context's calls
  * started on the caller's thread and finished by its event loop.
  *
- * Part of the libreserve public API; included by <reserve.h>, which
- * applications include.  The conventions at the top of reserve.h
- * (codes, ownership, threads, the connection) hold here too.
+ * Part of the libreserve public API: include it where it is used; it
+ * includes <reserve.h>, the core.  The conventions at the top of
+ * reserve.h (codes, ownership, threads, the connection) hold here too.
  */
 #ifndef RESERVE_ASYNC_H
 #define RESERVE_ASYNC_H

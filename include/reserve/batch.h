@@ -2,9 +2,9 @@
  * reserve/batch.h - many checkouts per call: batches on one context, and the
  * batcher, which coalesces many threads' calls onto a few connections.
  *
- * Part of the libreserve public API; included by <reserve.h>, which
- * applications include.  The conventions at the top of reserve.h
- * (codes, ownership, threads, the connection) hold here too.
+ * Part of the libreserve public API: include it where it is used; it
+ * includes <reserve.h>, the core.  The conventions at the top of
+ * reserve.h (codes, ownership, threads, the connection) hold here too.
  */
 #ifndef RESERVE_BATCH_H
 #define RESERVE_BATCH_H

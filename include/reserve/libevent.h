@@ -2,7 +2,7 @@
  * reserve/libevent.h - libreserve's non-blocking calls on a libevent
  * event_base.
  *
- * Header-only: include it after <reserve.h> and link with libevent
+ * Header-only (it includes <reserve/async.h>): link with libevent
  * (pkg-config --cflags --libs reserve libevent).  One adapter per
  * context, attached once; then, for each call, hand the code its _start
  * function returned to rsv_event_wait() with a function to call when it
@@ -29,7 +29,7 @@
 #include <stdlib.h>
 
 #include <event2/event.h>
-#include <reserve.h>
+#include <reserve/async.h>
 
 typedef void (*rsv_event_done_fn)(rsv_ctx *ctx, int code, void *data);
 

@@ -1,7 +1,7 @@
 /*
  * reserve/libuv.h - libreserve's non-blocking calls on a libuv loop.
  *
- * Header-only: include it after <reserve.h> and link with libuv
+ * Header-only (it includes <reserve/async.h>): link with libuv
  * (pkg-config --cflags --libs reserve libuv).  One adapter per context,
  * attached once; then, for each call, hand the code its _start function
  * returned to rsv_uv_wait() with a function to call when it is done:
@@ -27,7 +27,7 @@
 
 #include <stdlib.h>
 
-#include <reserve.h>
+#include <reserve/async.h>
 #include <uv.h>
 
 typedef void (*rsv_uv_done_fn)(rsv_ctx *ctx, int code, void *data);

@@ -3,9 +3,9 @@
  * context and per batcher, snapshots that add them up, and Prometheus
  * text.
  *
- * Part of the libreserve public API; included by <reserve.h>, which
- * applications include.  The conventions at the top of reserve.h
- * (codes, ownership, threads, the connection) hold here too.
+ * Part of the libreserve public API: include it where it is used; it
+ * includes <reserve.h>, the core.  The conventions at the top of
+ * reserve.h (codes, ownership, threads, the connection) hold here too.
  */
 #ifndef RESERVE_STATS_H
 #define RESERVE_STATS_H

@@ -105,6 +105,8 @@
 #include <errmsg.h>
 
 #include "reserve.h"
+#include "reserve/batch.h"
+#include "reserve/stats.h"
 #include "../loadlib.h"
 #include "../../lib/test_flags.h"
 

@@ -21,6 +21,8 @@
 
 #include <errmsg.h>
 
+#include <reserve/batch.h>
+
 #include "testutil.h"
 #include "fault.h"
 #include "../../lib/test_flags.h"

@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <reserve/batch.h>
+
 #include "fuzz_util.h"
 #include "../loadlib.h"
 

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mysql.h>
+
 #include "reserve.h"
 
 typedef struct fz {

@@ -52,6 +52,8 @@
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <reserve.h>
+#include <reserve/batch.h>
+#include <reserve/stats.h>
 #include "../../lib/test_flags.h"
 #include "../loadlib.h"
 

@@ -1,6 +1,6 @@
 /*
  * repro_eintxn.c - reproducer: a connection lost during the COMMIT of the
- * refill a reserve runs after its own commit (refill_ahead) makes
+ * refill a reserve runs after its own commit (reserve_refill_ahead) makes
  * rsv_reserve return RSV_OK, and every later call on the context returns
  * RSV_EINTXN ("inside a transaction") forever instead of RSV_ECONN: the
  * client-side server status still has SERVER_STATUS_IN_TRANS from the

@@ -90,6 +90,7 @@
 
 #include <mysql.h>
 #include <reserve.h>
+#include <reserve/batch.h>
 
 #include "../loadlib.h"
 

@@ -29,6 +29,7 @@
 #include <reserve.h>
 
 #include "admin.h"
+#include "sqlscript.h"
 
 /* The schema file install and upgrade load by default: mk/admin.mk names
  * the in-tree sql/schema.sql for the tool built in the tree (it runs with
@@ -1125,153 +1126,7 @@ static int schema_status(const cmd_env *e)
 }
 
 /* ---------------- schema: loading the file ---------------- */
-
-/* One statement of the file: text into the file's buffer (not
- * terminated) and the line it starts on. */
-typedef struct sql_stmt {
-    const char *p;
-    size_t n;
-    int line;
-} sql_stmt;
-
-typedef struct sql_script {
-    char *text;
-    size_t len;
-    sql_stmt *v;
-    size_t n, cap;
-    long version, oldest; /* of its rsv_schema row; 0 when none */
-} sql_script;
-
-/* The length of the comment at p, or 0.  "--" is a comment only when a
- * blank follows, as for the server. */
-static size_t comment_len(const char *p, const char *end)
-{
-    const char *q = p;
-    if (*p == '#' || (end - p >= 2 && p[0] == '-' && p[1] == '-' &&
-                      (end - p == 2 || isspace((unsigned char)p[2])))) {
-        while (q < end && *q != '\n')
-            q++;
-        return (size_t)(q - p);
-    }
-    if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
-        for (q = p + 2; end - q >= 2 && !(q[0] == '*' && q[1] == '/'); q++)
-            ;
-        return end - q >= 2 ? (size_t)(q + 2 - p) : (size_t)(end - p);
-    }
-    return 0;
-}
-
-/* Past blanks and comments between statements; not past an executable
- * comment (/ *! ... * /), which is a statement of its own. */
-static const char *skip_blank(const char *p, const char *end)
-{
-    for (;;) {
-        while (p < end && isspace((unsigned char)*p))
-            p++;
-        if (end - p >= 3 && p[0] == '/' && p[1] == '*' &&
-            (p[2] == '!' || p[2] == 'M'))
-            return p;
-        size_t c = p < end ? comment_len(p, end) : 0;
-        if (!c)
-            return p;
-        p += c;
-    }
-}
-
-/* Where the statement that starts at p ends: at the first delimiter
- * outside quotes and comments, or the end of the text.  *quote is set to
- * the quote character of a string the text ends inside. */
-static const char *stmt_end(const char *p, const char *end,
-                            const char *delim, char *quote)
-{
-    size_t dl = strlen(delim);
-    while (p < end) {
-        char ch = *p;
-        if (ch == '\'' || ch == '"' || ch == '`') {
-            for (p++; p < end && *p != ch; p++)
-                if (*p == '\\' && ch != '`' && end - p > 1)
-                    p++;
-            if (p == end) {
-                *quote = ch;
-                return end;
-            }
-            p++; /* a doubled quote just opens the next string */
-            continue;
-        }
-        size_t c = comment_len(p, end);
-        if (c)
-            p += c;
-        else if ((size_t)(end - p) >= dl && memcmp(p, delim, dl) == 0)
-            return p;
-        else
-            p++;
-    }
-    return end;
-}
-
-/* Split the text into statements the way the mariadb client reads a
- * file: a statement ends at the delimiter (";" until a "DELIMITER xx"
- * line changes it; the file's procedures use "//") outside quotes and
- * comments; leading blanks and comments are dropped.  0, or -1 with a
- * message in err. */
-static int split_script(sql_script *s, char *err, size_t errlen)
-{
-    char delim[16] = ";";
-    const char *p = s->text, *end = s->text + s->len, *counted = p;
-    int line = 1;
-    for (;;) {
-        p = skip_blank(p, end);
-        if (p == end)
-            return 0;
-        while (counted < p)
-            if (*counted++ == '\n')
-                line++;
-        if (end - p > 9 && strncasecmp(p, "delimiter", 9) == 0 &&
-            (p[9] == ' ' || p[9] == '\t')) {
-            /* a command of the client, not SQL */
-            const char *d = p + 9;
-            while (d < end && (*d == ' ' || *d == '\t'))
-                d++;
-            size_t dl = 0;
-            while (d + dl < end && !isspace((unsigned char)d[dl]))
-                dl++;
-            if (dl == 0 || dl >= sizeof delim) {
-                snprintf(err, errlen, "line %d: a DELIMITER line without a "
-                         "usable delimiter", line);
-                return -1;
-            }
-            memcpy(delim, d, dl);
-            delim[dl] = '\0';
-            for (p = d + dl; p < end && *p != '\n'; p++)
-                ;
-            continue;
-        }
-        char quote = 0;
-        const char *e = stmt_end(p, end, delim, &quote);
-        if (quote) {
-            snprintf(err, errlen, "line %d: the statement that starts "
-                     "there ends inside a %c-quoted string", line, quote);
-            return -1;
-        }
-        size_t n = (size_t)(e - p);
-        while (n && isspace((unsigned char)p[n - 1]))
-            n--;
-        if (n) {
-            if (s->n == s->cap) {
-                size_t cap = s->cap ? s->cap * 2 : 64;
-                sql_stmt *v = realloc(s->v, cap * sizeof *v);
-                if (!v) {
-                    snprintf(err, errlen, "out of memory");
-                    return -1;
-                }
-                s->v = v;
-                s->cap = cap;
-            }
-            s->v[s->n++] = (sql_stmt){p, n, line};
-        }
-        p = e < end ? e + strlen(delim) : end;
-    }
-}
+/* (split and sent by sqlscript.h, the loader the tests share) */
 
 /* Does the statement start with these words (lower case, single
  * spaces), in any case and with any blanks between them?  The length of
@@ -1300,7 +1155,7 @@ static size_t starts_with_words(const char *p, size_t n, const char *words)
  * an upgrade can refuse to go down.  A file without that statement is
  * from before versions (0); one whose row cannot be read is refused
  * rather than guessed at.  0, or -1 with a message in err. */
-static int script_version(sql_script *s, char *err, size_t errlen)
+static int script_version(sqlscript *s, char *err, size_t errlen)
 {
     static const char *const forms[] = {
         "insert into rsv_schema", "insert ignore into rsv_schema",
@@ -1348,79 +1203,8 @@ static int script_version(sql_script *s, char *err, size_t errlen)
     return 0;
 }
 
-static void script_free(sql_script *s)
-{
-    free(s->text);
-    free(s->v);
-}
-
-/* Read and split the file.  0, or -1 with a message in err. */
-static int script_load(const char *path, sql_script *s, char *err,
-                       size_t errlen)
-{
-    memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t cap = 1 << 16;
-    s->text = malloc(cap);
-    size_t got;
-    while (s->text &&
-           (got = fread(s->text + s->len, 1, cap - 1 - s->len, f)) > 0) {
-        s->len += got;
-        if (s->len == cap - 1) {
-            /* a schema is tens of KiB; a file this big is something else */
-            if (cap >= (16u << 20)) {
-                fclose(f);
-                snprintf(err, errlen, "%s: larger than 16 MiB, not a schema "
-                         "file", path);
-                return -1;
-            }
-            char *t = realloc(s->text, cap *= 2);
-            if (!t)
-                free(s->text);
-            s->text = t;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!s->text) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    s->text[s->len] = '\0';
-    if (bad) {
-        snprintf(err, errlen, "cannot read %s", path);
-        return -1;
-    }
-    if (memchr(s->text, '\0', s->len)) {
-        snprintf(err, errlen, "%s: a NUL byte: not an SQL file", path);
-        return -1;
-    }
-    return split_script(s, err, errlen) || script_version(s, err, errlen)
-               ? -1 : 0;
-}
-
-/* Send one statement and read every result it answers.  0 or -1. */
-static int run_stmt(MYSQL *c, const sql_stmt *st)
-{
-    if (mysql_real_query(c, st->p, (unsigned long)st->n) != 0)
-        return -1;
-    int rc;
-    do {
-        MYSQL_RES *r = mysql_store_result(c);
-        if (r)
-            mysql_free_result(r);
-        else if (mysql_field_count(c) != 0)
-            return -1;
-    } while ((rc = mysql_next_result(c)) == 0);
-    return rc > 0 ? -1 : 0;
-}
-
 /* The length of a statement's first line. */
-static int first_line_len(const sql_stmt *st)
+static int first_line_len(const sqlscript_stmt *st)
 {
     const char *nl = memchr(st->p, '\n', st->n);
     size_t n = nl ? (size_t)(nl - st->p) : st->n;
@@ -1433,10 +1217,11 @@ static int schema_load(const cmd_env *e, int upgrade)
     const opts *o = e->o;
     const char *cmd = upgrade ? "upgrade" : "install";
     const char *path = o->schema ? o->schema : RSV_ADMIN_SCHEMA;
-    sql_script sc;
+    sqlscript sc;
     char err[600];
-    if (script_load(path, &sc, err, sizeof err) != 0) {
-        script_free(&sc);
+    if (sqlscript_read(path, &sc, err, sizeof err) != 0 ||
+        script_version(&sc, err, sizeof err) != 0) {
+        sqlscript_free(&sc);
         fprintf(stderr, "%s: schema %s: %s%s\n", prog, cmd, err,
                 o->schema ? "" : " (name the schema file with --schema)");
         if (o->json) {
@@ -1456,7 +1241,7 @@ static int schema_load(const cmd_env *e, int upgrade)
     else
         st = read_schema(o, e->conn, &before, 0);
     if (st) {
-        script_free(&sc);
+        sqlscript_free(&sc);
         return st;
     }
 
@@ -1498,17 +1283,17 @@ static int schema_load(const cmd_env *e, int upgrade)
             json_cstr(refused);
             printf("}\n");
         }
-        script_free(&sc);
+        sqlscript_free(&sc);
         return EXIT_REFUSED;
     }
 
     /* One statement at a time, so a failure names its statement. */
     size_t ran = 0;
-    const sql_stmt *failed = NULL;
+    const sqlscript_stmt *failed = NULL;
     unsigned int ferrno = 0;
     char fmsg[512] = "", fstate[6] = "";
     for (; ran < sc.n; ran++)
-        if (run_stmt(e->conn, &sc.v[ran]) != 0) {
+        if (sqlscript_exec(e->conn, &sc.v[ran]) != 0) {
             failed = &sc.v[ran];
             ferrno = mysql_errno(e->conn);
             snprintf(fmsg, sizeof fmsg, "%s", mysql_error(e->conn));
@@ -1564,7 +1349,7 @@ static int schema_load(const cmd_env *e, int upgrade)
                        ? " (as this account sees it: see rsv-admin schema "
                          "status as the application's account)" : "");
     }
-    script_free(&sc);
+    sqlscript_free(&sc);
     if (failed)
         return EXIT_ERROR;
     return have_after ? EXIT_OKAY : st;

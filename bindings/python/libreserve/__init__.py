@@ -1285,7 +1285,9 @@ class Connection(_Closable):
         """Run a script the way the mariadb client does: ;-separated
         statements, sent in one round trip per part (multi-statements are
         switched on for the call only), and "DELIMITER xx" lines for
-        stored procedures (sql/schema.sql has one)."""
+        stored procedures (sql/schema.sql has one).  tests/loaders-test.py
+        checks that sql/schema.sql loaded here, by the C library's loader
+        and by the mariadb client leaves the same schema."""
         h = self._h()
         if isinstance(sql, str):
             sql = sql.encode("utf-8")

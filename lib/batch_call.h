@@ -1,10 +1,11 @@
 /*
- * batch.h - what the batch files share (batch.c: the public calls, their
- * checks and accounting, and the entries run one by one; batch_call.c:
- * the one CALL of each kind).  Private to the library, like internal.h.
+ * batch_call.h - batch_call.c's functions (the one CALL of each kind)
+ * and the batch types they share with batch.c (the public calls, their
+ * checks and accounting, and the entries run one by one).  Private to the
+ * library, like internal.h.
  */
-#ifndef RSV_BATCH_H
-#define RSV_BATCH_H
+#ifndef RSV_BATCH_CALL_H
+#define RSV_BATCH_CALL_H
 
 #include "reserve_job.h"
 
@@ -24,6 +25,7 @@ typedef struct bentry {
     int64_t qty;
     int state;
     int rc;
+    int bad_args;        /* rc is its arguments' (call_check) */
     int answered;        /* the batch procedure answered for it (a cart:
                             the rows it answered) */
     int64_t ans[8];      /* the batch procedure's row for it, idx left out
@@ -46,6 +48,7 @@ typedef struct rbatch {
     size_t nsend;
     int64_t ttl_ms;
     int kind;            /* settle: ST_CLAIMED or ST_RELEASED */
+    int call;            /* its entries' kind of call (CALL_*) */
     strbuf json;        /* the CALL's batch argument */
 } rbatch;
 
