@@ -1,0 +1,20 @@
+# A server to try libreserve against (tools/try-db.sh), for a newcomer's
+# first program and the bindings' quick-starts:
+#
+#   make try-db        start a throwaway MariaDB in $(B)/try-db that stays
+#                      up (private socket, no TCP port), with the database
+#                      shop, the account shop (password secret) and the
+#                      schema loaded; prints the export RSV_DSN=... line.
+#                      Again: finds it running and prints the line again
+#   make try-db-stop   stop it and remove its data
+#
+# make check runs every binding's quick-start, as its README prints it,
+# against such a database (tests/quickstart-test.sh).
+
+.PHONY: try-db try-db-stop quickstart-test
+
+try-db: deps
+	@tools/try-db.sh start $(B)/try-db
+
+try-db-stop:
+	@tools/try-db.sh stop $(B)/try-db
