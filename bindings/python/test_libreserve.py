@@ -1530,8 +1530,11 @@ class TestPythonTerms(ServerTest):
             with self.assertRaises(rsv.AuthenticationError) as cm:
                 call()
             e = cm.exception
-            self.assertIsInstance(e, rsv.ConnectionLost)
-            self.assertIsInstance(e, ConnectionError)
+            # not a ConnectionLost: a retry loop must not repeat it
+            self.assertNotIsInstance(e, rsv.ConnectionLost)
+            self.assertNotIsInstance(e, ConnectionError)
+            self.assertIsInstance(e, rsv.Failure)
+            self.assertIsInstance(e, PermissionError)
             self.assertEqual((e.code, e.errno), (rsv.ECONN, 1045))
             self.assertNotIsInstance(e, rsv.InDoubt)
             self.assertIn("Access denied", e.message)
