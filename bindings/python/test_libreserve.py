@@ -507,10 +507,10 @@ class TestConnection(unittest.TestCase):
         self.assertTrue(c.closed)
         with connect() as conn, rsv.Context(conn) as c:
             self.assertFalse(c.owns_connection)
-        # bytes work too; a wrong password is a connection failure
+        # bytes work too; a wrong password is an authentication failure
         bad = rsv.make_dsn(DB, user="no_such_user_x", password="x",
                            socket=SOCK)
-        with self.assertRaises(rsv.ConnectionLost) as cm:
+        with self.assertRaises(rsv.AuthenticationError) as cm:
             rsv.connect(bad.encode())
         self.assertIn("1045", cm.exception.message)
         self.assertEqual(cm.exception.function, "rsv_open_dsn")
