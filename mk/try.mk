@@ -8,8 +8,15 @@
 #                      Again: finds it running and prints the line again
 #   make try-db-stop   stop it and remove its data
 #
-# make check runs every binding's quick-start, as its README prints it,
-# against such a database (tests/quickstart-test.sh).
+#   make quickstart-test
+#                      every quick-start (C and each binding) as its
+#                      README prints it, from a fresh copy of the tree and
+#                      an application directory outside it, against such
+#                      a database, with only RSV_DSN (and PKG_CONFIG_PATH
+#                      for the private prefix) set (tests/quickstart-test.sh,
+#                      on a throwaway MariaDB; make check runs it)
+
+CHECK_EXTRA += tests/quickstart-test.sh
 
 .PHONY: try-db try-db-stop quickstart-test
 
@@ -18,3 +25,6 @@ try-db: deps
 
 try-db-stop:
 	@tools/try-db.sh stop $(B)/try-db
+
+quickstart-test: lib
+	tools/mariadb.sh run tests/quickstart-test.sh

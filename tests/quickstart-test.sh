@@ -13,9 +13,12 @@
 # missing is skipped, as its own tests are (the npm registry too, for
 # Node.js).
 #
+# Without PKG_CONFIG_PATH, each binding must then fail with its own
+# error naming the places it tried.
+#
 # A language is one function qs_NAME (install, then run the quick-start
-# in the directory it is given, printing what the program printed) and
-# one word of LANGS.
+# in the directory it is given, printing what the program printed), one
+# line of rerun (run it again) and one word of LANGS.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
@@ -45,22 +48,24 @@ else
 fi
 rm -rf "$clone/build" # what the programs load is the installed library
 
-# ---- the database, as make try-db makes it ----
-dsn=$("$clone/tools/try-db.sh" setup "$RSV_TEST_SOCKET" "$DB" "qs_$$" "secret$$") ||
-  { bad "tools/try-db.sh setup"; finish; exit; }
-cleanup_extra() { sql -e "DROP USER IF EXISTS 'qs_$$'@'localhost'" >/dev/null 2>&1; }
+# ---- a database for each language, as make try-db makes it ----
+cleanup_extra() {
+  for lang in $LANGS; do sql -e "DROP DATABASE IF EXISTS \`${DB}_$lang\`" >/dev/null 2>&1; done
+  sql -e "DROP USER IF EXISTS 'qs_$$'@'localhost'" >/dev/null 2>&1
+}
 
-# The first fenced block of FILE in LANG that contains MARK.
+# The first fenced block of FILE in LANG that contains MARK (indented
+# blocks of a list item too, without their indentation).
 block() {
   awk -v lang="$2" -v mark="$3" '
-    $0 == "```" lang { b = ""; c = 1; next }
-    c && /^```$/ { if (index(b, mark)) { printf "%s", b; exit } c = 0; next }
-    c { b = b $0 "\n" }' "$1"
+    !c && match($0, /^ *```/) && substr($0, RLENGTH + 1) == lang { ind = RLENGTH - 3; b = ""; c = 1; next }
+    c && $0 ~ /^ *```$/ { if (index(b, mark)) { printf "%s", b; exit } c = 0; next }
+    c { b = b substr($0, ind + 1) "\n" }' "$1"
 }
 # What a newcomer's shell has: no LIBRESERVE_PATH, no LD_LIBRARY_PATH.
 app_env() {
   env -u LIBRESERVE_PATH -u LD_LIBRARY_PATH -u PYTHONPATH -u RUBYLIB -u NODE_PATH \
-    RSV_DSN="$dsn" PKG_CONFIG_PATH="$prefix/lib/pkgconfig" "$@"
+    RSV_DSN="$dsn" PKG_CONFIG_PATH="${pc_path-$prefix/lib/pkgconfig}" "$@"
 }
 
 qs_c() {
@@ -115,9 +120,23 @@ qs_go() {
     GOPATH="$repo/build/go/path" sh -ec "$script"
 }
 
+# The quick-start of LANG again, as installed by qs_LANG.
+rerun() {
+  case $1 in
+    c) app_env ./minimal ;;
+    python) app_env venv/bin/python checkout.py ;;
+    node) app_env node checkout.mjs ;;
+    ruby) app_env GEM_HOME="$PWD/gems" GEM_PATH="$PWD/gems:$(gem env gempath)" ruby checkout.rb ;;
+    go) app_env GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE="$repo/build/go/cache" \
+          GOPATH="$repo/build/go/path" go run . ;;
+  esac
+}
+
 for lang in $LANGS; do
   app=$tmp/app-$lang
   mkdir -p "$app"
+  dsn=$("$clone/tools/try-db.sh" setup "$RSV_TEST_SOCKET" "${DB}_$lang" "qs_$$" "secret$$") ||
+    { bad "$lang: tools/try-db.sh setup"; continue; }
   out=$(cd "$app" && "qs_$lang" 2>&1); rc=$?
   if [ $rc -eq 77 ]; then echo "skip $lang: its runtime (or package registry) is missing"; continue; fi
   if [ $rc -eq 0 ] && grep -q "sold 2 hoodies" <<<"$out"; then
@@ -127,17 +146,21 @@ for lang in $LANGS; do
     continue
   fi
   # again: the same token, already claimed, handled
-  out=$(cd "$app" && case $lang in
-          c) app_env ./minimal ;;
-          python) app_env venv/bin/python checkout.py ;;
-          node) app_env node checkout.mjs ;;
-          ruby) app_env GEM_HOME="$app/gems" GEM_PATH="$app/gems:$(gem env gempath)" ruby checkout.rb ;;
-          go) app_env GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE="$repo/build/go/cache" GOPATH="$repo/build/go/path" go run . ;;
-        esac 2>&1); rc=$?
+  out=$(cd "$app" && rerun "$lang" 2>&1); rc=$?
   if [ $rc -eq 0 ] && grep -q "checkout-9001 was already claimed" <<<"$out"; then
     ok "$lang: run again, it handles the already-claimed checkout"
   else
     echo "$out" | tail -15 | sed 's/^/     /'; bad "$lang: the second run (rc $rc)"
+  fi
+  # and without pkg-config's help: the binding's own error, naming the
+  # places it tried (the C program has its rpath)
+  [ "$lang" = c ] && continue
+  out=$(cd "$app" && pc_path=/nonexistent rerun "$lang" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && grep -q "cannot load the C library libreserve.so.0; tried LIBRESERVE_PATH (not set); pkg-config --variable=libdir reserve (no reserve.pc in its search path); the system loader" <<<"$out" &&
+     ! grep -q "cannot load such file" <<<"$out"; then
+    ok "$lang: no library to be found: its own error names each place tried"
+  else
+    echo "$out" | tail -15 | sed 's/^/     /'; bad "$lang: no library to be found (rc $rc)"
   fi
 done
 finish

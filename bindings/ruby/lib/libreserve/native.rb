@@ -49,7 +49,7 @@ module Libreserve
       env = ENV["LIBRESERVE_PATH"]
       if env && !env.empty?
         file = File.directory?(env) ? in_dir(env) : env
-        raise LibraryNotFound, ["LIBRESERVE_PATH=#{env} (no libreserve.so.0 or libreserve.so in that directory)"] unless file
+        raise LibraryNotFound.new(["LIBRESERVE_PATH=#{env} (no libreserve.so.0 or libreserve.so in that directory)"]), cause: nil unless file
 
         return [["LIBRESERVE_PATH", file]]
       end
@@ -78,7 +78,10 @@ module Libreserve
       tried << "#{where}: #{path} (#{e.message})"
       false
     end&.last
-    raise LibraryNotFound, tried unless LIBRARY
+    # (cause: nil: required through rubygems, the LoadError of its first
+    # attempt would be printed under ours as "cannot load such file --
+    # libreserve", which reads as a missing gem)
+    raise LibraryNotFound.new(tried), cause: nil unless LIBRARY
 
     # struct rsv_options (reserve.h), version 1.  A newer library may have
     # appended fields (the version tells it which the gem fills); a library
