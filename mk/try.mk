@@ -6,7 +6,7 @@
 #                      shop, the account shop (password secret) and the
 #                      schema loaded; prints the export RSV_DSN=... line.
 #                      Again: finds it running and prints the line again
-#   make try-db-stop   stop it and remove its data
+#   make try-db-stop   stop it and remove its data (make clean does too)
 #
 #   make quickstart-test
 #                      every quick-start (C and each binding) as its
@@ -28,3 +28,9 @@ try-db-stop:
 
 quickstart-test: lib
 	tools/mariadb.sh run tests/quickstart-test.sh
+
+# make clean removes $(B), and with it the server's data: stop it first.
+.PHONY: try-db-clean
+clean: try-db-clean
+try-db-clean:
+	@[ ! -d $(B)/try-db ] || tools/try-db.sh stop $(B)/try-db
