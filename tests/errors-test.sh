@@ -10,8 +10,10 @@
 # anyway).  A binding whose runtime is missing is skipped, as its own
 # tests are.  Runs against the server in RSV_TEST_SOCKET (make check).
 #
-# A binding is one entry of run_binding: how to run its scenario program
-# with RSV_DSN, RSV_DSN_BADPW, RSV_DSN_GONE and RSV_SHOP set.
+# A binding is its column of docs/errors.md (one entry of BINDINGS in
+# tools/error-table.py), its scenario program and one entry of
+# run_binding: how to run that program with RSV_DSN, RSV_DSN_BADPW,
+# RSV_DSN_GONE and RSV_SHOP set.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
@@ -34,6 +36,7 @@ export RSV_DSN_BADPW="mariadb://$user:wrong@localhost/$DB?socket=$RSV_TEST_SOCKE
 export RSV_DSN_GONE="mariadb://$user:$pw@localhost/$DB?socket=$tmp/no-server.sock"
 export LIBRESERVE_PATH=$lib
 tools/error-table.py --json >"$tmp/map.json" || { bad "tools/error-table.py --json"; finish; exit; }
+names=$(python3 -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))))' "$tmp/map.json")
 
 # run_binding NAME MODE: the scenario program's lines, or exit 77 to skip.
 run_binding() {
@@ -57,7 +60,7 @@ run_binding() {
       printf 'module errorsapp\n\ngo 1.19\n\nrequire libreserve/reserve v0.0.0\n\nreplace libreserve/reserve => %s/bindings/go\n' "$repo" >"$tmp/go/go.mod"
       (cd "$tmp/go" && GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE=$repo/build/go/cache \
          GOPATH=$repo/build/go/path go run . $mode) ;;
-    *) return 2 ;;
+    *) echo "errors-test: no scenario program for $name" >&2; return 2 ;;
   esac
 }
 
@@ -88,7 +91,7 @@ print(m["auth"] if sys.argv[3] == "auth" else m["errors"][sys.argv[3]])' "$tmp/m
 }
 
 shop=100
-for name in Python Node.js Ruby Go; do
+for name in $names; do
   shop=$((shop + 1))
   out=$(RSV_SHOP=$shop run_binding "$name" "" 2>"$tmp/err.log"); rc=$?
   if [ $rc -eq 77 ]; then echo "skip $name: its runtime is missing"; continue; fi
@@ -99,7 +102,7 @@ done
 # A server that takes no writes: read_only on (the account has no right
 # to write through it), each binding's open answers it.
 if sql -e "SET GLOBAL read_only = 1"; then
-  for name in Python Node.js Ruby Go; do
+  for name in $names; do
     out=$(RSV_SHOP=0 run_binding "$name" readonly 2>"$tmp/err.log"); rc=$?
     [ $rc -eq 77 ] && continue
     [ $rc -eq 0 ] || { cat "$tmp/err.log"; bad "$name: the read-only scenario failed ($rc)"; }

@@ -16,9 +16,11 @@
 # Without PKG_CONFIG_PATH, each binding must then fail with its own
 # error naming the places it tried.
 #
-# A language is one function qs_NAME (install, then run the quick-start
-# in the directory it is given, printing what the program printed), one
-# line of rerun (run it again) and one word of LANGS.
+# A language is one function qs_NAME and one word of LANGS: in the
+# application directory it is run in, qs_NAME installs what the README
+# says and writes the quick-start as printed, and run.sh, the command
+# that runs it (run with RSV_DSN set, twice, then without pkg-config's
+# help); it returns 77 when the language's runtime is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
@@ -73,7 +75,8 @@ qs_c() {
   local cc_line
   cc_line=$(sed -n '1s|^/\* *\(cc minimal.c .*\)$|\1|p' minimal.c)
   [ -n "$cc_line" ] || { echo "no cc line in the program's first comment"; return 1; }
-  app_env sh -ec "$cc_line -o minimal" && app_env ./minimal
+  app_env sh -ec "$cc_line -o minimal" || return 1
+  echo './minimal' >run.sh
 }
 
 qs_python() {
@@ -82,7 +85,7 @@ qs_python() {
     sed "s|bindings/python|$clone/bindings/python|" >install.sh
   app_env sh -e install.sh >install.log 2>&1 || { tail -20 install.log; return 1; }
   block "$clone/bindings/python/README.md" python "rsv.connect" >checkout.py
-  app_env venv/bin/python checkout.py
+  echo 'venv/bin/python checkout.py' >run.sh
 }
 
 qs_node() {
@@ -96,7 +99,7 @@ qs_node() {
     tail -20 install.log; return 1
   fi
   block "$clone/bindings/node/README.md" js "rsv.open" >checkout.mjs
-  app_env node checkout.mjs
+  echo 'node checkout.mjs' >run.sh
 }
 
 qs_ruby() {
@@ -106,7 +109,7 @@ qs_ruby() {
   (cd "$clone" && block bindings/ruby/README.md sh "gem install" |
      app_env GEM_HOME="$gems" GEMRC="$OLDPWD/gemrc" sh -e) >install.log 2>&1 || { tail -20 install.log; return 1; }
   block "$clone/bindings/ruby/README.md" ruby "Libreserve.open" >checkout.rb
-  app_env GEM_HOME="$gems" GEM_PATH="$gems:$(gem env gempath)" ruby checkout.rb
+  echo "GEM_HOME='$gems' GEM_PATH='$gems:$(gem env gempath)' ruby checkout.rb" >run.sh
 }
 
 qs_go() {
@@ -114,22 +117,12 @@ qs_go() {
   block "$clone/bindings/go/README.md" go "func main()" >main.go
   local script
   script=$(block "$clone/bindings/go/README.md" sh "go mod init")
-  script=${script//\/path\/to\/libreserve/$clone}
   # (no network: the module needs none; a build cache of the tree's)
-  app_env GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE="$repo/build/go/cache" \
-    GOPATH="$repo/build/go/path" sh -ec "$script"
-}
-
-# The quick-start of LANG again, as installed by qs_LANG.
-rerun() {
-  case $1 in
-    c) app_env ./minimal ;;
-    python) app_env venv/bin/python checkout.py ;;
-    node) app_env node checkout.mjs ;;
-    ruby) app_env GEM_HOME="$PWD/gems" GEM_PATH="$PWD/gems:$(gem env gempath)" ruby checkout.rb ;;
-    go) app_env GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE="$repo/build/go/cache" \
-          GOPATH="$repo/build/go/path" go run . ;;
-  esac
+  local goenv="GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE='$repo/build/go/cache' GOPATH='$repo/build/go/path'"
+  # the README's commands end with its `go run .`: that first run is run.sh's
+  script=$(grep -v '^go run' <<<"${script//\/path\/to\/libreserve/$clone}")
+  app_env sh -ec "export $goenv; $script" >install.log 2>&1 || { tail -20 install.log; return 1; }
+  echo "export $goenv; go run ." >run.sh
 }
 
 for lang in $LANGS; do
@@ -139,6 +132,7 @@ for lang in $LANGS; do
     { bad "$lang: tools/try-db.sh setup"; continue; }
   out=$(cd "$app" && "qs_$lang" 2>&1); rc=$?
   if [ $rc -eq 77 ]; then echo "skip $lang: its runtime (or package registry) is missing"; continue; fi
+  [ $rc -eq 0 ] && { out=$(cd "$app" && app_env sh -e run.sh 2>&1); rc=$?; }
   if [ $rc -eq 0 ] && grep -q "sold 2 hoodies" <<<"$out"; then
     ok "$lang: the quick-start reaches its first reserve and sells"
   else
@@ -146,7 +140,7 @@ for lang in $LANGS; do
     continue
   fi
   # again: the same token, already claimed, handled
-  out=$(cd "$app" && rerun "$lang" 2>&1); rc=$?
+  out=$(cd "$app" && app_env sh -e run.sh 2>&1); rc=$?
   if [ $rc -eq 0 ] && grep -q "checkout-9001 was already claimed" <<<"$out"; then
     ok "$lang: run again, it handles the already-claimed checkout"
   else
@@ -155,7 +149,7 @@ for lang in $LANGS; do
   # and without pkg-config's help: the binding's own error, naming the
   # places it tried (the C program has its rpath)
   [ "$lang" = c ] && continue
-  out=$(cd "$app" && pc_path=/nonexistent rerun "$lang" 2>&1); rc=$?
+  out=$(cd "$app" && pc_path=/nonexistent app_env sh -e run.sh 2>&1); rc=$?
   if [ $rc -ne 0 ] && grep -q "cannot load the C library libreserve.so.0; tried LIBRESERVE_PATH (not set); pkg-config --variable=libdir reserve (no reserve.pc in its search path); the system loader" <<<"$out" &&
      ! grep -q "cannot load such file" <<<"$out"; then
     ok "$lang: no library to be found: its own error names each place tried"
