@@ -213,12 +213,25 @@ install: lib
 	$(INSTALL) -d $(DESTDIR)$(CMAKEDIR)
 	$(INSTALL) -m 644 $(CMAKE_PKG) $(DESTDIR)$(CMAKEDIR)/
 ifeq ($(DESTDIR),)
-	@# Installed onto this machine by root: refresh the dynamic loader's
-	@# cache, or programs fail to find the new libreserve.so.0 until
-	@# someone runs ldconfig.  Packaging (DESTDIR) leaves that to the
-	@# package manager.
-	@if [ "$$(id -u)" = 0 ]; then echo "$(LDCONFIG)"; $(LDCONFIG); \
-	else echo "install: not root: run ldconfig as root if $(LIBDIR) is in the loader's path, else set LD_LIBRARY_PATH or an rpath"; fi
+	@# Installed onto this machine: programs find the new libreserve.so.0
+	@# at once only when LIBDIR is a directory the dynamic loader searches
+	@# and its cache is rebuilt (as root).  For any other LIBDIR the cache
+	@# cannot help, so it is left alone and the ways that do are printed.
+	@# Packaging (DESTDIR) leaves all that to the package manager.
+	@real=$$(realpath -m "$(LIBDIR)"); searched=no; \
+	for d in $$($(LDCONFIG) -v -N 2>/dev/null | sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p'); do \
+	  [ "$$(realpath -m "$$d")" = "$$real" ] && searched=yes; \
+	done; \
+	if [ $$searched = yes ] && [ "$$(id -u)" = 0 ]; then echo "$(LDCONFIG)"; $(LDCONFIG); \
+	elif [ $$searched = yes ]; then \
+	  echo "install: not root: run $(LDCONFIG) as root, or programs will not find $(SONAME) in $(LIBDIR)"; \
+	else \
+	  echo "install: $(LIBDIR) is not a directory the dynamic loader searches, so programs will not find $(SONAME) by themselves. Either:"; \
+	  echo "  link with an rpath:  cc app.c \$$(pkg-config --cflags --libs reserve) -Wl,-rpath,$(LIBDIR)"; \
+	  echo "  or set:              export LD_LIBRARY_PATH=$(LIBDIR)"; \
+	  echo "  or, as root:         echo $(LIBDIR) >/etc/ld.so.conf.d/libreserve.conf && ldconfig"; \
+	  echo "  the bindings find it through pkg-config:  export PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig (or LIBRESERVE_PATH=$(LIBDIR))"; \
+	fi
 endif
 
 uninstall:

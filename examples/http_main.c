@@ -12,7 +12,7 @@
  * without turning.  The server stops at the end of the sale.
  *
  *   ./http_checkout --socket /run/mysqld/mysqld.sock --database shop
- *   ./http_checkout --serve --database shop &
+ *   RSV_DSN=mariadb://shop:secret@localhost/shop ./http_checkout --serve &
  *   curl -d 'shop=3&token=abc&item=1&location=1' localhost:17080/reserve
  *
  * Port: --host:--port (default 127.0.0.1:17080, below Linux's ephemeral
@@ -40,8 +40,9 @@
 #include "http_sale.h"
 
 typedef struct options {
-    const char *socket, *user, *password, *database, *port_file;
-    int serve;
+    const char *socket, *user, *password, *database, *port_file, *dsn;
+    int serve, parts; /* parts: a --socket, --user, ... was given */
+    int dsn_given;
     server_config server;
     sale_config sale;
     int64_t stock;
@@ -51,6 +52,8 @@ static void usage(FILE *f, const char *argv0)
 {
     fprintf(f,
 "usage: %s [options]\n"
+"  --dsn DSN          the database, as every example names it (default\n"
+"                     $RSV_DSN, unless the options below are given)\n"
 "  --socket PATH      MariaDB Unix socket (default /run/mysqld/mysqld.sock)\n"
 "  --user NAME        (default root)    --password PW\n"
 "  --database DB      holds the libreserve schema (default $RSV_DEMO_DATABASE\n"
@@ -78,6 +81,9 @@ static int parse_args(int argc, char **argv, options *o)
 {
     const char *db = getenv("RSV_DEMO_DATABASE");
     memset(o, 0, sizeof *o);
+    o->dsn = getenv("RSV_DSN");
+    if (o->dsn && !*o->dsn)
+        o->dsn = NULL;
     o->socket = "/run/mysqld/mysqld.sock";
     o->user = "root";
     o->database = db && *db ? db : "shop";
@@ -100,14 +106,16 @@ static int parse_args(int argc, char **argv, options *o)
         char *end;
         long long n = strtoll(v, &end, 10);
         int num = *v && !*end && n >= 0;
-        if (!strcmp(a, "--socket"))
-            o->socket = v;
+        if (!strcmp(a, "--dsn"))
+            o->dsn = v, o->dsn_given = 1;
+        else if (!strcmp(a, "--socket"))
+            o->socket = v, o->parts = 1;
         else if (!strcmp(a, "--user"))
-            o->user = v;
+            o->user = v, o->parts = 1;
         else if (!strcmp(a, "--password"))
-            o->password = v;
+            o->password = v, o->parts = 1;
         else if (!strcmp(a, "--database"))
-            o->database = v;
+            o->database = v, o->parts = 1;
         else if (!strcmp(a, "--host"))
             o->server.host = v;
         else if (!strcmp(a, "--port-file"))
@@ -306,7 +314,12 @@ int main(int argc, char **argv)
     /* a client that hangs up must not kill the server with SIGPIPE */
     signal(SIGPIPE, SIG_IGN);
     char dsn[1024];
-    make_dsn(&o, dsn, sizeof dsn);
+    /* --dsn, else the parts given on the command line, else $RSV_DSN,
+     * else the parts' defaults. */
+    if (o.dsn && (o.dsn_given || !o.parts))
+        snprintf(dsn, sizeof dsn, "%s", o.dsn);
+    else
+        make_dsn(&o, dsn, sizeof dsn);
     o.server.dsn = dsn;
     uv_loop_t *loop = uv_default_loop();
     server *srv;

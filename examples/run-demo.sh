@@ -45,8 +45,7 @@ sql "$db" <sql/schema.sql
 minimal=$(dirname "$demo")/minimal
 if [ -x "$minimal" ]; then
   echo "== examples/minimal.c (the README's program)"
-  RSV_SOCKET=$RSV_TEST_SOCKET RSV_USER=$user RSV_PASSWORD=$MYSQL_PWD \
-    RSV_DATABASE=$db "$minimal"
+  RSV_DSN="mariadb://$user${MYSQL_PWD:+:$MYSQL_PWD}@localhost/$db?socket=$RSV_TEST_SOCKET" "$minimal"
   echo "== examples/checkout_demo.c"
 fi
 set +e

@@ -618,9 +618,9 @@ RSV_EXTERN int rsv_extend(rsv_ctx *ctx, uint64_t shop_id, const void *token,
 /*
  * Read a checkout's state without locking: *status_out is one of
  * RSV_STATUS_*, *units_out the units it holds now (NULL to skip), and
- * *expires_in_ms_out the time to its deadline (negative once passed; NULL
- * to skip).  A held checkout whose deadline passed reports
- * RSV_STATUS_EXPIRED.  Returns RSV_OK, RSV_ENOTFOUND, and the failures of
+ * *expires_in_ms_out the time to its deadline (negative once passed, 0
+ * for a claimed or released checkout; NULL to skip).  A held checkout
+ * whose deadline passed reports RSV_STATUS_EXPIRED.  Returns RSV_OK, RSV_ENOTFOUND, and the failures of
  * rsv_claim.
  */
 RSV_EXTERN int rsv_checkout_status(rsv_ctx *ctx, uint64_t shop_id,

@@ -446,7 +446,9 @@ static int status_body(rsv_ctx *ctx, void *p)
     if (r->rows == 0)
         return not_found(ctx, &a->co);
     a->status = (int32_t)RES_I(r, 0, 0);
-    a->expires_us = RES_I(r, 0, 2);
+    /* A settled checkout has no deadline left: its expires_at is only
+     * the deadline it had while held. */
+    a->expires_us = a->status == ST_HELD ? RES_I(r, 0, 2) : 0;
     if (a->status == ST_HELD &&
         (a->expires_us <= 0 || RES_I(r, 0, 3) < RES_I(r, 0, 1)))
         a->status = ST_EXPIRED;

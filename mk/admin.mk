@@ -7,12 +7,25 @@
 #                               schema install/upgrade load sql/schema.sql)
 #   make install                also installs rsv-admin to $(DESTDIR)$(BINDIR)
 #                               and rsv-admin(1) to $(DESTDIR)$(MANDIR)/man1
-#   make install-admin          only the tool and its man page
+#   make install-admin          only the tool, its man page and the
+#                               sweeper's systemd units and option file
 #   make uninstall-admin        remove them again
+#
+# The sweeper's units are the ones the rsv-admin package ships
+# (debian/rsv-admin.rsv-admin-sweep@.service and .timer), with the
+# installed paths: $(BINDIR)/rsv-admin and $(SYSCONFDIR)/rsv-admin/%i.cnf.
+# They go to $(SYSTEMD_UNITDIR) (systemd reads /usr/local/lib/systemd/system
+# and /usr/lib/systemd/system), the package's option file to
+# $(SYSCONFDIR)/rsv-admin/default.cnf unless one is there already (it is
+# the operator's, with a password in it perhaps).  Nothing is enabled.
 
 ADMIN_SRC := $(wildcard tools/rsv-admin/*.c)
 ADMIN_HDR := $(wildcard tools/rsv-admin/*.h)
 ADMIN_MAN := man/rsv-admin.1
+SWEEP_UNITS := debian/rsv-admin.rsv-admin-sweep@.service debian/rsv-admin.rsv-admin-sweep@.timer
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+SYSTEMD_UNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+UNIT_SUBST = -e 's|/usr/bin/rsv-admin|$(BINDIR)/rsv-admin|g' -e 's|/etc/rsv-admin|$(SYSCONFDIR)/rsv-admin|g'
 
 # The schema file `schema install` and `schema upgrade` load by default:
 # the tool built here runs with the tree's library (rpath to $(B)), so it
@@ -49,9 +62,22 @@ install-admin: $(ADMIN_SRC) $(ADMIN_HDR) $(ADMIN_MAN) $(PUB_HDR) $(B)/libreserve
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	$(INSTALL) -m 755 $(B)/admin-install/rsv-admin $(DESTDIR)$(BINDIR)/rsv-admin
 	$(INSTALL) -m 644 $(ADMIN_MAN) $(DESTDIR)$(MANDIR)/man1/rsv-admin.1
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMD_UNITDIR) $(DESTDIR)$(SYSCONFDIR)/rsv-admin
+	@for u in $(SWEEP_UNITS); do \
+	  n=$${u#debian/rsv-admin.}; \
+	  sed $(UNIT_SUBST) "$$u" >$(B)/admin-install/"$$n" && \
+	  echo "$(INSTALL) -m 644 $(B)/admin-install/$$n $(DESTDIR)$(SYSTEMD_UNITDIR)/$$n" && \
+	  $(INSTALL) -m 644 $(B)/admin-install/"$$n" $(DESTDIR)$(SYSTEMD_UNITDIR)/"$$n" || exit 1; \
+	done
+	@sed $(UNIT_SUBST) tools/rsv-admin/default.cnf >$(B)/admin-install/default.cnf
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/rsv-admin/default.cnf ]; then \
+	  echo "install: kept $(DESTDIR)$(SYSCONFDIR)/rsv-admin/default.cnf (the new one is $(B)/admin-install/default.cnf)"; \
+	else echo "$(INSTALL) -m 644 $(B)/admin-install/default.cnf $(DESTDIR)$(SYSCONFDIR)/rsv-admin/default.cnf"; \
+	  $(INSTALL) -m 644 $(B)/admin-install/default.cnf $(DESTDIR)$(SYSCONFDIR)/rsv-admin/default.cnf; fi
 
 uninstall-admin:
 	rm -f $(DESTDIR)$(BINDIR)/rsv-admin $(DESTDIR)$(MANDIR)/man1/rsv-admin.1
+	rm -f $(DESTDIR)$(SYSTEMD_UNITDIR)/rsv-admin-sweep@.service $(DESTDIR)$(SYSTEMD_UNITDIR)/rsv-admin-sweep@.timer
 
 install: install-admin
 uninstall: uninstall-admin

@@ -59,9 +59,11 @@ START_TEST(reserve_claim_takes_stock_once)
     int rc = rsv_claim(f.ctx, f.shop, TOK("checkout-1"));
     TU_RC(f.ctx, rc, RSV_ECLAIMED);
     ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 42, 7), 4);
-    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("checkout-1"), &st, &units, NULL));
+    ms = -1;
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("checkout-1"), &st, &units, &ms));
     ck_assert_int_eq(st, RSV_STATUS_CLAIMED);
     ck_assert_int_eq(units, 0);
+    ck_assert_int_eq(ms, 0); /* settled: no lifetime left */
     /* the claim is folded into the ledger row by the next refill */
     TU_OK(f.ctx, rsv_replenish(f.ctx, f.shop, 42, 7, NULL));
     ck_assert_int_eq(tu_i64(f.conn, "SELECT COUNT(*) FROM rsv_journal"), 0);
@@ -80,6 +82,11 @@ START_TEST(release_gives_units_back)
     TU_RC(f.ctx, rc, RSV_EOUTOFSTOCK);
     TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("a")));
     TU_OK(f.ctx, rsv_release(f.ctx, f.shop, TOK("a"))); /* idempotent */
+    int32_t st = 0;
+    int64_t ms = -1;
+    TU_OK(f.ctx, rsv_checkout_status(f.ctx, f.shop, TOK("a"), &st, NULL, &ms));
+    ck_assert_int_eq(st, RSV_STATUS_RELEASED);
+    ck_assert_int_eq(ms, 0);
     TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("b"), 1, 1, 3, 0));
     rc = rsv_claim(f.ctx, f.shop, TOK("a"));
     TU_RC(f.ctx, rc, RSV_ERELEASED);

@@ -11,7 +11,10 @@
 #     `pkg-config --modversion reserve`;
 #   - reserve.pc names libdir and includedir relative to ${prefix};
 #   - `make install` runs ldconfig when it installs for this machine as
-#     root, never into a DESTDIR (checked with make -n);
+#     root into a LIBDIR the loader searches, never into a DESTDIR or
+#     another LIBDIR, for which it says what to do instead;
+#   - the sweeper's systemd units and option file, with the installed
+#     paths; reserve.pc names no placeholder home;
 #   - the CMake package: a C++ program whose CMakeLists.txt says only
 #     find_package(libreserve) and links libreserve::reserve (and another
 #     libreserve::reserve_static), configured with CMAKE_PREFIX_PATH at the
@@ -105,15 +108,40 @@ check "the CMake files do not mention the staging dir" bash -c "! grep -rqF '$st
 # ldconfig: only for an install onto this machine, by root (LDCONFIG
 # stands in for it here; the staging install above ran it too).
 check "make install DESTDIR=... leaves ldconfig alone" test ! -e "$tmp/ldconfig-ran"
-if make --no-print-directory install PREFIX="$tmp/direct" LDCONFIG="touch $tmp/ldconfig-ran" >"$tmp/install-direct.log" 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    check "make install without DESTDIR, as root, runs ldconfig" test -e "$tmp/ldconfig-ran"
-  else
-    check "make install without DESTDIR, not root, says to run ldconfig" grep -q "run ldconfig as root" "$tmp/install-direct.log"
-  fi
+# Without DESTDIR: ldconfig only for a LIBDIR the loader searches (the
+# stand-in lists the directories as `ldconfig -v -N` does), else what to
+# do instead, and no ldconfig.
+printf '#!/bin/sh\nif [ "$1" = -v ]; then echo "$RSV_FAKE_LOADER_DIR: (from the test)"; echo "	libc.so.6 -> libc.so.6"; exit 0; fi\ntouch %s/ldconfig-ran\n' "$tmp" >"$tmp/ldconfig"
+chmod +x "$tmp/ldconfig"
+if RSV_FAKE_LOADER_DIR=/nonexistent-dir make --no-print-directory install PREFIX="$tmp/direct" LDCONFIG="$tmp/ldconfig" >"$tmp/install-direct.log" 2>&1; then
+  check "make install to a LIBDIR the loader does not search leaves ldconfig alone" test ! -e "$tmp/ldconfig-ran"
+  check "... and says what to do (rpath, LD_LIBRARY_PATH, ld.so.conf.d, PKG_CONFIG_PATH for the bindings)" \
+    bash -c "grep -q 'is not a directory the dynamic loader searches' '$tmp/install-direct.log' &&
+             grep -qF -- '-Wl,-rpath,$tmp/direct/lib' '$tmp/install-direct.log' &&
+             grep -qF 'PKG_CONFIG_PATH=$tmp/direct/lib/pkgconfig' '$tmp/install-direct.log'"
 else
   cat "$tmp/install-direct.log"; fail "make install PREFIX=$tmp/direct"
 fi
+if RSV_FAKE_LOADER_DIR=$tmp/direct2/lib make --no-print-directory install PREFIX="$tmp/direct2" LDCONFIG="$tmp/ldconfig" >"$tmp/install-direct2.log" 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    check "make install to a LIBDIR the loader searches, as root, runs ldconfig" test -e "$tmp/ldconfig-ran"
+  else
+    check "make install to a LIBDIR the loader searches, not root, says to run ldconfig" grep -q "run ldconfig as root" "$tmp/install-direct2.log"
+  fi
+else
+  cat "$tmp/install-direct2.log"; fail "make install PREFIX=$tmp/direct2"
+fi
+# The sweeper's units and option file, with the installed paths.
+unitdir=$root/lib/systemd/system
+check "the sweeper's units installed" test -f "$unitdir/rsv-admin-sweep@.service" -a -f "$unitdir/rsv-admin-sweep@.timer"
+check "the service runs the installed rsv-admin with SYSCONFDIR's option file" \
+  bash -c "grep -q '^ExecStart=$PREFIX_/bin/rsv-admin --defaults-file=$PREFIX_/etc/rsv-admin/%i.cnf sweep' '$unitdir/rsv-admin-sweep@.service' &&
+           grep -qx 'ConditionPathExists=$PREFIX_/etc/rsv-admin/%i.cnf' '$unitdir/rsv-admin-sweep@.service' &&
+           ! grep -qE '/usr/bin/rsv-admin|(=| )/etc/rsv-admin' '$unitdir/rsv-admin-sweep@.service' &&
+           ! grep -qF '$stage' '$unitdir/rsv-admin-sweep@.service'"
+check "the timer is the package's" cmp -s "$unitdir/rsv-admin-sweep@.timer" debian/rsv-admin.rsv-admin-sweep@.timer
+check "the option file installed" test -f "$root/etc/rsv-admin/default.cnf"
+check "reserve.pc names no placeholder home" bash -c "! grep -q 'example.invalid' '$libdir/pkgconfig/reserve.pc'"
 check "share/libreserve/schema.sql == sql/schema.sql" cmp -s "$root/share/libreserve/schema.sql" sql/schema.sql
 nman=0
 for m in man/*.3; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/readme-test.sh - the README's minimal program is examples/minimal.c
 # word for word, and it runs as the README says against the server in
-# RSV_TEST_SOCKET: "sold 2 hoodies", then a refused reserve the second
-# time, and a clear message when it cannot connect.  Its libuv fragment
+# RSV_TEST_SOCKET, named by RSV_DSN: "sold 2 hoodies", then the
+# refused reserve handled the second time, and a clear message when it
+# cannot connect.  Its libuv fragment
 # (non-blocking calls) compiles.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -36,11 +37,12 @@ else
   cat "$tmp/cc.log"; bad "the libuv fragment compiles"
 fi
 sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql
-run() { RSV_SOCKET=$RSV_TEST_SOCKET RSV_USER=${RSV_TEST_USER:-root} RSV_PASSWORD=${RSV_TEST_PASSWORD:-} RSV_DATABASE=$1 "$tmp/minimal" 2>&1; }
+dsn_for() { echo "mariadb://${RSV_TEST_USER:-root}${RSV_TEST_PASSWORD:+:$RSV_TEST_PASSWORD}@localhost/$1?socket=$RSV_TEST_SOCKET"; }
+run() { RSV_DSN=$(dsn_for "$1") "$tmp/minimal" 2>&1; }
 out=$(run "$DB"); rc=$?
 if [ $rc -eq 0 ] && [ "$out" = "sold 2 hoodies" ]; then ok "first run: sold 2 hoodies"; else bad "first run: rc $rc: $out"; fi
 out=$(run "$DB"); rc=$?
-if [ $rc -ne 0 ] && grep -q "already claimed" <<<"$out"; then ok "second run: the reserve is refused ($out)"; else bad "second run: rc $rc: $out"; fi
-out=$(RSV_SOCKET=$tmp/no-such.sock "$tmp/minimal" 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ "$out" = "checkout-9001 was already claimed" ]; then ok "second run: the reserve is refused ($out)"; else bad "second run: rc $rc: $out"; fi
+out=$(RSV_DSN="mariadb://root@localhost/$DB?socket=$tmp/no-such.sock" "$tmp/minimal" 2>&1); rc=$?
 if [ $rc -ne 0 ] && grep -q "^connect: " <<<"$out"; then ok "no server: says so ($out)"; else bad "no server: rc $rc: $out"; fi
 finish

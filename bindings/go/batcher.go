@@ -170,10 +170,10 @@ func (b *Batcher) ReserveOne(ctx context.Context, shop uint64, tok string, item,
 	if err != nil {
 		return err
 	}
-	return b.call(ctx, op, func(out **C.rsv_batcher_call) C.int {
+	return oneLine(b.call(ctx, op, func(out **C.rsv_batcher_call) C.int {
 		t, n := token(tok)
 		return C.go_rsv_batcher_reserve_one_start(b.ptr, C.uint64_t(shop), t, n, C.uint64_t(item), C.uint64_t(location), C.int64_t(quantity), ms, out)
-	})
+	}))
 }
 
 // Reserve is Conn.Reserve through the batcher: the carts of goroutines

@@ -268,10 +268,10 @@ func (c *Conn) ReserveOne(ctx context.Context, shop uint64, tok string, item, lo
 	if err != nil {
 		return err
 	}
-	return c.nonblocking(ctx, op, func(p *C.rsv_ctx) C.int {
+	return oneLine(c.nonblocking(ctx, op, func(p *C.rsv_ctx) C.int {
 		t, n := token(tok)
 		return C.go_rsv_reserve_one_start(p, C.uint64_t(shop), t, n, C.uint64_t(item), C.uint64_t(location), C.int64_t(quantity), ms)
-	})
+	}))
 }
 
 // Line is one line of a cart.

@@ -16,6 +16,9 @@
 //
 // The package uses cgo and the standard library only.  It loads
 // libreserve.so when first used: the file LIBRESERVE_PATH names, else the
-// build of the source tree the package was compiled in, else the
-// installed libreserve.so.0.
+// one in the directory `pkg-config --variable=libdir reserve` reports,
+// else libreserve.so.0 as the system's loader finds it, else the build of
+// the source tree the package was compiled in; when none loads, calls
+// return a *LibraryError (errors.Is(err, ErrLibraryNotFound)) naming each
+// place tried.
 package reserve

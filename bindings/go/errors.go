@@ -14,7 +14,24 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strconv"
 )
+
+// ErrAuthentication is what errors.Is finds in an ErrConn the server gave
+// because it refused the account (a wrong user or password, no access to
+// the database: Error.Errno 1045, 1044, ...).  Reconnecting will not help,
+// so such an error is not errors.Is(err, ErrConn), which a retry loop
+// repeats; errors.Is(err, fs.ErrPermission) holds.  Its Error.Code is
+// still the library's, ErrConn.
+var ErrAuthentication = fmt.Errorf("libreserve: the server refused the account: %w", fs.ErrPermission)
+
+// Server error numbers that mean the account was refused: access denied
+// (1044, 1045, 1698), password expired (1820, 1862), unknown
+// authentication plugin (1251, 2059).
+var authErrnos = map[int]bool{1044: true, 1045: true, 1251: true, 1698: true, 1820: true, 1862: true, 2059: true}
+
+var errnoRE = regexp.MustCompile(`\(MySQL error (\d+)\)`)
 
 // Code is a libreserve return code (RSV_E* in reserve.h).  Every code but
 // OK is also an error, so the constants below are the sentinels to test
@@ -110,8 +127,13 @@ type Error struct {
 	Op      string // the call: "reserve", "claim", "open", ...
 	Message string // the library's message for this call (rsv_errmsg), else the code's text
 	// Line is the cart line that could not be served (ErrOutOfStock,
-	// ErrNoItem of Reserve), else -1.
+	// ErrNoItem of Reserve; 0 for ReserveOne), else -1.
 	Line int
+	// Errno is the server's (or Connector/C's) error number behind it
+	// (1045 for a wrong password, 1205 for a lock wait timeout), else 0.
+	Errno int
+	// auth: the server refused the account (ErrAuthentication).
+	auth bool
 	// cause is the context's error when the call ended because its
 	// context did (errors.Is(err, context.Canceled) then holds too).
 	cause error
@@ -121,8 +143,14 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("libreserve: %s: %s (%s)", e.Op, e.Message, e.Code.String())
 }
 
-// Unwrap gives the code, so that errors.Is(err, ErrOutOfStock) holds.
-func (e *Error) Unwrap() error { return e.Code }
+// Unwrap gives the code, so that errors.Is(err, ErrOutOfStock) holds;
+// for a refused account, ErrAuthentication instead of ErrConn.
+func (e *Error) Unwrap() error {
+	if e.auth {
+		return ErrAuthentication
+	}
+	return e.Code
+}
 
 // Is matches the context's error when the call was cut short by its
 // context.
@@ -137,7 +165,22 @@ func newError(op string, code Code, msg string) *Error {
 	if msg == "" {
 		msg = code.Error()
 	}
-	return &Error{Code: code, Op: op, Message: msg, Line: -1}
+	e := &Error{Code: code, Op: op, Message: msg, Line: -1}
+	if m := errnoRE.FindAllStringSubmatch(msg, -1); m != nil {
+		e.Errno, _ = strconv.Atoi(m[len(m)-1][1])
+	}
+	e.auth = code == ErrConn && authErrnos[e.Errno]
+	return e
+}
+
+// oneLine gives the error of a call of one line (ReserveOne) its line,
+// line 0, as the library's message says.
+func oneLine(err error) error {
+	var e *Error
+	if errors.As(err, &e) && (e.Code == ErrOutOfStock || e.Code == ErrNoItem) {
+		e.Line = 0
+	}
+	return err
 }
 
 // argError is a refusal made on the Go side, before anything is sent.

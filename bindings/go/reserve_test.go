@@ -245,7 +245,15 @@ func TestBadInput(t *testing.T) {
 func TestWrongPassword(t *testing.T) {
 	d := reserve.DSN{User: "rsv_nobody", Password: "wrong", Socket: os.Getenv("RSV_TEST_SOCKET"), Database: db.Name}
 	_, err := reserve.Open(context.Background(), d.String(), nil)
-	e := wantCode(t, err, reserve.ErrConn)
+	// the library's code is ErrConn, but a refused account is
+	// ErrAuthentication, not ErrConn: a retry loop must not repeat it
+	if !errors.Is(err, reserve.ErrAuthentication) || !errors.Is(err, fs.ErrPermission) || errors.Is(err, reserve.ErrConn) {
+		t.Fatalf("want ErrAuthentication (and not ErrConn), got %v", err)
+	}
+	var e *reserve.Error
+	if !errors.As(err, &e) || e.Code != reserve.ErrConn || e.Errno != 1045 {
+		t.Fatalf("want Code ErrConn, Errno 1045: %#v", err)
+	}
 	if !strings.Contains(e.Message, "1045") && !strings.Contains(strings.ToLower(e.Message), "denied") {
 		t.Fatalf("the message does not say why: %v", e)
 	}

@@ -256,8 +256,10 @@ export class ReserveError extends Error {
   readonly strerror: string;
   /** the C function that failed */
   readonly function: string | null;
-  /** the line that could not be served (OutOfStock, NoItem and cart errors of reserve()) */
-  failedLine?: number | null;
+  /** the server's (or Connector/C's) error number behind it (1045: access denied), else null */
+  readonly errno: number | null;
+  /** the line that could not be served (OutOfStock, NoItem and cart errors of reserve(); 0 for reserveOne), else null */
+  failedLine: number | null;
 }
 /** Outcomes a checkout handles as business logic (codes -1..-7). */
 export class ExpectedOutcome extends ReserveError {}
@@ -289,6 +291,13 @@ export class Disabled extends Failure {}
 export class SchemaVersionError extends Failure {}
 export class Canceled extends Failure {}
 export class NotPrimary extends ConnectionLost {}
+/** RSV_ECONN because the server refused the account (errno 1045, ...): no ConnectionLost, as reconnecting will not help. */
+export class AuthenticationError extends Failure {}
+/** Thrown by require('libreserve') when the C library cannot be loaded; tried names each place looked in. */
+export class LibraryNotFound extends Error {
+  readonly tried: string[];
+  readonly code: 'RSV_LIBRARY_NOT_FOUND';
+}
 
 export const codes: Readonly<{
   OK: 0; EOUTOFSTOCK: -1; ENOTFOUND: -2; EEXPIRED: -3; ECLAIMED: -4; ERELEASED: -5;

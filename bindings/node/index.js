@@ -17,7 +17,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
-const { koffi, C, LIB_NAME, SOURCE_TREE } = require('./native');
+const { koffi, C, LIB_NAME, SOURCE_TREE, LibraryNotFound } = require('./native');
 
 // ---------------------------------------------------------------------------
 // Constants (mirroring reserve.h)
@@ -85,6 +85,13 @@ class ReserveError extends Error {
     this.codeName = codeName(code) || `RSV_UNKNOWN(${code})`;
     this.strerror = strerror(code);
     this.function = fn || null;
+    // the server's (or Connector/C's) error number behind it: 1045 for a
+    // wrong password, 1205 for a lock wait timeout; null when none
+    const found = [...String(message || '').matchAll(/\(MySQL error (\d+)\)/g)];
+    this.errno = found.length ? Number(found[found.length - 1][1]) : null;
+    // the cart line that could not be served (OutOfStock, NoItem of a
+    // reserve; 0 for reserveOne, whose one line is line 0), else null
+    this.failedLine = null;
   }
 
   get name() {
@@ -120,6 +127,18 @@ class Disabled extends Failure {}
 class SchemaVersionError extends Failure {}
 class Canceled extends Failure {}
 class NotPrimary extends ConnectionLost {}
+// RSV_ECONN because the server refused the account (errno 1045, 1044,
+// ...): reconnecting will not help, so it is no ConnectionLost, which a
+// retry loop repeats.
+class AuthenticationError extends Failure {}
+
+// Server error numbers that mean the account was refused: access denied
+// (1044, 1045, 1698), password expired (1820, 1862), unknown
+// authentication plugin (1251, 2059).
+const AUTH_ERRNOS = new Set([1044, 1045, 1251, 1698, 1820, 1862, 2059]);
+// The calls of one line, whose line is line 0 ("line 0 (item 42, ...").
+const ONE_LINE = new Set(['rsv_reserve_one', 'rsv_reserve_one_start',
+  'rsv_batcher_reserve_one', 'rsv_batcher_reserve_one_start']);
 
 const ERROR_CLASSES = new Map([
   [codes.EOUTOFSTOCK, OutOfStock], [codes.ENOTFOUND, NotFound], [codes.EEXPIRED, Expired],
@@ -138,8 +157,10 @@ function errorClass(code) {
 }
 
 function makeError(code, message, fn) {
-  const Cls = errorClass(code);
-  return new Cls(code, message, fn);
+  let e = new (errorClass(code))(code, message, fn);
+  if (code === codes.ECONN && AUTH_ERRNOS.has(e.errno)) e = new AuthenticationError(code, message, fn);
+  if (ONE_LINE.has(fn) && (code === codes.EOUTOFSTOCK || code === codes.ENOITEM)) e.failedLine = 0;
+  return e;
 }
 
 function invalid(message, fn) {
@@ -1132,6 +1153,8 @@ module.exports = {
   SchemaVersionError,
   Canceled,
   NotPrimary,
+  AuthenticationError,
+  LibraryNotFound,
   codes,
   OPT,
   STATUS,

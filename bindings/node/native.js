@@ -6,12 +6,13 @@
 //
 // Which libreserve.so is loaded (first match wins):
 //   1. $LIBRESERVE_PATH: the library file, or a directory holding
-//      libreserve.so.0 / libreserve.so;
-//   2. the installed one: libreserve.so.0 as the dynamic loader finds it
-//      (LD_LIBRARY_PATH, the ldconfig cache), then /usr/local/lib,
-//      /usr/local/lib/<multiarch>, /usr/lib/<multiarch>, /usr/lib;
-//   3. the in-tree build: build/libreserve.so of the source tree holding
+//      libreserve.so.0 / libreserve.so (nothing else is tried then);
+//   2. the directory `pkg-config --variable=libdir reserve` reports;
+//   3. libreserve.so.0 as the system's dynamic loader finds it
+//      (LD_LIBRARY_PATH, the ldconfig cache);
+//   4. the in-tree build: build/libreserve.so of the source tree holding
 //      this package (when it is used from a checkout).
+// When none loads, require() throws LibraryNotFound naming each place.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -40,46 +41,86 @@ function sourceTree() {
 }
 
 const SOURCE_TREE = sourceTree();
-const MULTIARCH = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu', ia32: 'i386-linux-gnu',
-  arm: 'arm-linux-gnueabihf', riscv64: 'riscv64-linux-gnu', ppc64: 'powerpc64le-linux-gnu',
-  s390x: 's390x-linux-gnu', loong64: 'loongarch64-linux-gnu' }[process.arch];
 
-function candidates() {
+// The library could not be loaded: tried lists each place looked in and
+// why it failed, in order.
+class LibraryNotFound extends Error {
+  constructor(tried) {
+    super('libreserve: cannot load the C library libreserve.so.0; tried ' + tried.join('; ') +
+      '.  Install it (make install), or set LIBRESERVE_PATH to the library or its directory, ' +
+      'or PKG_CONFIG_PATH to the directory of reserve.pc');
+    this.tried = tried;
+    this.code = 'RSV_LIBRARY_NOT_FOUND';
+  }
+
+  get name() {
+    return 'LibraryNotFound';
+  }
+}
+
+function inDir(d) {
+  for (const n of ['libreserve.so.0', 'libreserve.so']) {
+    const p = path.join(d, n);
+    if (fs.existsSync(p)) return p;
+  }
+  return null;
+}
+
+function pkgConfigLibdir(tried) {
+  const { spawnSync } = require('node:child_process');
+  const r = spawnSync(process.env.PKG_CONFIG || 'pkg-config', ['--variable=libdir', 'reserve'],
+    { encoding: 'utf8', timeout: 30000 });
+  if (r.error) {
+    tried.push(`pkg-config (${r.error.message})`);
+    return null;
+  }
+  const libdir = (r.stdout || '').trim();
+  if (r.status !== 0 || !libdir) {
+    tried.push('pkg-config --variable=libdir reserve (no reserve.pc in its search path)');
+    return null;
+  }
+  return libdir;
+}
+
+function tryLoad(file, where, tried) {
+  try {
+    return { lib: koffi.load(file), name: file };
+  } catch (e) {
+    tried.push(`${where}: ${file} (${e.message})`);
+    return null;
+  }
+}
+
+function loadLibrary() {
+  const tried = [];
   const env = process.env.LIBRESERVE_PATH;
   if (env) {
     let st = null;
     try { st = fs.statSync(env); } catch { /* a file name the loader reports on */ }
-    if (st && st.isDirectory()) {
-      for (const n of ['libreserve.so.0', 'libreserve.so']) {
-        const p = path.join(env, n);
-        if (fs.existsSync(p)) return [p];
-      }
-      throw new Error(`libreserve: LIBRESERVE_PATH=${env}: no libreserve.so.0 or libreserve.so in that directory`);
-    }
-    return [env]; // explicit: no fallback to another library
+    const file = st && st.isDirectory() ? inDir(env) : env;
+    if (!file) throw new LibraryNotFound([`LIBRESERVE_PATH=${env} (no libreserve.so.0 or libreserve.so in that directory)`]);
+    const got = tryLoad(file, 'LIBRESERVE_PATH', tried); // explicit: nothing else is tried
+    if (got) return got;
+    throw new LibraryNotFound(tried);
   }
-  const out = ['libreserve.so.0'];
-  const dirs = ['/usr/local/lib'];
-  if (MULTIARCH) dirs.push('/usr/local/lib/' + MULTIARCH, '/usr/lib/' + MULTIARCH);
-  dirs.push('/usr/lib');
-  for (const d of dirs) {
-    const p = path.join(d, 'libreserve.so.0');
-    if (fs.existsSync(p)) out.push(p);
+  tried.push('LIBRESERVE_PATH (not set)');
+  const libdir = pkgConfigLibdir(tried);
+  if (libdir) {
+    const file = inDir(libdir);
+    const got = file ? tryLoad(file, "pkg-config's libdir", tried) : null;
+    if (got) return got;
+    if (!file) tried.push(`pkg-config's libdir ${libdir} (no libreserve.so.0 there)`);
   }
-  if (SOURCE_TREE) out.push(path.join(SOURCE_TREE, 'build', 'libreserve.so'));
-  return out;
-}
-
-function loadLibrary() {
-  const errors = [];
-  for (const c of candidates()) {
-    try {
-      return { lib: koffi.load(c), name: c };
-    } catch (e) {
-      errors.push(`${c}: ${e.message}`);
+  let got = tryLoad('libreserve.so.0', 'the system loader', tried);
+  if (got) return got;
+  if (SOURCE_TREE) {
+    const file = path.join(SOURCE_TREE, 'build', 'libreserve.so');
+    if (fs.existsSync(file)) {
+      got = tryLoad(file, "the source tree's build", tried);
+      if (got) return got;
     }
   }
-  throw new Error('libreserve: cannot load libreserve (set LIBRESERVE_PATH): ' + errors.join('; '));
+  throw new LibraryNotFound(tried);
 }
 
 const { lib, name: LIB_NAME } = loadLibrary();
@@ -215,4 +256,4 @@ if (Number(C.rsv_options_size()) < koffi.sizeof(Options)) {
     `(${C.rsv_options_size()} bytes) than this package expects (${koffi.sizeof(Options)})`);
 }
 
-module.exports = { koffi, C, Options, LIB_NAME, SOURCE_TREE };
+module.exports = { koffi, C, Options, LIB_NAME, SOURCE_TREE, LibraryNotFound };

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The Python package installs the usual way and works from where it was
 # installed, against the server in RSV_TEST_SOCKET:
-#   - `pip install --no-build-isolation --no-index .` of a copy of this
-#     directory into a fresh virtual environment, and with --target into a
-#     plain directory (offline: the setuptools already on the machine);
+#   - `pip install .` of a copy of this directory into a fresh virtual
+#     environment, with pip's default options as the README prints it
+#     (build isolation on: the package's own backend needs nothing from
+#     an index, so it installs offline), and with --target into a plain
+#     directory;
 #   - the installed package imports from there (not from the source tree),
 #     finds libreserve through LIBRESERVE_PATH, or as the installed
 #     libreserve.so.0 the dynamic loader finds (LD_LIBRARY_PATH here), and
@@ -15,10 +17,9 @@
 #   - pip uninstall removes it again.
 # Usage: tools/mariadb.sh run bindings/python/pip-install-test.sh (make check
 # runs it; make lib first).  PYTHON=... picks the interpreter; otherwise the
-# first of python3 on PATH and /usr/bin/python3 that can build a wheel
-# offline (setuptools with wheel, or setuptools >= 70.1).  As root it
-# installs Debian's python3-pip python3-setuptools python3-wheel when none
-# can; without any it says so and skips.
+# first of python3 on PATH and /usr/bin/python3 that has pip and venv.
+# As root it installs Debian's python3-pip python3-venv when none has;
+# without any it says so and skips.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -30,13 +31,7 @@ lib=$repo/$build/libreserve.so.0
 
 # ---- an interpreter that can build the package offline ----
 can_build() {
-  "$1" - <<'PY' >/dev/null 2>&1
-import setuptools  # before pip: it replaces distutils
-import pip, venv
-v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
-if v < (70, 1):
-    import wheel  # older setuptools build wheels through it
-PY
+  "$1" -c 'import pip, venv, ensurepip' >/dev/null 2>&1 || "$1" -c 'import pip, venv' >/dev/null 2>&1
 }
 pick_python() {
   local p
@@ -46,15 +41,15 @@ pick_python() {
   return 1
 }
 if ! PY=$(pick_python); then
-  "$repo/tools/deps.sh" packages python3-pip python3-setuptools python3-wheel \
+  "$repo/tools/deps.sh" packages python3-pip python3-venv \
     >"$tmp/apt.log" 2>&1 || tail -5 "$tmp/apt.log"
   if ! PY=$(pick_python); then
-    echo "skip python-install: no python3 with pip and setuptools (+ wheel) to build the package offline (apt-get install python3-pip python3-setuptools python3-wheel)"
+    echo "skip python-install: no python3 with pip and venv (apt-get install python3-pip python3-venv)"
     echo "python-install: 0 passed, 0 failed"
     exit 0
   fi
 fi
-echo "python-install: $PY ($("$PY" -c 'import sys, setuptools; print("Python %d.%d.%d" % sys.version_info[:3], "setuptools", setuptools.__version__)'))"
+echo "python-install: $PY ($("$PY" -c 'import sys, pip; print("Python %d.%d.%d" % sys.version_info[:3], "pip", pip.__version__)'))"
 
 # A copy of the package directory, so the build leaves nothing in the tree.
 mkdir -p "$tmp/src" "$tmp/run"
@@ -106,9 +101,8 @@ PY
 # ---- a virtual environment ----
 venv=$tmp/venv
 if "$PY" -m venv --system-site-packages --without-pip "$venv" >"$tmp/venv.log" 2>&1 &&
-   "$venv/bin/python" -m pip install --no-build-isolation --no-index --no-deps \
-     --disable-pip-version-check "$tmp/src" >"$tmp/pip-venv.log" 2>&1; then
-  ok "pip install --no-build-isolation into a virtual environment"
+   "$venv/bin/python" -m pip install "$tmp/src" >"$tmp/pip-venv.log" 2>&1; then
+  ok "pip install (default options: build isolation, the index) into a virtual environment"
 else
   cat "$tmp/venv.log" "$tmp/pip-venv.log" 2>/dev/null | tail -30
   bad "pip install into a virtual environment"
@@ -140,13 +134,13 @@ PY
 awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
 lines=$(grep -c . "$tmp/readme.py")
 if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
-put_dsn "$tmp/readme.py" || bad "put the test server into the README's example"
-if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
+if grep -q 'os.environ.get("RSV_DSN", "mariadb://' "$tmp/readme.py"; then ok "README's example reads RSV_DSN"; else bad "README's example does not read RSV_DSN"; fi
+if out=$(cd "$tmp/run" && RSV_DSN=$dsn LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
   echo "$out" | sed 's/^/     /'; ok "README's example runs"
 else
   echo "$out" | sed 's/^/     /'; bad "README's example runs"
 fi
-if out=$(cd "$tmp/run" && LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
+if out=$(cd "$tmp/run" && RSV_DSN=$dsn LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
   echo "$out" | sed 's/^/     /'; ok "README's example runs again (the claim is not taken twice)"
 else
   echo "$out" | sed 's/^/     /'; bad "README's example runs again"
@@ -219,7 +213,7 @@ fi
 
 # ---- --target: a plain directory on PYTHONPATH ----
 target=$tmp/target
-if "$PY" -m pip install --no-build-isolation --no-index --no-deps \
+if "$PY" -m pip install --no-deps \
      --disable-pip-version-check --target "$target" "$tmp/src" >"$tmp/pip-target.log" 2>&1; then
   ok "pip install --target DIR"
 else
@@ -231,9 +225,20 @@ if out=$(unset LIBRESERVE_PATH; LD_LIBRARY_PATH="$(dirname "$lib")" PYTHONPATH="
 else
   echo "$out"; bad "--target: the installed package runs"
 fi
-out=$(cd "$tmp/run" && env -u LIBRESERVE_PATH LD_LIBRARY_PATH=/nonexistent PYTHONPATH="$target" "$PY" -c 'import libreserve' 2>&1)
-if grep -q "cannot load libreserve (set LIBRESERVE_PATH)" <<<"$out"; then
-  ok "no library anywhere: says to set LIBRESERVE_PATH"
+# No LIBRESERVE_PATH, not on the loader's path: the libdir of reserve.pc
+# as pkg-config finds it (a prefix of one's own, PKG_CONFIG_PATH).
+mkdir -p "$tmp/pc"
+printf 'prefix=/nonexistent\nlibdir=%s\nincludedir=/nonexistent\n\nName: reserve\nDescription: test\nVersion: 0\nLibs: -L${libdir} -lreserve\n' \
+  "$(dirname "$lib")" >"$tmp/pc/reserve.pc"
+if out=$(unset LIBRESERVE_PATH; PKG_CONFIG_PATH=$tmp/pc PYTHONPATH="$target" smoke "$PY" "$target" 2>&1) &&
+   grep -qF ", $(dirname "$lib")/" <<<"$out"; then
+  echo "$out"; ok "--target: finds libreserve.so.0 in the libdir pkg-config reports for reserve"
+else
+  echo "$out"; bad "--target: pkg-config's libdir"
+fi
+out=$(cd "$tmp/run" && env -u LIBRESERVE_PATH PKG_CONFIG_PATH=/nonexistent LD_LIBRARY_PATH=/nonexistent PYTHONPATH="$target" "$PY" -c 'import libreserve' 2>&1)
+if grep -q "libreserve.LibraryNotFound: .*LIBRESERVE_PATH (not set); pkg-config .*; the system loader" <<<"$out"; then
+  ok "no library anywhere: LibraryNotFound names each place tried"
 elif [ -z "$out" ]; then
   echo "skip no-library message (a libreserve.so.0 is installed on this machine)"
 else

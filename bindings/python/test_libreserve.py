@@ -507,10 +507,10 @@ class TestConnection(unittest.TestCase):
         self.assertTrue(c.closed)
         with connect() as conn, rsv.Context(conn) as c:
             self.assertFalse(c.owns_connection)
-        # bytes work too; a wrong password is a connection failure
+        # bytes work too; a wrong password is an authentication failure
         bad = rsv.make_dsn(DB, user="no_such_user_x", password="x",
                            socket=SOCK)
-        with self.assertRaises(rsv.ConnectionLost) as cm:
+        with self.assertRaises(rsv.AuthenticationError) as cm:
             rsv.connect(bad.encode())
         self.assertIn("1045", cm.exception.message)
         self.assertEqual(cm.exception.function, "rsv_open_dsn")
@@ -1530,8 +1530,11 @@ class TestPythonTerms(ServerTest):
             with self.assertRaises(rsv.AuthenticationError) as cm:
                 call()
             e = cm.exception
-            self.assertIsInstance(e, rsv.ConnectionLost)
-            self.assertIsInstance(e, ConnectionError)
+            # not a ConnectionLost: a retry loop must not repeat it
+            self.assertNotIsInstance(e, rsv.ConnectionLost)
+            self.assertNotIsInstance(e, ConnectionError)
+            self.assertIsInstance(e, rsv.Failure)
+            self.assertIsInstance(e, PermissionError)
             self.assertEqual((e.code, e.errno), (rsv.ECONN, 1045))
             self.assertNotIsInstance(e, rsv.InDoubt)
             self.assertIn("Access denied", e.message)

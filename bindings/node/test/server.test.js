@@ -406,8 +406,11 @@ test('open: options, and what the library refuses', { skip: missing || false }, 
   e = await rejection(rsv.open(h.dsn(`${DB}_empty`)), rsv.SchemaError, rsv.codes.ESCHEMA);
   assert.match(e.message, /rsv_ledger/);
   e = await rejection(rsv.open(rsv.makeDsn({ database: DB, user: 'no_such_user_x', password: 'x', socket: h.SOCK })),
-    rsv.ConnectionLost, rsv.codes.ECONN);
+    rsv.AuthenticationError, rsv.codes.ECONN);
   assert.match(e.message, /1045/);
+  assert.equal(e.errno, 1045);
+  assert.ok(!(e instanceof rsv.ConnectionLost), 'a refused account is no ConnectionLost: retrying will not help');
+  assert.ok(e instanceof rsv.Failure);
   e = await rejection(rsv.open(rsv.makeDsn({ database: '', user: h.USER, socket: h.SOCK })),
     rsv.InvalidArgument, rsv.codes.EINVAL);
   assert.match(e.message, /database/);

@@ -28,19 +28,22 @@ code (``.code``, a Code), its name (``.name``), its short text
 (``.strerror``), the detailed message of rsv_errmsg() (``.message``) and
 the server's error number behind it (``.errno``).  Expected outcomes (out
 of stock, expired, already claimed, ...) derive from ExpectedOutcome, the
-rest from Failure; ConnectionLost is also a ConnectionError (and
-AuthenticationError one of it), arguments of the wrong type raise
-TypeErrors, bad values ValueErrors.
+rest from Failure; ConnectionLost is also a ConnectionError,
+AuthenticationError (a refused account) a PermissionError, arguments of
+the wrong type raise TypeErrors, bad values ValueErrors.
 
 Which libreserve.so is loaded (first match wins):
   1. $LIBRESERVE_PATH: the library file itself, or a directory holding
-     libreserve.so.0 / libreserve.so;
-  2. the installed one: ctypes.util.find_library("reserve") (ldconfig
-     cache), libreserve.so.0 as the dynamic loader finds it
-     (LD_LIBRARY_PATH, ldconfig cache), then the usual install paths
-     (/usr/local/lib, /usr/lib/<multiarch>, /usr/lib);
-  3. the in-tree build: build/libreserve.so of the source tree holding this
+     libreserve.so.0 / libreserve.so (nothing else is tried then);
+  2. the directory `pkg-config --variable=libdir reserve` reports (the
+     reserve.pc that make install wrote; PKG_CONFIG_PATH for a prefix of
+     one's own);
+  3. libreserve.so.0 as the system's dynamic loader finds it
+     (LD_LIBRARY_PATH, the ldconfig cache);
+  4. the in-tree build: build/libreserve.so of the source tree holding this
      package (when it is used from a checkout).
+When none loads, importing raises LibraryNotFound (an OSError) naming
+every place tried.
 libmariadb is found with $LIBMARIADB_PATH, else find_library("mariadb"),
 else "libmariadb.so.3".
 """
@@ -74,6 +77,7 @@ __all__ = [
     "library_path", "find_schema", "lib", "mariadb",
     "StatsSnapshot", "connect", "make_dsn", "Batcher",
     "Code", "Status", "Op", "Stat", "Token", "AuthenticationError",
+    "LibraryNotFound",
     "ArgumentTypeError", "AUTH_ERRNOS", "native_handle", "exception_for",
     "AsyncContext", "AsyncBatcher", "connect_async",
 ]
@@ -356,7 +360,7 @@ class Failure(ReserveError):
 
 class OutOfStock(ExpectedOutcome):
     """RSV_EOUTOFSTOCK; .failed_line is the cart line that could not be
-    served (None if unknown)."""
+    served (0 after reserve_one, None if unknown)."""
 
 
 class NotFound(ExpectedOutcome):
@@ -394,10 +398,12 @@ class ConnectionLost(Failure, ConnectionError):  # type: ignore[misc]
     (Context.reconnect) and repeat the call."""
 
 
-class AuthenticationError(ConnectionLost):
+class AuthenticationError(Failure, PermissionError):  # type: ignore[misc]
     """RSV_ECONN because the server refused the account: a wrong user or
     password, no access to the database (``.errno`` 1045, 1044, ...).
-    Reconnecting with the same credentials will not help."""
+    Reconnecting with the same credentials will not help, so it is not a
+    ConnectionLost (nor a ConnectionError), which a retry loop repeats:
+    a PermissionError instead."""
 
 
 class InvalidArgument(Failure, ValueError):
@@ -511,9 +517,17 @@ def exception_for(code: int, message: Optional[str] = None) -> type:
     return ExpectedOutcome if -7 <= code < 0 else Failure
 
 
+# The calls of one line: their line is line 0, as the library's message
+# says ("line 0 (item 42, 5 units) cannot be covered ...").
+_ONE_LINE = frozenset(("rsv_reserve_one", "rsv_batcher_reserve_one"))
+
+
 def _error(code: int, message: Optional[str] = None,
            function: Optional[str] = None) -> ReserveError:
-    return exception_for(code, message)(code, message, function)
+    e = exception_for(code, message)(code, message, function)
+    if function in _ONE_LINE and code in (EOUTOFSTOCK, ENOITEM):
+        e.failed_line = 0
+    return e
 
 
 def _raise(code: int, message: Optional[str] = None,
@@ -569,45 +583,94 @@ def _source_tree():
 _REPO = _source_tree()
 
 
-def _candidates():
-    env = os.environ.get("LIBRESERVE_PATH")
-    if env:
-        if os.path.isdir(env):
-            for name in ("libreserve.so.0", "libreserve.so"):
-                p = os.path.join(env, name)
-                if os.path.exists(p):
-                    return [p]
-            raise OSError("LIBRESERVE_PATH=%s: no libreserve.so.0 or "
-                          "libreserve.so in that directory" % env)
-        return [env]  # explicit: no fallback to another library
-    out = []
-    found = ctypes.util.find_library("reserve")
-    if found:
-        out.append(found)
-    out.append("libreserve.so.0")  # LD_LIBRARY_PATH, the ldconfig cache
-    multiarch = getattr(sys.implementation, "_multiarch", None)
-    dirs = ["/usr/local/lib"]
-    if multiarch:
-        dirs += ["/usr/local/lib/" + multiarch, "/usr/lib/" + multiarch]
-    dirs.append("/usr/lib")
-    for d in dirs:
-        p = os.path.join(d, "libreserve.so.0")
+class LibraryNotFound(OSError):
+    """The C library libreserve.so could not be loaded (raised by
+    ``import libreserve``).  ``.tried`` lists each place looked in and why
+    it failed, in order."""
+
+    def __init__(self, tried: List[str]) -> None:
+        self.tried = tried
+        super().__init__(
+            "libreserve: cannot load the C library libreserve.so.0; tried "
+            + "; ".join(tried) + ".  Install it (make install), or set "
+            "LIBRESERVE_PATH to the library or its directory, or "
+            "PKG_CONFIG_PATH to the directory of reserve.pc")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _pkg_config_libdir(tried: List[str]) -> Optional[str]:
+    import subprocess
+    tool = os.environ.get("PKG_CONFIG") or "pkg-config"
+    try:
+        out = subprocess.run([tool, "--variable=libdir", "reserve"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        tried.append("pkg-config (%s)" % e)
+        return None
+    libdir = out.stdout.strip()
+    if out.returncode != 0 or not libdir:
+        tried.append("pkg-config --variable=libdir reserve (no reserve.pc "
+                     "in its search path)")
+        return None
+    return libdir
+
+
+def _try(cand: str, where: str, tried: List[str]):
+    try:
+        return ctypes.CDLL(cand), cand
+    except OSError as e:
+        tried.append("%s: %s (%s)" % (where, cand, e))
+        return None
+
+
+def _in_dir(d: str) -> Optional[str]:
+    for name in ("libreserve.so.0", "libreserve.so"):
+        p = os.path.join(d, name)
         if os.path.exists(p):
-            out.append(p)
-    if _REPO:
-        out.append(os.path.join(_REPO, "build", "libreserve.so"))
-    return out
+            return p
+    return None
 
 
 def _load_reserve():
-    errors = []
-    for cand in _candidates():
-        try:
-            return ctypes.CDLL(cand), cand
-        except OSError as e:
-            errors.append("%s: %s" % (cand, e))
-    raise OSError("cannot load libreserve (set LIBRESERVE_PATH): " +
-                  "; ".join(errors))
+    # First match wins: LIBRESERVE_PATH (alone when set), the libdir
+    # pkg-config reports for reserve, the system's loader, the in-tree
+    # build of a checkout.
+    tried: List[str] = []
+    env = os.environ.get("LIBRESERVE_PATH")
+    if env:
+        cand = _in_dir(env) if os.path.isdir(env) else env
+        if cand is None:
+            raise LibraryNotFound(["LIBRESERVE_PATH=%s (no libreserve.so.0 "
+                                   "or libreserve.so in that directory)"
+                                   % env])
+        got = _try(cand, "LIBRESERVE_PATH", tried)
+        if got:
+            return got
+        raise LibraryNotFound(tried)
+    tried.append("LIBRESERVE_PATH (not set)")
+    libdir = _pkg_config_libdir(tried)
+    if libdir:
+        cand = _in_dir(libdir)
+        if cand is None:
+            tried.append("pkg-config's libdir %s (no libreserve.so.0 there)"
+                         % libdir)
+        else:
+            got = _try(cand, "pkg-config's libdir", tried)
+            if got:
+                return got
+    got = _try("libreserve.so.0", "the system loader", tried)
+    if got:
+        return got
+    if _REPO:
+        cand = os.path.join(_REPO, "build", "libreserve.so")
+        if os.path.exists(cand):
+            got = _try(cand, "the source tree's build", tried)
+            if got:
+                return got
+    raise LibraryNotFound(tried)
 
 
 def _load_mariadb():

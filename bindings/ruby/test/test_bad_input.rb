@@ -99,7 +99,10 @@ class TestBadInput < Minitest::Test
   def test_wrong_password
     dsn = Libreserve.dsn(database: TestDB::NAME, user: "rsv_nobody", password: "wrong", socket: TestDB::SOCKET)
     e = assert_raises(Libreserve::AuthenticationError) { Libreserve.open(dsn) }
-    assert_kind_of Libreserve::ConnectionError, e
+    # no ConnectionError: a retry loop must not repeat it
+    refute_kind_of Libreserve::ConnectionError, e
+    assert_kind_of Libreserve::Failure, e
     assert_equal(-8, e.code)
+    assert_equal 1045, e.errno
   end
 end

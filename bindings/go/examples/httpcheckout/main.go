@@ -1,11 +1,13 @@
 // httpcheckout is a checkout server on net/http: every request's
 // reserve, claim or release goes through one reserve.Batcher, which
 // coalesces the requests of all the server's goroutines onto a few
-// connections.  The answer is the code's name, and the library's text:
+// connections.  Every answer is JSON, as the C example's
+// (examples/http_checkout.c):
 //
 //	POST /reserve?shop=3&token=abc&item=1&location=1&quantity=1
-//	  200 RSV_OK
-//	  409 RSV_EOUTOFSTOCK out of stock
+//	  200 {"ok":true,"code":"RSV_OK","token":"abc","held":1}
+//	  409 {"ok":false,"code":"RSV_EOUTOFSTOCK","token":"abc","message":"..."}
+//	  400 {"ok":false,"code":"bad_request","message":"quantity must be ..."}
 //	POST /claim?shop=3&token=abc     POST /release?shop=3&token=abc
 //	GET /metrics                     the batcher's statistics (Prometheus)
 //
@@ -13,7 +15,7 @@
 // same; its caller learns nothing (repeating it with the same token
 // settles it, as for every call).
 //
-//	go run ./examples/httpcheckout -dsn 'mariadb://app:secret@/shop?socket=/run/mysqld/mysqld.sock'
+//	RSV_DSN='mariadb://app:secret@/shop?socket=/run/mysqld/mysqld.sock' go run ./examples/httpcheckout
 //	curl -X POST 'http://127.0.0.1:17081/reserve?shop=3&token=abc&item=1&location=1&quantity=1'
 //
 // The database must hold the libreserve schema and a stock for the item
@@ -22,6 +24,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -64,43 +67,57 @@ func param(r *http.Request, name string) (uint64, error) {
 	return v, nil
 }
 
-func (s *server) post(call func(*http.Request, uint64, string) error) http.HandlerFunc {
+// reply is the JSON answer to a request.
+type reply struct {
+	OK      bool    `json:"ok"`
+	Code    string  `json:"code"`
+	Token   *string `json:"token,omitempty"` // on every answer of a call, "" too
+	Held    int64   `json:"held,omitempty"`
+	Message string  `json:"message,omitempty"`
+	Retry   string  `json:"retry,omitempty"`
+}
+
+// post runs a call of a checkout; it answers how many units it held
+// (reserve), else 0.
+func (s *server) post(call func(*http.Request, uint64, string) (int64, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+			send(w, http.StatusMethodNotAllowed, reply{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path + ": use POST"})
 			return
 		}
+		token := r.URL.Query().Get("token")
 		shop, err := param(r, "shop")
+		var held int64
 		if err == nil {
-			err = call(r, shop, r.URL.Query().Get("token"))
+			held, err = call(r, shop, token)
 		}
-		answer(w, err)
+		answer(w, token, held, err)
 	}
 }
 
-func (s *server) reserve(r *http.Request, shop uint64, token string) error {
+func (s *server) reserve(r *http.Request, shop uint64, token string) (int64, error) {
 	item, err := param(r, "item")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	loc, err := param(r, "location")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	q, err := strconv.ParseInt(r.URL.Query().Get("quantity"), 10, 64)
 	if err != nil {
-		return badRequest{fmt.Sprintf("quantity must be an integer, not %q", r.URL.Query().Get("quantity"))}
+		return 0, badRequest{fmt.Sprintf("quantity must be an integer, not %q", r.URL.Query().Get("quantity"))}
 	}
-	return s.b.ReserveOne(r.Context(), shop, token, item, loc, q, 0)
+	return q, s.b.ReserveOne(r.Context(), shop, token, item, loc, q, 0)
 }
 
-func (s *server) claim(r *http.Request, shop uint64, token string) error {
-	return s.b.Claim(r.Context(), shop, token)
+func (s *server) claim(r *http.Request, shop uint64, token string) (int64, error) {
+	return 0, s.b.Claim(r.Context(), shop, token)
 }
 
-func (s *server) release(r *http.Request, shop uint64, token string) error {
-	return s.b.Release(r.Context(), shop, token)
+func (s *server) release(r *http.Request, shop uint64, token string) (int64, error) {
+	return 0, s.b.Release(r.Context(), shop, token)
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
@@ -132,39 +149,44 @@ func status(code reserve.Code) int {
 	return http.StatusInternalServerError
 }
 
-func answer(w http.ResponseWriter, err error) {
+func answer(w http.ResponseWriter, token string, held int64, err error) {
 	var bad badRequest
 	var e *reserve.Error
-	code := reserve.OK
 	switch {
 	case err == nil:
+		send(w, http.StatusOK, reply{OK: true, Code: reserve.OK.String(), Token: &token, Held: held})
 	case errors.As(err, &bad):
-		http.Error(w, "400 "+bad.msg, http.StatusBadRequest)
-		return
+		send(w, http.StatusBadRequest, reply{Code: "bad_request", Message: bad.msg})
 	case errors.As(err, &e):
-		code = e.Code
+		rep := reply{Code: e.Code.String(), Token: &token, Message: e.Message}
+		if e.Code == reserve.ErrInDoubt {
+			rep.Retry = "repeat the same request with the same token: it is idempotent"
+		}
+		st := status(e.Code)
+		if st == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		send(w, st, rep)
 	default:
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status(code))
-	if code == reserve.OK {
-		fmt.Fprintf(w, "%d %s\n", status(code), code.String())
-	} else {
-		fmt.Fprintf(w, "%d %s %s\n", status(code), code.String(), code.Error())
+		send(w, http.StatusInternalServerError, reply{Code: "internal", Message: err.Error()})
 	}
 }
 
+func send(w http.ResponseWriter, status int, rep reply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
 func main() {
-	dsn := flag.String("dsn", os.Getenv("RSV_DSN"), "connection string (default $RSV_DSN)")
+	def := os.Getenv("RSV_DSN")
+	if def == "" {
+		def = "mariadb://shop:secret@localhost/shop?socket=/run/mysqld/mysqld.sock"
+	}
+	dsn := flag.String("dsn", def, "connection string (default $RSV_DSN, else the shop database on the system server)")
 	addr := flag.String("addr", "127.0.0.1:17081", "address to listen on")
 	conns := flag.Int("connections", 4, "connections of the batcher (1..64)")
 	flag.Parse()
-	if *dsn == "" {
-		fmt.Fprintln(os.Stderr, "httpcheckout: give -dsn mariadb://USER:PASSWORD@HOST/DATABASE (or set RSV_DSN)")
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := reserve.OpenBatcher(ctx, *dsn, nil, *conns)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,10 +18,36 @@ import (
 	"libreserve/reserve/internal/testdb"
 )
 
-func post(h http.Handler, url string) (int, string) {
+// post answers the status, and the answer's code and message ("RSV_OK",
+// "RSV_EOUTOFSTOCK out of stock", "bad_request shop must be ..."); it
+// fails the test when the answer is not the JSON the C example writes.
+func post(t *testing.T, h http.Handler, url string) (int, string) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, url, nil))
-	return rec.Code, strings.TrimSpace(rec.Body.String())
+	var rep struct {
+		OK      *bool   `json:"ok"`
+		Code    string  `json:"code"`
+		Token   *string `json:"token"`
+		Held    int64   `json:"held"`
+		Message string  `json:"message"`
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s: Content-Type %q", url, ct)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil || rep.OK == nil || rep.Code == "" {
+		t.Errorf("%s: not the JSON answer: %q (%v)", url, rec.Body.String(), err)
+		return rec.Code, ""
+	}
+	if *rep.OK != (rec.Code == http.StatusOK) {
+		t.Errorf("%s: %d with ok %v", url, rec.Code, *rep.OK)
+	}
+	if strings.HasPrefix(rep.Code, "RSV_") && rep.Token == nil {
+		t.Errorf("%s: no token in %q", url, rec.Body.String())
+	}
+	if rec.Code == http.StatusOK && strings.HasPrefix(url, "/reserve") && rep.Held <= 0 {
+		t.Errorf("%s: held %d", url, rep.Held)
+	}
+	return rec.Code, strings.TrimSpace(rep.Code + " " + rep.Message)
 }
 
 func TestSale(t *testing.T) {
@@ -54,12 +81,12 @@ func TestSale(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			code, body := post(h, fmt.Sprintf("/reserve?shop=3&token=buyer-%d&item=1&location=1&quantity=1", i))
+			code, body := post(t, h, fmt.Sprintf("/reserve?shop=3&token=buyer-%d&item=1&location=1&quantity=1", i))
 			if code == http.StatusOK {
-				code, body = post(h, fmt.Sprintf("/claim?shop=3&token=buyer-%d", i))
+				code, body = post(t, h, fmt.Sprintf("/claim?shop=3&token=buyer-%d", i))
 			}
 			mu.Lock()
-			answers[fmt.Sprintf("%d %s", code, strings.Fields(body)[1])]++
+			answers[fmt.Sprintf("%d %s", code, strings.Fields(body)[0])]++
 			if code == http.StatusOK {
 				sold = fmt.Sprintf("buyer-%d", i)
 			}
@@ -78,10 +105,10 @@ func TestSale(t *testing.T) {
 		"/claim?shop=3&token=nobody":                             "404 RSV_ENOTFOUND",
 		"/reserve?shop=3&token=x&item=1&location=1&quantity=0":   "400 RSV_EQUANTITY",
 		"/reserve?shop=3&token=&item=1&location=1&quantity=1":    "400 RSV_ETOKEN",
-		"/reserve?shop=-3&token=x&item=1&location=1&quantity=1":  "400 shop must be",
-		"/reserve?shop=3&token=x&item=one&location=1&quantity=1": "400 item must be",
+		"/reserve?shop=-3&token=x&item=1&location=1&quantity=1":  "400 bad_request shop must be",
+		"/reserve?shop=3&token=x&item=one&location=1&quantity=1": "400 bad_request item must be",
 	} {
-		if code, body := post(h, url); !strings.HasPrefix(body, want) || fmt.Sprint(code) != want[:3] {
+		if code, body := post(t, h, url); !strings.HasPrefix(fmt.Sprint(code, " ", body), want) {
 			t.Errorf("%s: %d %q, want %q", url, code, body, want)
 		}
 	}

@@ -49,6 +49,8 @@ module Libreserve
     def reserve_one(shop_id, token, item_id:, location_id:, quantity:, ttl_ms: 0)
       args = Libreserve.reserve_one_args(shop_id, token, item_id, location_id, quantity, ttl_ms)
       call { |p| Native.rsv_batcher_reserve_one(p, *args) }
+    rescue Libreserve::Error => e
+      raise Libreserve.one_line(e)
     end
 
     # A cart (lines as for Context#reserve) through the batcher, coalesced

@@ -81,7 +81,11 @@ module Libreserve
     # of shop_id, for ttl_ms (0: the context's default).
     def reserve_one(shop_id, token, item_id:, location_id:, quantity:, ttl_ms: 0)
       args = Libreserve.reserve_one_args(shop_id, token, item_id, location_id, quantity, ttl_ms)
-      call { |p| Native.rsv_reserve_one(p, *args) }
+      begin
+        call { |p| Native.rsv_reserve_one(p, *args) }
+      rescue Libreserve::Error => e
+        raise Libreserve.one_line(e)
+      end
       true
     end
 

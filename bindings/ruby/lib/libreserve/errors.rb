@@ -9,12 +9,20 @@ module Libreserve
   #   code_name  its name, "RSV_EOUTOFSTOCK"
   #   strerror   the library's short text for the code
   #   detail     the library's message for this call (rsv_errmsg)
+  #   errno      the server's (or Connector/C's) error number behind it
+  #              (1045 for a wrong password), or nil
+  #   failed_line  the cart line that could not be served (OutOfStock,
+  #              NoItem of a reserve; 0 for reserve_one), or nil
   module Error
-    attr_reader :code, :detail
+    attr_reader :code, :detail, :errno
+    attr_accessor :failed_line
 
     def initialize(code, detail = nil)
       @code = code
       @detail = detail.nil? || detail.empty? ? strerror : detail
+      found = @detail.scan(/\(MySQL error (\d+)\)/).last
+      @errno = found && found.first.to_i
+      @failed_line = nil
       super("#{@detail} (#{code_name})")
     end
 
@@ -43,9 +51,7 @@ module Libreserve
   class Failure < ReserveError; end
 
   # A cart line cannot be covered; #failed_line says which (or nil).
-  class OutOfStock < ExpectedOutcome
-    attr_accessor :failed_line
-  end
+  class OutOfStock < ExpectedOutcome; end
   class NotFound < ExpectedOutcome; end        # no such checkout
   class Expired < ExpectedOutcome; end         # the hold expired; units given back
   class AlreadyClaimed < ExpectedOutcome; end  # a repeated claim takes nothing
@@ -56,8 +62,10 @@ module Libreserve
   # Not connected, or the connection was lost before COMMIT: nothing was
   # applied.
   class ConnectionError < Failure; end
-  # The server refused the account (MariaDB error 1045).
-  class AuthenticationError < ConnectionError; end
+  # The server refused the account (MariaDB error 1045, 1044, ...): the
+  # code is RSV_ECONN, but reconnecting will not help, so it is no
+  # ConnectionError, which a retry loop repeats.
+  class AuthenticationError < Failure; end
   class NoItem < Failure; end            # no stock ledger row for the item and location
   class SchemaError < Failure; end
   class SchemaVersionError < Failure; end
@@ -94,10 +102,23 @@ module Libreserve
     -25 => SchemaVersionError, -26 => Canceled, -27 => NotPrimary
   }.freeze
 
+  # Server error numbers that mean the account was refused: access denied
+  # (1044, 1045, 1698), password expired (1820, 1862), unknown
+  # authentication plugin (1251, 2059).
+  AUTH_ERRNOS = [1044, 1045, 1251, 1698, 1820, 1862, 2059].freeze
+
   # The exception for a code and the library's message.
   def self.error_for(code, detail = nil)
     klass = ERRORS.fetch(code) { code >= -7 ? ExpectedOutcome : Failure }
-    klass = AuthenticationError if klass == ConnectionError && detail.to_s.match?(/\b1045\b|Access denied/)
-    klass.new(code, detail)
+    e = klass.new(code, detail)
+    e = AuthenticationError.new(code, detail) if klass == ConnectionError && AUTH_ERRNOS.include?(e.errno)
+    e
+  end
+
+  # The error of a call of one line (reserve_one): its line is line 0, as
+  # the library's message says.
+  def self.one_line(err)
+    err.failed_line = 0 if err.is_a?(OutOfStock) || err.is_a?(NoItem)
+    err
   end
 end

@@ -3,41 +3,85 @@
 require "ffi"
 
 module Libreserve
+  # The C library could not be loaded (raised by require "libreserve"):
+  # #tried lists each place looked in and why it failed, in order.  Not a
+  # LoadError, which would read as a missing gem.
+  class LibraryNotFound < StandardError
+    attr_reader :tried
+
+    def initialize(tried)
+      @tried = tried
+      super("libreserve: cannot load the C library libreserve.so.0; tried #{tried.join('; ')}.  " \
+            "Install it (make install), or set LIBRESERVE_PATH to the library or its directory, " \
+            "or PKG_CONFIG_PATH to the directory of reserve.pc")
+    end
+  end
+
   # Native owns loading libreserve.so and the C functions the gem calls.
   # Which library is loaded, first match wins: the one LIBRESERVE_PATH
   # names (a file, or a directory holding libreserve.so.0; nothing else is
-  # tried then), the in-tree build of the source tree the gem is used from
-  # (a checkout: bindings/ruby/lib in it), then the installed
-  # libreserve.so.0 as the dynamic loader finds it.
+  # tried then), the directory `pkg-config --variable=libdir reserve`
+  # reports, libreserve.so.0 as the system's dynamic loader finds it, then
+  # the in-tree build of the source tree the gem is used from (a
+  # checkout: bindings/ruby/lib in it).
   module Native
     extend FFI::Library
 
-    def self.candidates
-      env = ENV["LIBRESERVE_PATH"]
-      if env && !env.empty?
-        return [env] unless File.directory?(env)
-
-        found = %w[libreserve.so.0 libreserve.so].map { |n| File.join(env, n) }.find { |p| File.exist?(p) }
-        raise LoadError, "LIBRESERVE_PATH=#{env}: no libreserve.so.0 or libreserve.so in that directory" unless found
-
-        return [found]
-      end
-      tree = File.expand_path("../../../..", __dir__)
-      in_tree = File.join(tree, "build", "libreserve.so.0")
-      out = []
-      out << in_tree if File.exist?(File.join(tree, "include", "reserve.h")) && File.exist?(in_tree)
-      out << "libreserve.so.0"
+    def self.in_dir(dir)
+      %w[libreserve.so.0 libreserve.so].map { |n| File.join(dir, n) }.find { |p| File.exist?(p) }
     end
 
-    errors = []
-    LIBRARY = candidates.find do |path|
+    def self.pkg_config_libdir(tried)
+      out = IO.popen([ENV.fetch("PKG_CONFIG", "pkg-config"), "--variable=libdir", "reserve"], err: File::NULL, &:read)
+      libdir = out.to_s.strip
+      return libdir if $?.success? && !libdir.empty?
+
+      tried << "pkg-config --variable=libdir reserve (no reserve.pc in its search path)"
+      nil
+    rescue SystemCallError => e
+      tried << "pkg-config (#{e.message})"
+      nil
+    end
+
+    # [where, file] pairs to try, in order; the places passed over are
+    # noted in tried.
+    def self.candidates(tried)
+      env = ENV["LIBRESERVE_PATH"]
+      if env && !env.empty?
+        file = File.directory?(env) ? in_dir(env) : env
+        raise LibraryNotFound.new(["LIBRESERVE_PATH=#{env} (no libreserve.so.0 or libreserve.so in that directory)"]), cause: nil unless file
+
+        return [["LIBRESERVE_PATH", file]]
+      end
+      tried << "LIBRESERVE_PATH (not set)"
+      out = []
+      if (libdir = pkg_config_libdir(tried))
+        file = in_dir(libdir)
+        if file
+          out << ["pkg-config's libdir", file]
+        else
+          tried << "pkg-config's libdir #{libdir} (no libreserve.so.0 there)"
+        end
+      end
+      out << ["the system loader", "libreserve.so.0"]
+      tree = File.expand_path("../../../..", __dir__)
+      in_tree = File.join(tree, "build", "libreserve.so.0")
+      out << ["the source tree's build", in_tree] if File.exist?(File.join(tree, "include", "reserve.h")) && File.exist?(in_tree)
+      out
+    end
+
+    tried = []
+    LIBRARY = candidates(tried).find do |where, path|
       ffi_lib path
       true
     rescue LoadError => e
-      errors << e.message
+      tried << "#{where}: #{path} (#{e.message})"
       false
-    end
-    raise LoadError, "cannot load libreserve (set LIBRESERVE_PATH): #{errors.join('; ')}" unless LIBRARY
+    end&.last
+    # (cause: nil: required through rubygems, the LoadError of its first
+    # attempt would be printed under ours as "cannot load such file --
+    # libreserve", which reads as a missing gem)
+    raise LibraryNotFound.new(tried), cause: nil unless LIBRARY
 
     # struct rsv_options (reserve.h), version 1.  A newer library may have
     # appended fields (the version tells it which the gem fills); a library

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# tests/errors-test.sh - one error vocabulary in every language: the same
+# failing situations driven through every binding (tests/errors/
+# scenarios.*), each of which must raise the error docs/errors.md maps the
+# library's code to (tools/error-table.py --json), carrying that code, and
+# agree on failed_line.  The situations: a wrong password, no server at
+# the socket, out of stock (reserve_one: failed_line 0), already claimed,
+# expired (a 1 ms hold, swept), an empty token, and a server that takes
+# no writes (read_only on, for an account without the right to write
+# anyway).  A binding whose runtime is missing is skipped, as its own
+# tests are.  Runs against the server in RSV_TEST_SOCKET (make check).
+#
+# A binding is its column of docs/errors.md (one entry of BINDINGS in
+# tools/error-table.py), its scenario program and one entry of
+# run_binding: how to run that program with RSV_DSN, RSV_DSN_BADPW,
+# RSV_DSN_GONE and RSV_SHOP set.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+repo=$PWD
+build=${RSV_BUILD:-build}
+lib=$repo/$build/libreserve.so.0
+[ -e "$lib" ] || { echo "errors-test: $lib not built (make lib)" >&2; exit 2; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh errors
+
+user=rsv_err_$$ pw=pw$$
+cleanup_extra() {
+  sql -e "SET GLOBAL read_only = 0; DROP USER IF EXISTS '$user'@'localhost'" >/dev/null 2>&1
+}
+sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql &&
+  sql -e "CREATE USER '$user'@'localhost' IDENTIFIED BY '$pw';
+          GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON \`$DB\`.* TO '$user'@'localhost'" ||
+  { bad "create the test database and account"; finish; exit; }
+export RSV_DSN="mariadb://$user:$pw@localhost/$DB?socket=$RSV_TEST_SOCKET"
+export RSV_DSN_BADPW="mariadb://$user:wrong@localhost/$DB?socket=$RSV_TEST_SOCKET"
+export RSV_DSN_GONE="mariadb://$user:$pw@localhost/$DB?socket=$tmp/no-server.sock"
+export LIBRESERVE_PATH=$lib
+tools/error-table.py --json >"$tmp/map.json" || { bad "tools/error-table.py --json"; finish; exit; }
+names=$(python3 -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))))' "$tmp/map.json")
+
+# run_binding NAME MODE: the scenario program's lines, or exit 77 to skip.
+run_binding() {
+  local name=$1 mode=$2
+  case $name in
+    Python)
+      PYTHONPATH=$repo/bindings/python PYTHONDONTWRITEBYTECODE=1 python3 tests/errors/scenarios.py $mode ;;
+    Node.js)
+      command -v node >/dev/null && [ -d bindings/node/node_modules/koffi ] || return 77
+      mkdir -p "$tmp/node/node_modules"
+      ln -sfn "$repo/bindings/node" "$tmp/node/node_modules/libreserve"
+      cp tests/errors/scenarios.js "$tmp/node/"
+      (cd "$tmp/node" && node scenarios.js $mode) ;;
+    Ruby)
+      command -v ruby >/dev/null && ruby -e 'require "ffi"' 2>/dev/null || return 77
+      ruby -I bindings/ruby/lib tests/errors/scenarios.rb $mode ;;
+    Go)
+      command -v go >/dev/null || return 77
+      mkdir -p "$tmp/go"
+      cp tests/errors/go/main.go "$tmp/go/"
+      printf 'module errorsapp\n\ngo 1.19\n\nrequire libreserve/reserve v0.0.0\n\nreplace libreserve/reserve => %s/bindings/go\n' "$repo" >"$tmp/go/go.mod"
+      (cd "$tmp/go" && GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE=$repo/build/go/cache \
+         GOPATH=$repo/build/go/path go run . $mode) ;;
+    *) echo "errors-test: no scenario program for $name" >&2; return 2 ;;
+  esac
+}
+
+# What each situation must give: the library's code, and failed_line.
+expect() {
+  case $1 in
+    wrong_password) echo "auth -8 -" ;;
+    no_server) echo "RSV_ECONN -8 -" ;;
+    out_of_stock) echo "RSV_EOUTOFSTOCK -1 0" ;;
+    already_claimed) echo "RSV_ECLAIMED -4 -" ;;
+    expired) echo "RSV_EEXPIRED -3 -" ;;
+    bad_token) echo "RSV_ETOKEN -13 -" ;;
+    not_primary) echo "RSV_ENOTPRIMARY -27 -" ;;
+  esac
+}
+
+check_lines() {
+  local name=$1 out=$2 situations=$3 s line got want_key want_code want_line want_err
+  for s in $situations; do
+    line=$(grep "^$s " <<<"$out")
+    read -r want_key want_code want_line <<<"$(expect "$s")"
+    want_err=$(python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))[sys.argv[2]]
+print(m["auth"] if sys.argv[3] == "auth" else m["errors"][sys.argv[3]])' "$tmp/map.json" "$name" "$want_key")
+    got="$s $want_err $want_code $want_line"
+    if [ "$line" = "$got" ]; then ok "$name: $line"; else bad "$name: $s: got '${line:-nothing}', want '$got'"; fi
+  done
+}
+
+shop=100
+for name in $names; do
+  shop=$((shop + 1))
+  out=$(RSV_SHOP=$shop run_binding "$name" "" 2>"$tmp/err.log"); rc=$?
+  if [ $rc -eq 77 ]; then echo "skip $name: its runtime is missing"; continue; fi
+  [ $rc -eq 0 ] || { cat "$tmp/err.log"; bad "$name: the scenario program failed ($rc)"; }
+  check_lines "$name" "$out" "wrong_password no_server out_of_stock already_claimed expired bad_token"
+done
+
+# A server that takes no writes: read_only on (the account has no right
+# to write through it), each binding's open answers it.
+if sql -e "SET GLOBAL read_only = 1"; then
+  for name in $names; do
+    out=$(RSV_SHOP=0 run_binding "$name" readonly 2>"$tmp/err.log"); rc=$?
+    [ $rc -eq 77 ] && continue
+    [ $rc -eq 0 ] || { cat "$tmp/err.log"; bad "$name: the read-only scenario failed ($rc)"; }
+    check_lines "$name" "$out" "not_primary"
+  done
+  sql -e "SET GLOBAL read_only = 0"
+else
+  bad "SET GLOBAL read_only = 1"
+fi
+finish
