@@ -4,6 +4,7 @@
 Usage: plot.py RESULTS.txt OUTDIR
        plot.py --headline RESULTS.txt OUT.svg
        plot.py --backlog RECORD.txt OUT.svg
+       plot.py --crowd RESULTS.txt OUT.svg
 
 Reads the 'bench design=... workload=... clients=... rtt_us=... binlog=...
 [semisync=1] ops_per_s=... p50_us=... p99_us=... p999_us=... rounds=...
@@ -17,6 +18,9 @@ time, the range over the rounds as a bar.  The headline configuration
 OUTDIR/bench.svg; the others are suffixed -binlog0 or -semisync.  It also
 writes OUTDIR/results.md, the measurements and ratios as Markdown tables.
 
+--crowd draws the flash sale of a `make bench-crowd` run: throughput and
+p99 against buyers, one line per design, the clients that were
+processes of their own dashed beside the threads.
 --headline draws the README's picture from a bench run: one bar per
 design and workload at the client count and round trip most workloads
 were measured at (64 clients, 0.5 ms in a quick run), binary log on,
@@ -538,10 +542,18 @@ def markdown(rows, text, path):
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] in ("--headline", "--backlog"):
+    if len(sys.argv) == 4 and sys.argv[1] in ("--headline", "--backlog",
+                                              "--crowd"):
         src, out = sys.argv[2], sys.argv[3]
         if sys.argv[1] == "--backlog":
             plot_backlog(src, out)
+        elif sys.argv[1] == "--crowd":
+            rows = [r for r in parse(src)
+                    if r["workload"] == "flash1" and r["config"] == "binlog1"]
+            if not rows:
+                sys.stderr.write("plot.py: no flash1 lines in %s\n" % src)
+                return 1
+            plot_workload(rows, "flash1", "binlog1", out)
         else:
             with open(src) as f:
                 plot_headline(parse(src), f.read(), out)
