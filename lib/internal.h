@@ -251,7 +251,11 @@ typedef struct pool_seen {
     uint64_t hi;               /* next_unit_id as last read */
     int64_t avail;             /* on_hand - issued as last read */
     uint64_t cursor;           /* where the next read starts */
-    uint64_t refill_after_us;  /* no refill probe before (monotonic) */
+    uint64_t refill_after_us;  /* no refill attempt after a read from the
+                                  bottom before (monotonic) */
+    int64_t taken_since_probe; /* units taken by reads from the cursor
+                                  since the pool was last counted */
+    int probe_started;         /* taken_since_probe has its random start */
     int refill_pending;        /* a due top-up found the ledger row held:
                                   the next reserve procedure does it if it
                                   gets the row (pool_cursor.c) */
@@ -788,7 +792,8 @@ RSV_HIDDEN int pool_cursor_was_sold_out(rsv_ctx *ctx, uint64_t shop,
 enum { REFILL_NO, REFILL_YES, REFILL_COUNT };
 RSV_HIDDEN int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                uint64_t loc, uint64_t start, uint64_t next_id,
-                               uint64_t first_id, int was_short);
+                               uint64_t first_id, int64_t taken,
+                               int was_short);
 /* Whether a top-up that found the ledger row held is still to be done
  * (see pool_refill_done): the next reserve procedure does it if it gets
  * the row. */

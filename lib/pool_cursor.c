@@ -15,10 +15,15 @@
  * (END_CURSOR_SHORT) before it may take the slow path, and that read places the
  * cursor afresh.
  *
- * When to top the pool up is decided apart from reading it: at most every
- * PROBE_GAP_US per pool and context, a reserve counts the pool's rows and
- * refills only below the low-water mark (refill attempts by every buyer at
- * once found the ledger row locked by one refiller and only cost).  A
+ * When to top the pool up is decided apart from reading it: once a
+ * context has taken an eighth of the low-water mark from a pool since it
+ * last looked, a reserve counts the pool's rows and refills only below the
+ * low-water mark (refill attempts by every buyer at once found the ledger
+ * row locked by one refiller and only cost).  Counted by units, not by
+ * time: every context counting once a second made the counts grow with
+ * the crowd (at 512 buyers a third of the reserves sent one); by units,
+ * all the contexts together count a pool about once per eighth of the
+ * low-water mark it drains, however many share it.  A
  * top-up that found the ledger row held is left pending, for this
  * context's next reserve procedure to do on the server if it gets the row
  * (docs/internals.md, "Refills", says why and what the alternatives cost).
@@ -109,7 +114,7 @@ int pool_cursor_may_refill(rsv_ctx *ctx, uint64_t shop, uint64_t item,
 
 int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
                     uint64_t start, uint64_t next_id, uint64_t first_id,
-                    int was_short)
+                    int64_t taken, int was_short)
 {
     if (was_short)
         return REFILL_YES;
@@ -134,14 +139,22 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
                              ctx_rand(ctx) % PROBE_GAP_US;
         return REFILL_YES;
     }
-    /* Jittered: contexts started together must not probe in step (the
-     * pool would drain between their waves); spread out, all contexts
-     * together probe a hot pool every PROBE_GAP_US / contexts. */
-    if (!s->refill_after_us)
-        s->refill_after_us = now + ctx_rand(ctx) % PROBE_GAP_US;
-    if (now < s->refill_after_us)
+    /* Jittered: contexts started together must not count in step (the
+     * pool would drain between their waves), so each starts at a random
+     * point of its share. */
+    int64_t share = ctx->opts.refill_low_water / 8;
+    if (ctx->opts.refill_low_water <= 0)
         return REFILL_NO;
-    s->refill_after_us = now + PROBE_GAP_US / 2 + ctx_rand(ctx) % PROBE_GAP_US;
+    if (share < 1)
+        share = 1;
+    if (!s->probe_started) {
+        s->probe_started = 1;
+        s->taken_since_probe = (int64_t)(ctx_rand(ctx) % (uint64_t)share);
+    }
+    s->taken_since_probe += taken;
+    if (s->taken_since_probe < share)
+        return REFILL_NO;
+    s->taken_since_probe = 0;
     return REFILL_COUNT;
 }
 

@@ -606,7 +606,7 @@ static int refill_due(rsv_ctx *ctx, rjob *j, rkey *k)
 {
     int due = pool_refill_due(ctx, j->shop, k->item, k->loc, k->plan.start,
                               k->read.hint_next, k->read.first_id,
-                              k->read.units < k->plan.want);
+                              k->read.units, k->read.units < k->plan.want);
     if (due != REFILL_COUNT)
         return due == REFILL_YES;
     struct pool_probe pp;
