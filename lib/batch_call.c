@@ -1,7 +1,7 @@
 /*
  * batch_call.c - the one CALL of a batch: the sent entries as the JSON
- * argument of rsv_reserve_batch_v1, rsv_reserve_cart_batch_v1 or
- * rsv_settle_batch_v1 (sql/schema.sql), and the answer read back into
+ * argument of RSV_PROC_RESERVE_BATCH, RSV_PROC_CART_BATCH or
+ * RSV_PROC_SETTLE_BATCH (sql/schema.sql), and the answer read back into
  * the entries.
  *
  * A reserve entry carries what the one-key procedure's CALL would pass

@@ -12,7 +12,7 @@
  * one hot row every checkout of an item would otherwise queue on.
  *
  * A claim or release in a transaction of the library's own is one CALL of
- * the schema's rsv_settle_v2 when it is there, which runs the same
+ * the schema's RSV_PROC_SETTLE when it is there, which runs the same
  * statements on the server and commits; in the caller's transaction, or
  * without it, the statements below.
  */
@@ -243,7 +243,7 @@ static int extend_body(rsv_ctx *ctx, void *p)
     return RSV_OK;
 }
 
-/* ---- claim and release in one round trip (rsv_settle_v2) ---- */
+/* ---- claim and release in one round trip (RSV_PROC_SETTLE) ---- */
 
 /* The procedure runs the statements of claim_body or release_body (kind)
  * on the server and commits; its answer says what it found and did, and

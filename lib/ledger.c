@@ -429,7 +429,7 @@ int ledger_pool_shrink(rsv_ctx *ctx, uint64_t shop, const ledger_row *lv,
 /* Units in each row a mint makes (the last row takes the rest): about a
  * hundred rows for a full pool, so that many buyers at once take
  * different rows, and one row for a reserve of several units
- * (sql/schema.sql, rsv_pool; rsv_pool_top_up_v3 mints the same way). */
+ * (sql/schema.sql, rsv_pool; RSV_PROC_TOP_UP mints the same way). */
 static int64_t units_per_row(const rsv_ctx *ctx, const ledger_row *lv)
 {
     int64_t per = ledger_cap(ctx, lv) / 100;

@@ -24,8 +24,8 @@
  * without the ledger lock sold_out.c.
  *
  * One round trip: a new checkout calls one of the schema's procedures
- * instead, rsv_reserve_key_v3 when it takes units at one (item,
- * location), rsv_fast_cart_v5 at up to 32, which run the statements of
+ * instead, RSV_PROC_RESERVE when it takes units at one (item,
+ * location), RSV_PROC_CART at up to 32, which run the statements of
  * the fast path on the server and commit; if they cannot (the checkout
  * exists, a pool is short, no ledger row) they roll back and the
  * statements below take over.  Being on the server, they may also take a
@@ -759,13 +759,13 @@ static int ledger_wait_body(rsv_ctx *ctx, void *p)
 }
 
 /* The waited take by statements (PASS_LEDGER without the procedure): what
- * rsv_reserve_key_v3 does with p_wait.  In share mode (the first waited
+ * RSV_PROC_RESERVE does with p_wait.  In share mode (the first waited
  * take, after ledger_wait_body) the fast path's statements, the pool read
  * from its bottom; exclusively, in the slow path's lock order (1 the
  * checkout row, 2 the ledger row waited for, 3 the top-up's new pool
  * rows, 4 the hold, 1 the new checkout row), the units straight from the
  * ledger row, and the pool topped up to its cap from what is left, as
- * rsv_pool_top_up_v3 mints, with no fold, as in the procedure.  Either way
+ * RSV_PROC_TOP_UP mints, with no fold, as in the procedure.  Either way
  * all the units or none (END_SHORT, also when the checkout exists or the
  * key has no ledger row). */
 static int ledger_take_body(rsv_ctx *ctx, void *p)

@@ -1,6 +1,6 @@
 /*
  * reserve_proc.c - the reserve fast path in one round trip: calling the
- * schema's procedures (rsv_reserve_key_v3 for one key, rsv_fast_cart_v5
+ * schema's procedures (RSV_PROC_RESERVE for one key, RSV_PROC_CART
  * for a cart; sql/schema.sql) and reading their answer into the job as the
  * statement path's read would have left it.  Unlike the statements, the
  * procedures take a key's units straight from its ledger row when no other
@@ -37,8 +37,8 @@ enum {
  * location, big holds, many keys) sends the statements, which handle
  * every case. */
 typedef struct proc_plan {
-    int which;      /* PLAN_NONE, PLAN_ONE (rsv_reserve_key_v3) or
-                       PLAN_CART (rsv_fast_cart_v5) */
+    int which;      /* PLAN_NONE, PLAN_ONE (RSV_PROC_RESERVE) or
+                       PLAN_CART (RSV_PROC_CART) */
     size_t taken;   /* keys units are taken at */
     size_t checked; /* other keys the procedure checks exist */
 } proc_plan;

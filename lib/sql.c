@@ -685,7 +685,7 @@ static int drain_more(rsv_ctx *ctx, MYSQL_STMT *st, const char *spec)
             continue;
         }
         /* a procedure answers a variable number of rows as one result
-         * set each (rsv_reserve_key_v3): they add to the result */
+         * set each (RSV_PROC_RESERVE): they add to the result */
         if (spec && mysql_stmt_field_count(st) == ctx->res.ncols) {
             int rc = fetch_all(ctx, st, spec);
             if (rc)

@@ -19,6 +19,22 @@
 -- because claims are journalled and folded into the ledger row later, so
 -- that claiming never queues on the ledger row.  Use rsv_stock_get() or
 -- the view rsv_stock rather than reading on_hand directly.
+--
+-- Sections, in the order they must run:
+--   1. Upgrades before the tables exist (renames to the rsv_ names)
+--   2. Tables
+--   3. Upgrades of tables that already existed (new columns)
+--   4. View and schema version
+--   5. Procedures (optional: without them the library sends statements)
+--   6. Retired names (procedures of earlier versions, dropped)
+
+-- =======================================================================
+-- 1. Upgrades before the tables exist
+-- Before any CREATE TABLE IF NOT EXISTS: a CREATE of a new name would
+-- make an empty table of that name, and the rename, which does nothing
+-- once a table of the new names exists, would leave the old tables and
+-- their rows behind.
+-- =======================================================================
 
 -- Upgrade from version 1, or from the unversioned schema before it, whose
 -- tables had unprefixed names (inventory_levels, ...).  They are renamed,
@@ -120,6 +136,13 @@ DELIMITER ;
 CALL rsv_upgrade_to_v2();
 DROP PROCEDURE rsv_upgrade_to_v2;
 
+-- =======================================================================
+-- 2. Tables
+-- CREATE TABLE IF NOT EXISTS only: a table that exists is kept as it is,
+-- rows and all; what an older version of it lacks, section 3 adds.
+-- New tables go at the end of this section.
+-- =======================================================================
+
 -- The schema's version, one row.  rsv_open compares it with the version
 -- its library works on (RSV_SCHEMA_VERSION): a database older than the
 -- library must be upgraded first (load this file); one whose
@@ -179,25 +202,6 @@ CREATE TABLE IF NOT EXISTS rsv_pool (
   PRIMARY KEY (shop_id, item_id, location_id, id)
 ) ENGINE=InnoDB;
 
--- Upgrade from version 2, whose pool rows were one unit each: the column,
--- added in place (metadata only), says 1 for every row already there.
--- Libraries of version 2 count pool rows as units: stop them before
--- loading this file (README, "Upgrading").
-DROP PROCEDURE IF EXISTS rsv_upgrade_to_v3;
-DELIMITER //
-CREATE PROCEDURE rsv_upgrade_to_v3()
-  MODIFIES SQL DATA SQL SECURITY INVOKER
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM information_schema.columns
-                  WHERE table_schema = DATABASE() AND table_name = 'rsv_pool'
-                    AND column_name = 'units') THEN
-    ALTER TABLE rsv_pool ADD COLUMN units INT NOT NULL DEFAULT 1 AFTER id;
-  END IF;
-END//
-DELIMITER ;
-CALL rsv_upgrade_to_v3();
-DROP PROCEDURE rsv_upgrade_to_v3;
-
 -- One row per checkout that ever reserved: its state, and the record that
 -- makes claims idempotent.  Claimed/released rows are purged by rsv_sweep()
 -- after the retention period.
@@ -254,6 +258,37 @@ CREATE TABLE IF NOT EXISTS rsv_journal (
   CONSTRAINT rsv_journal_positive CHECK (quantity > 0)
 ) ENGINE=InnoDB;
 
+-- =======================================================================
+-- 3. Upgrades of tables that already existed
+-- After section 2, so that every table exists; before section 4 and the
+-- procedures, which use the columns these add (the view reads
+-- rsv_pool.units, which a version 2 pool lacks until rsv_upgrade_to_v3).
+-- =======================================================================
+
+-- Upgrade from version 2, whose pool rows were one unit each: rsv_pool's
+-- column units, added in place (metadata only), says 1 for every row
+-- already there.
+-- Libraries of version 2 count pool rows as units: stop them before
+-- loading this file (README, "Upgrading").
+DROP PROCEDURE IF EXISTS rsv_upgrade_to_v3;
+DELIMITER //
+CREATE PROCEDURE rsv_upgrade_to_v3()
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                  WHERE table_schema = DATABASE() AND table_name = 'rsv_pool'
+                    AND column_name = 'units') THEN
+    ALTER TABLE rsv_pool ADD COLUMN units INT NOT NULL DEFAULT 1 AFTER id;
+  END IF;
+END//
+DELIMITER ;
+CALL rsv_upgrade_to_v3();
+DROP PROCEDURE rsv_upgrade_to_v3;
+
+-- =======================================================================
+-- 4. View and schema version
+-- =======================================================================
+
 -- Stock as a buyer sees it, for reports and operators (not locking).
 -- SQL SECURITY INVOKER: read with the reader's rights, so it does not
 -- depend on the account that loaded the schema.
@@ -291,6 +326,13 @@ INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
                           version = GREATEST(version, 3),
                           oldest_library = GREATEST(oldest_library, 3);
 
+-- =======================================================================
+-- 5. Procedures
+-- Each is dropped by its current name right before it is created, so that
+-- loading this file again replaces it.  A new version of a procedure gets
+-- a new name (lib/internal.h, RSV_PROC_*); its old name goes to section 6.
+-- =======================================================================
+
 -- Top a pool up from inside a reserve procedure that holds its ledger row
 -- (libreserve's procedures call it; never call it yourself).  A top-up
 -- after a reserve does not wait for the ledger row, and the procedures
@@ -304,8 +346,6 @@ INSERT INTO rsv_schema (id, version, oldest_library, updated_at)
 -- least 1; the last row takes the rest), with ids from p_next.  The caller
 -- adds *p_units to the ledger row's issued and *p_rows to its
 -- next_unit_id.  The same rule mints in the library (ledger_issue).
-DROP PROCEDURE IF EXISTS rsv_pool_top_up_v1;
-DROP PROCEDURE IF EXISTS rsv_pool_top_up_v2;
 DROP PROCEDURE IF EXISTS rsv_pool_top_up_v3;
 DELIMITER //
 CREATE PROCEDURE rsv_pool_top_up_v3(
@@ -500,17 +540,7 @@ DELIMITER ;
 -- (no user variable is left in the caller's session).
 -- SQL SECURITY INVOKER (no definer account to keep alive); READ WRITE and
 -- AND NO CHAIN NO RELEASE, whatever the session's defaults.
-DROP PROCEDURE IF EXISTS rsv_reserve_key_v1;
-DROP PROCEDURE IF EXISTS rsv_reserve_key_v2;
 DROP PROCEDURE IF EXISTS rsv_reserve_key_v3;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v4;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v5;
-DROP PROCEDURE IF EXISTS rsv_fast_reserve_v6;
-DROP PROCEDURE IF EXISTS rsv_pool_take_v1;
-DROP PROCEDURE IF EXISTS rsv_pool_take_v2;
 DELIMITER //
 CREATE PROCEDURE rsv_reserve_key_v3(
     IN p_shop BIGINT UNSIGNED, IN p_token VARBINARY(128),
@@ -783,10 +813,6 @@ DELIMITER ;
 -- is the round trips.
 -- Pass 2 takes each key's units with rsv_pool_take_units_v1, as
 -- rsv_reserve_key_v3 does.
-DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
-DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
-DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
-DROP PROCEDURE IF EXISTS rsv_fast_cart_v4;
 DROP PROCEDURE IF EXISTS rsv_fast_cart_v5;
 DELIMITER //
 CREATE PROCEDURE rsv_fast_cart_v5(
@@ -1071,7 +1097,6 @@ DELIMITER ;
 -- the checkout's hold_count, its holds still there, what was done), as
 -- rsv_settle_checkout_v1 gives them; it commits when something was done,
 -- else rolls back.  The library turns that into its return code.
-DROP PROCEDURE IF EXISTS rsv_settle_v1;
 DROP PROCEDURE IF EXISTS rsv_settle_v2;
 DELIMITER //
 CREATE PROCEDURE rsv_settle_v2(
@@ -1424,3 +1449,26 @@ BEGIN
            holds INT PATH '$[4]', done INT PATH '$[5]')) AS a;
 END//
 DELIMITER ;
+
+-- =======================================================================
+-- 6. Retired names
+-- =======================================================================
+
+-- Created by earlier versions, no longer used: dropped when upgrading.
+DROP PROCEDURE IF EXISTS rsv_pool_top_up_v1;
+DROP PROCEDURE IF EXISTS rsv_pool_top_up_v2;
+DROP PROCEDURE IF EXISTS rsv_reserve_key_v1;
+DROP PROCEDURE IF EXISTS rsv_reserve_key_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v1;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v3;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v4;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v5;
+DROP PROCEDURE IF EXISTS rsv_fast_reserve_v6;
+DROP PROCEDURE IF EXISTS rsv_pool_take_v1;
+DROP PROCEDURE IF EXISTS rsv_pool_take_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v1;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v2;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v3;
+DROP PROCEDURE IF EXISTS rsv_fast_cart_v4;
+DROP PROCEDURE IF EXISTS rsv_settle_v1;
