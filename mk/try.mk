@@ -15,8 +15,11 @@
 #                      a database, with only RSV_DSN (and PKG_CONFIG_PATH
 #                      for the private prefix) set (tests/quickstart-test.sh,
 #                      on a throwaway MariaDB; make check runs it)
+#
+# make check also runs tests/demo-test.sh: examples/checkout_demo.c
+# against a database named only by RSV_DSN.
 
-CHECK_EXTRA += tests/quickstart-test.sh
+CHECK_EXTRA += tests/quickstart-test.sh tests/demo-test.sh
 
 .PHONY: try-db try-db-stop check-quickstart
 
