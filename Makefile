@@ -8,7 +8,8 @@
 #                     them all; docs/testing.md)
 #   make lint         the checks that need no server: exports, layers
 #                     (normal and fault build), each header alone, the
-#                     decision table, the docs' names, the man pages
+#                     decision table, the docs' names, the man pages,
+#                     docs/errors.md
 #   make demo         run the example checkout against a throwaway MariaDB
 #   make install      PREFIX=/usr/local LIBDIR=$(PREFIX)/lib DESTDIR=
 #

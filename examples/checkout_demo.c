@@ -17,7 +17,10 @@
  * hand, for every item and location.
  *
  * Run it with `make demo` (a throwaway MariaDB, a fresh database, the
- * schema loaded: see examples/run-demo.sh), or against your own database:
+ * schema loaded: see examples/run-demo.sh), or against your own database,
+ * named by RSV_DSN as for every example (make try-db prints one) or by
+ * the connection options:
+ *   RSV_DSN='mariadb://shop:secret@localhost/shop_test' checkout_demo
  *   checkout_demo --socket /run/mysqld/mysqld.sock --database shop_test
  * The database must hold the libreserve schema (sql/schema.sql); the demo
  * writes to shops 1 and 2 (see --walk-shop, --sale-shop).
@@ -42,6 +45,7 @@
 /* ------------------------------------------------------------------ */
 
 typedef struct config {
+    const char *dsn; /* when set, every context opens its own connection */
     const char *socket, *host, *user, *password, *database;
     unsigned int port;
     int buyers, items, locations;
@@ -66,6 +70,8 @@ static void usage(FILE *f, const char *argv0)
 "concurrent buyers, checked by rsv_audit at the end.\n"
 "\n"
 "Connection (the database must hold sql/schema.sql):\n"
+"  --dsn DSN            mariadb://USER:PW@HOST/DATABASE?socket=... (default:\n"
+"                       $RSV_DSN, unless the options below are given)\n"
 "  --socket PATH        Unix socket (default: $RSV_TEST_SOCKET)\n"
 "  --host HOST          TCP host (default: the local socket)\n"
 "  --port N             TCP port\n"
@@ -125,6 +131,13 @@ static int parse_rate(const char *s, double *out)
 static int parse_args(config *c, int argc, char **argv)
 {
     memset(c, 0, sizeof *c);
+    /* --dsn, else the parts given on the command line, else $RSV_DSN
+     * (empty counts as unset), else the parts from the environment */
+    const char *dsn_opt = NULL;
+    int parts = 0;
+    c->dsn = getenv("RSV_DSN");
+    if (c->dsn && !*c->dsn)
+        c->dsn = NULL;
     c->socket = getenv("RSV_TEST_SOCKET");
     c->user = getenv("RSV_TEST_USER") ? getenv("RSV_TEST_USER") : "root";
     c->password = getenv("RSV_TEST_PASSWORD");
@@ -191,8 +204,16 @@ static int parse_args(config *c, int argc, char **argv)
             fprintf(stderr, "%s: option %s needs a value\n", argv[0], name);
             return 2;
         }
+        static const char *const parts_opts[] = {
+            "--socket", "--host", "--port", "--user", "--password", "--database",
+        };
+        for (size_t k = 0; k < sizeof parts_opts / sizeof *parts_opts; k++)
+            if (strcmp(name, parts_opts[k]) == 0)
+                parts = 1;
         int bad = 0;
-        if (strcmp(name, "--socket") == 0)
+        if (strcmp(name, "--dsn") == 0)
+            dsn_opt = v;
+        else if (strcmp(name, "--socket") == 0)
             c->socket = v;
         else if (strcmp(name, "--host") == 0)
             c->host = v;
@@ -270,9 +291,14 @@ static int parse_args(config *c, int argc, char **argv)
     }
     if (c->max_lines > c->items)
         c->max_lines = c->items;
-    if (!c->database) {
-        fprintf(stderr, "%s: no database: pass --database or set "
-                        "RSV_DEMO_DATABASE (make demo does it for you)\n",
+    if (dsn_opt)
+        c->dsn = dsn_opt;
+    else if (parts)
+        c->dsn = NULL;
+    if (!c->dsn && !c->database) {
+        fprintf(stderr, "%s: no database: pass --dsn or --database, or set "
+                        "RSV_DSN or RSV_DEMO_DATABASE (make demo does it for "
+                        "you)\n",
                 argv[0]);
         return 2;
     }
@@ -350,7 +376,11 @@ static MYSQL *db_connect(const config *c)
     return m;
 }
 
-static rsv_ctx *ctx_open(const config *c, MYSQL *m, int64_t ttl_ms)
+/* A context and the connection it runs on (*m, for the demo's own
+ * queries).  From a DSN the context opens the connection and owns it
+ * (rsv_connection() lends it); from the parts the demo opens it and
+ * lends it to the context.  ctx_close() ends both either way. */
+static rsv_ctx *ctx_open(const config *c, MYSQL **m, int64_t ttl_ms)
 {
     rsv_options o;
     rsv_options_init(&o, RSV_OPTIONS_VERSION);
@@ -359,14 +389,34 @@ static rsv_ctx *ctx_open(const config *c, MYSQL *m, int64_t ttl_ms)
     if (ttl_ms > 0)
         o.hold_ttl_ms = ttl_ms;
     rsv_ctx *ctx = NULL;
-    int rc = rsv_open(&ctx, m, &o);
+    int rc;
+    *m = NULL;
+    if (c->dsn) {
+        rc = rsv_open_dsn(&ctx, c->dsn, &o);
+    } else {
+        if (!(*m = db_connect(c)))
+            return NULL;
+        rc = rsv_open(&ctx, *m, &o);
+    }
     if (rc != RSV_OK) {
-        fprintf(stderr, "rsv_open: %s: %s\n", rsv_code_name(rc),
-                rsv_errmsg(ctx));
+        fprintf(stderr, "%s: %s: %s\n", c->dsn ? "rsv_open_dsn" : "rsv_open",
+                rsv_code_name(rc), rsv_errmsg(ctx));
         rsv_close(ctx);
+        if (*m)
+            mysql_close(*m);
+        *m = NULL;
         return NULL;
     }
+    if (c->dsn)
+        *m = rsv_connection(ctx);
     return ctx;
+}
+
+static void ctx_close(const config *c, rsv_ctx *ctx, MYSQL *m)
+{
+    rsv_close(ctx);
+    if (!c->dsn && m)
+        mysql_close(m);
 }
 
 #define TOK(s) (s), strlen(s)
@@ -435,14 +485,10 @@ static void audit_print(void *arg, uint64_t shop, uint64_t item, uint64_t loc,
 
 static int walkthrough(const config *c)
 {
-    MYSQL *m = db_connect(c);
-    if (!m)
+    MYSQL *m;
+    rsv_ctx *ctx = ctx_open(c, &m, 0);
+    if (!ctx)
         return 1;
-    rsv_ctx *ctx = ctx_open(c, m, 0);
-    if (!ctx) {
-        mysql_close(m);
-        return 1;
-    }
     const uint64_t shop = c->walk_shop, tee = 101, mug = 102;
     const uint64_t warehouse = 1, store = 2;
     /* Tokens unique to this run, so the demo can run again on the same
@@ -577,8 +623,7 @@ static int walkthrough(const config *c)
         walk_failed = 1;
 
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    mysql_close(m);
+    ctx_close(c, ctx, m);
     if (walk_failed)
         printf("walkthrough: FAILED (an answer differed from the story)\n\n");
     return walk_failed;
@@ -685,8 +730,8 @@ static void *buyer_main(void *arg)
     buyer *b = arg;
     const config *c = b->cfg;
     mysql_thread_init();
-    MYSQL *m = db_connect(c);
-    rsv_ctx *ctx = m ? ctx_open(c, m, c->ttl_ms) : NULL;
+    MYSQL *m;
+    rsv_ctx *ctx = ctx_open(c, &m, c->ttl_ms);
     rsv_cart *cart = NULL;
     if (!ctx || rsv_cart_new(&cart) != RSV_OK) {
         b->failed_connect = 1;
@@ -816,9 +861,7 @@ static void *buyer_main(void *arg)
     free(held);
 out:
     rsv_cart_free(cart);
-    rsv_close(ctx);
-    if (m)
-        mysql_close(m);
+    ctx_close(c, ctx, m);
     mysql_thread_end();
     return NULL;
 }
@@ -836,8 +879,8 @@ static void *sweeper_main(void *arg)
     sweeper *sw = arg;
     const config *c = sw->cfg;
     mysql_thread_init();
-    MYSQL *m = db_connect(c);
-    rsv_ctx *ctx = m ? ctx_open(c, m, 0) : NULL;
+    MYSQL *m;
+    rsv_ctx *ctx = ctx_open(c, &m, 0);
     if (!ctx) {
         sw->failed = 1;
         goto out;
@@ -867,9 +910,7 @@ static void *sweeper_main(void *arg)
             sleep_ms(50);
     }
 out:
-    rsv_close(ctx);
-    if (m)
-        mysql_close(m);
+    ctx_close(c, ctx, m);
     mysql_thread_end();
     return NULL;
 }
@@ -948,14 +989,10 @@ static int flash_sale(const config *c)
     int failed = 0;
     const size_t nkeys = (size_t)c->items * (size_t)c->locations;
     const int64_t total = c->stock * (int64_t)nkeys;
-    MYSQL *m = db_connect(c);
-    if (!m)
+    MYSQL *m;
+    rsv_ctx *ctx = ctx_open(c, &m, c->ttl_ms);
+    if (!ctx)
         return 1;
-    rsv_ctx *ctx = ctx_open(c, m, c->ttl_ms);
-    if (!ctx) {
-        mysql_close(m);
-        return 1;
-    }
 
     printf("== Part 2: a flash sale (shop %" PRIu64 ") ==\n\n", c->sale_shop);
     printf("%d items x %d locations, %" PRId64 " units each (%" PRId64
@@ -1201,8 +1238,7 @@ static int flash_sale(const config *c)
     free(initial);
     free(final);
     free(sold);
-    rsv_close(ctx);
-    mysql_close(m);
+    ctx_close(c, ctx, m);
     return failed;
 }
 

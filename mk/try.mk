@@ -8,17 +8,20 @@
 #                      Again: finds it running and prints the line again
 #   make try-db-stop   stop it and remove its data (make clean does too)
 #
-#   make quickstart-test
+#   make check-quickstart
 #                      every quick-start (C and each binding) as its
 #                      README prints it, from a fresh copy of the tree and
 #                      an application directory outside it, against such
 #                      a database, with only RSV_DSN (and PKG_CONFIG_PATH
 #                      for the private prefix) set (tests/quickstart-test.sh,
 #                      on a throwaway MariaDB; make check runs it)
+#
+# make check also runs tests/demo-test.sh: examples/checkout_demo.c
+# against a database named only by RSV_DSN.
 
-CHECK_EXTRA += tests/quickstart-test.sh
+CHECK_EXTRA += tests/quickstart-test.sh tests/demo-test.sh
 
-.PHONY: try-db try-db-stop quickstart-test
+.PHONY: try-db try-db-stop check-quickstart
 
 try-db: deps
 	@tools/try-db.sh start $(B)/try-db
@@ -26,8 +29,12 @@ try-db: deps
 try-db-stop:
 	@tools/try-db.sh stop $(B)/try-db
 
-quickstart-test: lib
+check-quickstart: lib
 	tools/mariadb.sh run tests/quickstart-test.sh
+
+# The older name.
+.PHONY: quickstart-test
+quickstart-test: check-quickstart
 
 # make clean removes $(B), and with it the server's data: stop it first.
 .PHONY: try-db-clean

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# tests/errors-test.sh - one error vocabulary in every language: the same
-# failing situations driven through every binding (tests/errors/
-# scenarios.*), each of which must raise the error docs/errors.md maps the
-# library's code to (tools/error-table.py --json), carrying that code, and
-# agree on failed_line.  The situations: a wrong password, no server at
-# the socket, out of stock (reserve_one: failed_line 0), already claimed,
-# expired (a 1 ms hold, swept), an empty token, and a server that takes
-# no writes (read_only on, for an account without the right to write
-# anyway).  A binding whose runtime is missing is skipped, as its own
-# tests are.  Runs against the server in RSV_TEST_SOCKET (make check).
+# tests/errors-test.sh - one error vocabulary in every language: the
+# same failing situations driven through every binding (tests/errors/
+# scenarios.*), each of which must raise the error docs/errors.md maps
+# the library's code to (tools/error-table.py --json), carrying that
+# code, and agree on failed_line and the server's error number.  (PHP
+# answers out of stock and a repeated claim instead of throwing them:
+# its program reports the error of the code the context answered.)  The
+# situations: a wrong password, no server at the socket, out of stock
+# (reserve_one: failed_line 0), already claimed, expired (a 1 ms hold,
+# swept), an empty token, and a server that takes no writes (read_only
+# on, for an account without the right to write anyway).  A binding
+# whose runtime is missing is skipped, as its own tests are.  Runs
+# against the server in RSV_TEST_SOCKET (make check).
 #
 # A binding is its column of docs/errors.md (one entry of BINDINGS in
 # tools/error-table.py), its scenario program and one entry of
@@ -60,32 +63,37 @@ run_binding() {
       printf 'module errorsapp\n\ngo 1.19\n\nrequire libreserve/reserve v0.0.0\n\nreplace libreserve/reserve => %s/bindings/go\n' "$repo" >"$tmp/go/go.mod"
       (cd "$tmp/go" && GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=mod GOCACHE=$repo/build/go/cache \
          GOPATH=$repo/build/go/path go run . $mode) ;;
+    PHP)
+      command -v php >/dev/null && php -r 'exit(extension_loaded("ffi") ? 0 : 1);' || return 77
+      php tests/errors/scenarios.php $mode ;;
     *) echo "errors-test: no scenario program for $name" >&2; return 2 ;;
   esac
 }
 
-# What each situation must give: the library's code, and failed_line.
+# What each situation must give: the library's code, failed_line, and
+# the server's (or Connector/C's) error number: 1045 access denied, 2002
+# no server at the socket.
 expect() {
   case $1 in
-    wrong_password) echo "auth -8 -" ;;
-    no_server) echo "RSV_ECONN -8 -" ;;
-    out_of_stock) echo "RSV_EOUTOFSTOCK -1 0" ;;
-    already_claimed) echo "RSV_ECLAIMED -4 -" ;;
-    expired) echo "RSV_EEXPIRED -3 -" ;;
-    bad_token) echo "RSV_ETOKEN -13 -" ;;
-    not_primary) echo "RSV_ENOTPRIMARY -27 -" ;;
+    wrong_password) echo "auth -8 - 1045" ;;
+    no_server) echo "RSV_ECONN -8 - 2002" ;;
+    out_of_stock) echo "RSV_EOUTOFSTOCK -1 0 -" ;;
+    already_claimed) echo "RSV_ECLAIMED -4 - -" ;;
+    expired) echo "RSV_EEXPIRED -3 - -" ;;
+    bad_token) echo "RSV_ETOKEN -13 - -" ;;
+    not_primary) echo "RSV_ENOTPRIMARY -27 - -" ;;
   esac
 }
 
 check_lines() {
-  local name=$1 out=$2 situations=$3 s line got want_key want_code want_line want_err
+  local name=$1 out=$2 situations=$3 s line got want_key want_code want_line want_errno want_err
   for s in $situations; do
     line=$(grep "^$s " <<<"$out")
-    read -r want_key want_code want_line <<<"$(expect "$s")"
+    read -r want_key want_code want_line want_errno <<<"$(expect "$s")"
     want_err=$(python3 -c 'import json, sys
 m = json.load(open(sys.argv[1]))[sys.argv[2]]
 print(m["auth"] if sys.argv[3] == "auth" else m["errors"][sys.argv[3]])' "$tmp/map.json" "$name" "$want_key")
-    got="$s $want_err $want_code $want_line"
+    got="$s $want_err $want_code $want_line $want_errno"
     if [ "$line" = "$got" ]; then ok "$name: $line"; else bad "$name: $s: got '${line:-nothing}', want '$got'"; fi
   done
 }

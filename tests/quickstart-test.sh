@@ -9,9 +9,10 @@
 # prefix's pkgconfig directory, as make install tells a private prefix;
 # no LIBRESERVE_PATH, no LD_LIBRARY_PATH).  Each must reach its first
 # reserve and sell ("sold 2 hoodies"), and, run again, answer the
-# already-claimed checkout it handles.  A language whose runtime is
-# missing is skipped, as its own tests are (the npm registry too, for
-# Node.js).
+# already-claimed checkout it handles; with RSV_DSN empty, it must take
+# the documented fallback (the system server's socket), as when unset.
+# A language whose runtime is missing is skipped, as its own tests are
+# (the npm registry too, for Node.js).
 #
 # Without PKG_CONFIG_PATH, each binding must then fail with its own
 # error naming the places it tried.
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
 # shellcheck source=tests/testlib.sh
 . tests/testlib.sh quickstart
-LANGS="c python node ruby go"
+LANGS="c python node ruby go php"
 
 # ---- the tree as a clone has it, installed into a prefix ----
 clone=$tmp/libreserve prefix=$tmp/prefix
@@ -125,6 +126,22 @@ qs_go() {
   echo "export $goenv; go run ." >run.sh
 }
 
+qs_php() {
+  command -v php >/dev/null && command -v composer >/dev/null &&
+    php -r 'exit(extension_loaded("ffi") ? 0 : 1);' || return 77
+  # an application of its own (composer config needs its composer.json),
+  # offline: Packagist off, as for any application whose other
+  # dependencies would come from it
+  echo '{"name": "example/shop", "repositories": {"packagist.org": false}}' >composer.json
+  block "$clone/bindings/php/README.md" sh "composer require" |
+    sed "s|/path/to/libreserve|$clone|g" >install.sh
+  app_env COMPOSER_HOME="$PWD/composer-home" COMPOSER_CACHE_DIR="$PWD/composer-cache" \
+    COMPOSER_DISABLE_NETWORK=1 COMPOSER_NO_INTERACTION=1 COMPOSER_ALLOW_SUPERUSER=1 \
+    sh -e install.sh >install.log 2>&1 || { tail -20 install.log; return 1; }
+  block "$clone/bindings/php/README.md" php "Context::open" >checkout.php
+  echo 'php checkout.php' >run.sh
+}
+
 for lang in $LANGS; do
   app=$tmp/app-$lang
   mkdir -p "$app"
@@ -145,6 +162,17 @@ for lang in $LANGS; do
     ok "$lang: run again, it handles the already-claimed checkout"
   else
     echo "$out" | tail -15 | sed 's/^/     /'; bad "$lang: the second run (rc $rc)"
+  fi
+  # an empty RSV_DSN is no DSN: the documented fallback, the system
+  # server's socket (none here, or not ours to write to: then unchecked);
+  # the server's own words, not the program's text in a stack trace
+  if [ ! -e /run/mysqld/mysqld.sock ]; then
+    out=$(cd "$app" && dsn='' app_env sh -e run.sh 2>&1); rc=$?
+    if [ $rc -ne 0 ] && grep -q "through socket '/run/mysqld/mysqld.sock'" <<<"$out"; then
+      ok "$lang: an empty RSV_DSN means the fallback"
+    else
+      echo "$out" | tail -15 | sed 's/^/     /'; bad "$lang: an empty RSV_DSN (rc $rc)"
+    fi
   fi
   # and without pkg-config's help: the binding's own error, naming the
   # places it tried (the C program has its rpath)

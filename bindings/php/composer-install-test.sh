@@ -11,7 +11,8 @@
 #     composer offline: the application's composer.json switches
 #     Packagist off and COMPOSER_DISABLE_NETWORK=1, so nothing is fetched;
 #   - the README's quick start, run in that application with RSV_DSN
-#     naming a database of the test server, prints what it says.
+#     naming a database of the test server, sells, and run again, answers
+#     the already-claimed checkout.
 # Usage: tools/mariadb.sh run bindings/php/composer-install-test.sh (make
 # check-php-install; make check runs it).  Skips (exit 0) without php,
 # composer or pkg-config.
@@ -86,7 +87,10 @@ cp "$tmp/quickstart.php" "$app/quickstart.php"
 export RSV_DSN="mariadb://root@/$db?socket=$(php -r 'echo rawurlencode($argv[1]);' "$RSV_TEST_SOCKET")"
 out=$(cd "$app" && php quickstart.php 2>&1)
 echo "== quickstart.php: $out"
-[ "$out" = "held 2 of item 42; 8 left after the claim" ] || bad "the quick start printed: $out"
+[ "$out" = "sold 2 hoodies" ] || bad "the quick start printed: $out"
+out=$(cd "$app" && php quickstart.php 2>&1)
+echo "== quickstart.php again: $out"
+[ "$out" = "checkout-9001 was already claimed" ] || bad "the quick start, run again, printed: $out"
 out=$(cd "$app" && php -r 'require "vendor/autoload.php"; echo Libreserve\Library::path();')
 [ "$out" = "$tmp/prefix/lib/libreserve.so.0" ] || bad "the library came from $out, not from pkg-config's libdir"
 out=$(cd "$app" && php vendor/bin/libreserve-ffi-preload | sed -n 2p)

@@ -134,7 +134,7 @@ PY
 awk '/^```python$/ { c = 1; next } c && /^```$/ { exit } c { print }' "$here/README.md" >"$tmp/readme.py"
 lines=$(grep -c . "$tmp/readme.py")
 if [ "$lines" -ge 3 ] && [ "$lines" -le 10 ]; then ok "README's example is $lines lines"; else bad "README's example is $lines lines (at most 10)"; fi
-if grep -q 'os.environ.get("RSV_DSN", "mariadb://' "$tmp/readme.py"; then ok "README's example reads RSV_DSN"; else bad "README's example does not read RSV_DSN"; fi
+if grep -q 'os.environ.get("RSV_DSN") or "mariadb://' "$tmp/readme.py"; then ok "README's example reads RSV_DSN"; else bad "README's example does not read RSV_DSN"; fi
 if out=$(cd "$tmp/run" && RSV_DSN=$dsn LIBRESERVE_PATH=$lib PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" "$tmp/readme.py" 2>&1); then
   echo "$out" | sed 's/^/     /'; ok "README's example runs"
 else

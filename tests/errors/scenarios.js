@@ -1,6 +1,6 @@
 'use strict';
 // The failing situations of tests/errors-test.sh through the Node.js
-// binding: one line per situation, "SITUATION ERROR CODE FAILED_LINE".
+// binding: one line per situation, "SITUATION ERROR CODE FAILED_LINE ERRNO".
 const rsv = require('libreserve');
 
 const SHOP = Number(process.env.RSV_SHOP);
@@ -8,10 +8,11 @@ const SHOP = Number(process.env.RSV_SHOP);
 async function show(situation, call) {
   try {
     await call();
-    console.log(situation, 'no-error', 0, '-');
+    console.log(situation, 'no-error', 0, '-', '-');
   } catch (e) {
     if (!(e instanceof rsv.ReserveError)) throw e;
-    console.log(situation, e.constructor.name, e.code, e.failedLine === null || e.failedLine === undefined ? '-' : e.failedLine);
+    const line = e.failedLine === null || e.failedLine === undefined ? '-' : e.failedLine;
+    console.log(situation, e.constructor.name, e.code, line, e.errno === null || e.errno === undefined ? '-' : e.errno);
   }
 }
 

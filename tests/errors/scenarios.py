@@ -1,5 +1,5 @@
 # The failing situations of tests/errors-test.sh through the Python
-# binding: one line per situation, "SITUATION ERROR CODE FAILED_LINE".
+# binding: one line per situation, "SITUATION ERROR CODE FAILED_LINE ERRNO".
 import os
 import sys
 import time
@@ -12,10 +12,11 @@ SHOP = int(os.environ["RSV_SHOP"])
 def show(situation, call):
     try:
         call()
-        print(situation, "no-error", 0, "-")
+        print(situation, "no-error", 0, "-", "-")
     except rsv.ReserveError as e:
         line = "-" if e.failed_line is None else e.failed_line
-        print(situation, type(e).__name__, int(e.code), line)
+        errno = "-" if e.errno is None else e.errno
+        print(situation, type(e).__name__, int(e.code), line, errno)
 
 
 def expired(ctx):

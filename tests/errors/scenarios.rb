@@ -1,16 +1,16 @@
 # frozen_string_literal: true
 
 # The failing situations of tests/errors-test.sh through the Ruby
-# binding: one line per situation, "SITUATION ERROR CODE FAILED_LINE".
+# binding: one line per situation, "SITUATION ERROR CODE FAILED_LINE ERRNO".
 require "libreserve"
 
 SHOP = Integer(ENV.fetch("RSV_SHOP"))
 
 def show(situation)
   yield
-  puts "#{situation} no-error 0 -"
+  puts "#{situation} no-error 0 - -"
 rescue Libreserve::Error => e
-  puts "#{situation} #{e.class.name.split('::').last} #{e.code} #{e.failed_line.nil? ? '-' : e.failed_line}"
+  puts "#{situation} #{e.class.name.split('::').last} #{e.code} #{e.failed_line.nil? ? '-' : e.failed_line} #{e.errno.nil? ? '-' : e.errno}"
 end
 
 if ARGV == ["readonly"]

@@ -218,7 +218,12 @@ final class Context
         if ($rc === -1) {
             return false;
         }
-        $this->check($rc, 'rsv_reserve_one');
+        if ($rc !== 0) {
+            $e = ReserveException::fromCode($rc, $this->errmsg(), 'rsv_reserve_one');
+            // its one line is line 0, as the library's message says
+            $e->failedLine = $rc === -14 ? 0 : null;
+            throw $e;
+        }
         return true;
     }
 

@@ -109,11 +109,11 @@ final class Library
         }
         $decls = (string) file_get_contents(self::headerFile());
         $tried = [];
-        foreach (self::candidates($tried) as $cand) {
+        foreach (self::candidates($tried) as [$where, $cand]) {
             try {
                 $ffi = FFI::cdef($decls, $cand);
             } catch (FFI\Exception $e) {
-                $tried[] = $cand . ': ' . $e->getMessage();
+                $tried[] = "$where: $cand (" . $e->getMessage() . ')';
                 continue;
             }
             self::$path = $cand;
@@ -134,11 +134,12 @@ final class Library
     }
 
     /**
-     * The files to try, in order; reasons for places passed over are
-     * appended to $tried.
+     * The files to try, in order, each with where it came from; reasons
+     * for places passed over are appended to $tried.  The wording is the
+     * other bindings' (one message in every language).
      *
      * @param list<string> $tried
-     * @return list<string>
+     * @return list<array{string, string}>
      */
     private static function candidates(array &$tried): array
     {
@@ -147,30 +148,30 @@ final class Library
             if (is_dir($env)) {
                 foreach (['libreserve.so.0', 'libreserve.so'] as $name) {
                     if (is_file($env . '/' . $name)) {
-                        return [$env . '/' . $name];
+                        return [['LIBRESERVE_PATH', $env . '/' . $name]];
                     }
                 }
-                $tried[] = "LIBRESERVE_PATH=$env: no libreserve.so.0 or libreserve.so in that directory";
+                $tried[] = "LIBRESERVE_PATH=$env (no libreserve.so.0 or libreserve.so in that directory)";
             } elseif (is_file($env)) {
-                return [$env];
+                return [['LIBRESERVE_PATH', $env]];
             } else {
-                $tried[] = "LIBRESERVE_PATH=$env: no such file or directory";
+                $tried[] = "LIBRESERVE_PATH=$env (no such file or directory)";
             }
             // an explicit setting that is wrong is an error, not a hint
             return [];
         }
-        $tried[] = 'LIBRESERVE_PATH: not set';
+        $tried[] = 'LIBRESERVE_PATH (not set)';
         $out = [];
         $libdir = self::pkgConfigLibdir($tried);
         if ($libdir !== null) {
             $file = $libdir . '/libreserve.so.0';
             if (is_file($file)) {
-                $out[] = $file;
+                $out[] = ["pkg-config's libdir", $file];
             } else {
-                $tried[] = "pkg-config --variable=libdir reserve: $file does not exist";
+                $tried[] = "pkg-config's libdir $libdir (no libreserve.so.0 there)";
             }
         }
-        $out[] = 'libreserve.so.0';
+        $out[] = ['the system loader', 'libreserve.so.0'];
         return $out;
     }
 
@@ -178,22 +179,24 @@ final class Library
     private static function pkgConfigLibdir(array &$tried): ?string
     {
         if (!function_exists('proc_open')) {
-            $tried[] = 'pkg-config: not run (proc_open is disabled)';
+            $tried[] = 'pkg-config (not run: proc_open is disabled)';
             return null;
         }
         $proc = @proc_open(['pkg-config', '--variable=libdir', 'reserve'], [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
         if (!is_resource($proc)) {
-            $tried[] = 'pkg-config: cannot be run';
+            $tried[] = 'pkg-config (cannot be run)';
             return null;
         }
         $out = trim((string) stream_get_contents($pipes[1]));
-        $err = trim((string) stream_get_contents($pipes[2]));
         fclose($pipes[1]);
         fclose($pipes[2]);
         $rc = proc_close($proc);
+        if ($rc === 127) {
+            $tried[] = 'pkg-config (not installed)';
+            return null;
+        }
         if ($rc !== 0 || $out === '') {
-            $tried[] = 'pkg-config --variable=libdir reserve: '
-                . ($rc === 127 ? 'pkg-config is not installed' : ($err !== '' ? $err : "exit status $rc"));
+            $tried[] = 'pkg-config --variable=libdir reserve (no reserve.pc in its search path)';
             return null;
         }
         return $out;
@@ -202,8 +205,8 @@ final class Library
     /** @param list<string> $tried */
     private static function notFound(array $tried): string
     {
-        return "libreserve.so not found or not loadable; tried:\n  - " . implode("\n  - ", $tried)
-            . "\nInstall the library (make install; libreserve0 package) or set LIBRESERVE_PATH"
-            . ' to the library file or its directory.';
+        return 'libreserve: cannot load the C library libreserve.so.0; tried ' . implode('; ', $tried)
+            . '.  Install it (make install), or set LIBRESERVE_PATH to the library or its directory,'
+            . ' or PKG_CONFIG_PATH to the directory of reserve.pc';
     }
 }

@@ -140,6 +140,13 @@ final class BadInputTest extends TestCase
             $this->assertSame(1, $e->failedLine);
             $this->assertStringContainsString('item 555555', $e->detail);
         }
+        // reserveOne's one line is line 0, as in every binding
+        try {
+            $this->ctx->reserveOne(self::SHOP, 'u1', 555555, 1, 1);
+            $this->fail('reserveOne of an unknown item');
+        } catch (NoItem $e) {
+            $this->assertSame(0, $e->failedLine);
+        }
         $this->throws(NoItem::class, fn () => $this->ctx->stockAdjust(self::SHOP, $item, 78, 1));
         $this->throws(NoItem::class, fn () => $this->ctx->stockGet(self::SHOP, $item, 78));
         $this->throws(NoItem::class, fn () => $this->ctx->poolDrain(self::SHOP, $item, 78), 'location 78');

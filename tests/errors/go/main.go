@@ -1,5 +1,5 @@
 // The failing situations of tests/errors-test.sh through the Go binding:
-// one line per situation, "SITUATION ERROR CODE FAILED_LINE", ERROR the
+// one line per situation, "SITUATION ERROR CODE FAILED_LINE ERRNO", ERROR the
 // first of the package's sentinels the error matches.
 package main
 
@@ -30,12 +30,12 @@ var sentinels = []struct {
 
 func show(situation string, err error) {
 	if err == nil {
-		fmt.Println(situation, "no-error", 0, "-")
+		fmt.Println(situation, "no-error", 0, "-", "-")
 		return
 	}
 	var e *reserve.Error
 	if !errors.As(err, &e) {
-		fmt.Println(situation, "not-a-reserve.Error", 0, "-")
+		fmt.Println(situation, "not-a-reserve.Error", 0, "-", "-")
 		return
 	}
 	name := "unknown"
@@ -49,7 +49,11 @@ func show(situation string, err error) {
 	if e.Line >= 0 {
 		line = strconv.Itoa(e.Line)
 	}
-	fmt.Println(situation, name, int(e.Code), line)
+	errno := "-"
+	if e.Errno != 0 {
+		errno = strconv.Itoa(e.Errno)
+	}
+	fmt.Println(situation, name, int(e.Code), line, errno)
 }
 
 func open(dsn string) error {

@@ -38,7 +38,7 @@ abstract class ReserveException extends \RuntimeException
     public readonly string $detail;
     public readonly ?string $function;
     public readonly ?int $serverErrno;
-    /** The cart line that could not be served (NoItem from reserve()), or null. */
+    /** The cart line that could not be served (NoItem: from reserve(), the cart's; from reserveOne(), 0), or null. */
     public ?int $failedLine = null;
 
     final public function __construct(int $code, string $detail = '', ?string $function = null)
