@@ -37,6 +37,9 @@ typedef struct opts {
     const char *metrics_file;  /* Prometheus text written there (sweep,
                                   stats, connections) */
     const char *tag_prefix;    /* connections: the statement tag's prefix */
+    const char *reason;        /* migrate set/percent: why (stored) */
+    int64_t max_ttl_s;         /* migrate set primary: the old store's
+                                  longest hold TTL, -1 = not given */
     unsigned int port;
     int json, prometheus, all, hex, no_defaults, by_shop;
     int64_t max;
@@ -99,6 +102,7 @@ int cmd_sweep(const cmd_env *e);       /* sweep.c */
 void sweep_connect_failed(const opts *o);
 int cmd_stats(const cmd_env *e);       /* stats.c */
 int cmd_connections(const cmd_env *e); /* connections.c */
+int cmd_migrate(const cmd_env *e);     /* migrate.c */
 
 /* ---- Prometheus text (prom.c) ---- */
 /* Where a command's Prometheus text goes: stdout, or (--metrics-file) a

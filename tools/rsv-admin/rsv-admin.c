@@ -14,8 +14,8 @@
  * rsv-admin(1) for the commands and the exit codes.
  *
  * This file: the command line, the connection, and the commands on
- * stock, checkouts, the audit and the schema; sweep, stats and
- * connections have files of their own, and what every command shares
+ * stock, checkouts, the audit and the schema; sweep, stats,
+ * connections and migrate have files of their own, and what every command shares
  * (output, codes, arguments) is common.c's (admin.h).
  */
 #include <ctype.h>
@@ -77,6 +77,17 @@ static void usage(FILE *f)
 "                                    no-procedures (exit 1 unless ok)\n"
 "  schema install | schema upgrade   load the schema file (--schema FILE;\n"
 "                                    default %s)\n"
+"  migrate show [SHOP,...]           each shop's migration stage, since when,\n"
+"                                    why, and what the handles counted\n"
+"                                    (--json, --prometheus)\n"
+"  migrate set STAGE SHOP[,SHOP...]  move shops to old, shadow, primary or\n"
+"                                    complete (--reason TEXT; to primary:\n"
+"                                    --max-ttl S, the old store's longest\n"
+"                                    hold); unsafe steps are refused\n"
+"  migrate percent P                 P%% of the shops at shadow or beyond, in\n"
+"                                    a fixed order (raising keeps every shop\n"
+"                                    in, lowering removes the newest)\n"
+"  migrate mismatches [SHOP]         recent calls where the stores disagreed\n"
 "  connections                       the server's sessions by statement tag:\n"
 "                                    running, waiting for a lock, idle in a\n"
 "                                    transaction, idle; the oldest open\n"
@@ -99,12 +110,16 @@ static void usage(FILE *f)
 "  --defaults-file FILE read those groups from FILE only (the sweeper\n"
 "                       service's /etc/rsv-admin/NAME.cnf)\n"
 "  --json               print one JSON object on stdout\n"
-"  --prometheus         stats, connections: the Prometheus text format\n"
+"  --prometheus         stats, connections, migrate show: the Prometheus\n"
+"                       text format\n"
 "  --metrics-file FILE  sweep, stats, connections: write the Prometheus\n"
 "                       text to FILE (replaced whole: node_exporter's\n"
 "                       textfile collector reads it)\n"
 "  --all, --max N, --hex  see the commands\n"
 "  --schema FILE        schema install and upgrade: the file to load\n"
+"  --reason TEXT        migrate set and percent: why (kept with the stage)\n"
+"  --max-ttl SECONDS    migrate set primary: the longest hold the old store\n"
+"                       gives (default: 600, or longer holds seen)\n"
 "  --help, --version\n"
 "  --                   end of options (for a TOKEN that starts with -)\n"
 "\n"
@@ -118,7 +133,8 @@ static void usage(FILE *f)
 "     could not sweep\n"
 "  4  release or claim refused by the checkout's state (claimed,\n"
 "     released, expired); schema install or upgrade refused by the\n"
-"     database's (installed already, nothing installed, newer)\n"
+"     database's (installed already, nothing installed, newer); a\n"
+"     migration step refused as unsafe\n"
 "\n"
 "A sweeper is required: run 'rsv-admin sweep --all' every 10 to 60 s\n"
 "(cron, a systemd timer).  See rsv-admin(1).\n", prog, RSV_ADMIN_SCHEMA);
@@ -138,6 +154,7 @@ static const struct value_opt {
     {"--user", 'u'}, {"--password", 'p'}, {"--database", 'D'},
     {"--max", 0}, {"--schema", 0}, {"--defaults-file", 0},
     {"--metrics-file", 0}, {"--tag-prefix", 0},
+    {"--reason", 0}, {"--max-ttl", 0},
 };
 
 #define N_VALUE_OPTS (sizeof value_opts / sizeof value_opts[0])
@@ -170,6 +187,13 @@ static int set_value(opts *o, const char *name, const char *v)
             return usage_fail("bad --tag-prefix (at most 32 characters of "
                               "[A-Za-z0-9_:.-])", v);
         o->tag_prefix = v;
+    } else if (strcmp(name, "--reason") == 0) {
+        if (strlen(v) > 255)
+            return usage_fail("--reason is longer than 255 bytes", NULL);
+        o->reason = v;
+    } else if (strcmp(name, "--max-ttl") == 0) {
+        if (parse_i64(v, &o->max_ttl_s) || o->max_ttl_s < 0)
+            return usage_fail("bad --max-ttl (seconds)", v);
     } else if (strcmp(name, "--port") == 0) {
         uint64_t p;
         if (parse_u64(v, &p) || p < 1 || p > 65535)
@@ -187,6 +211,7 @@ static int set_value(opts *o, const char *name, const char *v)
 static int parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
+    o->max_ttl_s = -1;
     o->password = getenv("RSV_ADMIN_PASSWORD");
     o->database = getenv("RSV_ADMIN_DATABASE");
     int only_pos = 0;
@@ -1602,6 +1627,7 @@ static const command commands[] = {
     {"claim", 2, cmd_claim},
     {"schema", -1, cmd_schema, 1},
     {"connections", 0, cmd_connections, 1},
+    {"migrate", -1, cmd_migrate, 1},
 };
 
 int main(int argc, char **argv)
@@ -1634,9 +1660,12 @@ int main(int argc, char **argv)
     if (o.hex && !one_of(cmd->name, "checkout release claim"))
         return usage_fail("--hex only applies to checkout, release and "
                           "claim", NULL);
-    if (o.prometheus && !one_of(cmd->name, "stats connections"))
-        return usage_fail("--prometheus only applies to stats and "
-                          "connections", NULL);
+    if (o.prometheus && !one_of(cmd->name, "stats connections migrate"))
+        return usage_fail("--prometheus only applies to stats, "
+                          "connections and migrate show", NULL);
+    if ((o.reason || o.max_ttl_s >= 0) && !one_of(cmd->name, "migrate"))
+        return usage_fail("--reason and --max-ttl only apply to migrate",
+                          NULL);
     if (o.metrics_file && !one_of(cmd->name, "sweep stats connections"))
         return usage_fail("--metrics-file only applies to sweep, stats and "
                           "connections", NULL);
