@@ -288,9 +288,12 @@ CREATE TABLE IF NOT EXISTS rsv_migration_stage (
                                             -- in (lowering the percentage
                                             -- removes the highest first)
   needs_compare  TINYINT UNSIGNED NOT NULL DEFAULT 0, -- mirroring work was
-                                            -- dropped (a full queue): run
-                                            -- migrate compare before the
-                                            -- next step
+                                            -- dropped (a full queue) or
+                                            -- the old store failed while
+                                            -- primary: compare the stores
+                                            -- before the next step
+                                            -- (rsv-admin migrate compared
+                                            -- clears it)
   PRIMARY KEY (shop_id),
   UNIQUE KEY rsv_migration_stage_version (version),
   CONSTRAINT rsv_migration_stage_known CHECK (stage <= 3)

@@ -157,8 +157,15 @@ run migrate mismatches 13
 expect_text "mismatches SHOP: a binary token in hex" 0 '0x00ff'
 run migrate mismatches 12
 expect_text "mismatches SHOP: only that shop" 0 '^1 mismatch'
+# ---- compared ----
+q "UPDATE rsv_migration_stage SET needs_compare = 1 WHERE shop_id IN (12, 13)"
+run migrate show 12 --json
+expect "show: needs_compare" 0 'd["shops"][0]["needs_compare"] is True'
+run migrate compared 12,13,14 --json
+expect "compared clears the marks" 0 'd["cleared"] == 2'
+check "no shop marked" "$(q 'SELECT SUM(needs_compare) FROM rsv_migration_stage')" 0
 run migrate
-expect_text "migrate alone: usage" 2 'show, set, percent or mismatches'
+expect_text "migrate alone: usage" 2 'show, set, percent, mismatches or compared'
 
 echo "migrate-admin-test: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -643,6 +643,33 @@ static int migrate_mismatches(const cmd_env *e)
     return EXIT_OKAY;
 }
 
+/* The operator compared the shops' stock in both stores and mended it:
+ * clear their needs_compare mark (it is not a stage: no version). */
+static int migrate_compared(const cmd_env *e)
+{
+    if (e->nargs != 2)
+        return usage_fail("migrate compared takes SHOP[,SHOP...]", NULL);
+    uint64_t ids_[256];
+    int n = parse_shops(e->args[1], ids_, 256, 0);
+    if (n < 0)
+        return EXIT_USAGE;
+    char q[128];
+    int cleared = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(q, sizeof q, "UPDATE rsv_migration_stage SET needs_compare "
+                 "= 0 WHERE shop_id = %" PRIu64 " AND needs_compare = 1",
+                 ids_[i]);
+        if (sql(e, q) != 0)
+            return db_fail(e->o, e->conn, "clearing a compare mark");
+        cleared += (int)mysql_affected_rows(e->conn);
+    }
+    if (e->o->json)
+        printf("{\"cleared\":%d}\n", cleared);
+    else
+        printf("%d shop(s) no longer marked for a compare\n", cleared);
+    return EXIT_OKAY;
+}
+
 int cmd_migrate(const cmd_env *e)
 {
     const char *sub = e->nargs > 0 ? e->args[0] : "";
@@ -662,6 +689,9 @@ int cmd_migrate(const cmd_env *e)
         return migrate_percent(e);
     if (strcmp(sub, "mismatches") == 0)
         return migrate_mismatches(e);
-    return usage_fail("migrate takes show, set, percent or mismatches",
+    if (strcmp(sub, "compared") == 0)
+        return migrate_compared(e);
+    return usage_fail("migrate takes show, set, percent, mismatches or "
+                      "compared",
                       e->nargs ? sub : NULL);
 }

@@ -88,6 +88,8 @@ static void usage(FILE *f)
 "                                    a fixed order (raising keeps every shop\n"
 "                                    in, lowering removes the newest)\n"
 "  migrate mismatches [SHOP]         recent calls where the stores disagreed\n"
+"  migrate compared SHOP[,SHOP...]   the shops' stock was compared and mended:\n"
+"                                    clear their needs-compare mark\n"
 "  connections                       the server's sessions by statement tag:\n"
 "                                    running, waiting for a lock, idle in a\n"
 "                                    transaction, idle; the oldest open\n"
