@@ -124,6 +124,12 @@ static void apply(rsv_migration *m, const mig_work *w)
     pthread_mutex_lock(&m->mu);
     count(m, w->shop, cls, 1);
     count(m, w->shop, RSV_MIG_APPLIED, 1);
+    mig_shop *sh = mig_shop_find(&m->shops, w->shop);
+    if (sh && w->stage == RSV_STAGE_SHADOW && sh->pending_shadow)
+        sh->pending_shadow--;
+    else if (sh && w->stage != RSV_STAGE_SHADOW && sh->pending_mirror)
+        sh->pending_mirror--;
+    pthread_cond_broadcast(&m->idle_cv);
     /* the old store missed a change it must keep while primary */
     if (cls == RSV_MIG_OLD_FAILED && w->stage == RSV_STAGE_PRIMARY) {
         mig_shop *s = mig_shop_get(&m->shops, w->shop);
@@ -215,6 +221,11 @@ static void enqueue(rsv_migration *m, uint32_t op, int32_t stage, int answer,
         w->qty = qty;
         w->ttl_ms = ttl_ms;
         m->q_n++;
+        mig_shop *s = mig_shop_find(&m->shops, shop);
+        if (s && stage == RSV_STAGE_SHADOW)
+            s->pending_shadow++;
+        else if (s)
+            s->pending_mirror++;
         pthread_cond_signal(&m->cv);
     }
     pthread_mutex_unlock(&m->mu);
@@ -229,6 +240,36 @@ static int32_t stage_of(rsv_migration *m, uint64_t shop)
     return st;
 }
 
+/* The shop's stage, once the store it names has seen the work the other
+ * store decided before (a flip with work still queued: a checkout
+ * reserved in shadow and claimed just after the flip to primary must find
+ * its hold in libreserve).  In steady state nothing is pending and this
+ * does not wait; after a flip it waits at most the context's call budget
+ * (1 s without one), then decides anyway. */
+static int32_t stage_settled(rsv_migration *m, uint64_t shop)
+{
+    struct timespec until;
+    int set = 0, e = 0;
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        const mig_shop *s = mig_shop_find(&m->shops, shop);
+        int32_t st = s ? s->stage : RSV_STAGE_OLD;
+        uint32_t pending = !s ? 0
+                           : st >= RSV_STAGE_PRIMARY ? s->pending_shadow
+                                                     : s->pending_mirror;
+        if (!pending || e == ETIMEDOUT) {
+            pthread_mutex_unlock(&m->mu);
+            return st;
+        }
+        if (!set) {
+            int64_t ms = m->ctx->opts.call_timeout_ms;
+            deadline_in(&until, (uint32_t)(ms > 0 ? ms : 1000));
+            set = 1;
+        }
+        e = pthread_cond_timedwait(&m->idle_cv, &m->mu, &until);
+    }
+}
+
 static int dispatch(rsv_migration *m, uint32_t op, uint64_t shop,
                     const void *token, size_t token_len, uint64_t item,
                     uint64_t loc, int64_t qty, int64_t ttl_ms)
@@ -240,7 +281,7 @@ static int dispatch(rsv_migration *m, uint32_t op, uint64_t shop,
         return RSV_ETOKEN;
     mig_work w = {op, 0, 0, shop, item, loc, qty, ttl_ms, {0}, token_len};
     memcpy(w.token, token, token_len);
-    int32_t st = stage_of(m, shop);
+    int32_t st = stage_settled(m, shop);
     int rc;
     switch (st) {
     case RSV_STAGE_OLD:

@@ -28,6 +28,10 @@ typedef struct mig_shop {
                                              rsv_migration_counts */
     int mark_compare;                     /* work dropped: set
                                              needs_compare */
+    /* queued work not yet done, by the stage it was queued at: the
+     * store that decides now must first have seen what the other one
+     * decided before (dispatch waits for it) */
+    uint32_t pending_shadow, pending_mirror;
     uint32_t next_slot;
 } mig_shop;
 
@@ -63,7 +67,7 @@ struct rsv_migration {
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work arrived, or quit */
-    pthread_cond_t idle_cv; /* the queue ran empty */
+    pthread_cond_t idle_cv; /* a work item was done */
     pthread_t thread;
     int has_thread;
     /* under mu: */

@@ -29,7 +29,8 @@ typedef struct old_store {
     int n;
     int calls;
     int calls_off_thread;     /* made on a thread other than the test's */
-    int block_off_thread;     /* calls off the test's thread wait */
+    int allow_off;            /* calls off the test's thread that may
+                                 go on (-1: all); the others wait */
     pthread_t main_thread;
 } old_store;
 
@@ -49,8 +50,10 @@ static int old_fn(void *user, uint32_t op, uint64_t shop, const void *token,
     old_store *o = user;
     pthread_mutex_lock(&o->mu);
     int off = !pthread_equal(pthread_self(), o->main_thread);
-    while (off && o->block_off_thread)
+    while (off && o->allow_off == 0)
         pthread_cond_wait(&o->cv, &o->mu);
+    if (off && o->allow_off > 0)
+        o->allow_off--;
     o->calls++;
     o->calls_off_thread += off;
     int rc = RSV_OK, i = old_find(o, token, len);
@@ -86,6 +89,7 @@ static void old_init(old_store *o, int64_t stock)
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->cv, NULL);
     o->stock = stock;
+    o->allow_off = -1;
     o->main_thread = pthread_self();
 }
 
@@ -96,6 +100,14 @@ static int old_state(old_store *o, const char *tok)
     int st = i < 0 ? 0 : o->h[i].state;
     pthread_mutex_unlock(&o->mu);
     return st;
+}
+
+static void gate(old_store *o, int allow)
+{
+    pthread_mutex_lock(&o->mu);
+    o->allow_off = allow;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
 }
 
 /* ---- helpers ---- */
@@ -319,6 +331,52 @@ START_TEST(primary_keeps_the_old_store_current)
 }
 END_TEST
 
+static void *open_gate_later(void *arg)
+{
+    sleep_us(300000);
+    gate(arg, -1);
+    return NULL;
+}
+
+/* Back to shadow with mirroring work still queued: the old store decides
+ * the next call only once it has seen what libreserve decided before (a
+ * checkout reserved while primary and claimed just after the flip). */
+START_TEST(flip_waits_for_the_queued_work)
+{
+    tu_fix f;
+    tu_fix_open(&f, 0, 0);
+    tu_fix_stock(&f, 1, 1, 10);
+    old_store o;
+    old_init(&o, 10);
+    rsv_migration *m = open_handle(&f, &o, 0);
+    MYSQL *adm = tu_fix_admin(&f);
+    set_stage(adm, f.shop, RSV_STAGE_SHADOW);
+    follow(m, f.shop, RSV_STAGE_SHADOW);
+    set_stage(adm, f.shop, RSV_STAGE_PRIMARY);
+    follow(m, f.shop, RSV_STAGE_PRIMARY);
+    gate(&o, 0);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("f1"), 1, 1, 1, 0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("f2"), 1, 1, 1, 0),
+                     RSV_OK);
+    set_stage(adm, f.shop, RSV_STAGE_SHADOW);
+    /* the first mirror call ends; the thread, its refresh due by then,
+     * reads the new stage before the second, which waits */
+    sleep_us(300000);
+    gate(&o, 1);
+    follow(m, f.shop, RSV_STAGE_SHADOW);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, open_gate_later, &o), 0);
+    ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("f2")), RSV_OK);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(old_state(&o, "f2"), 2);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "f2"), RSV_STATUS_CLAIMED);
+    rsv_migrate_close(m);
+    tu_fix_close(&f);
+}
+END_TEST
+
 /* A full queue drops the work, counts it and marks the shop for a
  * compare; the buyer's call is not held up. */
 START_TEST(full_queue_drops_and_marks)
@@ -333,19 +391,14 @@ START_TEST(full_queue_drops_and_marks)
     follow(m, f.shop, RSV_STAGE_SHADOW);
     set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_PRIMARY);
     follow(m, f.shop, RSV_STAGE_PRIMARY);
-    pthread_mutex_lock(&o.mu);
-    o.block_off_thread = 1;
-    pthread_mutex_unlock(&o.mu);
+    gate(&o, 0);
     char tok[16];
     for (int i = 0; i < 6; i++) {
         snprintf(tok, sizeof tok, "q%d", i);
         ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK(tok), 1, 1, 1,
                                                  0), RSV_OK);
     }
-    pthread_mutex_lock(&o.mu);
-    o.block_off_thread = 0;
-    pthread_cond_broadcast(&o.cv);
-    pthread_mutex_unlock(&o.mu);
+    gate(&o, -1);
     ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
     uint64_t offered = stat_of(m, f.shop, RSV_MIG_OFFERED);
     uint64_t applied = stat_of(m, f.shop, RSV_MIG_APPLIED);
@@ -438,6 +491,8 @@ int main(void)
     tu_add(s, "shadow_mirrors_and_classifies", shadow_mirrors_and_classifies);
     tu_add(s, "primary_keeps_the_old_store_current",
            primary_keeps_the_old_store_current);
+    tu_add(s, "flip_waits_for_the_queued_work",
+           flip_waits_for_the_queued_work);
     tu_add(s, "full_queue_drops_and_marks", full_queue_drops_and_marks);
     tu_add(s, "unreadable_stage_keeps_the_last",
            unreadable_stage_keeps_the_last);
