@@ -50,15 +50,20 @@ static int classify(uint32_t op, int old_rc, int new_rc)
                   : RSV_MIG_OLD_ACCEPTED_NEW_REFUSED;
 }
 
-static void deadline_in(struct timespec *ts, uint32_t ms)
+static void add_ms(struct timespec *ts, uint32_t ms)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
     ts->tv_sec += ms / 1000;
     ts->tv_nsec += (long)(ms % 1000) * 1000000L;
     if (ts->tv_nsec >= 1000000000L) {
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
+}
+
+static void deadline_in(struct timespec *ts, uint32_t ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    add_ms(ts, ms);
 }
 
 /* mu held */
@@ -172,7 +177,14 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&m->mu);
             refresh(m);
             pthread_mutex_lock(&m->mu);
-            deadline_in(&next, m->refresh_ms);
+            /* at a fixed rate (the interval is the bound promised), but
+             * never two reads back to back after a slow one */
+            struct timespec after;
+            deadline_in(&after, 0);
+            add_ms(&next, m->refresh_ms);
+            if (next.tv_sec < after.tv_sec ||
+                (next.tv_sec == after.tv_sec && next.tv_nsec < after.tv_nsec))
+                deadline_in(&next, m->refresh_ms / 2);
             continue;
         }
         if (m->q_n == 0) {

@@ -220,25 +220,28 @@ void mig_flush(rsv_migration *m)
     pthread_mutex_unlock(&m->mu);
 
     char q[1024];
+    /* every count in one statement: one commit per interval */
+    strbuf b = {0};
     for (size_t i = 0; i < nd; i++) {
-        snprintf(q, sizeof q,
-                 "INSERT " MIG_TAG "INTO rsv_migration_counts (shop_id, "
-                 "class, n, updated_at) VALUES (%" PRIu64 ", '%s', %" PRIu64
-                 ", NOW(6)) ON DUPLICATE KEY UPDATE n = n + VALUES(n), "
-                 "updated_at = VALUES(updated_at)",
+        snprintf(q, sizeof q, "%s(%" PRIu64 ", '%s', %" PRIu64 ", NOW(6))",
+                 i ? ", " : "INSERT " MIG_TAG "INTO rsv_migration_counts "
+                            "(shop_id, class, n, updated_at) VALUES ",
                  d[i].shop, mig_class_name(d[i].stat), d[i].n);
-        if (run(m, q, "counting migration calls") != RSV_OK) {
-            /* counted again next time */
-            pthread_mutex_lock(&m->mu);
-            for (size_t j = i; j < nd; j++) {
-                mig_shop *s = mig_shop_find(&m->shops, d[j].shop);
-                if (s)
-                    s->flushed[d[j].stat] -= d[j].n;
-            }
-            pthread_mutex_unlock(&m->mu);
-            break;
-        }
+        buf_puts(&b, q);
     }
+    buf_puts(&b, " ON DUPLICATE KEY UPDATE n = n + VALUES(n), "
+                 "updated_at = VALUES(updated_at)");
+    if (nd && (b.oom || run(m, b.p, "counting migration calls") != RSV_OK)) {
+        /* counted again next time */
+        pthread_mutex_lock(&m->mu);
+        for (size_t j = 0; j < nd; j++) {
+            mig_shop *s = mig_shop_find(&m->shops, d[j].shop);
+            if (s)
+                s->flushed[d[j].stat] -= d[j].n;
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    buf_free(&b);
     for (size_t i = 0; i < nmarks; i++) {
         snprintf(q, sizeof q,
                  "UPDATE " MIG_TAG "rsv_migration_stage SET needs_compare = 1 "

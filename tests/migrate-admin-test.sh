@@ -84,10 +84,10 @@ expect_text "shadow -> complete refused (skips primary)" 4 'skips primary'
 run migrate set primary 11
 expect_text "primary before the longest TTL refused" 4 'longest hold.s TTL \(600 s\)'
 # a hold longer than 600 s seen in the shop raises the bar
-q "INSERT INTO rsv_checkouts VALUES (11, 'long', 1, 1, 1, NOW(6) + INTERVAL 2 HOUR, NOW(6), NOW(6))"
+q "INSERT INTO rsv_holds VALUES (11, 'long', 1, 1, 1, 1, NOW(6) + INTERVAL 2 HOUR, NOW(6))"
 run migrate set primary 11 --max-ttl 0
-expect_text "the longest hold seen in libreserve counts" 4 'TTL \(7200 s\)'
-q "DELETE FROM rsv_checkouts WHERE shop_id = 11"
+expect_text "the longest hold alive in libreserve counts" 4 'TTL \(7200 s\)'
+q "DELETE FROM rsv_holds WHERE shop_id = 11"
 # shadow began long enough ago for --max-ttl 5
 q "UPDATE rsv_migration_stage SET shadow_since = NOW(6) - INTERVAL 10 SECOND WHERE shop_id IN (11, 12)"
 run migrate set primary 11,13 --max-ttl 5

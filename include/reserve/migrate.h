@@ -33,10 +33,21 @@
  * and tries again next interval: a shop at primary stays primary, never
  * silently back on the old store.
  *
- * Threads.  A handle belongs to one thread at a time, like its context;
- * the old store's function is called on that thread (stages old and
+ * Threads.  A handle belongs to one thread at a time, like its context,
+ * except rsv_migrate_stage, rsv_migrate_stat, rsv_migrate_prometheus and
+ * rsv_migrate_drain, which only read the handle under its lock and may be
+ * called from any thread (a monitoring thread).  The old store's
+ * function is called on the handle's user's thread (stages old and
  * shadow) and on the handle's own thread (primary: keeping the old store
  * current), so it must be safe to call from both.
+ *
+ * A flip.  The store that decides a shop's call first sees what the
+ * other decided before: right after a flip, a call of that shop waits
+ * until the handle's thread has done the shop's work queued at the
+ * previous stage (at most the context's call_timeout_ms).  In steady
+ * state nothing waits; under load, a queue that lags makes the first
+ * calls after a flip wait that long (watch
+ * libreserve_migration_queue_depth before flipping).
  *
  * Conventions are those of <reserve.h>: int codes, fixed-width integers,
  * no struct by value, no varargs.

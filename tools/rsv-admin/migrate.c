@@ -78,7 +78,8 @@ typedef struct stage_row {
     int stage;            /* 0 for a shop without a row */
     int exists;
     int64_t shadow_s;     /* seconds since shadow_since (-1: NULL) */
-    int64_t longest_s;    /* the longest hold libreserve saw in the shop */
+    int64_t longest_s;    /* the longest hold alive in libreserve in the
+                             shop (to primary only) */
     int to;               /* the stage asked for */
 } stage_row;
 
@@ -128,11 +129,9 @@ static int read_rows(const cmd_env *e, stage_row *rows, int n)
     char q[512];
     for (int i = 0; i < n; i++) {
         snprintf(q, sizeof q,
-                 "SELECT stage, TIMESTAMPDIFF(SECOND, shadow_since, NOW(6)), "
-                 "(SELECT COALESCE(MAX(TIMESTAMPDIFF(SECOND, created_at, "
-                 "expires_at)), 0) FROM rsv_checkouts WHERE shop_id = %" PRIu64
-                 ") FROM rsv_migration_stage WHERE shop_id = %" PRIu64
-                 " FOR UPDATE", rows[i].shop, rows[i].shop);
+                 "SELECT stage, TIMESTAMPDIFF(SECOND, shadow_since, NOW(6)) "
+                 "FROM rsv_migration_stage WHERE shop_id = %" PRIu64
+                 " FOR UPDATE", rows[i].shop);
         MYSQL_RES *r = query_rows(e->conn, q);
         if (!r)
             return db_fail(e->o, e->conn, "reading the migration stages");
@@ -140,8 +139,20 @@ static int read_rows(const cmd_env *e, stage_row *rows, int n)
         rows[i].exists = row != NULL;
         rows[i].stage = row ? atoi(row[0]) : 0;
         rows[i].shadow_s = row && row[1] ? strtoll(row[1], NULL, 10) : -1;
-        rows[i].longest_s = row && row[2] ? strtoll(row[2], NULL, 10) : 0;
         mysql_free_result(r);
+        if (rows[i].to != RSV_STAGE_PRIMARY)
+            continue;
+        /* The longest hold alive in libreserve now: a plain read of the
+         * shop's holds (only the live ones are there), no lock on them,
+         * so buyers are not held up by it. */
+        uint64_t longest = 0;
+        snprintf(q, sizeof q,
+                 "SELECT COALESCE(MAX(GREATEST(TIMESTAMPDIFF(SECOND, "
+                 "created_at, expires_at), 0)), 0) FROM rsv_holds WHERE "
+                 "shop_id = %" PRIu64, rows[i].shop);
+        if (one_value(e, q, &longest) != 0)
+            return db_fail(e->o, e->conn, "reading the shop's holds");
+        rows[i].longest_s = (int64_t)longest;
     }
     return 0;
 }
