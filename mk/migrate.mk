@@ -23,3 +23,6 @@ $(B)/examples/migrate_redis: examples/migrate_redis.c $(PUB_HDR) $(B)/libreserve
 
 CHECK_EXTRA_BUILD += $(B)/examples/migrate_redis
 CHECK_EXTRA += tests/migrate-e2e-test.sh
+
+# rsv-admin import (tools/rsv-admin/import.c).
+CHECK_EXTRA += tests/migrate-import-test.sh

@@ -330,7 +330,25 @@ CREATE TABLE IF NOT EXISTS rsv_migration_mismatch (
   PRIMARY KEY (shop_id, slot)
 ) ENGINE=InnoDB;
 
--- Stock as a buyer sees it, for reports and operators (not locking).
+-- Where each stock import (rsv-admin import) stands: the rows of its
+-- source done so far, committed with them, so an import stopped in any
+-- way goes on from there when run again.
+CREATE TABLE IF NOT EXISTS rsv_import_progress (
+  source         VARCHAR(255) NOT NULL,     -- "csv:PATH" or "query:CRC"
+  fingerprint    VARCHAR(64) NOT NULL,      -- the source's size and time,
+                                            -- or row count: another
+                                            -- source under the same name
+                                            -- starts again
+  rows_total     BIGINT UNSIGNED NOT NULL,  -- rows in the source
+  rows_done      BIGINT UNSIGNED NOT NULL,  -- rows applied, in order
+  rows_new       BIGINT UNSIGNED NOT NULL,  -- ledger rows created
+  rows_changed   BIGINT UNSIGNED NOT NULL,  -- stock levels changed
+  started_at     DATETIME(6) NOT NULL,      -- the first run
+  updated_at     DATETIME(6) NOT NULL,      -- the last chunk
+  finished_at    DATETIME(6) NULL,          -- every row done
+  PRIMARY KEY (source)
+) ENGINE=InnoDB;
+
 -- SQL SECURITY INVOKER: read with the reader's rights, so it does not
 -- depend on the account that loaded the schema.
 -- The subqueries name their indexes: with the statistics of freshly

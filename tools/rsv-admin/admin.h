@@ -40,6 +40,9 @@ typedef struct opts {
     const char *reason;        /* migrate set/percent: why (stored) */
     int64_t max_ttl_s;         /* migrate set primary: the old store's
                                   longest hold TTL, -1 = not given */
+    const char *csv, *query;   /* import: the source */
+    int64_t chunk, rate;       /* import: rows per chunk, rows per second
+                                  (0: the defaults, no limit) */
     unsigned int port;
     int json, prometheus, all, hex, no_defaults, by_shop;
     int64_t max;
@@ -103,6 +106,7 @@ void sweep_connect_failed(const opts *o);
 int cmd_stats(const cmd_env *e);       /* stats.c */
 int cmd_connections(const cmd_env *e); /* connections.c */
 int cmd_migrate(const cmd_env *e);     /* migrate.c */
+int cmd_import(const cmd_env *e);      /* import.c */
 
 /* ---- Prometheus text (prom.c) ---- */
 /* Where a command's Prometheus text goes: stdout, or (--metrics-file) a

@@ -90,6 +90,11 @@ static void usage(FILE *f)
 "  migrate mismatches [SHOP]         recent calls where the stores disagreed\n"
 "  migrate compared SHOP[,SHOP...]   the shops' stock was compared and mended:\n"
 "                                    clear their needs-compare mark\n"
+"  import --csv FILE | --query SQL   load stock levels (shop, item, location,\n"
+"                                    on hand) from the store sold through\n"
+"                                    before: checked whole first, then in\n"
+"                                    chunks (--chunk N, --rate ROWS/S) with\n"
+"                                    progress; resumes where it stopped\n"
 "  connections                       the server's sessions by statement tag:\n"
 "                                    running, waiting for a lock, idle in a\n"
 "                                    transaction, idle; the oldest open\n"
@@ -119,6 +124,7 @@ static void usage(FILE *f)
 "                       textfile collector reads it)\n"
 "  --all, --max N, --hex  see the commands\n"
 "  --schema FILE        schema install and upgrade: the file to load\n"
+"  --csv FILE, --query SQL, --chunk N, --rate ROWS  see import\n"
 "  --reason TEXT        migrate set and percent: why (kept with the stage)\n"
 "  --max-ttl SECONDS    migrate set primary: the longest hold the old store\n"
 "                       gives (default: 600, or longer holds seen)\n"
@@ -157,6 +163,7 @@ static const struct value_opt {
     {"--max", 0}, {"--schema", 0}, {"--defaults-file", 0},
     {"--metrics-file", 0}, {"--tag-prefix", 0},
     {"--reason", 0}, {"--max-ttl", 0},
+    {"--csv", 0}, {"--query", 0}, {"--chunk", 0}, {"--rate", 0},
 };
 
 #define N_VALUE_OPTS (sizeof value_opts / sizeof value_opts[0])
@@ -196,6 +203,16 @@ static int set_value(opts *o, const char *name, const char *v)
     } else if (strcmp(name, "--max-ttl") == 0) {
         if (parse_i64(v, &o->max_ttl_s) || o->max_ttl_s < 0)
             return usage_fail("bad --max-ttl (seconds)", v);
+    } else if (strcmp(name, "--csv") == 0) {
+        o->csv = v;
+    } else if (strcmp(name, "--query") == 0) {
+        o->query = v;
+    } else if (strcmp(name, "--chunk") == 0) {
+        if (parse_i64(v, &o->chunk) || o->chunk < 1 || o->chunk > 10000)
+            return usage_fail("bad --chunk (1 to 10000 rows)", v);
+    } else if (strcmp(name, "--rate") == 0) {
+        if (parse_i64(v, &o->rate) || o->rate < 1)
+            return usage_fail("bad --rate (rows per second, at least 1)", v);
     } else if (strcmp(name, "--port") == 0) {
         uint64_t p;
         if (parse_u64(v, &p) || p < 1 || p > 65535)
@@ -1630,6 +1647,7 @@ static const command commands[] = {
     {"schema", -1, cmd_schema, 1},
     {"connections", 0, cmd_connections, 1},
     {"migrate", -1, cmd_migrate, 1},
+    {"import", -1, cmd_import},
 };
 
 int main(int argc, char **argv)
@@ -1665,6 +1683,10 @@ int main(int argc, char **argv)
     if (o.prometheus && !one_of(cmd->name, "stats connections migrate"))
         return usage_fail("--prometheus only applies to stats, "
                           "connections and migrate show", NULL);
+    if ((o.csv || o.query || o.chunk || o.rate) &&
+        !one_of(cmd->name, "import"))
+        return usage_fail("--csv, --query, --chunk and --rate only apply to "
+                          "import", NULL);
     if ((o.reason || o.max_ttl_s >= 0) && !one_of(cmd->name, "migrate"))
         return usage_fail("--reason and --max-ttl only apply to migrate",
                           NULL);
