@@ -108,7 +108,23 @@ static int call_old(rsv_migration *m, const mig_work *w, uint32_t op)
 static void apply(rsv_migration *m, const mig_work *w)
 {
     int old_rc, new_rc;
-    if (w->stage == RSV_STAGE_SHADOW) {
+    if (w->stage == RSV_STAGE_SHADOW && w->op != RSV_OP_RESERVE &&
+        w->answer != RSV_OK) {
+        /* The old store refused a claim or release: doing it on
+         * libreserve could not be undone, so its answer is read instead
+         * (a checkout still held would have been accepted). */
+        old_rc = w->answer;
+        int32_t st = 0;
+        new_rc = rsv_checkout_status(m->wctx, w->shop, w->token, w->token_len,
+                                     &st, NULL, NULL);
+        if (new_rc == RSV_OK)
+            new_rc = st == RSV_STATUS_HELD ? RSV_OK
+                     : st == RSV_STATUS_CLAIMED ? RSV_ECLAIMED
+                     : st == RSV_STATUS_RELEASED ? RSV_ERELEASED
+                                                 : RSV_EEXPIRED;
+        if (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT)
+            (void)rsv_reconnect(m->wctx);
+    } else if (w->stage == RSV_STAGE_SHADOW) {
         old_rc = w->answer;
         new_rc = call_new(m->wctx, w, w->op);
         /* libreserve holds what the old store refused: give it back, or
@@ -312,8 +328,10 @@ static int dispatch(rsv_migration *m, uint32_t op, uint64_t shop,
     case RSV_STAGE_PRIMARY:
         rc = call_new(m->ctx, &w, op);
         /* after a failure libreserve did nothing, or (RSV_EINDOUBT) the
-         * application repeats the call and the repeat is mirrored */
-        if (answered(rc))
+         * application repeats the call and the repeat is mirrored; a
+         * claim or release libreserve refused is not sent to the old
+         * store, where it could not be undone */
+        if (answered(rc) && (op == RSV_OP_RESERVE || rc == RSV_OK))
             enqueue(m, op, st, rc, shop, token, token_len, item, loc, qty,
                     ttl_ms);
         return rc;

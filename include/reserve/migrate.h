@@ -22,6 +22,12 @@
  *                       queue), so that going back to shadow is safe;
  *   RSV_STAGE_COMPLETE  libreserve only.
  *
+ * Nothing is done on the store that did not decide that could not be
+ * undone: a hold it made that the deciding store refused is released at
+ * once; a claim or release the deciding store refused is not sent to it
+ * (in shadow libreserve's answer is read instead, from the checkout's
+ * status; in primary the old store is left alone).
+ *
  * Following a change.  The handle's thread reads the rows changed since
  * its last read (one statement) every refresh interval (default 1,000 ms,
  * rsv_migrate_set_refresh_ms); a call made one interval after a change
