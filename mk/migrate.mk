@@ -26,3 +26,8 @@ CHECK_EXTRA += tests/migrate-e2e-test.sh
 
 # rsv-admin import (tools/rsv-admin/import.c).
 CHECK_EXTRA += tests/migrate-import-test.sh
+
+# rsv-admin migrate compare (tools/rsv-admin/compare.c), against a
+# throwaway redis-server as well (MIGRATE_PACKAGES).
+CHECK_EXTRA += tests/migrate-compare-test.sh
+CHECK_EXTRA_BUILD += migrate-deps

@@ -330,11 +330,12 @@ CREATE TABLE IF NOT EXISTS rsv_migration_mismatch (
   PRIMARY KEY (shop_id, slot)
 ) ENGINE=InnoDB;
 
--- Where each stock import (rsv-admin import) stands: the rows of its
--- source done so far, committed with them, so an import stopped in any
--- way goes on from there when run again.
+-- Where each stock import (rsv-admin import) or compare (rsv-admin
+-- migrate compare) stands: the rows of its source done so far, committed
+-- with them, so one stopped in any way goes on from there when run again.
 CREATE TABLE IF NOT EXISTS rsv_import_progress (
-  source         VARCHAR(255) NOT NULL,     -- "csv:PATH" or "query:CRC"
+  source         VARCHAR(255) NOT NULL,     -- "csv:PATH", "query:CRC",
+                                            -- "compare:..."
   fingerprint    VARCHAR(64) NOT NULL,      -- the source's size and time,
                                             -- or row count: another
                                             -- source under the same name
@@ -346,7 +347,22 @@ CREATE TABLE IF NOT EXISTS rsv_import_progress (
   started_at     DATETIME(6) NOT NULL,      -- the first run
   updated_at     DATETIME(6) NOT NULL,      -- the last chunk
   finished_at    DATETIME(6) NULL,          -- every row done
+  last_key       VARCHAR(64) NULL,          -- compare: the last key
+                                            -- compared ("SHOP:ITEM:LOC")
   PRIMARY KEY (source)
+) ENGINE=InnoDB;
+
+-- The keys a compare found different in libreserve and the old store,
+-- until it has checked them again (it keeps those that stay different).
+CREATE TABLE IF NOT EXISTS rsv_compare_drift (
+  source         VARCHAR(255) NOT NULL,     -- as in rsv_import_progress
+  shop_id        BIGINT UNSIGNED NOT NULL,
+  item_id        BIGINT UNSIGNED NOT NULL,
+  location_id    BIGINT UNSIGNED NOT NULL,
+  old_available  BIGINT NULL,               -- NULL: not in the old store
+  new_available  BIGINT NULL,               -- NULL: not in libreserve
+  found_at       DATETIME(6) NOT NULL,
+  PRIMARY KEY (source, shop_id, item_id, location_id)
 ) ENGINE=InnoDB;
 
 -- SQL SECURITY INVOKER: read with the reader's rights, so it does not

@@ -165,7 +165,7 @@ run migrate compared 12,13,14 --json
 expect "compared clears the marks" 0 'd["cleared"] == 2'
 check "no shop marked" "$(q 'SELECT SUM(needs_compare) FROM rsv_migration_stage')" 0
 run migrate
-expect_text "migrate alone: usage" 2 'show, set, percent, mismatches or compared'
+expect_text "migrate alone: usage" 2 'show, set, percent, mismatches, compare or compared'
 
 echo "migrate-admin-test: $pass passed, $fail failed"
 [ "$fail" = 0 ]

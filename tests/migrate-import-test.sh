@@ -139,7 +139,7 @@ expect "a finished import run again checks every row, changes nothing" 0 'd["res
 run import
 expect_text "import without a source: usage" 2 'needs --csv FILE or --query SQL'
 run stock 1 1 1 --csv x
-expect_text "--csv only with import" 2 'only apply to import'
+expect_text "--csv only with import" 2 'only apply to import and migrate compare'
 
 echo "migrate-import-test: $pass passed, $fail failed"
 [ "$fail" = 0 ]

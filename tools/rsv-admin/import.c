@@ -28,19 +28,7 @@
 #define IMPORT_ON_HAND_MAX ((int64_t)1 << 62)
 #define BAD_ROWS_SHOWN 20
 
-typedef struct level {
-    uint64_t shop, item, loc;
-    int64_t on_hand;
-    uint64_t line;
-} level;
-
-typedef struct levels {
-    level *v;
-    size_t n, cap;
-    uint64_t bad;
-} levels;
-
-static int push(levels *ls, const level *l)
+int levels_push(levels *ls, const level *l)
 {
     if (ls->n == ls->cap) {
         size_t cap = ls->cap ? ls->cap * 2 : 4096;
@@ -54,7 +42,7 @@ static int push(levels *ls, const level *l)
     return 0;
 }
 
-static void bad_row(levels *ls, uint64_t line, const char *why,
+void levels_bad_row(levels *ls, uint64_t line, const char *why,
                     const char *text)
 {
     if (ls->bad++ < BAD_ROWS_SHOWN)
@@ -74,7 +62,7 @@ static void take_row(levels *ls, uint64_t line, char **f, int nf,
     if (nf != 4) {
         snprintf(why, sizeof why, "%d fields, want 4 (shop_id, item_id, "
                  "location_id, on_hand)", nf);
-        bad_row(ls, line, why, text);
+        levels_bad_row(ls, line, why, text);
         return;
     }
     uint64_t *ids[] = {&l.shop, &l.item, &l.loc};
@@ -82,19 +70,19 @@ static void take_row(levels *ls, uint64_t line, char **f, int nf,
         if (!f[i] || parse_u64(f[i], ids[i])) {
             snprintf(why, sizeof why, "%s is not an unsigned integer",
                      names[i]);
-            bad_row(ls, line, why, text);
+            levels_bad_row(ls, line, why, text);
             return;
         }
     if (!f[3] || parse_i64(f[3], &l.on_hand)) {
-        bad_row(ls, line, "on_hand is not an integer", text);
+        levels_bad_row(ls, line, "on_hand is not an integer", text);
         return;
     }
     if (l.on_hand < 0 || l.on_hand >= IMPORT_ON_HAND_MAX) {
-        bad_row(ls, line, "on_hand is negative or too large", text);
+        levels_bad_row(ls, line, "on_hand is negative or too large", text);
         return;
     }
-    if (push(ls, &l) != 0) {
-        bad_row(ls, line, "out of memory", NULL);
+    if (levels_push(ls, &l) != 0) {
+        levels_bad_row(ls, line, "out of memory", NULL);
         return;
     }
 }
@@ -110,7 +98,7 @@ static char *trim(char *s)
     return s;
 }
 
-static int read_csv(const char *path, levels *ls)
+int levels_read_csv(const char *path, levels *ls)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -123,7 +111,7 @@ static int read_csv(const char *path, levels *ls)
         line++;
         size_t n = strlen(buf);
         if (n == sizeof buf - 1 && buf[n - 1] != '\n') {
-            bad_row(ls, line, "line too long", NULL);
+            levels_bad_row(ls, line, "line too long", NULL);
             int c;
             while ((c = fgetc(f)) != EOF && c != '\n')
                 ;
@@ -156,7 +144,7 @@ static int read_csv(const char *path, levels *ls)
     return 0;
 }
 
-static int read_query(const cmd_env *e, const char *q, levels *ls)
+int levels_read_query(const cmd_env *e, const char *q, levels *ls)
 {
     if (mysql_real_query(e->conn, q, strlen(q)) != 0)
         return db_fail(e->o, e->conn, "import --query");
@@ -191,7 +179,7 @@ static int cmp_key(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
-static void check_duplicates(levels *ls)
+void levels_check_duplicates(levels *ls)
 {
     if (ls->n < 2)
         return;
@@ -207,19 +195,19 @@ static void check_duplicates(levels *ls)
             char why[96];
             snprintf(why, sizeof why, "the key is also on line %" PRIu64,
                      p[i - 1]->line);
-            bad_row(ls, p[i]->line, why, NULL);
+            levels_bad_row(ls, p[i]->line, why, NULL);
         }
     free(p);
 }
 
-static double now_s(void)
+double mono_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void pause_s(double s)
+void pause_s(double s)
 {
     if (s <= 0)
         return;
@@ -227,7 +215,7 @@ static void pause_s(double s)
     nanosleep(&ts, NULL);
 }
 
-static uint32_t crc32_of(const char *s)
+uint32_t crc32_of(const char *s)
 {
     uint32_t c = 0xFFFFFFFFu;
     for (; *s; s++) {
@@ -372,16 +360,16 @@ int cmd_import(const cmd_env *e)
         free(abs);
         snprintf(fingerprint, sizeof fingerprint, "%lld:%lld",
                  (long long)sb.st_size, (long long)sb.st_mtime);
-        if (read_csv(o->csv, &ls) != 0)
+        if (levels_read_csv(o->csv, &ls) != 0)
             return EXIT_USAGE;
     } else {
         snprintf(source, sizeof source, "query:%08x", crc32_of(o->query));
-        int st = read_query(e, o->query, &ls);
+        int st = levels_read_query(e, o->query, &ls);
         if (st)
             return st;
         snprintf(fingerprint, sizeof fingerprint, "rows:%zu", ls.n);
     }
-    check_duplicates(&ls);
+    levels_check_duplicates(&ls);
     if (ls.bad) {
         fprintf(stderr, "%s: import: %" PRIu64 " bad row(s)%s; nothing "
                         "imported\n", prog, ls.bad,
@@ -429,18 +417,18 @@ int cmd_import(const cmd_env *e)
         fprintf(stderr, "import: resuming %s at row %zu of %zu\n", source,
                 start, ls.n);
 
-    double t0 = now_s(), last = t0;
+    double t0 = mono_s(), last = t0;
     uint64_t n_new = 0, n_changed = 0;
     int st = 0;
     for (size_t i = start; i < ls.n; i += chunk) {
         size_t to = i + chunk < ls.n ? i + chunk : ls.n;
         if ((st = apply_chunk(e, &ls, i, to, source_esc, &n_new, &n_changed)))
             break;
-        double now = now_s(), el = now - t0;
+        double now = mono_s(), el = now - t0;
         double done = (double)(to - start);
         if (o->rate > 0) {
             pause_s(done / (double)o->rate - el);
-            now = now_s();
+            now = mono_s();
             el = now - t0;
         }
         if (now - last >= 1.0 || to == ls.n) {
@@ -451,7 +439,7 @@ int cmd_import(const cmd_env *e)
             last = now;
         }
     }
-    double el = now_s() - t0;
+    double el = mono_s() - t0;
     if (!st) {
         if (ls.n == 0) {
             snprintf(q, sizeof q, "UPDATE rsv_import_progress SET finished_at "

@@ -692,6 +692,11 @@ int cmd_migrate(const cmd_env *e)
         !one_of(sub, "set percent"))
         return usage_fail("--reason and --max-ttl only apply to migrate set "
                           "and migrate percent", NULL);
+    if (strcmp(sub, "compare") != 0 &&
+        (e->o->csv || e->o->query || e->o->redis || e->o->pattern ||
+         e->o->settle_s >= 0 || e->o->rate))
+        return usage_fail("--csv, --query, --redis, --pattern, --settle and "
+                          "--rate only apply to migrate compare", NULL);
     if (strcmp(sub, "show") == 0)
         return migrate_show(e);
     if (strcmp(sub, "set") == 0)
@@ -702,7 +707,12 @@ int cmd_migrate(const cmd_env *e)
         return migrate_mismatches(e);
     if (strcmp(sub, "compared") == 0)
         return migrate_compared(e);
-    return usage_fail("migrate takes show, set, percent, mismatches or "
-                      "compared",
+    if (strcmp(sub, "compare") == 0) {
+        if (e->nargs != 1)
+            return usage_fail("migrate compare takes options only", NULL);
+        return cmd_migrate_compare(e);
+    }
+    return usage_fail("migrate takes show, set, percent, mismatches, "
+                      "compare or compared",
                       e->nargs ? sub : NULL);
 }

@@ -88,6 +88,12 @@ static void usage(FILE *f)
 "                                    a fixed order (raising keeps every shop\n"
 "                                    in, lowering removes the newest)\n"
 "  migrate mismatches [SHOP]         recent calls where the stores disagreed\n"
+"  migrate compare --csv FILE | --query SQL | --redis HOST:PORT --pattern P\n"
+"                                    libreserve's available units per key\n"
+"                                    against the old store's (P like\n"
+"                                    stock:{shop}:{item}:{location}); keys\n"
+"                                    that differ are checked again --settle S\n"
+"                                    apart; exit 1 on drift (--json, --rate)\n"
 "  migrate compared SHOP[,SHOP...]   the shops' stock was compared and mended:\n"
 "                                    clear their needs-compare mark\n"
 "  import --csv FILE | --query SQL   load stock levels (shop, item, location,\n"
@@ -125,6 +131,7 @@ static void usage(FILE *f)
 "  --all, --max N, --hex  see the commands\n"
 "  --schema FILE        schema install and upgrade: the file to load\n"
 "  --csv FILE, --query SQL, --chunk N, --rate ROWS  see import\n"
+"  --redis HOST:PORT, --pattern P, --settle S  see migrate compare\n"
 "  --reason TEXT        migrate set and percent: why (kept with the stage)\n"
 "  --max-ttl SECONDS    migrate set primary: the longest hold the old store\n"
 "                       gives (default: 600, or longer holds seen)\n"
@@ -164,6 +171,7 @@ static const struct value_opt {
     {"--metrics-file", 0}, {"--tag-prefix", 0},
     {"--reason", 0}, {"--max-ttl", 0},
     {"--csv", 0}, {"--query", 0}, {"--chunk", 0}, {"--rate", 0},
+    {"--redis", 0}, {"--pattern", 0}, {"--settle", 0},
 };
 
 #define N_VALUE_OPTS (sizeof value_opts / sizeof value_opts[0])
@@ -203,6 +211,16 @@ static int set_value(opts *o, const char *name, const char *v)
     } else if (strcmp(name, "--max-ttl") == 0) {
         if (parse_i64(v, &o->max_ttl_s) || o->max_ttl_s < 0)
             return usage_fail("bad --max-ttl (seconds)", v);
+    } else if (strcmp(name, "--redis") == 0) {
+        if (!strchr(v, ':'))
+            return usage_fail("--redis takes HOST:PORT", v);
+        o->redis = v;
+    } else if (strcmp(name, "--pattern") == 0) {
+        o->pattern = v;
+    } else if (strcmp(name, "--settle") == 0) {
+        if (parse_i64(v, &o->settle_s) || o->settle_s < 0 ||
+            o->settle_s > 3600)
+            return usage_fail("bad --settle (seconds, 0 to 3600)", v);
     } else if (strcmp(name, "--csv") == 0) {
         o->csv = v;
     } else if (strcmp(name, "--query") == 0) {
@@ -231,6 +249,7 @@ static int parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
     o->max_ttl_s = -1;
+    o->settle_s = -1;
     o->password = getenv("RSV_ADMIN_PASSWORD");
     o->database = getenv("RSV_ADMIN_DATABASE");
     int only_pos = 0;
@@ -1683,10 +1702,18 @@ int main(int argc, char **argv)
     if (o.prometheus && !one_of(cmd->name, "stats connections migrate"))
         return usage_fail("--prometheus only applies to stats, "
                           "connections and migrate show", NULL);
-    if ((o.csv || o.query || o.chunk || o.rate) &&
-        !one_of(cmd->name, "import"))
-        return usage_fail("--csv, --query, --chunk and --rate only apply to "
-                          "import", NULL);
+    if (o.chunk && !one_of(cmd->name, "import"))
+        return usage_fail("--chunk only applies to import", NULL);
+    if (o.rate && !one_of(cmd->name, "import migrate"))
+        return usage_fail("--rate only applies to import and migrate "
+                          "compare", NULL);
+    if ((o.csv || o.query) && !one_of(cmd->name, "import migrate"))
+        return usage_fail("--csv and --query only apply to import and "
+                          "migrate compare", NULL);
+    if ((o.redis || o.pattern || o.settle_s >= 0) &&
+        !one_of(cmd->name, "migrate"))
+        return usage_fail("--redis, --pattern and --settle only apply to "
+                          "migrate compare", NULL);
     if ((o.reason || o.max_ttl_s >= 0) && !one_of(cmd->name, "migrate"))
         return usage_fail("--reason and --max-ttl only apply to migrate",
                           NULL);
