@@ -156,7 +156,8 @@ class Migration(_Closable):
         exception is the old store failing (kept in legacy_errors)."""
         if fn is None:
             self._check(lib.rsv_migrate_set_legacy(
-                self._ptr(), ctypes.cast(None, _LEGACY_FN), None),
+                self._ptr(), ctypes.cast(None, _LEGACY_FN),  # type: ignore[arg-type]
+                None),
                 "rsv_migrate_set_legacy")
             self._legacy = None
             return
