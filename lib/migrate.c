@@ -169,20 +169,26 @@ static void apply(rsv_migration *m, const mig_work *w)
     pthread_mutex_unlock(&m->mu);
 }
 
-static void refresh(rsv_migration *m)
+/* The counters and samples go to the tables every MIG_FLUSH_EVERY
+ * refreshes: the stage read is the one statement of most intervals. */
+#define MIG_FLUSH_EVERY 5
+
+static void refresh(rsv_migration *m, unsigned *n)
 {
     if (mig_stage_read(m) != RSV_OK) {
         pthread_mutex_lock(&m->mu);
         m->read_failed++;
         pthread_mutex_unlock(&m->mu);
     }
-    mig_flush(m);
+    if (++*n % MIG_FLUSH_EVERY == 0)
+        mig_flush(m);
 }
 
 static void *worker(void *arg)
 {
     rsv_migration *m = arg;
     struct timespec next;
+    unsigned refreshes = 0;
     pthread_mutex_lock(&m->mu);
     deadline_in(&next, m->refresh_ms);
     for (;;) {
@@ -191,7 +197,7 @@ static void *worker(void *arg)
         if (now.tv_sec > next.tv_sec ||
             (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
             pthread_mutex_unlock(&m->mu);
-            refresh(m);
+            refresh(m, &refreshes);
             pthread_mutex_lock(&m->mu);
             /* at a fixed rate (the interval is the bound promised), but
              * never two reads back to back after a slow one */

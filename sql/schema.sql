@@ -301,7 +301,7 @@ CREATE TABLE IF NOT EXISTS rsv_migration_stage (
 
 -- What the handles found when both stores answered the same call, per
 -- shop and class (both_accepted, old_refused_new_accepted, dropped ...):
--- each handle adds what it counted, about once a second.
+-- each handle adds what it counted every fifth refresh interval.
 CREATE TABLE IF NOT EXISTS rsv_migration_counts (
   shop_id        BIGINT UNSIGNED NOT NULL,  -- the shop
   class          VARCHAR(32) NOT NULL,      -- the class's name

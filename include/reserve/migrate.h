@@ -33,7 +33,9 @@
  * rsv_migrate_set_refresh_ms); a call made one interval after a change
  * was committed follows it, unless the handle's thread is inside a call
  * of its own on libreserve then (bounded by call_timeout_ms).  The
- * request path sends no statement for it.  When the stage cannot be read
+ * request path sends no statement for it; every fifth interval the
+ * handle's thread also adds its counters to rsv_migration_counts (one
+ * statement) and writes its mismatch samples.  When the stage cannot be read
  * (the server down, the table gone, a statement failing) the handle keeps
  * the stages it read last, counts the failure (RSV_MIG_STAGE_READ_FAILED)
  * and tries again next interval: a shop at primary stays primary, never
