@@ -154,7 +154,10 @@ RSV_EXTERN int rsv_migrate_set_refresh_ms(rsv_migration *m, uint32_t ms);
  * deciding store answered: the old store's code (stages old and shadow)
  * or libreserve's (primary, complete; the codes of rsv_reserve_one,
  * rsv_claim, rsv_release, rsv_errmsg(ctx) has the message).  RSV_EINVAL
- * for a NULL handle, or no old store registered where one is needed.
+ * for a NULL handle, or no old store registered where one is needed;
+ * RSV_ETOKEN at every stage for a token libreserve could not take (empty,
+ * longer than RSV_TOKEN_MAX), so that no stage accepts what a later one
+ * would refuse.
  */
 RSV_EXTERN int rsv_migrate_reserve_one(rsv_migration *m, uint64_t shop_id,
                                        const void *token, size_t token_len,
