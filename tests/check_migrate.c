@@ -197,6 +197,12 @@ START_TEST(old_stage_reaches_only_the_old_store)
     ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("a")), RSV_OK);
     ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("b"), 1, 1, 9, 0),
                      RSV_EOUTOFSTOCK);
+    /* a token libreserve could not take is refused at every stage */
+    char longtok[RSV_TOKEN_MAX + 1];
+    memset(longtok, 'x', sizeof longtok);
+    ck_assert_int_eq(rsv_migrate_claim(m, f.shop, longtok, sizeof longtok),
+                     RSV_ETOKEN);
+    ck_assert_int_eq(rsv_migrate_release(m, f.shop, "", 0), RSV_ETOKEN);
     ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
     ck_assert_int_eq(o.calls, 3);
     ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OFFERED), 0);
