@@ -20,12 +20,15 @@
  *              checkout stock pool_drain sweep audit
  *   6 batch    batch_call batch
  *   7 surface  connect context nonblock stats_export batcher
+ *   8 migrate  migrate_stage migrate
  *
  * base: time, threads, errors, the guard of a call in flight, counters;
  * wire: statements on the connection; frame: transactions and
  * operations; storage: the schema's contract and what is known of its
  * rows; engine: the operations; batch: many operations in one call;
- * surface: contexts, connections, the non-blocking interface, exports.
+ * surface: contexts, connections, the non-blocking interface, exports;
+ * migrate: a handle over contexts that sends a shop's calls to the store
+ * its stage names (it uses contexts as an application does).
  * fault.c has code only in the fault-injection test build, which
  * tests/layers.sh checks too.
  *

@@ -258,6 +258,117 @@ CREATE TABLE IF NOT EXISTS rsv_journal (
   CONSTRAINT rsv_journal_positive CHECK (quantity > 0)
 ) ENGINE=InnoDB;
 
+-- Migration from the store a shop sold through before (docs/migration.md).
+-- Optional: a library that never calls rsv_migrate_open() never reads
+-- these tables, and they need no schema version of their own (loading
+-- this file again adds them to an older database).
+--
+-- Each shop's stage.  A shop without a row is at stage 0.  Every handle of
+-- rsv_migrate_open() reads the rows whose version is above the highest it
+-- has seen, once per refresh interval, off the request path.  So every
+-- change takes the next version of the table, and versions are committed
+-- in order: rsv-admin migrate holds the named lock 'rsv_migration_stage'
+-- (GET_LOCK) from reading the highest version to its COMMIT.  Change the
+-- rows only through rsv-admin migrate, or by that same rule.
+CREATE TABLE IF NOT EXISTS rsv_migration_stage (
+  shop_id        BIGINT UNSIGNED NOT NULL,  -- the shop
+  stage          TINYINT UNSIGNED NOT NULL, -- 0 the old store only,
+                                            -- 1 shadow (the old store
+                                            -- decides, libreserve mirrors),
+                                            -- 2 primary (libreserve
+                                            -- decides, the old store is
+                                            -- kept current), 3 complete
+                                            -- (libreserve only)
+  version        BIGINT UNSIGNED NOT NULL,  -- the table's change number
+                                            -- of this row's last change
+  changed_at     DATETIME(6) NOT NULL,      -- when
+  reason         VARCHAR(255) NOT NULL DEFAULT '', -- why (the operator's
+                                            -- words)
+  shadow_since   DATETIME(6) NULL,          -- since when the shop has been
+                                            -- at stage 1 or above without a
+                                            -- break (NULL at stage 0)
+  rollout_seq    BIGINT UNSIGNED NULL,      -- the version at which
+                                            -- migrate percent took the shop
+                                            -- in (lowering the percentage
+                                            -- removes the highest first)
+  needs_compare  TINYINT UNSIGNED NOT NULL DEFAULT 0, -- mirroring work was
+                                            -- dropped (a full queue) or
+                                            -- the old store failed while
+                                            -- primary: compare the stores
+                                            -- before the next step
+                                            -- (rsv-admin migrate compared
+                                            -- clears it)
+  PRIMARY KEY (shop_id),
+  UNIQUE KEY rsv_migration_stage_version (version),
+  CONSTRAINT rsv_migration_stage_known CHECK (stage <= 3)
+) ENGINE=InnoDB;
+
+-- What the handles found when both stores answered the same call, per
+-- shop and class (both_accepted, old_refused_new_accepted, dropped ...):
+-- each handle adds what it counted every fifth refresh interval.
+CREATE TABLE IF NOT EXISTS rsv_migration_counts (
+  shop_id        BIGINT UNSIGNED NOT NULL,  -- the shop
+  class          VARCHAR(32) NOT NULL,      -- the class's name
+  n              BIGINT UNSIGNED NOT NULL,  -- calls counted, ever
+  updated_at     DATETIME(6) NOT NULL,      -- last addition
+  PRIMARY KEY (shop_id, class)
+) ENGINE=InnoDB;
+
+-- A sample of recent calls where the stores disagreed, or the new side
+-- failed or did not know the checkout: a ring of 256 slots per shop, so
+-- it never grows (rsv-admin migrate mismatches reads it).
+CREATE TABLE IF NOT EXISTS rsv_migration_mismatch (
+  shop_id        BIGINT UNSIGNED NOT NULL,  -- the shop
+  slot           SMALLINT UNSIGNED NOT NULL,-- 0..255
+  seen_at        DATETIME(6) NOT NULL,      -- when the second answer came
+  class          VARCHAR(32) NOT NULL,      -- as in rsv_migration_counts
+  op             TINYINT UNSIGNED NOT NULL, -- 1 reserve, 2 claim,
+                                            -- 3 release (RSV_OP_*)
+  stage          TINYINT UNSIGNED NOT NULL, -- the shop's stage then
+  checkout_token VARBINARY(128) NOT NULL,   -- the checkout
+  item_id        BIGINT UNSIGNED NOT NULL,  -- 0 for claims and releases
+  location_id    BIGINT UNSIGNED NOT NULL,  -- 0 for claims and releases
+  quantity       BIGINT NOT NULL,           -- 0 for claims and releases
+  old_code       INT NOT NULL,              -- the old store's answer
+  new_code       INT NOT NULL,              -- libreserve's (RSV_* codes)
+  PRIMARY KEY (shop_id, slot)
+) ENGINE=InnoDB;
+
+-- Where each stock import (rsv-admin import) or compare (rsv-admin
+-- migrate compare) stands: the rows of its source done so far, committed
+-- with them, so one stopped in any way goes on from there when run again.
+CREATE TABLE IF NOT EXISTS rsv_import_progress (
+  source         VARCHAR(255) NOT NULL,     -- "csv:PATH", "query:CRC",
+                                            -- "compare:..."
+  fingerprint    VARCHAR(64) NOT NULL,      -- the source's size and time,
+                                            -- or row count: another
+                                            -- source under the same name
+                                            -- starts again
+  rows_total     BIGINT UNSIGNED NOT NULL,  -- rows in the source
+  rows_done      BIGINT UNSIGNED NOT NULL,  -- rows applied, in order
+  rows_new       BIGINT UNSIGNED NOT NULL,  -- ledger rows created
+  rows_changed   BIGINT UNSIGNED NOT NULL,  -- stock levels changed
+  started_at     DATETIME(6) NOT NULL,      -- the first run
+  updated_at     DATETIME(6) NOT NULL,      -- the last chunk
+  finished_at    DATETIME(6) NULL,          -- every row done
+  last_key       VARCHAR(64) NULL,          -- compare: the last key
+                                            -- compared ("SHOP:ITEM:LOC")
+  PRIMARY KEY (source)
+) ENGINE=InnoDB;
+
+-- The keys a compare found different in libreserve and the old store,
+-- until it has checked them again (it keeps those that stay different).
+CREATE TABLE IF NOT EXISTS rsv_compare_drift (
+  source         VARCHAR(255) NOT NULL,     -- as in rsv_import_progress
+  shop_id        BIGINT UNSIGNED NOT NULL,
+  item_id        BIGINT UNSIGNED NOT NULL,
+  location_id    BIGINT UNSIGNED NOT NULL,
+  old_available  BIGINT NULL,               -- NULL: not in the old store
+  new_available  BIGINT NULL,               -- NULL: not in libreserve
+  found_at       DATETIME(6) NOT NULL,
+  PRIMARY KEY (source, shop_id, item_id, location_id)
+) ENGINE=InnoDB;
+
 -- =======================================================================
 -- 3. Upgrades of tables that already existed
 -- After section 2, so that every table exists; before section 4 and the

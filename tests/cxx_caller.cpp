@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "reserve.h"
+#include "reserve/migrate.h"
 
 int main()
 {
@@ -19,6 +20,10 @@ int main()
     const uint64_t locs[] = {1, 2};
     int rc = rsv_cart_add(cart, 7, locs, 2, 3, RSV_LINE_SPLIT);
     rsv_cart_free(cart);
+    int32_t stage = -1;
+    if (rsv_migrate_stage(nullptr, 1, &stage) != RSV_EINVAL)
+        return 1;
+    rsv_migrate_close(nullptr);
     std::printf("cxx_caller: %s, cart_add=%s\n", rsv_version(), rsv_code_name(rc));
     return rc == RSV_OK ? 0 : 1;
 }

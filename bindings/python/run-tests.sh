@@ -29,6 +29,7 @@ cd "$here"
 export PYTHONDONTWRITEBYTECODE=1
 if [ $# -gt 0 ]; then exec python3 -m unittest -v "$@"; fi
 python3 -m unittest -v test_libreserve || exit 1
+python3 -m unittest -v test_migrate || exit 1
 
 # The recipe for joining a mysqlclient (Django) transaction needs MySQLdb
 # built against MariaDB Connector/C: Debian's python3-mysqldb, installed

@@ -37,6 +37,16 @@ typedef struct opts {
     const char *metrics_file;  /* Prometheus text written there (sweep,
                                   stats, connections) */
     const char *tag_prefix;    /* connections: the statement tag's prefix */
+    const char *reason;        /* migrate set/percent: why (stored) */
+    int64_t max_ttl_s;         /* migrate set primary: the old store's
+                                  longest hold TTL, -1 = not given */
+    const char *csv, *query;   /* import, migrate compare: the source */
+    const char *redis, *pattern; /* migrate compare: HOST:PORT, the key
+                                  pattern ("stock:{shop}:{item}:{location}") */
+    int64_t settle_s;          /* migrate compare: seconds before a
+                                  difference is checked again (-1: 2) */
+    int64_t chunk, rate;       /* import: rows per chunk, rows per second
+                                  (0: the defaults, no limit) */
     unsigned int port;
     int json, prometheus, all, hex, no_defaults, by_shop;
     int64_t max;
@@ -99,6 +109,33 @@ int cmd_sweep(const cmd_env *e);       /* sweep.c */
 void sweep_connect_failed(const opts *o);
 int cmd_stats(const cmd_env *e);       /* stats.c */
 int cmd_connections(const cmd_env *e); /* connections.c */
+int cmd_migrate(const cmd_env *e);     /* migrate.c */
+int cmd_import(const cmd_env *e);      /* import.c */
+
+/* ---- stock levels from another store (import.c; compare.c uses them) ---- */
+typedef struct level {
+    uint64_t shop, item, loc;
+    int64_t on_hand;   /* import: on hand; compare: available */
+    uint64_t line;     /* in the source (row number of a query) */
+} level;
+typedef struct levels {
+    level *v;
+    size_t n, cap;
+    uint64_t bad;      /* rows refused (printed with their line) */
+} levels;
+int levels_push(levels *ls, const level *l);
+void levels_bad_row(levels *ls, uint64_t line, const char *why,
+                    const char *text);
+/* Rows of shop_id, item_id, location_id, level: 0, or -1 / an exit status
+ * after reporting. */
+int levels_read_csv(const char *path, levels *ls);
+int levels_read_query(const cmd_env *e, const char *q, levels *ls);
+/* Counts (and prints) every key that is there twice as bad. */
+void levels_check_duplicates(levels *ls);
+uint32_t crc32_of(const char *s);
+double mono_s(void);
+void pause_s(double s);
+int cmd_migrate_compare(const cmd_env *e); /* compare.c */
 
 /* ---- Prometheus text (prom.c) ---- */
 /* Where a command's Prometheus text goes: stdout, or (--metrics-file) a

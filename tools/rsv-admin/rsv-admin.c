@@ -14,8 +14,8 @@
  * rsv-admin(1) for the commands and the exit codes.
  *
  * This file: the command line, the connection, and the commands on
- * stock, checkouts, the audit and the schema; sweep, stats and
- * connections have files of their own, and what every command shares
+ * stock, checkouts, the audit and the schema; sweep, stats,
+ * connections and migrate have files of their own, and what every command shares
  * (output, codes, arguments) is common.c's (admin.h).
  */
 #include <ctype.h>
@@ -78,6 +78,30 @@ static void usage(FILE *f)
 "                                    no-procedures (exit 1 unless ok)\n"
 "  schema install | schema upgrade   load the schema file (--schema FILE;\n"
 "                                    default %s)\n"
+"  migrate show [SHOP,...]           each shop's migration stage, since when,\n"
+"                                    why, and what the handles counted\n"
+"                                    (--json, --prometheus)\n"
+"  migrate set STAGE SHOP[,SHOP...]  move shops to old, shadow, primary or\n"
+"                                    complete (--reason TEXT; to primary:\n"
+"                                    --max-ttl S, the old store's longest\n"
+"                                    hold); unsafe steps are refused\n"
+"  migrate percent P                 P%% of the shops at shadow or beyond, in\n"
+"                                    a fixed order (raising keeps every shop\n"
+"                                    in, lowering removes the newest)\n"
+"  migrate mismatches [SHOP]         recent calls where the stores disagreed\n"
+"  migrate compare --csv FILE | --query SQL | --redis HOST:PORT --pattern P\n"
+"                                    libreserve's available units per key\n"
+"                                    against the old store's (P like\n"
+"                                    stock:{shop}:{item}:{location}); keys\n"
+"                                    that differ are checked again --settle S\n"
+"                                    apart; exit 1 on drift (--json, --rate)\n"
+"  migrate compared SHOP[,SHOP...]   the shops' stock was compared and mended:\n"
+"                                    clear their needs-compare mark\n"
+"  import --csv FILE | --query SQL   load stock levels (shop, item, location,\n"
+"                                    on hand) from the store sold through\n"
+"                                    before: checked whole first, then in\n"
+"                                    chunks (--chunk N, --rate ROWS/S) with\n"
+"                                    progress; resumes where it stopped\n"
 "  connections                       the server's sessions by statement tag:\n"
 "                                    running, waiting for a lock, idle in a\n"
 "                                    transaction, idle; the oldest open\n"
@@ -100,12 +124,18 @@ static void usage(FILE *f)
 "  --defaults-file FILE read those groups from FILE only (the sweeper\n"
 "                       service's /etc/rsv-admin/NAME.cnf)\n"
 "  --json               print one JSON object on stdout\n"
-"  --prometheus         stats, connections: the Prometheus text format\n"
+"  --prometheus         stats, connections, migrate show: the Prometheus\n"
+"                       text format\n"
 "  --metrics-file FILE  sweep, stats, connections: write the Prometheus\n"
 "                       text to FILE (replaced whole: node_exporter's\n"
 "                       textfile collector reads it)\n"
 "  --all, --max N, --hex  see the commands\n"
 "  --schema FILE        schema install and upgrade: the file to load\n"
+"  --csv FILE, --query SQL, --chunk N, --rate ROWS  see import\n"
+"  --redis HOST:PORT, --pattern P, --settle S  see migrate compare\n"
+"  --reason TEXT        migrate set and percent: why (kept with the stage)\n"
+"  --max-ttl SECONDS    migrate set primary: the longest hold the old store\n"
+"                       gives (default: 600, or longer holds seen)\n"
 "  --help, --version\n"
 "  --                   end of options (for a TOKEN that starts with -)\n"
 "\n"
@@ -119,7 +149,8 @@ static void usage(FILE *f)
 "     could not sweep\n"
 "  4  release or claim refused by the checkout's state (claimed,\n"
 "     released, expired); schema install or upgrade refused by the\n"
-"     database's (installed already, nothing installed, newer)\n"
+"     database's (installed already, nothing installed, newer); a\n"
+"     migration step refused as unsafe\n"
 "\n"
 "A sweeper is required: run 'rsv-admin sweep --all' every 10 to 60 s\n"
 "(cron, a systemd timer).  See rsv-admin(1).\n", prog, RSV_ADMIN_SCHEMA);
@@ -139,6 +170,9 @@ static const struct value_opt {
     {"--user", 'u'}, {"--password", 'p'}, {"--database", 'D'},
     {"--max", 0}, {"--schema", 0}, {"--defaults-file", 0},
     {"--metrics-file", 0}, {"--tag-prefix", 0},
+    {"--reason", 0}, {"--max-ttl", 0},
+    {"--csv", 0}, {"--query", 0}, {"--chunk", 0}, {"--rate", 0},
+    {"--redis", 0}, {"--pattern", 0}, {"--settle", 0},
 };
 
 #define N_VALUE_OPTS (sizeof value_opts / sizeof value_opts[0])
@@ -171,6 +205,33 @@ static int set_value(opts *o, const char *name, const char *v)
             return usage_fail("bad --tag-prefix (at most 32 characters of "
                               "[A-Za-z0-9_:.-])", v);
         o->tag_prefix = v;
+    } else if (strcmp(name, "--reason") == 0) {
+        if (strlen(v) > 255)
+            return usage_fail("--reason is longer than 255 bytes", NULL);
+        o->reason = v;
+    } else if (strcmp(name, "--max-ttl") == 0) {
+        if (parse_i64(v, &o->max_ttl_s) || o->max_ttl_s < 0)
+            return usage_fail("bad --max-ttl (seconds)", v);
+    } else if (strcmp(name, "--redis") == 0) {
+        if (!strchr(v, ':'))
+            return usage_fail("--redis takes HOST:PORT", v);
+        o->redis = v;
+    } else if (strcmp(name, "--pattern") == 0) {
+        o->pattern = v;
+    } else if (strcmp(name, "--settle") == 0) {
+        if (parse_i64(v, &o->settle_s) || o->settle_s < 0 ||
+            o->settle_s > 3600)
+            return usage_fail("bad --settle (seconds, 0 to 3600)", v);
+    } else if (strcmp(name, "--csv") == 0) {
+        o->csv = v;
+    } else if (strcmp(name, "--query") == 0) {
+        o->query = v;
+    } else if (strcmp(name, "--chunk") == 0) {
+        if (parse_i64(v, &o->chunk) || o->chunk < 1 || o->chunk > 10000)
+            return usage_fail("bad --chunk (1 to 10000 rows)", v);
+    } else if (strcmp(name, "--rate") == 0) {
+        if (parse_i64(v, &o->rate) || o->rate < 1)
+            return usage_fail("bad --rate (rows per second, at least 1)", v);
     } else if (strcmp(name, "--port") == 0) {
         uint64_t p;
         if (parse_u64(v, &p) || p < 1 || p > 65535)
@@ -188,6 +249,8 @@ static int set_value(opts *o, const char *name, const char *v)
 static int parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
+    o->max_ttl_s = -1;
+    o->settle_s = -1;
     o->password = getenv("RSV_ADMIN_PASSWORD");
     o->database = getenv("RSV_ADMIN_DATABASE");
     int only_pos = 0;
@@ -1387,6 +1450,8 @@ static const command commands[] = {
     {"claim", 2, cmd_claim},
     {"schema", -1, cmd_schema, 1},
     {"connections", 0, cmd_connections, 1},
+    {"migrate", -1, cmd_migrate, 1},
+    {"import", -1, cmd_import},
 };
 
 int main(int argc, char **argv)
@@ -1419,9 +1484,24 @@ int main(int argc, char **argv)
     if (o.hex && !one_of(cmd->name, "checkout release claim"))
         return usage_fail("--hex only applies to checkout, release and "
                           "claim", NULL);
-    if (o.prometheus && !one_of(cmd->name, "stats connections"))
-        return usage_fail("--prometheus only applies to stats and "
-                          "connections", NULL);
+    if (o.prometheus && !one_of(cmd->name, "stats connections migrate"))
+        return usage_fail("--prometheus only applies to stats, "
+                          "connections and migrate show", NULL);
+    if (o.chunk && !one_of(cmd->name, "import"))
+        return usage_fail("--chunk only applies to import", NULL);
+    if (o.rate && !one_of(cmd->name, "import migrate"))
+        return usage_fail("--rate only applies to import and migrate "
+                          "compare", NULL);
+    if ((o.csv || o.query) && !one_of(cmd->name, "import migrate"))
+        return usage_fail("--csv and --query only apply to import and "
+                          "migrate compare", NULL);
+    if ((o.redis || o.pattern || o.settle_s >= 0) &&
+        !one_of(cmd->name, "migrate"))
+        return usage_fail("--redis, --pattern and --settle only apply to "
+                          "migrate compare", NULL);
+    if ((o.reason || o.max_ttl_s >= 0) && !one_of(cmd->name, "migrate"))
+        return usage_fail("--reason and --max-ttl only apply to migrate",
+                          NULL);
     if (o.metrics_file && !one_of(cmd->name, "sweep stats connections"))
         return usage_fail("--metrics-file only applies to sweep, stats and "
                           "connections", NULL);

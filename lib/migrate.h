@@ -1,0 +1,105 @@
+/*
+ * migrate.h - what the two files of the migration handle share
+ * (include/reserve/migrate.h is its public side): the handle, the shops
+ * it knows (stage and counters), its queue, and the statements on the
+ * migration tables that migrate_stage.c runs for migrate.c.
+ */
+#ifndef RSV_MIGRATE_INTERNAL_H
+#define RSV_MIGRATE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "internal.h"
+#include "reserve/migrate.h"
+
+/* The ring of mismatch samples per shop in rsv_migration_mismatch. */
+#define MIG_SLOTS 256
+/* Samples waiting to be written, per handle: more in one interval are
+ * counted but not sampled. */
+#define MIG_SAMPLES 64
+#define MIG_QUEUE_DEFAULT 4096
+
+typedef struct mig_shop {
+    uint64_t shop;
+    int used;
+    int32_t stage;
+    uint64_t count[RSV_MIG_STAT_COUNT];
+    uint64_t flushed[RSV_MIG_STAT_COUNT]; /* already added to
+                                             rsv_migration_counts */
+    int mark_compare;                     /* work dropped: set
+                                             needs_compare */
+    /* queued work not yet done, by the stage it was queued at: the
+     * store that decides now must first have seen what the other one
+     * decided before (dispatch waits for it) */
+    uint32_t pending_shadow, pending_mirror;
+    uint32_t next_slot;
+} mig_shop;
+
+/* shop -> mig_shop, open addressing (never shrinks: shops are few). */
+typedef struct mig_map {
+    mig_shop *v;
+    size_t cap, n;
+} mig_map;
+
+/* One call waiting for the handle's thread: the deciding store's answer
+ * and the stage it was made at. */
+typedef struct mig_work {
+    uint32_t op;
+    int32_t stage;
+    int answer;
+    uint64_t shop, item, loc;
+    int64_t qty, ttl_ms;
+    unsigned char token[RSV_TOKEN_MAX];
+    size_t token_len;
+} mig_work;
+
+typedef struct mig_sample {
+    uint64_t shop;
+    mig_work w;
+    int class_, old_code, new_code;
+} mig_sample;
+
+struct rsv_migration {
+    rsv_ctx *ctx;       /* the application's: primary and complete */
+    rsv_ctx *wctx;      /* the handle's thread's own */
+    rsv_legacy_fn legacy;
+    void *legacy_user;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* work arrived, or quit */
+    pthread_cond_t idle_cv; /* a work item was done */
+    pthread_t thread;
+    int has_thread;
+    /* under mu: */
+    int quit;
+    int busy;               /* the thread is doing one work item */
+    uint32_t refresh_ms;
+    mig_map shops;
+    uint64_t stage_version; /* the highest version read */
+    uint64_t read_failed;
+    mig_work *q;
+    size_t q_max, q_head, q_n;
+    mig_sample samples[MIG_SAMPLES];
+    size_t n_samples;
+    uint32_t slot_base;
+};
+
+/* ---- migrate_stage.c ---- */
+/* The shop's entry, made (stage 0) when absent; NULL when out of memory.
+ * mu held. */
+RSV_HIDDEN mig_shop *mig_shop_get(mig_map *map, uint64_t shop);
+/* The shop's entry or NULL. mu held. */
+RSV_HIDDEN mig_shop *mig_shop_find(const mig_map *map, uint64_t shop);
+RSV_HIDDEN void mig_map_free(mig_map *map);
+/* Read the stage rows changed since the last read (one statement on the
+ * handle's connection; mu not held) into the map.  RSV_OK, RSV_ESCHEMA
+ * (no table), or the failure (message in wctx). */
+RSV_HIDDEN int mig_stage_read(rsv_migration *m);
+/* Add the counters counted since the last flush to rsv_migration_counts,
+ * write the samples waiting and mark the shops whose work was dropped
+ * (mu not held).  Best effort: what fails is tried again next time. */
+RSV_HIDDEN void mig_flush(rsv_migration *m);
+/* The name of a counter as the tables and the Prometheus text call it. */
+RSV_HIDDEN const char *mig_class_name(int stat);
+
+#endif /* RSV_MIGRATE_INTERNAL_H */

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# tests/migrate-admin-test.sh - rsv-admin migrate against the server in
+# RSV_TEST_SOCKET: show (text, --json, --prometheus), set by shop list
+# with the refusals of unsafe steps (skipping shadow, primary before the
+# shadow outlasted the longest hold, leaving complete; a refused list
+# changes none of its shops), the versions each change takes (the
+# handles read rows above the last version they saw), percent (a fixed
+# order: raising keeps every shop in, lowering removes the newest), and
+# mismatches read back from the sample ring.
+#
+# Creates its own database (sql/schema.sql) and drops it at the end.  Run
+# by `make check`, or by hand:
+#   make lib build/rsv-admin && tools/mariadb.sh run tests/migrate-admin-test.sh
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
+: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
+[ -x "$ADMIN" ] || { echo "migrate-admin-test: $ADMIN is not built (make $ADMIN)" >&2; exit 1; }
+USER_=${RSV_TEST_USER:-root}
+PASS_=${RSV_TEST_PASSWORD:-}
+client=$(command -v mariadb || command -v mysql) || { echo "migrate-admin-test: no mariadb client" >&2; exit 1; }
+
+DB=rsv_migrate_admin_$$
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-migrate-admin.XXXXXX")
+sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
+cleanup() {
+  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+sql -e "CREATE DATABASE \`$DB\`" || exit 1
+sql "$DB" <sql/schema.sql || exit 1
+q() { sql -N "$DB" -e "$1"; }
+
+conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$DB")
+export RSV_ADMIN_PASSWORD=$PASS_
+
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; echo "     stdout: $out"; echo "     stderr: $err"; }
+run() {
+  out=$("$ADMIN" "${conn[@]}" "$@" 2>"$tmp/err"); rc=$?
+  err=$(cat "$tmp/err")
+}
+# expect DESC RC [PYTHON-EXPR on d, the JSON stdout]
+expect() {
+  local desc=$1 want=$2 expr=${3:-}
+  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
+  if [ -n "$expr" ] && ! python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ('"$expr"') else 1)' "$out" 2>"$tmp/py"; then
+    bad "$desc: JSON check failed: $expr $(cat "$tmp/py")"; return
+  fi
+  ok "$desc"
+}
+# expect_text DESC RC REGEX (stdout + stderr)
+expect_text() {
+  local desc=$1 want=$2 re=$3
+  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
+  if ! grep -Eq -- "$re" <<<"$out$err"; then bad "$desc: no match for /$re/"; return; fi
+  ok "$desc"
+}
+# check DESC ACTUAL WANT
+check() { if [ "$2" = "$3" ]; then ok "$1"; else out=$2; err="want $3"; bad "$1"; fi; }
+stage() { q "SELECT COALESCE((SELECT stage FROM rsv_migration_stage WHERE shop_id = $1), 0)"; }
+
+# ---- show, empty ----
+run migrate show --json
+expect "show: no shop yet" 0 'd["shops"] == []'
+
+# ---- set by list; the refusals ----
+run migrate set primary 11 --reason "too early"
+expect_text "old -> primary refused (skips shadow)" 4 'skips shadow'
+check "refused: nothing written" "$(q 'SELECT COUNT(*) FROM rsv_migration_stage')" 0
+run migrate set shadow 11,12,13 --reason "first three"
+expect_text "old -> shadow for three shops" 0 '3 shop\(s\) changed'
+check "three versions, one each, in order" "$(q 'SELECT GROUP_CONCAT(version ORDER BY shop_id) FROM rsv_migration_stage')" "1,2,3"
+check "reason kept" "$(q 'SELECT reason FROM rsv_migration_stage WHERE shop_id = 12')" "first three"
+check "shadow_since set" "$(q 'SELECT COUNT(*) FROM rsv_migration_stage WHERE shadow_since IS NOT NULL')" 3
+run migrate set shadow 11
+expect_text "setting the same stage changes nothing" 0 'already shadow'
+check "no new version" "$(q 'SELECT MAX(version) FROM rsv_migration_stage')" 3
+run migrate set complete 11
+expect_text "shadow -> complete refused (skips primary)" 4 'skips primary'
+run migrate set primary 11
+expect_text "primary before the longest TTL refused" 4 'longest hold.s TTL \(600 s\)'
+# a hold longer than 600 s seen in the shop raises the bar
+q "INSERT INTO rsv_holds VALUES (11, 'long', 1, 1, 1, 1, NOW(6) + INTERVAL 2 HOUR, NOW(6))"
+run migrate set primary 11 --max-ttl 0
+expect_text "the longest hold alive in libreserve counts" 4 'TTL \(7200 s\)'
+q "DELETE FROM rsv_holds WHERE shop_id = 11"
+# shadow began long enough ago for --max-ttl 5
+q "UPDATE rsv_migration_stage SET shadow_since = NOW(6) - INTERVAL 10 SECOND WHERE shop_id IN (11, 12)"
+run migrate set primary 11,13 --max-ttl 5
+expect_text "one unsafe shop in a list refuses the list" 4 'shop 13 has been in shadow'
+check "refused list: shop 11 still shadow" "$(stage 11)" 1
+run migrate set primary 11,12 --max-ttl 5 --json
+expect "shadow -> primary after the TTL" 0 'd["changed"] == 2 and all(s["to"] == "primary" for s in d["shops"])'
+check "shadow_since kept across the step" "$(q 'SELECT COUNT(*) FROM rsv_migration_stage WHERE shop_id IN (11,12) AND shadow_since < NOW(6) - INTERVAL 9 SECOND')" 2
+run migrate set shadow 12 --reason "kill switch"
+expect_text "primary -> shadow (going back) allowed" 0 'primary -> shadow'
+run migrate set complete 11
+expect_text "primary -> complete" 0 'primary -> complete'
+run migrate set shadow 11
+expect_text "complete -> anything refused" 4 'no longer kept current'
+run migrate set sideways 11
+expect_text "unknown stage: usage" 2 'unknown stage'
+run migrate set shadow 1,x
+expect_text "bad shop list: usage" 2 'bad shop id'
+run stock 1 1 1 --reason x
+expect_text "--reason only with migrate" 2 'only apply to migrate'
+
+# ---- show ----
+q "INSERT INTO rsv_migration_counts VALUES (12, 'both_accepted', 40, NOW(6)), (12, 'unknown', 2, NOW(6))"
+run migrate show 12,13 --json
+expect "show --json: the shops asked, stage, counts" 0 '[s["shop_id"] for s in d["shops"]] == [12, 13] and d["shops"][0]["stage"] == "shadow" and d["shops"][0]["counts"] == {"both_accepted": 40, "unknown": 2} and d["shops"][0]["reason"] == "kill switch"'
+run migrate show
+expect_text "show: text" 0 '^11 +complete'
+run migrate show --prometheus
+expect_text "show --prometheus: stage gauge" 0 'libreserve_migration_stage\{shop="11"\} 3'
+expect_text "show --prometheus: counts" 0 'libreserve_migration_calls_total\{shop="12",class="unknown"\} 2'
+if python3 -c 'import prometheus_client' 2>/dev/null; then
+  if python3 -c 'import sys
+from prometheus_client.parser import text_string_to_metric_families
+list(text_string_to_metric_families(sys.stdin.read()))' <<<"$out"; then ok "show --prometheus parses"; else bad "show --prometheus does not parse"; fi
+fi
+
+# ---- percent ----
+q "INSERT INTO rsv_ledger (shop_id, item_id, location_id, on_hand) SELECT seq, 1, 1, 5 FROM seq_100_to_119"
+# 23 shops: 20 with a ledger row, 11..13 with a stage row
+run migrate percent 50 --json
+expect "percent 50 of 23 shops" 0 'd["shops"] == 23 and d["in"] == 12'
+in50=$(q "SELECT GROUP_CONCAT(shop_id ORDER BY shop_id) FROM rsv_migration_stage WHERE stage > 0")
+run migrate percent 75 --json
+expect "percent 75: more shops" 0 'd["in"] == 18'
+in75=$(q "SELECT GROUP_CONCAT(shop_id ORDER BY shop_id) FROM rsv_migration_stage WHERE stage > 0")
+kept=$(python3 -c 'import sys; a=set(sys.argv[1].split(",")); b=set(sys.argv[2].split(",")); print(int(a <= b))' "$in50" "$in75")
+check "raising keeps every shop already in" "$kept" 1
+run migrate percent 50 --json
+expect "percent 50 again" 0 'd["in"] == 12'
+check "lowering removes the newest: back to the same shops" "$(q "SELECT GROUP_CONCAT(shop_id ORDER BY shop_id) FROM rsv_migration_stage WHERE stage > 0")" "$in50"
+check "lowering never touched the shops set by list" "$(q 'SELECT GROUP_CONCAT(stage ORDER BY shop_id) FROM rsv_migration_stage WHERE shop_id IN (11,12,13)')" "3,1,1"
+vmax=$(q 'SELECT MAX(version) FROM rsv_migration_stage'); vn=$(q 'SELECT COUNT(DISTINCT version) FROM rsv_migration_stage')
+check "every row's version distinct" "$vn" "$(q 'SELECT COUNT(*) FROM rsv_migration_stage')"
+run migrate percent 50 --json
+expect "percent 50 once more: nothing to do" 0 'd["changed"] == 0'
+check "no new version" "$(q 'SELECT MAX(version) FROM rsv_migration_stage')" "$vmax"
+run migrate percent 0
+expect_text "percent 0: the set-by-list shops stay" 0 'set by list or are complete'
+run migrate percent 101
+expect_text "percent 101: usage" 2 '0 to 100'
+
+# ---- mismatches ----
+q "INSERT INTO rsv_migration_mismatch VALUES (12, 3, NOW(6), 'old_refused_new_accepted', 1, 1, 'tok-1', 7, 8, 2, -1, 0), (13, 0, NOW(6) - INTERVAL 1 SECOND, 'unknown', 2, 1, X'00FF', 0, 0, 0, 0, -2)"
+run migrate mismatches --json
+expect "mismatches --json: newest first, codes named" 0 'len(d["mismatches"]) == 2 and d["mismatches"][0]["token"] == "tok-1" and d["mismatches"][0]["old"] == "RSV_EOUTOFSTOCK" and d["mismatches"][0]["new"] == "RSV_OK" and d["mismatches"][1]["new"] == "RSV_ENOTFOUND"'
+run migrate mismatches 13
+expect_text "mismatches SHOP: a binary token in hex" 0 '0x00ff'
+run migrate mismatches 12
+expect_text "mismatches SHOP: only that shop" 0 '^1 mismatch'
+# ---- compared ----
+q "UPDATE rsv_migration_stage SET needs_compare = 1 WHERE shop_id IN (12, 13)"
+run migrate show 12 --json
+expect "show: needs_compare" 0 'd["shops"][0]["needs_compare"] is True'
+run migrate compared 12,13,14 --json
+expect "compared clears the marks" 0 'd["cleared"] == 2'
+check "no shop marked" "$(q 'SELECT SUM(needs_compare) FROM rsv_migration_stage')" 0
+run migrate
+expect_text "migrate alone: usage" 2 'show, set, percent, mismatches, compare or compared'
+
+echo "migrate-admin-test: $pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,712 @@
+/*
+ * compare.c - rsv-admin migrate compare: libreserve's available units per
+ * (shop, item, location) against the old store's, from a CSV file, a
+ * query on the application's tables, or Redis counters found by a key
+ * pattern (a small client of the Redis protocol of its own: the tool
+ * needs no Redis library for one SCAN and a few MGETs).
+ *
+ * Live traffic keeps both stores moving, and the side that does not
+ * decide follows through the handles' queues: a key that differs is
+ * checked again --settle seconds later (by then the queues have passed
+ * the change that was in flight), three times; only a key that differs
+ * every time is drift.  Keys are compared in key order, in chunks, each
+ * committed with its place and its differences (rsv_import_progress,
+ * rsv_compare_drift), so an interrupted compare goes on where it stopped.
+ */
+#define _XOPEN_SOURCE 700
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admin.h"
+
+#define CHUNK 1000
+#define ROUNDS 3
+
+/* ---------------- a small Redis client ---------------- */
+
+typedef struct redis {
+    int fd;
+    char buf[65536];
+    size_t len, pos;
+} redis;
+
+typedef struct rreply {
+    int type;            /* '+', '-', ':', '$', '*', or 0 for nil */
+    long long num;
+    char *str;           /* '+', '-', '$' (NUL-terminated) */
+    size_t n;            /* '*': elements */
+    struct rreply *el;
+} rreply;
+
+static void rfree(rreply *r)
+{
+    if (!r)
+        return;
+    free(r->str);
+    for (size_t i = 0; i < r->n; i++)
+        rfree(&r->el[i]);
+    free(r->el);
+    r->str = NULL;
+    r->el = NULL;
+    r->n = 0;
+}
+
+static int rfill(redis *c)
+{
+    if (c->pos < c->len)
+        return 0;
+    ssize_t k;
+    do
+        k = read(c->fd, c->buf, sizeof c->buf);
+    while (k < 0 && errno == EINTR);
+    if (k <= 0)
+        return -1;
+    c->len = (size_t)k;
+    c->pos = 0;
+    return 0;
+}
+
+static int rline(redis *c, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        if (rfill(c))
+            return -1;
+        char ch = c->buf[c->pos++];
+        if (ch == '\r')
+            continue;
+        if (ch == '\n')
+            break;
+        if (n + 1 < cap)
+            out[n++] = ch;
+    }
+    out[n] = 0;
+    return 0;
+}
+
+static int rread(redis *c, rreply *r)
+{
+    char line[128];
+    memset(r, 0, sizeof *r);
+    if (rline(c, line, sizeof line))
+        return -1;
+    r->type = line[0];
+    r->num = strtoll(line + 1, NULL, 10);
+    if (r->type == '+' || r->type == '-') {
+        r->str = strdup(line + 1);
+        return r->str ? 0 : -1;
+    }
+    if (r->type == ':')
+        return 0;
+    if (r->type == '$') {
+        if (r->num < 0) {
+            r->type = 0;
+            return 0;
+        }
+        r->str = malloc((size_t)r->num + 1);
+        if (!r->str)
+            return -1;
+        for (long long i = 0; i < r->num + 2; i++) {
+            if (rfill(c))
+                return -1;
+            char ch = c->buf[c->pos++];
+            if (i < r->num)
+                r->str[i] = ch;
+        }
+        r->str[r->num] = 0;
+        return 0;
+    }
+    if (r->type == '*') {
+        if (r->num < 0) {
+            r->type = 0;
+            return 0;
+        }
+        r->n = (size_t)r->num;
+        r->el = calloc(r->n ? r->n : 1, sizeof *r->el);
+        if (!r->el)
+            return -1;
+        for (size_t i = 0; i < r->n; i++)
+            if (rread(c, &r->el[i]))
+                return -1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Send a command of argc arguments; 0 or -1. */
+static int rsend(redis *c, int argc, const char *const *argv)
+{
+    size_t cap = 64;
+    for (int i = 0; i < argc; i++)
+        cap += strlen(argv[i]) + 32;
+    char *b = malloc(cap);
+    if (!b)
+        return -1;
+    size_t n = (size_t)snprintf(b, cap, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        n += (size_t)snprintf(b + n, cap - n, "$%zu\r\n%s\r\n",
+                              strlen(argv[i]), argv[i]);
+    size_t off = 0;
+    while (off < n) {
+        ssize_t k = write(c->fd, b + off, n - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            free(b);
+            return -1;
+        }
+        off += (size_t)k;
+    }
+    free(b);
+    return 0;
+}
+
+static int rconnect(redis *c, const char *hostport)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    if (!colon || (size_t)(colon - hostport) >= sizeof host)
+        return -1;
+    memcpy(host, hostport, (size_t)(colon - hostport));
+    host[colon - hostport] = 0;
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+        return -1;
+    c->fd = -1;
+    for (struct addrinfo *a = ai; a && c->fd < 0; a = a->ai_next) {
+        c->fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (c->fd >= 0 && connect(c->fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(c->fd);
+            c->fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    c->len = c->pos = 0;
+    return c->fd >= 0 ? 0 : -1;
+}
+
+/* ---------------- the Redis key pattern ---------------- */
+
+/* "stock:{shop}:{item}:{location}": SCAN's glob, and the three ids out
+ * of a key (each placeholder takes the digits there). */
+static void pattern_glob(const char *pat, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = pat; *p && n + 2 < cap; p++) {
+        if (*p == '{') {
+            const char *e = strchr(p, '}');
+            if (e) {
+                out[n++] = '*';
+                p = e;
+                continue;
+            }
+        }
+        out[n++] = *p;
+    }
+    out[n] = 0;
+}
+
+static int pattern_parse(const char *pat, const char *key, uint64_t *shop,
+                         uint64_t *item, uint64_t *loc)
+{
+    int seen = 0;
+    const char *k = key;
+    for (const char *p = pat; *p; p++) {
+        if (*p == '{') {
+            const char *e = strchr(p, '}');
+            if (!e)
+                return -1;
+            size_t nl = (size_t)(e - p - 1);
+            uint64_t *dst = nl == 4 && !strncmp(p + 1, "shop", 4) ? shop
+                            : nl == 4 && !strncmp(p + 1, "item", 4) ? item
+                            : nl == 8 && !strncmp(p + 1, "location", 8) ? loc
+                                                                       : NULL;
+            if (!dst || !isdigit((unsigned char)*k))
+                return -1;
+            char *end;
+            errno = 0;
+            *dst = strtoull(k, &end, 10);
+            if (errno)
+                return -1;
+            k = end;
+            seen |= dst == shop ? 1 : dst == item ? 2 : 4;
+            p = e;
+            continue;
+        }
+        if (*k++ != *p)
+            return -1;
+    }
+    return *k || seen != 7 ? -1 : 0;
+}
+
+static void key_of(const char *pat, const level *l, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = pat; *p && n + 24 < cap; p++) {
+        if (*p == '{') {
+            const char *e = strchr(p, '}');
+            uint64_t v = !strncmp(p, "{shop}", 6)   ? l->shop
+                         : !strncmp(p, "{item}", 6) ? l->item
+                                                    : l->loc;
+            n += (size_t)snprintf(out + n, cap - n, "%" PRIu64, v);
+            p = e;
+            continue;
+        }
+        out[n++] = *p;
+    }
+    out[n] = 0;
+}
+
+/* The values of keys (MGET, in batches); NULL = absent. */
+static int redis_values(redis *c, const char *pat, const level *ls, size_t n,
+                        int64_t *val, unsigned char *has)
+{
+    enum { BATCH = 500 };
+    char (*keys)[160] = malloc(BATCH * sizeof *keys);
+    const char **argv = malloc((BATCH + 1) * sizeof *argv);
+    int rc = keys && argv ? 0 : -1;
+    for (size_t i = 0; !rc && i < n; i += BATCH) {
+        size_t m = n - i < BATCH ? n - i : BATCH;
+        argv[0] = "MGET";
+        for (size_t j = 0; j < m; j++) {
+            key_of(pat, &ls[i + j], keys[j], sizeof keys[j]);
+            argv[j + 1] = keys[j];
+        }
+        rreply r;
+        if (rsend(c, (int)m + 1, argv) || rread(c, &r) || r.type != '*' ||
+            r.n != m) {
+            rc = -1;
+            break;
+        }
+        for (size_t j = 0; j < m; j++) {
+            has[i + j] = r.el[j].type == '$';
+            val[i + j] = has[i + j] ? strtoll(r.el[j].str, NULL, 10) : 0;
+        }
+        rfree(&r);
+    }
+    free(keys);
+    free(argv);
+    return rc;
+}
+
+static int read_redis(const cmd_env *e, redis *c, levels *ls)
+{
+    char glob[256];
+    pattern_glob(e->o->pattern, glob, sizeof glob);
+    char cursor[32] = "0";
+    uint64_t n = 0;
+    do {
+        const char *argv[] = {"SCAN", cursor, "MATCH", glob, "COUNT", "1000"};
+        rreply r;
+        if (rsend(c, 6, argv) || rread(c, &r) || r.type != '*' || r.n != 2 ||
+            r.el[0].type != '$' || r.el[1].type != '*') {
+            fprintf(stderr, "%s: migrate compare: Redis SCAN failed\n", prog);
+            return EXIT_ERROR;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r.el[0].str);
+        for (size_t i = 0; i < r.el[1].n; i++) {
+            level l = {0};
+            l.line = ++n;
+            if (pattern_parse(e->o->pattern, r.el[1].el[i].str, &l.shop,
+                              &l.item, &l.loc) == 0 &&
+                levels_push(ls, &l) != 0) {
+                rfree(&r);
+                return EXIT_ERROR;
+            }
+        }
+        rfree(&r);
+    } while (strcmp(cursor, "0") != 0);
+    int64_t *val = malloc((ls->n ? ls->n : 1) * sizeof *val);
+    unsigned char *has = malloc(ls->n ? ls->n : 1);
+    int rc = val && has ? redis_values(c, e->o->pattern, ls->v, ls->n, val,
+                                       has) : -1;
+    for (size_t i = 0; rc == 0 && i < ls->n; i++)
+        ls->v[i].on_hand = has[i] ? val[i] : 0;
+    free(val);
+    free(has);
+    if (rc) {
+        fprintf(stderr, "%s: migrate compare: Redis MGET failed\n", prog);
+        return EXIT_ERROR;
+    }
+    return 0;
+}
+
+/* ---------------- the comparison ---------------- */
+
+static int cmp_level(const void *a, const void *b)
+{
+    const level *x = a, *y = b;
+    if (x->shop != y->shop)
+        return x->shop < y->shop ? -1 : 1;
+    if (x->item != y->item)
+        return x->item < y->item ? -1 : 1;
+    return x->loc < y->loc ? -1 : x->loc > y->loc;
+}
+
+/* libreserve's available units of keys [0, n) into val/has. */
+static int new_values(const cmd_env *e, const level *ls, size_t n,
+                      int64_t *val, unsigned char *has)
+{
+    for (size_t from = 0; from < n; from += CHUNK) {
+        size_t to = from + CHUNK < n ? from + CHUNK : n;
+        size_t cap = 256 + (to - from) * 72, len;
+        char *q = malloc(cap);
+        if (!q)
+            return -1;
+        len = (size_t)snprintf(q, cap, "SELECT shop_id, item_id, location_id, "
+                               "on_hand - held FROM rsv_stock WHERE (shop_id, "
+                               "item_id, location_id) IN (");
+        for (size_t i = from; i < to; i++)
+            len += (size_t)snprintf(q + len, cap - len,
+                                    "%s(%" PRIu64 ",%" PRIu64 ",%" PRIu64 ")",
+                                    i > from ? "," : "", ls[i].shop,
+                                    ls[i].item, ls[i].loc);
+        snprintf(q + len, cap - len, ")");
+        MYSQL_RES *r = query_rows(e->conn, q);
+        free(q);
+        if (!r)
+            return -1;
+        for (size_t i = from; i < to; i++)
+            has[i] = 0;
+        MYSQL_ROW row;
+        while ((row = mysql_fetch_row(r)) != NULL) {
+            level k = {strtoull(row[0], NULL, 10), strtoull(row[1], NULL, 10),
+                       strtoull(row[2], NULL, 10), 0, 0};
+            const level *hit = bsearch(&k, ls + from, to - from, sizeof *ls,
+                                       cmp_level);
+            if (hit) {
+                has[hit - ls] = 1;
+                val[hit - ls] = strtoll(row[3], NULL, 10);
+            }
+        }
+        mysql_free_result(r);
+    }
+    return 0;
+}
+
+static void key_text(const level *l, char *out, size_t cap)
+{
+    snprintf(out, cap, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, l->shop, l->item,
+             l->loc);
+}
+
+static void sql_i64_or_null(char *out, size_t cap, int has, int64_t v)
+{
+    if (has)
+        snprintf(out, cap, "%" PRId64, v);
+    else
+        snprintf(out, cap, "NULL");
+}
+
+int cmd_migrate_compare(const cmd_env *e)
+{
+    const opts *o = e->o;
+    int nsrc = !!o->csv + !!o->query + !!o->redis;
+    if (nsrc != 1)
+        return usage_fail("migrate compare needs one of --csv FILE, --query "
+                          "SQL, --redis HOST:PORT --pattern PATTERN", NULL);
+    if (!!o->redis != !!o->pattern)
+        return usage_fail("--redis and --pattern go together", NULL);
+    if (o->pattern) {
+        uint64_t a, b, c;
+        if (pattern_parse(o->pattern, "", &a, &b, &c) == 0 ||
+            !strstr(o->pattern, "{shop}") || !strstr(o->pattern, "{item}") ||
+            !strstr(o->pattern, "{location}"))
+            return usage_fail("--pattern needs {shop}, {item} and "
+                              "{location}", o->pattern);
+    }
+    double settle = o->settle_s >= 0 ? (double)o->settle_s : 2.0;
+    levels ls = {0};
+    redis rc_ = {.fd = -1};
+    char source[300];
+    int st = 0;
+    if (o->csv) {
+        char *abs = realpath(o->csv, NULL);
+        snprintf(source, sizeof source, "compare:csv:%.240s",
+                 abs ? abs : o->csv);
+        free(abs);
+        if (levels_read_csv(o->csv, &ls) != 0)
+            return EXIT_USAGE;
+    } else if (o->query) {
+        snprintf(source, sizeof source, "compare:query:%08x",
+                 crc32_of(o->query));
+        if ((st = levels_read_query(e, o->query, &ls)))
+            return st;
+    } else {
+        snprintf(source, sizeof source, "compare:redis:%.100s/%.120s",
+                 o->redis, o->pattern);
+        if (rconnect(&rc_, o->redis) != 0) {
+            fprintf(stderr, "%s: migrate compare: cannot connect to Redis at "
+                            "%s\n", prog, o->redis);
+            return EXIT_ERROR;
+        }
+        if ((st = read_redis(e, &rc_, &ls)))
+            goto out;
+    }
+    levels_check_duplicates(&ls);
+    if (ls.bad) {
+        fprintf(stderr, "%s: migrate compare: %" PRIu64 " bad row(s); "
+                        "nothing compared\n", prog, ls.bad);
+        st = EXIT_USAGE;
+        goto out;
+    }
+    qsort(ls.v, ls.n, sizeof *ls.v, cmp_level);
+
+    char src_esc[2 * sizeof source + 1], q[2048];
+    mysql_real_escape_string(e->conn, src_esc, source, strlen(source));
+    /* where an interrupted compare of the same source stopped */
+    snprintf(q, sizeof q, "SELECT last_key, finished_at IS NULL FROM "
+             "rsv_import_progress WHERE source = '%s'", src_esc);
+    MYSQL_RES *r = query_rows(e->conn, q);
+    if (!r) {
+        st = db_fail(o, e->conn, "reading the compare's progress");
+        goto out;
+    }
+    MYSQL_ROW row = mysql_fetch_row(r);
+    level after = {0};
+    int resume = row && row[0] && atoi(row[1]) &&
+                 sscanf(row[0], "%" SCNu64 ":%" SCNu64 ":%" SCNu64,
+                        &after.shop, &after.item, &after.loc) == 3;
+    mysql_free_result(r);
+    size_t start = 0;
+    if (resume) {
+        while (start < ls.n && cmp_level(&ls.v[start], &after) <= 0)
+            start++;
+        fprintf(stderr, "migrate compare: resuming after key %" PRIu64 ":%"
+                PRIu64 ":%" PRIu64 " (%zu of %zu keys done)\n", after.shop,
+                after.item, after.loc, start, ls.n);
+    } else {
+        snprintf(q, sizeof q, "REPLACE INTO rsv_import_progress (source, "
+                 "fingerprint, rows_total, rows_done, rows_new, rows_changed, "
+                 "started_at, updated_at) VALUES ('%s', 'keys:%zu', %zu, 0, 0, "
+                 "0, NOW(6), NOW(6))", src_esc, ls.n, ls.n);
+        char q2[1024];
+        snprintf(q2, sizeof q2, "DELETE FROM rsv_compare_drift WHERE source = "
+                 "'%s'", src_esc);
+        if (sql(e, q) != 0 || sql(e, q2) != 0) {
+            st = db_fail(o, e->conn, "starting the compare");
+            goto out;
+        }
+    }
+
+    /* pass 1: every key, in chunks committed with their differences */
+    int64_t *nv = malloc((ls.n ? ls.n : 1) * sizeof *nv);
+    unsigned char *nh = malloc(ls.n ? ls.n : 1);
+    if (!nv || !nh) {
+        free(nv);
+        free(nh);
+        st = EXIT_ERROR;
+        goto out;
+    }
+    double t0 = mono_s(), last = t0;
+    for (size_t from = start; from < ls.n; from += CHUNK) {
+        size_t to = from + CHUNK < ls.n ? from + CHUNK : ls.n;
+        if (new_values(e, ls.v + from, to - from, nv + from, nh + from) != 0) {
+            st = db_fail(o, e->conn, "reading libreserve's stock");
+            break;
+        }
+        if (sql(e, "START TRANSACTION") != 0) {
+            st = db_fail(o, e->conn, "migrate compare");
+            break;
+        }
+        uint64_t found = 0;
+        for (size_t i = from; i < to && !st; i++) {
+            if (nh[i] && nv[i] == ls.v[i].on_hand)
+                continue;
+            char nvs[32];
+            sql_i64_or_null(nvs, sizeof nvs, nh[i], nv[i]);
+            snprintf(q, sizeof q, "REPLACE INTO rsv_compare_drift VALUES ('%s', "
+                     "%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRId64 ", %s, "
+                     "NOW(6))", src_esc, ls.v[i].shop, ls.v[i].item,
+                     ls.v[i].loc, ls.v[i].on_hand, nvs);
+            if (sql(e, q) != 0)
+                st = db_fail(o, e->conn, "recording a difference");
+            found++;
+        }
+        char lk[64];
+        key_text(&ls.v[to - 1], lk, sizeof lk);
+        snprintf(q, sizeof q, "UPDATE rsv_import_progress SET rows_done = %zu, "
+                 "rows_changed = rows_changed + %" PRIu64 ", last_key = '%s', "
+                 "updated_at = NOW(6) WHERE source = '%s'", to, found, lk,
+                 src_esc);
+        if (st || sql(e, q) != 0 || sql(e, "COMMIT AND NO CHAIN NO RELEASE")) {
+            if (!st)
+                st = db_fail(o, e->conn, "migrate compare");
+            end_txn(e, 0);
+            break;
+        }
+        double now = mono_s();
+        if (o->rate > 0) {
+            pause_s((double)(to - start) / (double)o->rate - (now - t0));
+            now = mono_s();
+        }
+        if (now - last >= 1.0) {
+            double speed = (double)(to - start) / (now - t0);
+            fprintf(stderr, "migrate compare: %zu/%zu keys, %.0f keys/s, ETA "
+                    "%.0f s\n", to, ls.n, speed,
+                    speed > 0 ? (double)(ls.n - to) / speed : 0.0);
+            last = now;
+        }
+    }
+    free(nv);
+    free(nh);
+    if (st)
+        goto out;
+
+    /* the differences, checked again once the queues have passed them */
+    levels d = {0};
+    int64_t *dold = NULL;
+    snprintf(q, sizeof q, "SELECT shop_id, item_id, location_id FROM "
+             "rsv_compare_drift WHERE source = '%s' ORDER BY shop_id, "
+             "item_id, location_id", src_esc);
+    int rounds = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        d.n = 0;
+        r = query_rows(e->conn, q);
+        if (!r) {
+            st = db_fail(o, e->conn, "reading the differences");
+            break;
+        }
+        while ((row = mysql_fetch_row(r)) != NULL) {
+            level l = {strtoull(row[0], NULL, 10), strtoull(row[1], NULL, 10),
+                       strtoull(row[2], NULL, 10), 0, 0};
+            levels_push(&d, &l);
+        }
+        mysql_free_result(r);
+        if (d.n == 0)
+            break;
+        rounds++;
+        pause_s(settle);
+        free(dold);
+        dold = malloc(d.n * sizeof *dold);
+        int64_t *dv = malloc(d.n * sizeof *dv);
+        unsigned char *dh = malloc(d.n), *oh = malloc(d.n);
+        if (!dold || !dv || !dh || !oh) {
+            free(dv);
+            free(dh);
+            free(oh);
+            st = EXIT_ERROR;
+            break;
+        }
+        /* the old store now */
+        int err = 0;
+        if (o->redis)
+            err = redis_values(&rc_, o->pattern, d.v, d.n, dold, oh);
+        else {
+            levels now = {0};
+            if (o->query)
+                err = levels_read_query(e, o->query, &now) != 0;
+            else
+                err = levels_read_csv(o->csv, &now) != 0;
+            if (!err)
+                qsort(now.v, now.n, sizeof *now.v, cmp_level);
+            for (size_t i = 0; !err && i < d.n; i++) {
+                const level *hit = bsearch(&d.v[i], now.v, now.n,
+                                           sizeof *now.v, cmp_level);
+                oh[i] = hit != NULL;
+                dold[i] = hit ? hit->on_hand : 0;
+            }
+            free(now.v);
+        }
+        if (err || new_values(e, d.v, d.n, dv, dh) != 0) {
+            st = err ? EXIT_ERROR : db_fail(o, e->conn, "reading libreserve");
+            free(dv);
+            free(dh);
+            free(oh);
+            break;
+        }
+        for (size_t i = 0; i < d.n; i++) {
+            char w[1024], ov[32], nvs[32];
+            if (oh[i] && dh[i] && dold[i] == dv[i])
+                snprintf(w, sizeof w, "DELETE FROM rsv_compare_drift WHERE "
+                         "source = '%s' AND shop_id = %" PRIu64 " AND item_id "
+                         "= %" PRIu64 " AND location_id = %" PRIu64, src_esc,
+                         d.v[i].shop, d.v[i].item, d.v[i].loc);
+            else {
+                sql_i64_or_null(ov, sizeof ov, oh[i], dold[i]);
+                sql_i64_or_null(nvs, sizeof nvs, dh[i], dv[i]);
+                snprintf(w, sizeof w, "UPDATE rsv_compare_drift SET "
+                         "old_available = %s, new_available = %s WHERE source "
+                         "= '%s' AND shop_id = %" PRIu64 " AND item_id = %"
+                         PRIu64 " AND location_id = %" PRIu64, ov, nvs,
+                         src_esc, d.v[i].shop, d.v[i].item, d.v[i].loc);
+            }
+            if (sql(e, w) != 0) {
+                st = db_fail(o, e->conn, "recording a difference");
+                break;
+            }
+        }
+        free(dv);
+        free(dh);
+        free(oh);
+        if (st)
+            break;
+    }
+    free(dold);
+    free(d.v);
+    if (st)
+        goto out;
+
+    /* the result */
+    snprintf(q, sizeof q, "UPDATE rsv_import_progress SET finished_at = "
+             "NOW(6), updated_at = NOW(6) WHERE source = '%s'", src_esc);
+    if (sql(e, q) != 0) {
+        st = db_fail(o, e->conn, "finishing the compare");
+        goto out;
+    }
+    snprintf(q, sizeof q, "SELECT shop_id, item_id, location_id, "
+             "old_available, new_available FROM rsv_compare_drift WHERE source "
+             "= '%s' ORDER BY shop_id, item_id, location_id", src_esc);
+    r = query_rows(e->conn, q);
+    if (!r) {
+        st = db_fail(o, e->conn, "reading the differences");
+        goto out;
+    }
+    uint64_t ndrift = mysql_num_rows(r);
+    if (o->json)
+        printf("{\"source\":\"%s\",\"keys\":%zu,\"resumed_after\":%zu,"
+               "\"rechecks\":%d,\"drift\":[", source + 8, ls.n, start, rounds);
+    else
+        printf("compared %zu keys (%s)%s; %" PRIu64 " drifted%s\n", ls.n,
+               source + 8, resume ? ", resumed" : "", ndrift,
+               rounds ? " after checking the differences again" : "");
+    int first = 1;
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        if (o->json)
+            printf("%s{\"shop_id\":%s,\"item_id\":%s,\"location_id\":%s,"
+                   "\"old\":%s,\"new\":%s}", first ? "" : ",", row[0], row[1],
+                   row[2], row[3] ? row[3] : "null", row[4] ? row[4] : "null");
+        else
+            printf("drift: shop %s item %s location %s: old store %s, "
+                   "libreserve %s\n", row[0], row[1], row[2],
+                   row[3] ? row[3] : "-", row[4] ? row[4] : "(no ledger row)");
+        first = 0;
+    }
+    mysql_free_result(r);
+    if (o->json)
+        printf("]}\n");
+    /* shops compared clean no longer need a compare */
+    for (size_t i = 0; i < ls.n; i++) {
+        if (i > 0 && ls.v[i].shop == ls.v[i - 1].shop)
+            continue;
+        snprintf(q, sizeof q, "UPDATE rsv_migration_stage SET needs_compare "
+                 "= 0 WHERE shop_id = %" PRIu64 " AND NOT EXISTS (SELECT 1 "
+                 "FROM rsv_compare_drift WHERE source = '%s' AND shop_id = %"
+                 PRIu64 ")", ls.v[i].shop, src_esc, ls.v[i].shop);
+        (void)sql(e, q);
+    }
+    st = ndrift ? EXIT_FOUND : EXIT_OKAY;
+out:
+    if (rc_.fd >= 0)
+        close(rc_.fd);
+    free(ls.v);
+    return st;
+}

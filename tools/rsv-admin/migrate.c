@@ -1,0 +1,718 @@
+/*
+ * migrate.c - rsv-admin migrate: each shop's migration stage
+ * (rsv_migration_stage), shown, set by shop list or by a percentage of
+ * the shops, with the steps that are unsafe refused; and the counters and
+ * mismatch samples the library's migration handles write
+ * (rsv_migration_counts, rsv_migration_mismatch).  docs/migration.md is
+ * the operator's guide.
+ *
+ * Every change takes the named lock 'rsv_migration_stage' from reading
+ * the table's highest version to its COMMIT, and gives each changed row
+ * the next version: the handles read only rows above the highest version
+ * they saw, so versions must become visible in order.  A command checks
+ * every step it was asked for before it writes any: all or nothing.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <reserve/migrate.h>
+
+#include "admin.h"
+
+static const char *const stage_names[] = {"old", "shadow", "primary",
+                                          "complete"};
+#define N_STAGES 4
+/* The library's default hold TTL: the shortest shadow a flip to primary
+ * needs when the operator names no longer one. */
+#define DEFAULT_MAX_TTL_S 600
+#define LOCK_WAIT_S 10
+#define MAX_SHOPS 10000
+
+static int stage_of_name(const char *s)
+{
+    for (int i = 0; i < N_STAGES; i++)
+        if (strcmp(s, stage_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static const char *stage_name(int st)
+{
+    return st >= 0 && st < N_STAGES ? stage_names[st] : "?";
+}
+
+/* A comma-separated list of shop ids into v (at most max); the count, or
+ * -1 after reporting a usage error. */
+static int parse_shops(const char *arg, uint64_t *v, int max, int n)
+{
+    char buf[64];
+    for (const char *p = arg; *p;) {
+        size_t w = strcspn(p, ",");
+        if (w == 0 || w >= sizeof buf) {
+            usage_fail("bad shop list", arg);
+            return -1;
+        }
+        memcpy(buf, p, w);
+        buf[w] = 0;
+        if (n == max) {
+            usage_fail("too many shops", arg);
+            return -1;
+        }
+        if (parse_u64(buf, &v[n])) {
+            usage_fail("bad shop id", buf);
+            return -1;
+        }
+        n++;
+        p += w;
+        if (*p == ',')
+            p++;
+    }
+    return n;
+}
+
+/* One row of rsv_migration_stage, as a command reads it before a change. */
+typedef struct stage_row {
+    uint64_t shop;
+    int stage;            /* 0 for a shop without a row */
+    int exists;
+    int64_t shadow_s;     /* seconds since shadow_since (-1: NULL) */
+    int64_t longest_s;    /* the longest hold alive in libreserve in the
+                             shop (to primary only) */
+    int to;               /* the stage asked for */
+} stage_row;
+
+static int one_value(const cmd_env *e, const char *q, uint64_t *out)
+{
+    MYSQL_RES *r = query_rows(e->conn, q);
+    if (!r)
+        return -1;
+    MYSQL_ROW row = mysql_fetch_row(r);
+    *out = row && row[0] ? strtoull(row[0], NULL, 10) : 0;
+    mysql_free_result(r);
+    return 0;
+}
+
+/* The lock and the transaction around a change; 0, or an exit status. */
+static int change_begin(const cmd_env *e)
+{
+    uint64_t got = 0;
+    char q[128];
+    snprintf(q, sizeof q, "SELECT GET_LOCK('rsv_migration_stage', %d)",
+             LOCK_WAIT_S);
+    if (one_value(e, q, &got) != 0)
+        return db_fail(e->o, e->conn, "taking the migration lock");
+    if (got != 1) {
+        fprintf(stderr, "%s: another migrate command holds the lock "
+                        "'rsv_migration_stage'; try again\n", prog);
+        return EXIT_ERROR;
+    }
+    if (sql(e, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0 ||
+        sql(e, "START TRANSACTION READ WRITE") != 0) {
+        int st = db_fail(e->o, e->conn, "starting a transaction");
+        (void)sql(e, "DO RELEASE_LOCK('rsv_migration_stage')");
+        return st;
+    }
+    return 0;
+}
+
+static void change_end(const cmd_env *e, int commit)
+{
+    end_txn(e, commit);
+    (void)sql(e, "DO RELEASE_LOCK('rsv_migration_stage')");
+}
+
+/* Read the current rows of the shops (locked). 0, or an exit status. */
+static int read_rows(const cmd_env *e, stage_row *rows, int n)
+{
+    char q[512];
+    for (int i = 0; i < n; i++) {
+        snprintf(q, sizeof q,
+                 "SELECT stage, TIMESTAMPDIFF(SECOND, shadow_since, NOW(6)) "
+                 "FROM rsv_migration_stage WHERE shop_id = %" PRIu64
+                 " FOR UPDATE", rows[i].shop);
+        MYSQL_RES *r = query_rows(e->conn, q);
+        if (!r)
+            return db_fail(e->o, e->conn, "reading the migration stages");
+        MYSQL_ROW row = mysql_fetch_row(r);
+        rows[i].exists = row != NULL;
+        rows[i].stage = row ? atoi(row[0]) : 0;
+        rows[i].shadow_s = row && row[1] ? strtoll(row[1], NULL, 10) : -1;
+        mysql_free_result(r);
+        if (rows[i].to != RSV_STAGE_PRIMARY)
+            continue;
+        /* The longest hold alive in libreserve now: a plain read of the
+         * shop's holds (only the live ones are there), no lock on them,
+         * so buyers are not held up by it. */
+        uint64_t longest = 0;
+        snprintf(q, sizeof q,
+                 "SELECT COALESCE(MAX(GREATEST(TIMESTAMPDIFF(SECOND, "
+                 "created_at, expires_at), 0)), 0) FROM rsv_holds WHERE "
+                 "shop_id = %" PRIu64, rows[i].shop);
+        if (one_value(e, q, &longest) != 0)
+            return db_fail(e->o, e->conn, "reading the shop's holds");
+        rows[i].longest_s = (int64_t)longest;
+    }
+    return 0;
+}
+
+/* Why the step from r->stage to r->to is unsafe, into why; 0 if it is
+ * safe. */
+static int refuse(const cmd_env *e, const stage_row *r, char *why,
+                  size_t n)
+{
+    int from = r->stage, to = r->to;
+    if (from == to)
+        return 0;
+    if (from == RSV_STAGE_COMPLETE) {
+        snprintf(why, n, "shop %" PRIu64 " is complete: the old store is "
+                 "no longer kept current, so no stage before complete is "
+                 "safe", r->shop);
+        return 1;
+    }
+    if (to > from + 1) {
+        snprintf(why, n, "shop %" PRIu64 ": %s to %s skips %s; take one "
+                 "step at a time (old, shadow, primary, complete)", r->shop,
+                 stage_name(from), stage_name(to), stage_name(from + 1));
+        return 1;
+    }
+    if (to == RSV_STAGE_PRIMARY && from == RSV_STAGE_SHADOW) {
+        int64_t ttl = e->o->max_ttl_s >= 0 ? e->o->max_ttl_s
+                                           : DEFAULT_MAX_TTL_S;
+        if (r->longest_s > ttl)
+            ttl = r->longest_s;
+        if (r->shadow_s <= ttl) {
+            snprintf(why, n, "shop %" PRIu64 " has been in shadow for %"
+                     PRId64 " s, not longer than the longest hold's TTL (%"
+                     PRId64 " s): a hold made before shadow began may still "
+                     "be claimed, and libreserve does not have it.  Wait %"
+                     PRId64 " s more (or give the old store's longest TTL "
+                     "with --max-ttl)", r->shop, r->shadow_s, ttl,
+                     ttl - r->shadow_s + 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Write the rows whose stage changes, each with the next version;
+ * rollout: set rollout_seq to the version (migrate percent took it in).
+ * 0, or an exit status. */
+static int write_rows(const cmd_env *e, stage_row *rows, int n, int rollout,
+                      int *changed)
+{
+    uint64_t v = 0;
+    if (one_value(e, "SELECT COALESCE(MAX(version), 0) FROM "
+                     "rsv_migration_stage", &v) != 0)
+        return db_fail(e->o, e->conn, "reading the migration version");
+    const char *reason = e->o->reason ? e->o->reason : "";
+    char esc[2 * 255 + 1];
+    mysql_real_escape_string(e->conn, esc, reason, strlen(reason));
+    *changed = 0;
+    for (int i = 0; i < n; i++) {
+        stage_row *r = &rows[i];
+        if (r->stage == r->to)
+            continue;
+        v++;
+        char q[1024], seq[32];
+        if (rollout)
+            snprintf(seq, sizeof seq, "%" PRIu64, v);
+        else
+            snprintf(seq, sizeof seq, "rollout_seq");
+        const char *since = r->to == RSV_STAGE_OLD ? "NULL"
+                            : r->stage == RSV_STAGE_OLD ? "NOW(6)"
+                                                        : "shadow_since";
+        snprintf(q, sizeof q,
+                 "INSERT INTO rsv_migration_stage (shop_id, stage, version, "
+                 "changed_at, reason, shadow_since, rollout_seq) VALUES (%"
+                 PRIu64 ", %d, %" PRIu64 ", NOW(6), '%s', %s, %s) "
+                 "ON DUPLICATE KEY UPDATE stage = VALUES(stage), "
+                 "version = VALUES(version), changed_at = VALUES(changed_at), "
+                 "reason = VALUES(reason), shadow_since = %s, "
+                 "rollout_seq = %s",
+                 r->shop, r->to, v, esc,
+                 r->stage == RSV_STAGE_OLD && r->to != RSV_STAGE_OLD
+                     ? "NOW(6)" : "NULL",
+                 rollout ? seq : "NULL", since,
+                 rollout ? seq : r->to == RSV_STAGE_OLD ? "NULL"
+                                                        : "rollout_seq");
+        if (sql(e, q) != 0)
+            return db_fail(e->o, e->conn, "writing a migration stage");
+        (*changed)++;
+    }
+    return 0;
+}
+
+static void print_changes(const cmd_env *e, const stage_row *rows, int n,
+                          int changed)
+{
+    if (e->o->json) {
+        printf("{\"changed\":%d,\"shops\":[", changed);
+        for (int i = 0; i < n; i++)
+            printf("%s{\"shop_id\":%" PRIu64 ",\"from\":\"%s\",\"to\":\"%s\"}",
+                   i ? "," : "", rows[i].shop, stage_name(rows[i].stage),
+                   stage_name(rows[i].to));
+        printf("]}\n");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rows[i].stage == rows[i].to)
+            printf("shop %" PRIu64 ": already %s\n", rows[i].shop,
+                   stage_name(rows[i].to));
+        else
+            printf("shop %" PRIu64 ": %s -> %s\n", rows[i].shop,
+                   stage_name(rows[i].stage), stage_name(rows[i].to));
+    }
+    printf("%d shop(s) changed; every handle follows within its refresh "
+           "interval (1 s by default)\n", changed);
+}
+
+/* Check every row, write them all or none, commit. */
+static int apply_rows(const cmd_env *e, stage_row *rows, int n, int rollout)
+{
+    char why[600];
+    for (int i = 0; i < n; i++) {
+        if (refuse(e, &rows[i], why, sizeof why)) {
+            change_end(e, 0);
+            fprintf(stderr, "%s: refused: %s; nothing changed\n", prog, why);
+            if (e->o->json) {
+                printf("{\"refused\":");
+                json_cstr(why);
+                printf("}\n");
+            }
+            return EXIT_REFUSED;
+        }
+    }
+    int changed = 0, st = write_rows(e, rows, n, rollout, &changed);
+    if (st) {
+        change_end(e, 0);
+        return st;
+    }
+    if (sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0) {
+        st = db_fail(e->o, e->conn, "committing the migration stages");
+        change_end(e, 0);
+        return st;
+    }
+    change_end(e, 0); /* releases the lock; nothing left to roll back */
+    print_changes(e, rows, n, changed);
+    return EXIT_OKAY;
+}
+
+static int migrate_set(const cmd_env *e)
+{
+    if (e->nargs != 3)
+        return usage_fail("migrate set takes STAGE and SHOP[,SHOP...]",
+                          NULL);
+    int to = stage_of_name(e->args[1]);
+    if (to < 0)
+        return usage_fail("unknown stage (old, shadow, primary, complete)",
+                          e->args[1]);
+    uint64_t *ids_ = malloc(MAX_SHOPS * sizeof *ids_);
+    stage_row *rows = calloc(MAX_SHOPS, sizeof *rows);
+    int st;
+    if (!ids_ || !rows) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        st = EXIT_ERROR;
+        goto out;
+    }
+    int n = parse_shops(e->args[2], ids_, MAX_SHOPS, 0);
+    if (n < 0) {
+        st = EXIT_USAGE;
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        rows[i].shop = ids_[i];
+        rows[i].to = to;
+    }
+    if ((st = change_begin(e)) != 0)
+        goto out;
+    if ((st = read_rows(e, rows, n)) != 0) {
+        change_end(e, 0);
+        goto out;
+    }
+    st = apply_rows(e, rows, n, 0);
+out:
+    free(ids_);
+    free(rows);
+    return st;
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const stage_row *x = a, *y = b;
+    /* the rank is kept in longest_s by migrate_percent */
+    return x->longest_s < y->longest_s ? -1 : x->longest_s > y->longest_s;
+}
+
+/* P% of the shops (those with a ledger row or a stage row) at shadow or
+ * beyond.  The order is fixed (a hash of the shop id), so raising the
+ * percentage takes the next shops of the same list and keeps every shop
+ * already in; lowering sends back the shops the percentage took in last
+ * (shops set by list stay, and count as in). */
+static int migrate_percent(const cmd_env *e)
+{
+    uint64_t p;
+    if (e->nargs != 2 || parse_u64(e->args[1], &p) || p > 100)
+        return usage_fail("migrate percent takes P, 0 to 100", NULL);
+    int st = change_begin(e);
+    if (st)
+        return st;
+    MYSQL_RES *r = query_rows(
+        e->conn,
+        "SELECT s.shop_id, COALESCE(m.stage, 0), m.rollout_seq, "
+        "CRC32(CONCAT('rsv', s.shop_id)) AS rank_ FROM "
+        "(SELECT shop_id FROM rsv_ledger UNION SELECT shop_id FROM "
+        "rsv_migration_stage) s LEFT JOIN rsv_migration_stage m ON "
+        "m.shop_id = s.shop_id ORDER BY rank_, s.shop_id");
+    if (!r) {
+        st = db_fail(e->o, e->conn, "reading the shops");
+        change_end(e, 0);
+        return st;
+    }
+    size_t total = mysql_num_rows(r), k = 0;
+    stage_row *all = calloc(total ? total : 1, sizeof *all);
+    uint64_t *seq = calloc(total ? total : 1, sizeof *seq);
+    if (!all || !seq) {
+        mysql_free_result(r);
+        free(all);
+        free(seq);
+        change_end(e, 0);
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return EXIT_ERROR;
+    }
+    MYSQL_ROW row;
+    size_t in = 0;
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        stage_row *x = &all[k];
+        x->shop = strtoull(row[0], NULL, 10);
+        x->stage = atoi(row[1]);
+        x->to = x->stage;
+        x->exists = 1;
+        seq[k] = row[2] ? strtoull(row[2], NULL, 10) : 0;
+        x->longest_s = (int64_t)k; /* its rank */
+        in += x->stage > RSV_STAGE_OLD;
+        k++;
+    }
+    mysql_free_result(r);
+    size_t want = (size_t)((p * total + 99) / 100);
+    size_t moved = 0;
+    if (want > in) {
+        for (size_t i = 0; i < total && in + moved < want; i++)
+            if (all[i].stage == RSV_STAGE_OLD) {
+                all[i].to = RSV_STAGE_SHADOW;
+                moved++;
+            }
+    } else {
+        /* the newest first: the highest rollout_seq */
+        while (in - moved > want) {
+            size_t best = total;
+            for (size_t i = 0; i < total; i++)
+                if (seq[i] && all[i].to == all[i].stage &&
+                    (all[i].stage == RSV_STAGE_SHADOW ||
+                     all[i].stage == RSV_STAGE_PRIMARY) &&
+                    (best == total || seq[i] > seq[best]))
+                    best = i;
+            if (best == total)
+                break;
+            all[best].to = RSV_STAGE_OLD;
+            moved++;
+        }
+    }
+    /* only the shops that move: their ranks give the versions' order */
+    size_t n = 0;
+    for (size_t i = 0; i < total; i++)
+        if (all[i].to != all[i].stage)
+            all[n++] = all[i];
+    qsort(all, n, sizeof *all, cmp_rank);
+    size_t now_in = want > in ? in + moved : in - moved;
+    /* the rows' shadow_since and TTLs are not needed for these steps
+     * (old <-> shadow, primary -> old are always safe) */
+    int rollout_up = want > in;
+    int changed = 0;
+    st = write_rows(e, all, (int)n, rollout_up, &changed);
+    if (!st && sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0)
+        st = db_fail(e->o, e->conn, "committing the migration stages");
+    change_end(e, 0);
+    if (!st) {
+        if (e->o->json)
+            printf("{\"percent\":%" PRIu64 ",\"shops\":%zu,\"in\":%zu,"
+                   "\"changed\":%d}\n", p, total, now_in, changed);
+        else {
+            for (size_t i = 0; i < n; i++)
+                printf("shop %" PRIu64 ": %s -> %s\n", all[i].shop,
+                       stage_name(all[i].stage), stage_name(all[i].to));
+            printf("%zu of %zu shops at shadow or beyond (%" PRIu64 "%% "
+                   "asked%s)\n", now_in, total, p,
+                   now_in > want ? "; the rest were set by list or are "
+                                   "complete: lower them with migrate set"
+                                 : "");
+        }
+    }
+    free(all);
+    free(seq);
+    return st;
+}
+
+static int migrate_show(const cmd_env *e)
+{
+    uint64_t *ids_ = NULL;
+    int n = 0;
+    char where[4096] = "";
+    if (e->nargs > 2)
+        return usage_fail("migrate show takes at most one SHOP[,SHOP...]",
+                          NULL);
+    if (e->nargs == 2) {
+        ids_ = malloc(256 * sizeof *ids_);
+        if (!ids_)
+            return EXIT_ERROR;
+        n = parse_shops(e->args[1], ids_, 256, 0);
+        if (n < 0) {
+            free(ids_);
+            return EXIT_USAGE;
+        }
+        size_t len = (size_t)snprintf(where, sizeof where,
+                                      " WHERE m.shop_id IN (");
+        for (int i = 0; i < n && len < sizeof where; i++)
+            len += (size_t)snprintf(where + len, sizeof where - len,
+                                    "%s%" PRIu64, i ? "," : "", ids_[i]);
+        if (len < sizeof where)
+            snprintf(where + len, sizeof where - len, ")");
+        free(ids_);
+    }
+    char q[8192];
+    snprintf(q, sizeof q,
+             "SELECT m.shop_id, m.stage, m.version, m.changed_at, m.reason, "
+             "COALESCE(m.shadow_since, ''), m.needs_compare, "
+             "COALESCE((SELECT GROUP_CONCAT(c.class, '=', c.n ORDER BY "
+             "c.class SEPARATOR ' ') FROM rsv_migration_counts c WHERE "
+             "c.shop_id = m.shop_id), '') FROM rsv_migration_stage m%s "
+             "ORDER BY m.shop_id", where);
+    MYSQL_RES *r = query_rows(e->conn, q);
+    if (!r)
+        return db_fail(e->o, e->conn, "reading the migration stages");
+    MYSQL_ROW row;
+    int first = 1;
+    prom_out po;
+    if (e->o->prometheus) {
+        if (prom_open(&po, NULL) != 0) {
+            mysql_free_result(r);
+            return EXIT_ERROR;
+        }
+        prom_family(po.f, "libreserve_migration_stage", "gauge",
+                    "Each shop's migration stage: 0 old, 1 shadow, "
+                    "2 primary, 3 complete.");
+    } else if (e->o->json)
+        printf("{\"shops\":[");
+    else
+        printf("%-20s %-9s %8s %-26s %-26s %s\n", "SHOP", "STAGE", "VERSION",
+               "CHANGED", "SHADOW SINCE", "COMPARE REASON / COUNTS");
+    /* the counts are printed after the stages for Prometheus */
+    char **counts = NULL;
+    size_t ncounts = 0;
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        int stage = atoi(row[1]);
+        if (e->o->prometheus) {
+            fprintf(po.f, "libreserve_migration_stage{shop=\"%s\"} %d\n",
+                    row[0], stage);
+            char **nc = realloc(counts, (ncounts + 2) * sizeof *nc);
+            if (nc) {
+                counts = nc;
+                counts[ncounts++] = strdup(row[0]);
+                counts[ncounts++] = strdup(row[7]);
+            }
+            continue;
+        }
+        if (e->o->json) {
+            printf("%s{\"shop_id\":%s,\"stage\":\"%s\",\"version\":%s,"
+                   "\"changed_at\":", first ? "" : ",", row[0],
+                   stage_name(stage), row[2]);
+            json_cstr(row[3]);
+            printf(",\"reason\":");
+            json_cstr(row[4]);
+            printf(",\"shadow_since\":");
+            if (*row[5])
+                json_cstr(row[5]);
+            else
+                printf("null");
+            printf(",\"needs_compare\":%s,\"counts\":{",
+                   atoi(row[6]) ? "true" : "false");
+            /* "class=n class=n" */
+            const char *p = row[7];
+            int f2 = 1;
+            while (*p) {
+                size_t w = strcspn(p, "=");
+                printf("%s\"%.*s\":", f2 ? "" : ",", (int)w, p);
+                p += w + (p[w] == '=');
+                size_t d = strcspn(p, " ");
+                printf("%.*s", (int)d, p);
+                p += d + (p[d] == ' ');
+                f2 = 0;
+            }
+            printf("}}");
+        } else {
+            printf("%-20s %-9s %8s %-26s %-26s %s %s\n", row[0],
+                   stage_name(stage), row[2], row[3],
+                   *row[5] ? row[5] : "-", atoi(row[6]) ? "yes" : "no",
+                   row[4]);
+            if (*row[7])
+                printf("%20s %s\n", "", row[7]);
+        }
+        first = 0;
+    }
+    mysql_free_result(r);
+    if (e->o->prometheus) {
+        prom_family(po.f, "libreserve_migration_calls_total", "counter",
+                    "Calls the migration handles compared, by shop and "
+                    "class, as added to rsv_migration_counts.");
+        for (size_t i = 0; i + 1 < ncounts; i += 2) {
+            const char *p = counts[i + 1] ? counts[i + 1] : "";
+            while (*p) {
+                size_t w = strcspn(p, "=");
+                fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
+                              "class=\"%.*s\"} ", counts[i], (int)w, p);
+                p += w + (p[w] == '=');
+                size_t d = strcspn(p, " ");
+                fprintf(po.f, "%.*s\n", (int)d, p);
+                p += d + (p[d] == ' ');
+            }
+        }
+        for (size_t i = 0; i < ncounts; i++)
+            free(counts[i]);
+        free(counts);
+        return prom_close(&po, 1);
+    }
+    if (e->o->json)
+        printf("]}\n");
+    return EXIT_OKAY;
+}
+
+static int migrate_mismatches(const cmd_env *e)
+{
+    uint64_t shop = 0;
+    if (e->nargs > 2)
+        return usage_fail("migrate mismatches takes at most one SHOP", NULL);
+    if (e->nargs == 2 && parse_u64(e->args[1], &shop))
+        return usage_fail("bad shop id", e->args[1]);
+    char q[1024], where[64] = "";
+    if (e->nargs == 2)
+        snprintf(where, sizeof where, " WHERE shop_id = %" PRIu64, shop);
+    snprintf(q, sizeof q,
+             "SELECT shop_id, seen_at, class, op, stage, checkout_token, "
+             "item_id, location_id, quantity, old_code, new_code FROM "
+             "rsv_migration_mismatch%s ORDER BY seen_at DESC, shop_id, slot "
+             "LIMIT 1000", where);
+    MYSQL_RES *r = query_rows(e->conn, q);
+    if (!r)
+        return db_fail(e->o, e->conn, "reading the mismatches");
+    static const char *ops[] = {"?", "reserve", "claim", "release"};
+    MYSQL_ROW row;
+    int n = 0;
+    if (e->o->json)
+        printf("{\"mismatches\":[");
+    else
+        printf("%-26s %-12s %-26s %-8s %-8s %-20s %s\n", "SEEN", "SHOP",
+               "CLASS", "OP", "STAGE", "TOKEN", "ITEM LOC QTY  OLD -> NEW");
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        unsigned long *len = mysql_fetch_lengths(r);
+        int op = atoi(row[3]), oc = atoi(row[9]), nc = atoi(row[10]);
+        const char *opn = op >= 1 && op <= 3 ? ops[op] : ops[0];
+        if (e->o->json) {
+            printf("%s{\"shop_id\":%s,\"seen_at\":\"%s\",\"class\":\"%s\","
+                   "\"op\":\"%s\",\"stage\":\"%s\",\"token\":",
+                   n ? "," : "", row[0], row[1], row[2], opn,
+                   stage_name(atoi(row[4])));
+            json_str(row[5], len[5]);
+            printf(",\"item_id\":%s,\"location_id\":%s,\"quantity\":%s,"
+                   "\"old\":\"%s\",\"new\":\"%s\"}", row[6], row[7], row[8],
+                   code_name(oc), code_name(nc));
+        } else {
+            char tok[2 * 128 + 3];
+            int printable = 1;
+            for (unsigned long i = 0; i < len[5]; i++)
+                if (row[5][i] < 0x21 || row[5][i] > 0x7e)
+                    printable = 0;
+            if (printable)
+                snprintf(tok, sizeof tok, "%.*s", (int)len[5], row[5]);
+            else {
+                strcpy(tok, "0x");
+                for (unsigned long i = 0; i < len[5] && i < 128; i++)
+                    snprintf(tok + 2 + 2 * i, 3, "%02x",
+                             (unsigned char)row[5][i]);
+            }
+            printf("%-26s %-12s %-26s %-8s %-8s %-20s %s %s %s  %s -> %s\n",
+                   row[1], row[0], row[2], opn, stage_name(atoi(row[4])), tok,
+                   row[6], row[7], row[8], code_name(oc), code_name(nc));
+        }
+        n++;
+    }
+    mysql_free_result(r);
+    if (e->o->json)
+        printf("]}\n");
+    else
+        printf("%d mismatch(es)\n", n);
+    return EXIT_OKAY;
+}
+
+/* The operator compared the shops' stock in both stores and mended it:
+ * clear their needs_compare mark (it is not a stage: no version). */
+static int migrate_compared(const cmd_env *e)
+{
+    if (e->nargs != 2)
+        return usage_fail("migrate compared takes SHOP[,SHOP...]", NULL);
+    uint64_t ids_[256];
+    int n = parse_shops(e->args[1], ids_, 256, 0);
+    if (n < 0)
+        return EXIT_USAGE;
+    char q[128];
+    int cleared = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(q, sizeof q, "UPDATE rsv_migration_stage SET needs_compare "
+                 "= 0 WHERE shop_id = %" PRIu64 " AND needs_compare = 1",
+                 ids_[i]);
+        if (sql(e, q) != 0)
+            return db_fail(e->o, e->conn, "clearing a compare mark");
+        cleared += (int)mysql_affected_rows(e->conn);
+    }
+    if (e->o->json)
+        printf("{\"cleared\":%d}\n", cleared);
+    else
+        printf("%d shop(s) no longer marked for a compare\n", cleared);
+    return EXIT_OKAY;
+}
+
+int cmd_migrate(const cmd_env *e)
+{
+    const char *sub = e->nargs > 0 ? e->args[0] : "";
+    if (e->o->prometheus && strcmp(sub, "show") != 0)
+        return usage_fail("--prometheus only applies to migrate show", NULL);
+    if (e->o->prometheus && e->o->json)
+        return usage_fail("give --json or --prometheus, not both", NULL);
+    if ((e->o->reason || e->o->max_ttl_s >= 0) &&
+        !one_of(sub, "set percent"))
+        return usage_fail("--reason and --max-ttl only apply to migrate set "
+                          "and migrate percent", NULL);
+    if (strcmp(sub, "compare") != 0 &&
+        (e->o->csv || e->o->query || e->o->redis || e->o->pattern ||
+         e->o->settle_s >= 0 || e->o->rate))
+        return usage_fail("--csv, --query, --redis, --pattern, --settle and "
+                          "--rate only apply to migrate compare", NULL);
+    if (strcmp(sub, "show") == 0)
+        return migrate_show(e);
+    if (strcmp(sub, "set") == 0)
+        return migrate_set(e);
+    if (strcmp(sub, "percent") == 0)
+        return migrate_percent(e);
+    if (strcmp(sub, "mismatches") == 0)
+        return migrate_mismatches(e);
+    if (strcmp(sub, "compared") == 0)
+        return migrate_compared(e);
+    if (strcmp(sub, "compare") == 0) {
+        if (e->nargs != 1)
+            return usage_fail("migrate compare takes options only", NULL);
+        return cmd_migrate_compare(e);
+    }
+    return usage_fail("migrate takes show, set, percent, mismatches, "
+                      "compare or compared",
+                      e->nargs ? sub : NULL);
+}
