@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mysql.h>
+
 #include <reserve.h>
 #include <reserve/migrate.h>
 

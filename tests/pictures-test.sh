@@ -17,5 +17,6 @@ check() { # WHAT RECORD PICTURE
 }
 check --headline docs/img/bench-quick.txt docs/img/bench-headline.svg
 check --backlog docs/img/sweep-backlog.txt docs/img/sweep-backlog.svg
+check --crowd docs/img/bench-crowd.txt docs/img/bench-crowd.svg
 echo "pictures-test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

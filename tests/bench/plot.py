@@ -203,7 +203,10 @@ def panel(svg, x0, y0, w, h, title, clients, series, ylabel, log):
     for c in xs:
         svg.line(xpos[c], y0 + h, xpos[c], y0 + h + 4, color="#999")
         svg.text(xpos[c], y0 + h + 16, str(c), size=10, anchor="middle")
-    svg.text(x0 + w / 2, y0 + h + 32, "client threads (one connection each)",
+    procs = any(d.endswith(PROCS) and series.get(d) for d in DESIGNS)
+    svg.text(x0 + w / 2, y0 + h + 32,
+             "clients: threads or processes (one connection each)" if procs
+             else "client threads (one connection each)",
              size=11, anchor="middle")
     svg.text(x0 - 46, y0 + h / 2, ylabel, size=11, anchor="middle",
              rotate=-90)
