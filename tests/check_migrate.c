@@ -181,17 +181,33 @@ static rsv_migration *open_handle(tu_fix *f, old_store *o, uint32_t qmax)
     return m;
 }
 
+/* The usual scene: a fixture whose item 1 at location 1 has lib_stock
+ * units in libreserve and old_stock in the old store, and a handle over
+ * its context (queue of qmax, 0: the default). */
+static rsv_migration *open_scene(tu_fix *f, old_store *o, int64_t lib_stock,
+                                 int64_t old_stock, uint32_t qmax)
+{
+    tu_fix_open(f, 0, 0);
+    tu_fix_stock(f, 1, 1, lib_stock);
+    old_init(o, old_stock);
+    return open_handle(f, o, qmax);
+}
+
+/* Set the fixture's shop at `stage` and wait until the handle follows. */
+static void move_to(rsv_migration *m, tu_fix *f, int stage)
+{
+    set_stage(tu_fix_admin(f), f->shop, stage);
+    follow(m, f->shop, stage);
+}
+
 #define TOK(s) (s), strlen(s)
 
 /* A shop without a row: the old store alone, nothing queued. */
 START_TEST(old_stage_reaches_only_the_old_store)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 10);
     old_store o;
-    old_init(&o, 5);
-    rsv_migration *m = open_handle(&f, &o, 0);
+    rsv_migration *m = open_scene(&f, &o, 10, 5, 0);
     ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("a"), 1, 1, 2, 0),
                      RSV_OK);
     ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("a")), RSV_OK);
@@ -221,11 +237,8 @@ END_TEST
 START_TEST(shadow_mirrors_and_classifies)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 10);
     old_store o;
-    old_init(&o, 3);
-    rsv_migration *m = open_handle(&f, &o, 0);
+    rsv_migration *m = open_scene(&f, &o, 10, 3, 0);
     /* a hold the old store made before shadowing began */
     ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("before"), 1, 1,
                                              1, 0), RSV_OK);
@@ -311,15 +324,10 @@ END_TEST
 START_TEST(primary_keeps_the_old_store_current)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 2);
     old_store o;
-    old_init(&o, 10);
-    rsv_migration *m = open_handle(&f, &o, 0);
-    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_SHADOW);
-    follow(m, f.shop, RSV_STAGE_SHADOW);
-    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_PRIMARY);
-    follow(m, f.shop, RSV_STAGE_PRIMARY);
+    rsv_migration *m = open_scene(&f, &o, 2, 10, 0);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    move_to(m, &f, RSV_STAGE_PRIMARY);
     ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("p1"), 1, 1, 2, 0),
                      RSV_OK);
     /* libreserve has nothing left, the old store has: libreserve's answer
@@ -336,16 +344,14 @@ START_TEST(primary_keeps_the_old_store_current)
 
     /* back to shadow (the kill switch): the hold made while primary is in
      * both stores, so its claim is accepted by both */
-    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_SHADOW);
-    follow(m, f.shop, RSV_STAGE_SHADOW);
+    move_to(m, &f, RSV_STAGE_SHADOW);
     ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("p1")), RSV_OK);
     ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
     ck_assert_int_eq(status_of(f.ctx, f.shop, "p1"), RSV_STATUS_CLAIMED);
     ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_BOTH_ACCEPTED), 2);
 
     /* complete: libreserve alone */
-    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_COMPLETE);
-    follow(m, f.shop, RSV_STAGE_COMPLETE);
+    move_to(m, &f, RSV_STAGE_COMPLETE);
     int calls = o.calls;
     ck_assert_int_eq(rsv_migrate_release(m, f.shop, TOK("p2")), RSV_ENOTFOUND);
     ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
@@ -368,11 +374,8 @@ static void *open_gate_later(void *arg)
 START_TEST(flip_waits_for_the_queued_work)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 10);
     old_store o;
-    old_init(&o, 10);
-    rsv_migration *m = open_handle(&f, &o, 0);
+    rsv_migration *m = open_scene(&f, &o, 10, 10, 0);
     MYSQL *adm = tu_fix_admin(&f);
     set_stage(adm, f.shop, RSV_STAGE_SHADOW);
     follow(m, f.shop, RSV_STAGE_SHADOW);
@@ -406,15 +409,10 @@ END_TEST
 START_TEST(full_queue_drops_and_marks)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 100);
     old_store o;
-    old_init(&o, 100);
-    rsv_migration *m = open_handle(&f, &o, 2);
-    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_SHADOW);
-    follow(m, f.shop, RSV_STAGE_SHADOW);
-    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_PRIMARY);
-    follow(m, f.shop, RSV_STAGE_PRIMARY);
+    rsv_migration *m = open_scene(&f, &o, 100, 100, 2);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    move_to(m, &f, RSV_STAGE_PRIMARY);
     gate(&o, 0);
     char tok[16];
     for (int i = 0; i < 6; i++) {
@@ -449,11 +447,8 @@ END_TEST
 START_TEST(unreadable_stage_keeps_the_last)
 {
     tu_fix f;
-    tu_fix_open(&f, 0, 0);
-    tu_fix_stock(&f, 1, 1, 10);
     old_store o;
-    old_init(&o, 10);
-    rsv_migration *m = open_handle(&f, &o, 0);
+    rsv_migration *m = open_scene(&f, &o, 10, 10, 0);
     MYSQL *adm = tu_fix_admin(&f);
     set_stage(adm, f.shop, RSV_STAGE_SHADOW);
     follow(m, f.shop, RSV_STAGE_SHADOW);

@@ -13,54 +13,11 @@
 #   make lib build/rsv-admin && tools/mariadb.sh run tests/migrate-admin-test.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-
-ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-[ -x "$ADMIN" ] || { echo "migrate-admin-test: $ADMIN is not built (make $ADMIN)" >&2; exit 1; }
-USER_=${RSV_TEST_USER:-root}
-PASS_=${RSV_TEST_PASSWORD:-}
-client=$(command -v mariadb || command -v mysql) || { echo "migrate-admin-test: no mariadb client" >&2; exit 1; }
-
-DB=rsv_migrate_admin_$$
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-migrate-admin.XXXXXX")
-sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
-cleanup() {
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-sql -e "CREATE DATABASE \`$DB\`" || exit 1
-sql "$DB" <sql/schema.sql || exit 1
-q() { sql -N "$DB" -e "$1"; }
-
-conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$DB")
-export RSV_ADMIN_PASSWORD=$PASS_
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; echo "     stdout: $out"; echo "     stderr: $err"; }
-run() {
-  out=$("$ADMIN" "${conn[@]}" "$@" 2>"$tmp/err"); rc=$?
-  err=$(cat "$tmp/err")
-}
-# expect DESC RC [PYTHON-EXPR on d, the JSON stdout]
-expect() {
-  local desc=$1 want=$2 expr=${3:-}
-  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
-  if [ -n "$expr" ] && ! python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ('"$expr"') else 1)' "$out" 2>"$tmp/py"; then
-    bad "$desc: JSON check failed: $expr $(cat "$tmp/py")"; return
-  fi
-  ok "$desc"
-}
-# expect_text DESC RC REGEX (stdout + stderr)
-expect_text() {
-  local desc=$1 want=$2 re=$3
-  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
-  if ! grep -Eq -- "$re" <<<"$out$err"; then bad "$desc: no match for /$re/"; return; fi
-  ok "$desc"
-}
-# check DESC ACTUAL WANT
-check() { if [ "$2" = "$3" ]; then ok "$1"; else out=$2; err="want $3"; bad "$1"; fi; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh migrate-admin-test
+# shellcheck source=tests/admintest.sh
+. tests/admintest.sh
+load_schema || exit 1
 stage() { q "SELECT COALESCE((SELECT stage FROM rsv_migration_stage WHERE shop_id = $1), 0)"; }
 
 # ---- show, empty ----
@@ -167,5 +124,4 @@ check "no shop marked" "$(q 'SELECT SUM(needs_compare) FROM rsv_migration_stage'
 run migrate
 expect_text "migrate alone: usage" 2 'show, set, percent, mismatches, compare or compared'
 
-echo "migrate-admin-test: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

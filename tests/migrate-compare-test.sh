@@ -13,65 +13,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-[ -x "$ADMIN" ] || { echo "migrate-compare-test: $ADMIN is not built (make $ADMIN)" >&2; exit 1; }
-redis_server=$(command -v redis-server || echo /usr/bin/redis-server)
-[ -x "$redis_server" ] || { echo "migrate-compare-test: no redis-server (tools/deps.sh packages redis-server)" >&2; exit 1; }
-USER_=${RSV_TEST_USER:-root}
-PASS_=${RSV_TEST_PASSWORD:-}
-client=$(command -v mariadb || command -v mysql) || { echo "migrate-compare-test: no mariadb client" >&2; exit 1; }
-
-DB=rsv_migrate_compare_$$
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-migrate-compare.XXXXXX")
-redis_pid=
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh migrate-compare-test
+# shellcheck source=tests/admintest.sh
+. tests/admintest.sh
 bg=
-sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
-cleanup() {
-  [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-  [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-q() { sql -N "$DB" -e "$1"; }
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; echo "     stdout: $out"; echo "     stderr: $err"; }
-conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$DB")
-export RSV_ADMIN_PASSWORD=$PASS_
-run() { out=$("$ADMIN" "${conn[@]}" "$@" 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err"); }
-expect() {
-  local desc=$1 want=$2 expr=${3:-}
-  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
-  if [ -n "$expr" ] && ! python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ('"$expr"') else 1)' "$out" 2>"$tmp/py"; then
-    bad "$desc: JSON check failed: $expr $(cat "$tmp/py")"; return
-  fi
-  ok "$desc"
-}
-check() { if [ "$2" = "$3" ]; then ok "$1"; else out=$2; err="want $3"; bad "$1"; fi; }
-
-# ---- a throwaway Redis ----
-port=
-for try in 1 2 3 4 5 6 7 8 9 10; do
-  p=$((20000 + (RANDOM + $$ + try * 1013) % 12000))
-  "$redis_server" --bind 127.0.0.1 --port "$p" --save '' --appendonly no \
-    --dir "$tmp" --logfile "$tmp/redis.log" --daemonize no &
-  redis_pid=$!
-  for _ in $(seq 50); do
-    if grep -q 'Ready to accept' "$tmp/redis.log" 2>/dev/null; then port=$p; break; fi
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$port" ] && break
-  kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; redis_pid=
-  : >"$tmp/redis.log"
-done
-[ -n "$port" ] || { echo "migrate-compare-test: redis-server did not start"; exit 1; }
-rcli() { redis-cli -h 127.0.0.1 -p "$port" "$@"; }
-
-sql -e "CREATE DATABASE \`$DB\`" || exit 1
-sql "$DB" <sql/schema.sql || exit 1
+cleanup_extra() { [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null; redis_stop; }
+# shellcheck source=tests/redislib.sh
+. tests/redislib.sh
+load_schema || exit 1
 
 # The same levels in both stores: 3 shops x 2000 items.
 python3 - "$tmp/levels.csv" "$tmp/redis.txt" <<'PY'
@@ -160,5 +110,4 @@ expect "compare without a source: usage" 2
 run migrate compare --redis "127.0.0.1:$port" --pattern 'stock:{shop}'
 expect "a pattern without the three ids: usage" 2
 
-echo "migrate-compare-test: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

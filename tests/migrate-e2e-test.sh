@@ -25,65 +25,29 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 B=${RSV_BUILD:-build}
-ADMIN=${RSV_ADMIN_BIN:-$B/rsv-admin}
 BUYER=$B/examples/migrate_redis
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-for f in "$ADMIN" "$BUYER"; do
-  [ -x "$f" ] || { echo "migrate-e2e-test: $f is not built (make $f)" >&2; exit 1; }
-done
-redis_server=$(command -v redis-server || echo /usr/bin/redis-server)
-[ -x "$redis_server" ] || { echo "migrate-e2e-test: no redis-server (tools/deps.sh packages redis-server)" >&2; exit 1; }
-USER_=${RSV_TEST_USER:-root}
-PASS_=${RSV_TEST_PASSWORD:-}
-client=$(command -v mariadb || command -v mysql) || { echo "migrate-e2e-test: no mariadb client" >&2; exit 1; }
-
+[ -x "$BUYER" ] || { echo "migrate-e2e-test: $BUYER is not built (make $BUYER)" >&2; exit 1; }
 PROCS=${MIGRATE_E2E_PROCS:-3}
 CONTEXTS=${MIGRATE_E2E_CONTEXTS:-4}
 SHOP=41
-DB=rsv_migrate_e2e_$$
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-migrate-e2e.XXXXXX")
-redis_pid=
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh migrate-e2e-test
+# shellcheck source=tests/admintest.sh
+. tests/admintest.sh
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 buyer_pids=()
-sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
-cleanup() {
+cleanup_extra() {
   touch "$tmp/stop"
   for p in "${buyer_pids[@]}"; do kill "$p" 2>/dev/null; done
-  [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
+  redis_stop
 }
-trap cleanup EXIT
-q() { sql -N "$DB" -e "$1"; }
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# ---- a throwaway Redis on a free loopback port below 32768 ----
-port=
-for try in 1 2 3 4 5 6 7 8 9 10; do
-  p=$((20000 + (RANDOM + $$ + try * 977) % 12000))
-  "$redis_server" --bind 127.0.0.1 --port "$p" --save '' --appendonly no \
-    --dir "$tmp" --logfile "$tmp/redis.log" --daemonize no &
-  redis_pid=$!
-  for _ in $(seq 50); do
-    if grep -q 'Ready to accept' "$tmp/redis.log" 2>/dev/null; then port=$p; break; fi
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$port" ] && break
-  kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; redis_pid=
-  : >"$tmp/redis.log"
-done
-[ -n "$port" ] || { echo "migrate-e2e-test: redis-server did not start"; cat "$tmp/redis.log"; exit 1; }
-rcli() { redis-cli -h 127.0.0.1 -p "$port" "$@"; }
+# shellcheck source=tests/redislib.sh
+. tests/redislib.sh
 echo "redis-server on 127.0.0.1:$port"
 
 # ---- both stores loaded with the same stock, and the planted drift ----
-sql -e "CREATE DATABASE \`$DB\`" || exit 1
-sql "$DB" <sql/schema.sql || exit 1
+load_schema || exit 1
 q "CREATE TABLE legacy_sold (shop_id BIGINT UNSIGNED, item_id BIGINT UNSIGNED, location_id BIGINT UNSIGNED, sold BIGINT NOT NULL, PRIMARY KEY (shop_id, item_id, location_id))"
-conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$DB")
-export RSV_ADMIN_PASSWORD=$PASS_
 STOCK=1000000
 for item in 1 2 3 4 5 7 8; do
   lib=$STOCK; old=$STOCK
@@ -184,5 +148,4 @@ under=$(q "SELECT COALESCE(GROUP_CONCAT(DISTINCT item_id ORDER BY item_id), '') 
 [ "$(cnt old_refused_new_accepted)" -gt 0 ] && [ "$(cnt old_accepted_new_refused)" -gt 0 ] && ok "both planted drifts counted" || bad "the planted drift was not counted"
 "$ADMIN" "${conn[@]}" migrate show $SHOP
 
-echo "migrate-e2e-test: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

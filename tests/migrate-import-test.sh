@@ -12,49 +12,13 @@
 #   make lib build/rsv-admin && tools/mariadb.sh run tests/migrate-import-test.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-
-ADMIN=${RSV_ADMIN_BIN:-${RSV_BUILD:-build}/rsv-admin}
-: "${RSV_TEST_SOCKET:?RSV_TEST_SOCKET is not set: run via tools/mariadb.sh run}"
-[ -x "$ADMIN" ] || { echo "migrate-import-test: $ADMIN is not built (make $ADMIN)" >&2; exit 1; }
-USER_=${RSV_TEST_USER:-root}
-PASS_=${RSV_TEST_PASSWORD:-}
-client=$(command -v mariadb || command -v mysql) || { echo "migrate-import-test: no mariadb client" >&2; exit 1; }
-
-DB=rsv_migrate_import_$$
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsv-migrate-import.XXXXXX")
-sql() { MYSQL_PWD=$PASS_ "$client" --no-defaults --socket="$RSV_TEST_SOCKET" -u"$USER_" "$@"; }
+# shellcheck source=tests/testlib.sh
+. tests/testlib.sh migrate-import-test
+# shellcheck source=tests/admintest.sh
+. tests/admintest.sh
 bg=
-cleanup() {
-  [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-  sql -e "DROP DATABASE IF EXISTS \`$DB\`" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-sql -e "CREATE DATABASE \`$DB\`" || exit 1
-sql "$DB" <sql/schema.sql || exit 1
-q() { sql -N "$DB" -e "$1"; }
-conn=(--no-defaults --socket "$RSV_TEST_SOCKET" --user "$USER_" --database "$DB")
-export RSV_ADMIN_PASSWORD=$PASS_
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; echo "     stdout: $out"; echo "     stderr: $err"; }
-run() { out=$("$ADMIN" "${conn[@]}" "$@" 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err"); }
-expect() {
-  local desc=$1 want=$2 expr=${3:-}
-  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
-  if [ -n "$expr" ] && ! python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if ('"$expr"') else 1)' "$out" 2>"$tmp/py"; then
-    bad "$desc: JSON check failed: $expr $(cat "$tmp/py")"; return
-  fi
-  ok "$desc"
-}
-expect_text() {
-  local desc=$1 want=$2 re=$3
-  if [ "$rc" != "$want" ]; then bad "$desc: exit $rc, want $want"; return; fi
-  if ! grep -Eq -- "$re" <<<"$out$err"; then bad "$desc: no match for /$re/"; return; fi
-  ok "$desc"
-}
-check() { if [ "$2" = "$3" ]; then ok "$1"; else out=$2; err="want $3"; bad "$1"; fi; }
+cleanup_extra() { [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null; }
+load_schema || exit 1
 # the levels as a checksum: shop, item, location, on hand of every row
 levels() { q "SELECT COUNT(*), COALESCE(SUM(shop_id * 1000003 + item_id * 1009 + location_id * 17 + on_hand), 0) FROM rsv_stock"; }
 
@@ -141,5 +105,4 @@ expect_text "import without a source: usage" 2 'needs --csv FILE or --query SQL'
 run stock 1 1 1 --csv x
 expect_text "--csv only with import" 2 'only apply to import and migrate compare'
 
-echo "migrate-import-test: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish
