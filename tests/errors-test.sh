@@ -133,9 +133,10 @@ fi
 # A commit whose answer never comes within the call's budget: a server of
 # the test's own (tools/mariadb.sh start, under $tmp) whose commits wait
 # for a semi-synchronous replica that is not there.  Its timeout (30 s)
-# is far beyond the budget, so the primary does not give up waiting (and
-# fall back to asynchronous) while a binding waits, yet a binding that
-# ignored its budget would see its commit go through, not hang the test.
+# is far beyond the budget (and the library's default one), so the
+# primary does not give up waiting (and fall back to asynchronous) while
+# a binding waits, yet a context without any budget would see its commit
+# go through (no error) rather than hang the test.
 # Semi-synchronous replication is switched on once the schema and the
 # stock are in (they commit too; the stock is the library's to write,
 # through the Python binding this test needs anyway), and off again
