@@ -8,15 +8,19 @@
 # its program reports the error of the code the context answered.)  The
 # situations: a wrong password, no server at the socket, out of stock
 # (reserve_one: failed_line 0), already claimed, expired (a 1 ms hold,
-# swept), an empty token, and a server that takes no writes (read_only
-# on, for an account without the right to write anyway).  A binding
-# whose runtime is missing is skipped, as its own tests are.  Runs
-# against the server in RSV_TEST_SOCKET (make check).
+# swept), an empty token, a server that takes no writes (read_only on,
+# for an account without the right to write anyway), and a commit in
+# doubt (a reserve whose COMMIT a semi-synchronous primary holds back
+# for a replica that is not there, cut off by the call's budget).  A
+# binding whose runtime is missing is skipped, as its own tests are.
+# Runs against the server in RSV_TEST_SOCKET (make check), and starts a
+# second, semi-synchronous one of its own for the commit in doubt.
 #
 # A binding is its column of docs/errors.md (one entry of BINDINGS in
 # tools/error-table.py), its scenario program and one entry of
 # run_binding: how to run that program with RSV_DSN, RSV_DSN_BADPW,
-# RSV_DSN_GONE and RSV_SHOP set.
+# RSV_DSN_GONE and RSV_SHOP set (mode "readonly": RSV_DSN only; mode
+# "indoubt": RSV_DSN_INDOUBT, opened with a budget of RSV_BUDGET_MS).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
@@ -27,9 +31,12 @@ lib=$repo/$build/libreserve.so.0
 . tests/testlib.sh errors
 
 user=rsv_err_$$ pw=pw$$
+indoubt_dir=
 cleanup_extra() {
   sql -e "SET GLOBAL read_only = 0; DROP USER IF EXISTS '$user'@'localhost'" >/dev/null 2>&1
+  if [ -n "$indoubt_dir" ]; then tools/mariadb.sh stop "$indoubt_dir"; fi
 }
+trap 'exit 130' INT TERM
 sql -e "CREATE DATABASE \`$DB\`" && sql "$DB" <sql/schema.sql &&
   sql -e "CREATE USER '$user'@'localhost' IDENTIFIED BY '$pw';
           GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON \`$DB\`.* TO '$user'@'localhost'" ||
@@ -72,7 +79,8 @@ run_binding() {
 
 # What each situation must give: the library's code, failed_line, and
 # the server's (or Connector/C's) error number: 1045 access denied, 2002
-# no server at the socket.
+# no server at the socket, 2013 the connection lost during the query
+# (the library closed it when the budget ran out).
 expect() {
   case $1 in
     wrong_password) echo "auth -8 - 1045" ;;
@@ -82,6 +90,7 @@ expect() {
     expired) echo "RSV_EEXPIRED -3 - -" ;;
     bad_token) echo "RSV_ETOKEN -13 - -" ;;
     not_primary) echo "RSV_ENOTPRIMARY -27 - -" ;;
+    in_doubt) echo "RSV_EINDOUBT -7 - 2013" ;;
   esac
 }
 
@@ -119,5 +128,48 @@ if sql -e "SET GLOBAL read_only = 1"; then
   sql -e "SET GLOBAL read_only = 0"
 else
   bad "SET GLOBAL read_only = 1"
+fi
+
+# A commit whose answer never comes within the call's budget: a server of
+# the test's own (tools/mariadb.sh start, under $tmp) whose commits wait
+# for a semi-synchronous replica that is not there.  Its timeout (30 s)
+# is far beyond the budget (and the library's default one), so the
+# primary does not give up waiting (and fall back to asynchronous) while
+# a binding waits, yet a context without any budget would see its commit
+# go through (no error) rather than hang the test.
+# Semi-synchronous replication is switched on once the schema and the
+# stock are in (they commit too; the stock is the library's to write,
+# through the Python binding this test needs anyway), and off again
+# after each binding, which lets its held-back commit through and its
+# row locks go.  Each binding opens the server with a budget of
+# RSV_BUDGET_MS and reserves a new checkout: the commit is cut off.
+indoubt_dir=$tmp/indoubt
+indoubt_sql() { "$client" --no-defaults --socket="$indoubt_dir/mysqld.sock" -uroot "$@"; }
+semi_sync() { indoubt_sql -e "SET GLOBAL rpl_semi_sync_master_enabled = $1"; }
+export RSV_DSN_INDOUBT="mariadb://$user:$pw@localhost/$DB?socket=$indoubt_dir/mysqld.sock"
+export RSV_BUDGET_MS=1000
+if RSV_MARIADB_OPTS="--log-bin=binlog --server-id=1 --binlog-format=ROW \
+--rpl-semi-sync-master-wait-point=AFTER_SYNC --rpl-semi-sync-master-timeout=30000" \
+     tools/mariadb.sh start "$indoubt_dir" >/dev/null &&
+   indoubt_sql -e "CREATE DATABASE \`$DB\`" && indoubt_sql "$DB" <sql/schema.sql &&
+   indoubt_sql -e "CREATE USER '$user'@'localhost' IDENTIFIED BY '$pw';
+                   GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON \`$DB\`.* TO '$user'@'localhost'" &&
+   PYTHONPATH=$repo/bindings/python PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import os, sys, libreserve
+with libreserve.connect(os.environ["RSV_DSN_INDOUBT"]) as ctx:
+    for shop in sys.argv[1:]:
+        ctx.stock_set(int(shop), 1, 1, 3)' $(seq 201 $((200 + $(wc -w <<<"$names")))); then
+  shop=200
+  for name in $names; do
+    shop=$((shop + 1))
+    semi_sync ON || { bad "$name: switch semi-synchronous replication on"; continue; }
+    out=$(RSV_SHOP=$shop run_binding "$name" indoubt 2>"$tmp/err.log"); rc=$?
+    semi_sync OFF || bad "$name: switch semi-synchronous replication off"
+    [ $rc -eq 77 ] && continue
+    [ $rc -eq 0 ] || { cat "$tmp/err.log"; bad "$name: the in-doubt scenario failed ($rc)"; }
+    check_lines "$name" "$out" "in_doubt"
+  done
+else
+  bad "start a semi-synchronous server with the test database and stock"
 fi
 finish

@@ -159,8 +159,10 @@ def render(all_codes, maps):
         "",
         "`tests/errors-test.sh` drives the same failing situations through every",
         "binding (a wrong password, no server, out of stock, already claimed,",
-        "expired, a bad token, a server that takes no writes) and checks that",
-        "each raises the error of this table with the library's code.",
+        "expired, a bad token, a server that takes no writes, a commit in doubt:",
+        "a COMMIT a semi-synchronous primary holds back for a replica that is",
+        "not there, cut off by the call's budget) and checks that each raises",
+        "the error of this table with the library's code.",
         "",
     ]
     return "\n".join(lines)

@@ -21,6 +21,15 @@ async function main() {
     await show('not_primary', async () => (await rsv.open(process.env.RSV_DSN)).close());
     return;
   }
+  if (process.argv[2] === 'indoubt') {
+    const c = await rsv.open(process.env.RSV_DSN_INDOUBT, { callTimeoutMs: Number(process.env.RSV_BUDGET_MS) });
+    try {
+      await show('in_doubt', () => c.reserveOne(SHOP, 'js-indoubt', 1, 1, 1));
+    } finally {
+      await c.close();
+    }
+    return;
+  }
   await show('wrong_password', () => rsv.open(process.env.RSV_DSN_BADPW));
   await show('no_server', () => rsv.open(process.env.RSV_DSN_GONE));
   const ctx = await rsv.open(process.env.RSV_DSN);

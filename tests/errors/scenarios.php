@@ -16,6 +16,7 @@ use Libreserve\Cart;
 use Libreserve\ClaimResult;
 use Libreserve\Context;
 use Libreserve\Exception\ReserveException;
+use Libreserve\Options;
 
 $shop = (int) getenv('RSV_SHOP');
 
@@ -47,6 +48,13 @@ function answered(Context $ctx): ReserveException
 
 if (($argv[1] ?? '') === 'readonly') {
     show('not_primary', fn () => Context::open((string) getenv('RSV_DSN'))->close());
+    exit(0);
+}
+if (($argv[1] ?? '') === 'indoubt') {
+    $ctx = Context::open((string) getenv('RSV_DSN_INDOUBT'),
+        new Options(callTimeoutMs: (int) getenv('RSV_BUDGET_MS')));
+    show('in_doubt', fn () => $ctx->reserveOne($shop, 'php-indoubt', 1, 1, 1));
+    $ctx->close();
     exit(0);
 }
 show('wrong_password', fn () => Context::open((string) getenv('RSV_DSN_BADPW')));

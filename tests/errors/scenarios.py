@@ -30,6 +30,13 @@ def main():
     if sys.argv[1:] == ["readonly"]:
         show("not_primary", lambda: rsv.connect(os.environ["RSV_DSN"]).close())
         return
+    if sys.argv[1:] == ["indoubt"]:
+        budget = int(os.environ["RSV_BUDGET_MS"])
+        with rsv.connect(os.environ["RSV_DSN_INDOUBT"],
+                         call_timeout_ms=budget) as ctx:
+            show("in_doubt",
+                 lambda: ctx.reserve_one(SHOP, "py-indoubt", 1, 1, 1))
+        return
     show("wrong_password", lambda: rsv.connect(os.environ["RSV_DSN_BADPW"]))
     show("no_server", lambda: rsv.connect(os.environ["RSV_DSN_GONE"]))
     with rsv.connect(os.environ["RSV_DSN"]) as ctx:

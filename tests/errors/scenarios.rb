@@ -17,6 +17,12 @@ if ARGV == ["readonly"]
   show("not_primary") { Libreserve.open(ENV.fetch("RSV_DSN")).close }
   exit
 end
+if ARGV == ["indoubt"]
+  Libreserve.open(ENV.fetch("RSV_DSN_INDOUBT"), call_timeout_ms: Integer(ENV.fetch("RSV_BUDGET_MS"))) do |ctx|
+    show("in_doubt") { ctx.reserve_one(SHOP, "rb-indoubt", item_id: 1, location_id: 1, quantity: 1) }
+  end
+  exit
+end
 show("wrong_password") { Libreserve.open(ENV.fetch("RSV_DSN_BADPW")) }
 show("no_server") { Libreserve.open(ENV.fetch("RSV_DSN_GONE")) }
 Libreserve.open(ENV.fetch("RSV_DSN")) do |ctx|

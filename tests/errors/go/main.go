@@ -71,6 +71,18 @@ func main() {
 		show("not_primary", open(os.Getenv("RSV_DSN")))
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "indoubt" {
+		budget, _ := strconv.Atoi(os.Getenv("RSV_BUDGET_MS"))
+		c, err := reserve.Open(ctx, os.Getenv("RSV_DSN_INDOUBT"),
+			&reserve.Options{CallTimeout: time.Duration(budget) * time.Millisecond})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer c.Close()
+		show("in_doubt", c.ReserveOne(ctx, shop, "go-indoubt", 1, 1, 1, 0))
+		return
+	}
 	show("wrong_password", open(os.Getenv("RSV_DSN_BADPW")))
 	show("no_server", open(os.Getenv("RSV_DSN_GONE")))
 	c, err := reserve.Open(ctx, os.Getenv("RSV_DSN"), nil)
