@@ -257,8 +257,8 @@ typedef struct pool_seen {
     uint64_t refill_after_us;  /* no refill attempt after a read from the
                                   bottom before (monotonic) */
     int64_t taken_since_probe; /* units taken by reads from the cursor
-                                  since the pool was last counted */
-    int probe_started;         /* taken_since_probe has its random start */
+                                  since the pool was last counted (starts
+                                  at a random point of the share) */
     int refill_pending;        /* a due top-up found the ledger row held:
                                   the next reserve procedure does it if it
                                   gets the row (pool_cursor.c) */

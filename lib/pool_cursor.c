@@ -37,6 +37,14 @@
 
 #define PROBE_GAP_US 1000000
 
+/* Units a context takes from a pool by cursor reads between two counts of
+ * it: an eighth of the low-water mark (at least one). */
+static int64_t probe_share(const rsv_ctx *ctx)
+{
+    int64_t share = ctx->opts.refill_low_water / 8;
+    return share > 1 ? share : 1;
+}
+
 static pool_seen *seen_slot(rsv_ctx *ctx, uint64_t shop, uint64_t item,
                                 uint64_t loc)
 {
@@ -75,6 +83,11 @@ void pool_cursor_note(rsv_ctx *ctx, uint64_t shop, uint64_t item,
         s->shop = shop;
         s->item = item;
         s->loc = loc;
+        /* contexts started together must not count in step (the pool
+         * would drain between their waves): each starts at a random point
+         * of its share */
+        s->taken_since_probe =
+            (int64_t)(ctx_rand(ctx) % (uint64_t)probe_share(ctx));
     }
     if (next_id) { /* a read from the cursor may not read the ledger */
         s->hi = next_id;
@@ -139,20 +152,10 @@ int pool_refill_due(rsv_ctx *ctx, uint64_t shop, uint64_t item, uint64_t loc,
                              ctx_rand(ctx) % PROBE_GAP_US;
         return REFILL_YES;
     }
-    /* Jittered: contexts started together must not count in step (the
-     * pool would drain between their waves), so each starts at a random
-     * point of its share. */
-    int64_t share = ctx->opts.refill_low_water / 8;
     if (ctx->opts.refill_low_water <= 0)
         return REFILL_NO;
-    if (share < 1)
-        share = 1;
-    if (!s->probe_started) {
-        s->probe_started = 1;
-        s->taken_since_probe = (int64_t)(ctx_rand(ctx) % (uint64_t)share);
-    }
     s->taken_since_probe += taken;
-    if (s->taken_since_probe < share)
+    if (s->taken_since_probe < probe_share(ctx))
         return REFILL_NO;
     s->taken_since_probe = 0;
     return REFILL_COUNT;

@@ -2058,11 +2058,10 @@ static pid_t proc_start(worker *w, proc_slot *slot)
         return pid;
     worker_main(w);
     slot->w = *w;
-    uint32_t k = 0;
     size_t n = w->nlat < PROC_LAT_MAX ? w->nlat : PROC_LAT_MAX;
     memcpy(slot->lat, w->lat, n * sizeof *w->lat);
     slot->nlat = (uint32_t)n;
-    k = (uint32_t)n;
+    uint32_t k = (uint32_t)n;
     for (int q = 0; q < NPATHS; q++) {
         size_t pn = w->path_lat[q].n;
         if (pn > PROC_LAT_MAX - k)
