@@ -12,7 +12,7 @@
  * symbol each object takes from which).
  *
  *   layer      files (lib/NAME.c)
- *   1 base     clock threads errors guard stats cart argcheck
+ *   1 base     clock threads errors guard stats key_stats cart argcheck
  *   2 wire     sql fault
  *   3 frame    txn op
  *   4 storage  schema ledger ledger_seen pool_cursor
@@ -242,10 +242,17 @@ struct rsv_cart {
  * -code, and a last slot for anything else; grow with the codes. */
 #define STATS_CODES (-RSV__LAST_CODE + 2)
 #define STATS_COUNTERS (RSV_STAT_STMT_EVICTIONS + 1)
+/* One key's crowd counters (RSV_KEY_*; key_stats.c). */
+typedef struct key_stat {
+    uint64_t shop, item, loc;
+    uint64_t n[RSV_KEY_STAT_COUNT];
+} key_stat;
 typedef struct ctx_stats {
     uint64_t outcome[OP__COUNT][STATS_CODES];
     uint64_t counter[OP__COUNT][STATS_COUNTERS]; /* RSV_STAT_RETRIES.. */
     uint64_t hist[OP__COUNT][RSV_STATS_BUCKETS];
+    key_stat keys[RSV_KEY_STATS_MAX]; /* the first nkeys are in use */
+    uint32_t nkeys;
 } ctx_stats;
 
 /* ---- what a context last saw of a pool (pool_cursor.c) ---- */
@@ -458,6 +465,14 @@ RSV_HIDDEN void stats_call(rsv_ctx *ctx, int op, int rc, uint64_t us);
  * for a context's statistics or a snapshot's (stats_export.c). */
 RSV_HIDDEN uint64_t stats_value(const ctx_stats *s, uint32_t stat,
                                 uint32_t op);
+
+/* ---- key_stats.c: what a crowd does to a key ---- */
+/* Add n to a key's counter (RSV_KEY_*), making room for the key if it is
+ * new (see RSV_KEY_STATS_MAX). */
+RSV_HIDDEN void key_stats_add(ctx_stats *s, uint64_t shop, uint64_t item,
+                              uint64_t loc, int stat, uint64_t n);
+/* Add b's keys into a (for stats_merge). */
+RSV_HIDDEN void key_stats_merge(ctx_stats *a, const ctx_stats *b);
 
 /* ---- argcheck.c: a call's arguments, checked before anything is sent ---- */
 /* The longest hold a reserve or an extension asks for, and the longest

@@ -867,6 +867,16 @@ void reserve_refill_ahead(rsv_ctx *ctx, rjob *j)
     }
 }
 
+/* A pass that waits for the ledger rows of the job's keys (the slow path,
+ * the waited take): counted per key before it runs (key_stats.c). */
+static void note_refill_waits(rsv_ctx *ctx, const rjob *j)
+{
+    for (size_t k = 0; k < j->nkeys; k++)
+        if (j->keys[k].plan.want > 0)
+            key_stats_add(&ctx->stats, j->shop, j->keys[k].item,
+                          j->keys[k].loc, RSV_KEY_REFILL_WAITS, 1);
+}
+
 static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
 {
     switch (pass) {
@@ -877,6 +887,7 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
     case PASS_STATEMENTS:
         return txn_run(ctx, 0, fast_body, j);
     case PASS_SLOW: {
+        note_refill_waits(ctx, j);
         int rc = txn_run(ctx, 0, slow_body, j);
         int again = rc == RSV__PASS_ENDED && (j->end == END_REFILLED ||
                                          j->end == END_SHARED_IN_VAIN);
@@ -889,6 +900,7 @@ static int run_pass(rsv_ctx *ctx, rjob *j, rpass pass)
         reserve_refill_ahead(ctx, j);
         return RSV_OK;
     case PASS_LEDGER: {
+        note_refill_waits(ctx, j);
         int rc = pass_end(j, END_NO_PROC);
         if (proc_usable(ctx, PROC_RESERVE))
             rc = txn_run(ctx, TXN_SELF_COMMIT, reserve_proc_ledger_body, j);

@@ -257,9 +257,23 @@ void job_choose_starts(rsv_ctx *ctx, rjob *j)
     }
 }
 
-/* After a fast-path read of key k: move its cursor. */
+/* After a fast-path read of key k: what the crowd did to it
+ * (key_stats.c), and its cursor moved. */
 void job_note_read(rsv_ctx *ctx, const rjob *j, const rkey *k)
 {
+    /* (a read from a cursor that comes up short reads again from the
+     * bottom: only that one says the pool had too few units free) */
+    if (k->plan.want > 0 && k->plan.start == 0 &&
+        k->read.units < k->plan.want)
+        key_stats_add(&ctx->stats, j->shop, k->item, k->loc, RSV_KEY_SHORT,
+                      1);
+    /* pool ids are minted in ascending order and a read takes the lowest
+     * free ones from its start, so every id it passed was held by another
+     * buyer or taken since */
+    if (k->plan.want > 0 && k->plan.start > 0 && k->read.units > 0 &&
+        k->read.first_id > k->plan.start)
+        key_stats_add(&ctx->stats, j->shop, k->item, k->loc,
+                      RSV_KEY_PASSED_ROWS, k->read.first_id - k->plan.start);
     if (k->plan.want > 0 && (k->read.have_hint || k->plan.start > 0))
         pool_cursor_note(ctx, j->shop, k->item, k->loc,
                          k->read.have_hint ? k->read.hint_next : 0, k->read.hint_avail,

@@ -39,6 +39,7 @@ void stats_merge(ctx_stats *a, const ctx_stats *b)
         for (int h = 0; h < RSV_STATS_BUCKETS; h++)
             a->hist[o][h] += b->hist[o][h];
     }
+    key_stats_merge(a, b);
 }
 
 RSV_EXTERN int rsv_stats_snapshot_new(rsv_stats_snapshot **out)
@@ -132,7 +133,9 @@ static int name_char(char c)
  * would give a series the same label twice, which Prometheus refuses. */
 static int reserved_name(const char *name, size_t n)
 {
-    static const char *const ours[] = {"op", "result", "class", "le"};
+    static const char *const ours[] = {"op",      "result",  "class",
+                                       "le",      "shop_id", "item_id",
+                                       "location_id"};
     if (n >= 2 && name[0] == '_' && name[1] == '_')
         return 1; /* reserved for Prometheus itself */
     for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
@@ -381,6 +384,39 @@ static void put_histogram(out *o, const ctx_stats *s, const char *labels)
     }
 }
 
+/* The crowd's counters of each key kept (key_stats.c), labelled as
+ * rsv-admin labels its figures of the same keys, so that one query can
+ * put a key's pool depth beside what its buyers went through. */
+static void put_keys(out *o, const ctx_stats *s, const char *labels)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[RSV_KEY_STAT_COUNT] = {
+        {"libreserve_key_short_total",
+         "Reserves that came up short at the key: its pool had fewer units "
+         "free than asked."},
+        {"libreserve_key_refill_waits_total",
+         "Reserves that waited for the key's ledger row: a refill in flight, "
+         "or a take from the row."},
+        {"libreserve_key_passed_rows_total",
+         "Pool ids reads of the key passed over before the row they took: "
+         "rows other buyers held or had taken."},
+    };
+    if (s->nkeys == 0)
+        return;
+    for (int f = 0; f < RSV_KEY_STAT_COUNT; f++) {
+        put_family(o, fam[f].name, "counter", fam[f].help);
+        for (uint32_t i = 0; i < s->nkeys; i++) {
+            const key_stat *k = &s->keys[i];
+            put(o, "%s{%s%sshop_id=\"%llu\",item_id=\"%llu\","
+                "location_id=\"%llu\"} %llu\n", fam[f].name, labels,
+                *labels ? "," : "", (unsigned long long)k->shop,
+                (unsigned long long)k->item, (unsigned long long)k->loc,
+                (unsigned long long)k->n[f]);
+        }
+    }
+}
+
 RSV_EXTERN int rsv_stats_prometheus(const rsv_stats_snapshot *snap,
                                     const char *labels, char *buf,
                                     size_t len, size_t *needed_out)
@@ -423,6 +459,7 @@ RSV_EXTERN int rsv_stats_prometheus(const rsv_stats_snapshot *snap,
         put_seconds(&o, s->counter[op][RSV_STAT_LATENCY_MAX_US]);
         put(&o, "\n");
     }
+    put_keys(&o, s, labels);
 
     if (needed_out)
         *needed_out = o.used + 1;

@@ -384,7 +384,7 @@ run --json replenish 6 4 1
 expect "replenish (6, 4, 1)" 0 'd["pooled"] == 2'
 sleep 0.6
 run --json stats 6
-expect "stats --json" 0 'd["scope"] == "shop" and d["shop_id"] == 6 and [(k["item_id"], k["location_id"]) for k in d["keys"]] == [(1, 1), (2, 1), (3, 1), (4, 1)] and all(set(k) == {"shop_id","item_id","location_id","on_hand","held","available","pooled","expired","journal_backlog"} and k["shop_id"] == 6 for k in d["keys"])'
+expect "stats --json" 0 'd["scope"] == "shop" and d["shop_id"] == 6 and [(k["item_id"], k["location_id"]) for k in d["keys"]] == [(1, 1), (2, 1), (3, 1), (4, 1)] and all(set(k) == {"shop_id","item_id","location_id","on_hand","held","available","pooled","expired","journal_backlog","ledger_waiters"} and k["shop_id"] == 6 and k["ledger_waiters"] == 0 for k in d["keys"])'
 stats6=$out
 expect "stats: held" 0 'd["keys"][0]["held"] == 3 and d["keys"][0]["available"] == 7 and d["keys"][0]["expired"] == 0 and d["keys"][0]["on_hand"] == 10'
 expect "stats: expired units not given back" 0 'd["keys"][1]["expired"] == 2 and d["keys"][1]["held"] == 0 and d["keys"][1]["available"] == 5'
@@ -408,8 +408,8 @@ else
   bad "stats: pooled, expired, backlog as counted from the tables"
 fi
 run stats 6
-expect_text "stats, text: header" 0 "^SHOP +ITEM +LOCATION +ON_HAND +HELD +AVAILABLE +POOLED +EXPIRED +BACKLOG$"
-expect_text "stats, text: a row" 0 "^6 +2 +1 +5 +0 +5 +[0-9]+ +2 +0$"
+expect_text "stats, text: header" 0 "^SHOP +ITEM +LOCATION +ON_HAND +HELD +AVAILABLE +POOLED +EXPIRED +BACKLOG +WAITING$"
+expect_text "stats, text: a row" 0 "^6 +2 +1 +5 +0 +5 +[0-9]+ +2 +0 +0$"
 expect_text "stats, text: totals" 0 "^total: 1 shop\(s\), 4 item/location key\(s\)"
 run --json stats --all
 expect "stats --all --json" 0 'd["scope"] == "all" and {6, 7, 1, 5} <= {k["shop_id"] for k in d["keys"]} and d["totals"]["shops"] == len({k["shop_id"] for k in d["keys"]}) and d["totals"]["keys"] == len(d["keys"]) and [k for k in d["keys"] if k["shop_id"] == 6] == r["keys"]' "$stats6"
@@ -426,6 +426,21 @@ sleep 0.7
 out=$(timeout 2 "$ADMIN" "${conn[@]}" --json stats 6 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
 expect "stats takes no lock (rows locked elsewhere)" 0 'd["keys"] == r["keys"] and d["totals"] == r["totals"] and [x["checkouts"] for x in d["shops"]] == [x["checkouts"] for x in r["shops"]]' "$stats6"
 wait "$locker"
+
+# Buyers queued for a key's ledger row (behind a refill in flight) are
+# counted on that key: one session holds (6, 1, 1), two wait for it.
+sql "$DB" -e "START TRANSACTION; SELECT COUNT(*) FROM rsv_ledger WHERE shop_id = 6 AND item_id = 1 FOR UPDATE; DO SLEEP(5); COMMIT" >/dev/null 2>&1 &
+locker=$!
+sleep 0.5
+for w in 1 2; do
+  sql "$DB" -e "SET innodb_lock_wait_timeout = 10; SELECT COUNT(*) FROM rsv_ledger WHERE shop_id = 6 AND item_id = 1 AND location_id = 1 LOCK IN SHARE MODE" >/dev/null 2>&1 &
+done
+sleep 0.7
+run --json stats 6
+expect "stats: buyers waiting for a ledger row" 0 '[k["ledger_waiters"] for k in d["keys"]] == [2, 0, 0, 0] and d["totals"]["ledger_waiters"] == 2'
+run stats 6
+expect_text "stats, text: the waiters" 0 "^6 +1 +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +2$"
+wait
 
 # ---- stats --prometheus, read back by the Prometheus client's parser ----
 # The Debian package installs into the system interpreter's dist-packages,
@@ -449,12 +464,13 @@ from prometheus_client.parser import text_string_to_metric_families
 text, want = sys.argv[1], json.loads(sys.argv[2])
 names = {"on_hand": "libreserve_on_hand_units", "held": "libreserve_held_units",
          "available": "libreserve_available_units", "pooled": "libreserve_pooled_units",
-         "expired": "libreserve_expired_units", "journal_backlog": "libreserve_journal_backlog"}
+         "expired": "libreserve_expired_units", "journal_backlog": "libreserve_journal_backlog",
+         "ledger_waiters": "libreserve_ledger_waiters"}
 allfams = list(text_string_to_metric_families(text))
 assert len({f.name for f in allfams}) == len(allfams), "a family twice"
 fams = [f for f in allfams if not f.name.startswith("libreserve_shop_")]
 by = {f.name: f for f in fams}
-assert len(fams) == len(by) == 6 and set(by) == set(names.values()), sorted(by)
+assert len(fams) == len(by) == 7 and set(by) == set(names.values()), sorted(by)
 # per shop: every figure of --json's "shops", the ages to the millisecond
 shop_fams = {f.name: f for f in allfams if f.name.startswith("libreserve_shop_")}
 for sh in want["shops"]:
@@ -505,6 +521,10 @@ if sql -e "CREATE USER '$NODEL_USER'@'localhost' IDENTIFIED BY 'nodel-pw'; GRANT
   out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NODEL_USER" -pnodel-pw -D "$DB" --json sweep --all 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
   expect "sweep --all: a failing shop is reported, the others tried" 3 '{s["shop_id"]: s.get("error", {}).get("name") for s in d["shops"]}[7] == "RSV_EDB" and d["shops_failed"] >= 1 and d["shops_swept"] + d["shops_failed"] == len(d["shops"]) and d["shops_not_reached"] == 0 and len(d["shops"]) >= 5'
   expect_text "sweep --all: the failure on stderr" 3 "rsv_sweep_report of shop 7: RSV_EDB"
+  # without the PROCESS privilege the ledger's waiters are unknown, not 0
+  out=$("$ADMIN" --no-defaults -S "$RSV_TEST_SOCKET" -u "$NODEL_USER" -pnodel-pw -D "$DB" --json stats 6 2>"$tmp/err"); rc=$?; err=$(cat "$tmp/err")
+  expect "stats without PROCESS: the waiters unknown" 0 'all(k["ledger_waiters"] is None for k in d["keys"]) and "ledger_waiters" not in d["totals"] and len(d["keys"]) == 4'
+  expect_text "stats without PROCESS: said on stderr" 0 "the buyers waiting for ledger rows are not shown: .*PROCESS"
 else
   echo "skip sweep --all with a failing shop (cannot create a user: $(head -1 "$tmp/grant"))"
 fi

@@ -680,6 +680,126 @@ START_TEST(statement_cache_cap_and_a_full_server)
 }
 END_TEST
 
+
+static uint64_t key_stat_of(rsv_ctx *ctx, uint64_t shop, uint64_t item,
+                            uint32_t stat)
+{
+    uint64_t v = 0;
+    ck_assert_int_eq(rsv_stats_key(ctx, shop, item, 1, stat, &v), RSV_OK);
+    return v;
+}
+
+/* What a crowd does to a key, counted for that key only.  Another
+ * connection holds every row of item 1's pool: a reserve's read from the
+ * bottom comes up short and it goes on to wait for the ledger row.  Then
+ * it holds every row but the top one: a read from the context's cursor
+ * passes the held rows (the cursor is placed at random after a read from
+ * the bottom, so a few keys are tried until one starts below the top).
+ * Item 2, bought alone, shows nothing. */
+START_TEST(key_counters_show_a_crowd)
+{
+    tu_fix f;
+    tu_fix_open(&f, 0, 50); /* (rows of one unit) */
+    tu_fix_pooled(&f, 1, 1, 5);
+    tu_fix_pooled(&f, 2, 1, 5);
+    MYSQL *other = tu_fix_admin(&f);
+    char q[256];
+    tu_exec(other, "START TRANSACTION");
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM (SELECT id FROM rsv_pool "
+             "WHERE shop_id = %llu AND item_id = 1 FOR UPDATE) AS x",
+             (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(other, q), 5);
+    int rc = rsv_reserve_one(f.ctx, f.shop, TOK("k1"), 1, 1, 1, 0);
+    ck_assert_msg(rc == RSV_OK || rc == RSV_EBUSY, "%s", rsv_code_name(rc));
+    ck_assert_uint_eq(key_stat_of(f.ctx, f.shop, 1, RSV_KEY_SHORT), 1);
+    ck_assert_uint_ge(key_stat_of(f.ctx, f.shop, 1, RSV_KEY_REFILL_WAITS), 1);
+    ck_assert_uint_eq(key_stat_of(f.ctx, f.shop, 1, RSV_KEY_PASSED_ROWS), 0);
+    tu_exec(other, "ROLLBACK");
+
+    /* (READ COMMITTED: the range read must not lock the top row that
+     * ends it, as REPEATABLE READ would) */
+    tu_exec(other, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    uint64_t passed = 0, item = 10;
+    for (; item < 20 && passed == 0; item++) {
+        tu_fix_pooled(&f, item, 1, 20);
+        char tok[32];
+        snprintf(tok, sizeof tok, "p%llu", (unsigned long long)item);
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, tok, strlen(tok), item,
+                                     1, 1, 0));
+        tu_exec(other, "START TRANSACTION");
+        snprintf(q, sizeof q, "SELECT COUNT(*) FROM (SELECT id FROM "
+                 "rsv_pool WHERE shop_id = %llu AND item_id = %llu AND id < "
+                 "(SELECT MAX(id) FROM rsv_pool WHERE shop_id = %llu AND "
+                 "item_id = %llu) FOR UPDATE) AS x", (unsigned long long)f.shop,
+                 (unsigned long long)item, (unsigned long long)f.shop,
+                 (unsigned long long)item);
+        ck_assert_int_eq(tu_i64(other, q), 18);
+        snprintf(tok, sizeof tok, "q%llu", (unsigned long long)item);
+        TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, tok, strlen(tok), item,
+                                     1, 1, 0));
+        tu_exec(other, "ROLLBACK");
+        passed = key_stat_of(f.ctx, f.shop, item, RSV_KEY_PASSED_ROWS);
+        /* (at most from the lowest id to the top one) */
+        ck_assert_uint_le(passed, 19);
+        ck_assert_uint_eq(key_stat_of(f.ctx, f.shop, item, RSV_KEY_SHORT), 0);
+    }
+    ck_assert_msg(passed > 0, "no read passed a held pool row");
+    item--;
+
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("k2"), 2, 1, 1, 0));
+    TU_OK(f.ctx, rsv_reserve_one(f.ctx, f.shop, TOK("k3"), 2, 1, 1, 0));
+    for (uint32_t st = 0; st < RSV_KEY_STAT_COUNT; st++)
+        ck_assert_uint_eq(key_stat_of(f.ctx, f.shop, 2, st), 0);
+
+    /* the keys kept, and their Prometheus series */
+    uint64_t ks, ki, kl;
+    int seen1 = 0, seen_item = 0;
+    uint32_t n = 0;
+    while (rsv_stats_key_at(f.ctx, n, &ks, &ki, &kl) == RSV_OK) {
+        ck_assert_uint_eq(ks, f.shop);
+        ck_assert_uint_ne(ki, 2);
+        seen1 += ki == 1;
+        seen_item += ki == item;
+        n++;
+    }
+    ck_assert_int_eq(seen1, 1);
+    ck_assert_int_eq(seen_item, 1);
+    ck_assert_int_eq(rsv_stats_key_at(f.ctx, n, &ks, &ki, &kl), RSV_ERANGE);
+    rsv_stats_snapshot *snap = NULL;
+    TU_OK(f.ctx, rsv_stats_snapshot_new(&snap));
+    TU_OK(f.ctx, rsv_stats_snapshot_add(snap, f.ctx));
+    TU_OK(f.ctx, rsv_stats_snapshot_add(snap, f.ctx)); /* (adds up) */
+    static char text[65536];
+    TU_OK(f.ctx, rsv_stats_prometheus(snap, "instance=\"a\"", text,
+                                      sizeof text, NULL));
+    snprintf(q, sizeof q, "\nlibreserve_key_short_total{instance=\"a\","
+             "shop_id=\"%llu\",item_id=\"1\",location_id=\"1\"} 2\n",
+             (unsigned long long)f.shop);
+    ck_assert_msg(strstr(text, q), "no %s in\n%s", q, text);
+    snprintf(q, sizeof q, "\nlibreserve_key_passed_rows_total{instance=\"a\","
+             "shop_id=\"%llu\",item_id=\"%llu\",location_id=\"1\"} %llu\n",
+             (unsigned long long)f.shop, (unsigned long long)item,
+             (unsigned long long)(2 * passed));
+    ck_assert_msg(strstr(text, q), "no %s in\n%s", q, text);
+    /* the key's labels are the library's own */
+    ck_assert_int_eq(rsv_stats_prometheus(snap, "shop_id=\"1\"", text,
+                                          sizeof text, NULL), RSV_EINVAL);
+    rsv_stats_snapshot_free(snap);
+
+    uint64_t v;
+    ck_assert_int_eq(rsv_stats_key(NULL, 1, 1, 1, RSV_KEY_SHORT, &v),
+                     RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_key(f.ctx, 1, 1, 1, RSV_KEY_STAT_COUNT, &v),
+                     RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_key(f.ctx, 1, 1, 1, RSV_KEY_SHORT, NULL),
+                     RSV_EINVAL);
+    ck_assert_int_eq(rsv_stats_key_at(f.ctx, 0, NULL, &ki, &kl), RSV_EINVAL);
+    TU_OK(f.ctx, rsv_stats_reset(f.ctx));
+    ck_assert_int_eq(rsv_stats_key_at(f.ctx, 0, &ks, &ki, &kl), RSV_ERANGE);
+    tu_fix_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("stats");
@@ -691,6 +811,7 @@ int main(void)
     tu_add(s, "kill_switch", kill_switch);
     tu_add(s, "lock_wait_timeouts_and_retries", lock_wait_timeouts_and_retries);
     tu_add(s, "deadlock_is_counted_and_retried", deadlock_is_counted_and_retried);
+    tu_add(s, "key_counters_show_a_crowd", key_counters_show_a_crowd);
     tu_add(s, "statement_cache_cap_and_a_full_server",
            statement_cache_cap_and_a_full_server);
     int rc = tu_run(s);

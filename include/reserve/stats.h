@@ -166,6 +166,53 @@ RSV_EXTERN int rsv_stats_percentile(const rsv_ctx *ctx, uint32_t op,
 RSV_EXTERN int rsv_stats_reset(rsv_ctx *ctx);
 
 /*
+ * What a crowd does to a key.  Per (shop, item, location), the events
+ * that grow with the number of buyers competing for the key's pool:
+ */
+enum rsv_key_stat {
+    RSV_KEY_SHORT = 0,        /* reserves that came up short at the key:
+                                 a read of its pool from the bottom found
+                                 fewer units free than they asked for (a
+                                 pool running dry, or its rows held by
+                                 other buyers) */
+    RSV_KEY_REFILL_WAITS = 1, /* reserves that then waited for the key's
+                                 ledger row: for a refill in flight, or
+                                 to take the units from it themselves */
+    RSV_KEY_PASSED_ROWS = 2   /* pool ids a read passed over before the
+                                 row it took, counted from where the
+                                 read began: rows other buyers held, or
+                                 had taken since (a read from the pool's
+                                 bottom counts none) */
+};
+#define RSV_KEY_STAT_COUNT 3
+
+/* A context (and a snapshot) keeps these counters for at most
+ * RSV_KEY_STATS_MAX keys: the ones with the most events.  A key pushed
+ * out by a busier one starts again from zero if it comes back, so a
+ * counter of a key may go down (Prometheus takes it as a reset). */
+#define RSV_KEY_STATS_MAX 16
+
+/*
+ * Read a counter (RSV_KEY_*) of one key into *out: 0 for a key the
+ * context keeps no counters of (no event, or pushed out).
+ * Returns RSV_OK, or RSV_EINVAL (NULL ctx or out, unknown stat).
+ */
+RSV_EXTERN int rsv_stats_key(const rsv_ctx *ctx, uint64_t shop_id,
+                             uint64_t item_id, uint64_t location_id,
+                             uint32_t stat, uint64_t *out);
+
+/*
+ * The i-th key (0-based, i < RSV_KEY_STATS_MAX) the context keeps
+ * counters of, into *shop_id, *item_id and *location_id, in no particular
+ * order: read them with rsv_stats_key().  Returns RSV_OK, RSV_ERANGE when
+ * there is no i-th key (i at or past the number kept), or RSV_EINVAL
+ * (NULL argument).
+ */
+RSV_EXTERN int rsv_stats_key_at(const rsv_ctx *ctx, uint32_t i,
+                                uint64_t *shop_id, uint64_t *item_id,
+                                uint64_t *location_id);
+
+/*
  * Snapshots: the statistics of one or more contexts added up, in memory
  * the caller owns (about 6 KiB, tied to no context or connection).  They
  * are how counters leave the thread that owns a context, and how several
@@ -243,6 +290,11 @@ RSV_EXTERN int rsv_batcher_stats_snapshot_add(rsv_stats_snapshot *snap,
  *       microseconds for b = 0..30, then "+Inf"), _sum, _count (the
  *       kind's RSV_STAT_CALLS)
  *   libreserve_call_duration_max_seconds{op}   gauge: the slowest call
+ *   libreserve_key_short_total{shop_id,item_id,location_id}
+ *   libreserve_key_refill_waits_total{...}
+ *   libreserve_key_passed_rows_total{...}      counters: RSV_KEY_SHORT,
+ *       RSV_KEY_REFILL_WAITS and RSV_KEY_PASSED_ROWS of each key kept
+ *       (at most RSV_KEY_STATS_MAX; the families appear once a key is)
  *
  * op names the kind: "reserve", "claim", "release", "extend", "status",
  * "replenish", "sweep", "stock" or "audit"; a kind's series appear once a
@@ -256,7 +308,7 @@ RSV_EXTERN int rsv_batcher_stats_snapshot_add(rsv_stats_snapshot *snap,
  * e.g. "instance=\"a\",shard=\"3\"": name="value" pairs separated by
  * commas, without spaces, exactly as they appear in the output.  Names
  * match [a-zA-Z_][a-zA-Z0-9_]*, do not begin with "__", are not op,
- * result, class or le, and appear once; a value is UTF-8 in which a
+ * result, class, le, shop_id, item_id or location_id, and appear once; a value is UTF-8 in which a
  * backslash, a double quote and a newline are written \\, \" and \n.
  *
  * *needed_out (may be NULL) receives the size of buffer the text needs,

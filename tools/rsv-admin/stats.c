@@ -18,7 +18,7 @@
 /* ---------------- per item and location ---------------- */
 
 enum { SV_ON_HAND, SV_HELD, SV_AVAILABLE, SV_POOLED, SV_EXPIRED,
-       SV_BACKLOG, N_SV };
+       SV_BACKLOG, SV_WAITING, N_SV };
 
 /* One figure per (shop, item, location): its --json member, text column,
  * Prometheus metric and the metric's help text. */
@@ -40,6 +40,10 @@ static const struct stat_def {
     {"journal_backlog", "BACKLOG", "libreserve_journal_backlog",
      "Claims and releases journalled and not yet folded into the ledger "
      "(rows of rsv_journal)."},
+    {"ledger_waiters", "WAITING", "libreserve_ledger_waiters",
+     "Transactions waiting now for the key's ledger row: buyers whose "
+     "pool came up short queue there behind a refill in flight (a crowd "
+     "on a pool too small for it)."},
 };
 
 typedef struct key_stats {
@@ -127,11 +131,60 @@ static int read_keys(const cmd_env *e, uint64_t shop, int all,
     return EXIT_OKAY;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = ((const key_stats *)b)->k;
+    for (int c = 0; c < 3; c++)
+        if (x[c] != y[c])
+            return x[c] < y[c] ? -1 : 1;
+    return 0;
+}
+
+/* Who waits for each key's ledger row now, from InnoDB's lock waits (live,
+ * outside the snapshot: a wait has no past).  Reading other accounts'
+ * waits needs the PROCESS privilege; without it the figure is unknown
+ * (*known = 0), said once on stderr, and the rest of stats goes on. */
+static void read_waiters(const cmd_env *e, key_stats *v, size_t n,
+                         int *known)
+{
+    *known = 0;
+    MYSQL_RES *r = query_rows(e->conn,
+        "/* conn_tag:admin */ SELECT l.lock_data, COUNT(*) FROM "
+        "information_schema.INNODB_LOCK_WAITS w JOIN "
+        "information_schema.INNODB_LOCKS l ON l.lock_id = "
+        "w.requested_lock_id WHERE l.lock_table = CONCAT('`', DATABASE(), "
+        "'`.`rsv_ledger`') AND l.lock_index = 'PRIMARY' GROUP BY "
+        "l.lock_data");
+    if (!r) {
+        fprintf(stderr, "%s: stats: the buyers waiting for ledger rows are "
+                "not shown: %s (the PROCESS privilege reads them)\n", prog,
+                mysql_error(e->conn));
+        return;
+    }
+    *known = 1;
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(r))) {
+        unsigned long long k[3];
+        if (!row[0] || !row[1] ||
+            sscanf(row[0], "%llu, %llu, %llu", &k[0], &k[1], &k[2]) != 3)
+            continue;
+        uint64_t key[3] = {k[0], k[1], k[2]};
+        key_stats *hit = bsearch(key, v, n, sizeof *v, key_cmp);
+        if (hit)
+            hit->v[SV_WAITING] = strtoll(row[1], NULL, 10);
+    }
+    mysql_free_result(r);
+}
+
 /* Per metric one HELP and one TYPE line, then a sample per key.  Label
- * values are decimal ids, which need no escaping. */
-static void print_keys_prometheus(FILE *f, const key_stats *v, size_t n)
+ * values are decimal ids, which need no escaping.  A figure not known
+ * (the waiters without the PROCESS privilege) has no family. */
+static void print_keys_prometheus(FILE *f, const key_stats *v, size_t n,
+                                  int waiters_known)
 {
     for (int m = 0; m < N_SV; m++) {
+        if (m == SV_WAITING && !waiters_known)
+            continue;
         prom_family(f, stat_defs[m].metric, "gauge", stat_defs[m].help);
         for (size_t i = 0; i < n; i++)
             fprintf(f, "%s{shop_id=\"%" PRIu64 "\",item_id=\"%" PRIu64
@@ -402,20 +455,24 @@ static void print_shops_text(const shop_list *l)
 
 /* ---------------- the command ---------------- */
 
-static void print_keys_json(const key_stats *v, size_t n)
+static void print_keys_json(const key_stats *v, size_t n,
+                            int waiters_known)
 {
     printf("\"keys\":[");
     for (size_t i = 0; i < n; i++) {
         printf("%s{", i ? "," : "");
         print_key_json(v[i].k, 3);
         for (int m = 0; m < N_SV; m++)
-            printf(",\"%s\":%" PRId64, stat_defs[m].json, v[i].v[m]);
+            if (m == SV_WAITING && !waiters_known)
+                printf(",\"%s\":null", stat_defs[m].json);
+            else
+                printf(",\"%s\":%" PRId64, stat_defs[m].json, v[i].v[m]);
         putchar('}');
     }
     putchar(']');
 }
 
-static void print_keys_text(const key_stats *v, size_t n)
+static void print_keys_text(const key_stats *v, size_t n, int waiters_known)
 {
     if (n) {
         printf("%-20s %-20s %-20s", "SHOP", "ITEM", "LOCATION");
@@ -427,7 +484,10 @@ static void print_keys_text(const key_stats *v, size_t n)
         printf("%-20" PRIu64 " %-20" PRIu64 " %-20" PRIu64, v[i].k[0],
                v[i].k[1], v[i].k[2]);
         for (int m = 0; m < N_SV; m++)
-            printf(" %10" PRId64, v[i].v[m]);
+            if (m == SV_WAITING && !waiters_known)
+                printf(" %10s", "-");
+            else
+                printf(" %10" PRId64, v[i].v[m]);
         putchar('\n');
     }
 }
@@ -453,6 +513,9 @@ int cmd_stats(const cmd_env *e)
     if (!st)
         st = read_shops(e, shop, o->all, &shops);
     end_txn(e, st == EXIT_OKAY);
+    int waiters_known = 0;
+    if (!st && !o->by_shop)
+        read_waiters(e, v, n, &waiters_known);
     if (st) {
         free(v);
         free(shops.v);
@@ -470,7 +533,7 @@ int cmd_stats(const cmd_env *e)
         prom_out p;
         if ((st = prom_open(&p, o->metrics_file)) == EXIT_OKAY) {
             if (!o->by_shop)
-                print_keys_prometheus(p.f, v, n);
+                print_keys_prometheus(p.f, v, n, waiters_known);
             print_shops_prometheus(p.f, &shops);
             st = prom_close(&p, 1);
         }
@@ -480,7 +543,7 @@ int cmd_stats(const cmd_env *e)
         else
             printf("{\"scope\":\"shop\",\"shop_id\":%" PRIu64 ",", shop);
         if (!o->by_shop) {
-            print_keys_json(v, n);
+            print_keys_json(v, n, waiters_known);
             putchar(',');
         }
         print_shops_json(&shops);
@@ -489,16 +552,18 @@ int cmd_stats(const cmd_env *e)
         if (!o->by_shop) {
             printf(",\"keys\":%zu", n);
             for (int m = 0; m < N_SV; m++)
-                printf(",\"%s\":%" PRId64, stat_defs[m].json, tot[m]);
+                if (m != SV_WAITING || waiters_known)
+                    printf(",\"%s\":%" PRId64, stat_defs[m].json, tot[m]);
         }
         printf("}}\n");
     } else {
         if (!o->by_shop) {
-            print_keys_text(v, n);
+            print_keys_text(v, n, waiters_known);
             printf("total: %zu shop(s), %zu item/location key(s)",
                    key_shops, n);
             for (int m = 0; m < N_SV; m++)
-                printf(", %s %" PRId64, stat_defs[m].json, tot[m]);
+                if (m != SV_WAITING || waiters_known)
+                    printf(", %s %" PRId64, stat_defs[m].json, tot[m]);
             printf("\n\n");
         }
         print_shops_text(&shops);
