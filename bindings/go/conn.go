@@ -20,8 +20,9 @@ import (
 	"unsafe"
 )
 
-// ErrClosed is returned by calls on a Conn or Batcher after Close.
-var ErrClosed = errors.New("libreserve: use of a closed Conn or Batcher")
+// ErrClosed is returned by calls on a Conn, Batcher or Migration after
+// Close.
+var ErrClosed = errors.New("libreserve: use of a closed Conn, Batcher or Migration")
 
 // Conn is one libreserve context and the MariaDB connection it owns.  It
 // makes one call at a time: calls from several goroutines wait for each

@@ -14,6 +14,12 @@
 // fs.ErrInvalid, and calls cut by their context match the context's
 // error.
 //
+// A Migration (OpenMigration) moves a shop from the store it sold
+// through before to libreserve stage by stage (docs/migration.md): the
+// checkout calls it instead of the Conn, and the old store is a Legacy
+// the library calls back on the caller's goroutine and on the handle's
+// own thread.
+//
 // The package uses cgo and the standard library only.  It loads
 // libreserve.so when first used: the file LIBRESERVE_PATH names, else the
 // one in the directory `pkg-config --variable=libdir reserve` reports,

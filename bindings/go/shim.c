@@ -14,6 +14,8 @@
 #define RSVGO_POINTER_VOID(name, params, args) static void (*p_##name) params;
 RSVGO_FUNCS(RSVGO_POINTER)
 RSVGO_VOIDS(RSVGO_POINTER_VOID)
+RSVGO_MIGRATE_FUNCS(RSVGO_POINTER)
+RSVGO_MIGRATE_VOIDS(RSVGO_POINTER_VOID)
 
 #define RSVGO_FORWARD(ret, name, params, args) \
     ret go_##name params { return p_##name args; }
@@ -21,6 +23,10 @@ RSVGO_VOIDS(RSVGO_POINTER_VOID)
     void go_##name params { p_##name args; }
 RSVGO_FUNCS(RSVGO_FORWARD)
 RSVGO_VOIDS(RSVGO_FORWARD_VOID)
+RSVGO_MIGRATE_FUNCS(RSVGO_FORWARD)
+RSVGO_MIGRATE_VOIDS(RSVGO_FORWARD_VOID)
+
+static const char *migrate_missing = "rsv_migrate_open";
 
 int rsvgo_load(const char *path, char *err, size_t errlen)
 {
@@ -42,7 +48,22 @@ int rsvgo_load(const char *path, char *err, size_t errlen)
 #define RSVGO_RESOLVE_VOID(name, params, args) RSVGO_RESOLVE(name)
     RSVGO_FUNCS(RSVGO_RESOLVE_FN)
     RSVGO_VOIDS(RSVGO_RESOLVE_VOID)
+    /* optional: a library older than the migration handle loads, and
+     * rsvgo_migrate_missing() names what it lacks */
+    migrate_missing = NULL;
+#define RSVGO_OPTIONAL(name)                                                \
+    if (!migrate_missing && !(*(void **)&p_##name = dlsym(h, #name)))       \
+        migrate_missing = #name;
+#define RSVGO_OPTIONAL_FN(ret, name, params, args) RSVGO_OPTIONAL(name)
+#define RSVGO_OPTIONAL_VOID(name, params, args) RSVGO_OPTIONAL(name)
+    RSVGO_MIGRATE_FUNCS(RSVGO_OPTIONAL_FN)
+    RSVGO_MIGRATE_VOIDS(RSVGO_OPTIONAL_VOID)
     return 0;
+}
+
+const char *rsvgo_migrate_missing(void)
+{
+    return migrate_missing;
 }
 
 static void audit_cb(void *arg, uint64_t shop, uint64_t item, uint64_t loc,
@@ -63,4 +84,39 @@ int rsvgo_wait(int fd, int timeout_ms)
     if (n < 0)
         return errno == EINTR ? 0 : -1;
     return n > 0;
+}
+
+/* Non-zero while rsvgo_migrate_call runs on this thread: a call of the old
+ * store made here answers the caller (stages old and shadow); one made on
+ * the handle's own thread (primary) finds 0. */
+static _Thread_local uintptr_t caller_call;
+
+static int legacy_cb(void *user, uint32_t op, uint64_t shop, const void *t,
+                     size_t tl, uint64_t item, uint64_t loc, int64_t q,
+                     int64_t ttl)
+{
+    return rsvgoLegacy((uintptr_t)user, caller_call, op, shop, (void *)t, tl,
+                       item, loc, q, ttl);
+}
+
+int rsvgo_migrate_set_legacy(rsv_migration *m, uintptr_t handle, int on)
+{
+    return p_rsv_migrate_set_legacy(m, on ? legacy_cb : NULL,
+                                    on ? (void *)handle : NULL);
+}
+
+int rsvgo_migrate_call(rsv_migration *m, uint32_t op, uint64_t shop,
+                       const void *t, size_t tl, uint64_t item, uint64_t loc,
+                       int64_t q, int64_t ttl, uintptr_t call)
+{
+    int rc;
+    caller_call = call;
+    if (op == RSV_OP_RESERVE)
+        rc = p_rsv_migrate_reserve_one(m, shop, t, tl, item, loc, q, ttl);
+    else if (op == RSV_OP_CLAIM)
+        rc = p_rsv_migrate_claim(m, shop, t, tl);
+    else
+        rc = p_rsv_migrate_release(m, shop, t, tl);
+    caller_call = 0;
+    return rc;
 }

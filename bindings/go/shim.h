@@ -14,6 +14,7 @@
 #include <reserve.h>
 #include <reserve/async.h>
 #include <reserve/batch.h>
+#include <reserve/migrate.h>
 #include <reserve/stats.h>
 
 /* X(return type, name, parameters, arguments) */
@@ -73,10 +74,29 @@
     X(rsv_batcher_call_free, (rsv_batcher_call *call), (call)) \
     X(rsv_stats_snapshot_free, (rsv_stats_snapshot *s), (s))
 
+/* The migration handle (reserve/migrate.h), resolved apart: a library
+ * without it still loads, and only OpenMigration says what is missing. */
+#define RSVGO_MIGRATE_FUNCS(X) \
+    X(int, rsv_migrate_open, (rsv_migration **out, rsv_ctx *c, const char *dsn, uint32_t qmax), (out, c, dsn, qmax)) \
+    X(int, rsv_migrate_set_legacy, (rsv_migration *m, rsv_legacy_fn fn, void *user), (m, fn, user)) \
+    X(int, rsv_migrate_reserve_one, (rsv_migration *m, uint64_t shop, const void *t, size_t tl, uint64_t item, uint64_t loc, int64_t q, int64_t ttl), (m, shop, t, tl, item, loc, q, ttl)) \
+    X(int, rsv_migrate_claim, (rsv_migration *m, uint64_t shop, const void *t, size_t tl), (m, shop, t, tl)) \
+    X(int, rsv_migrate_release, (rsv_migration *m, uint64_t shop, const void *t, size_t tl), (m, shop, t, tl)) \
+    X(int, rsv_migrate_set_refresh_ms, (rsv_migration *m, uint32_t ms), (m, ms)) \
+    X(int, rsv_migrate_stage, (rsv_migration *m, uint64_t shop, int32_t *st), (m, shop, st)) \
+    X(int, rsv_migrate_stat, (rsv_migration *m, uint64_t shop, int32_t all, uint32_t s, uint64_t *out), (m, shop, all, s, out)) \
+    X(int, rsv_migrate_drain, (rsv_migration *m, uint32_t ms), (m, ms)) \
+    X(int, rsv_migrate_prometheus, (rsv_migration *m, char *buf, size_t cap, size_t *needed), (m, buf, cap, needed))
+
+#define RSVGO_MIGRATE_VOIDS(X) \
+    X(rsv_migrate_close, (rsv_migration *m), (m))
+
 #define RSVGO_DECLARE(ret, name, params, args) ret go_##name params;
 #define RSVGO_DECLARE_VOID(name, params, args) void go_##name params;
 RSVGO_FUNCS(RSVGO_DECLARE)
 RSVGO_VOIDS(RSVGO_DECLARE_VOID)
+RSVGO_MIGRATE_FUNCS(RSVGO_DECLARE)
+RSVGO_MIGRATE_VOIDS(RSVGO_DECLARE_VOID)
 
 /* Load the library at path (a file name the dynamic loader searches for
  * when it has no slash) and resolve every function above.  Returns 0, or
@@ -98,5 +118,22 @@ int rsvgo_wait(int fd, int timeout_ms);
 /* rsv_audit with each violation passed to the Go side, with handle (a
  * cgo.Handle of the Go value collecting them). */
 int rsvgo_audit(rsv_ctx *c, uint64_t shop, int all, uintptr_t handle);
+
+/* The first migration function the loaded library lacks, or NULL when
+ * it has them all. */
+const char *rsvgo_migrate_missing(void);
+
+/* rsv_migrate_set_legacy with the Go side's old store: handle is the
+ * cgo.Handle of its state, passed back to it on every call; on 0 removes
+ * it. */
+int rsvgo_migrate_set_legacy(rsv_migration *m, uintptr_t handle, int on);
+
+/* rsv_migrate_reserve_one, _claim or _release by op (RSV_OP_*).  call
+ * (a cgo.Handle, non-zero) reaches the Go side with every call of the old
+ * store made on this thread while it runs, so that the caller learns
+ * what the old store said when it decided the answer. */
+int rsvgo_migrate_call(rsv_migration *m, uint32_t op, uint64_t shop,
+                       const void *t, size_t tl, uint64_t item, uint64_t loc,
+                       int64_t q, int64_t ttl, uintptr_t call);
 
 #endif

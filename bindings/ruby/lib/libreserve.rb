@@ -24,6 +24,7 @@ require_relative "libreserve/errors"
 require_relative "libreserve/args"
 require_relative "libreserve/context"
 require_relative "libreserve/batcher"
+require_relative "libreserve/migration"
 
 module Libreserve
   OPTION_INT64 = %i[pool_cap refill_low_water hold_ttl_ms settled_retention_s pool_idle_s call_timeout_ms].freeze

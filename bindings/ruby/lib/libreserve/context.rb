@@ -265,6 +265,16 @@ module Libreserve
       call { |p| Native.rsv_set_enabled(p, flag) }
     end
 
+    # Yields the native context under the context's lock and returns the
+    # block's value: a Migration uses the context inside its calls.  Not
+    # part of the API.
+    def native_call
+      @lock.synchronize do
+        check_open
+        yield @ptr
+      end
+    end
+
     private
 
     def check_open
