@@ -66,3 +66,18 @@ bench-stampede: deps
 bench-crowd: deps
 	@$(MAKE) --no-print-directory bench-build
 	B=$(B) tests/bench/run-bench.sh crowd $(BENCH_RUN_ARGS) $(BENCH_ARGS)
+
+# What the migration costs (docs/migration.md, "What it costs"): how fast
+# a stage change reaches 4 processes x 16 handles under load, the buyer's
+# p99 with shadow off, on, and on with libreserve's server stopped for
+# 10 s, and rsv-admin import and migrate compare of 1,000,000 keys under
+# live shadow traffic; against the old store of examples/migrate_redis.c
+# (Redis counters, the ledger in a MariaDB of its own), everything 0.5 ms
+# away through the delay proxy.  tests/bench/migrate-bench.sh starts and
+# removes its servers; prints each number beside its target and writes
+# $(B)/bench/results-migrate.txt.  MIGBENCH_* variables as that script
+# says (MIGBENCH_ROUNDS=2, MIGBENCH_PARTS=propagation,shadow,import).
+.PHONY: bench-migrate
+bench-migrate: deps
+	@$(MAKE) --no-print-directory lib $(B)/rsv-admin $(B)/bench/proxy $(B)/bench/migload
+	B=$(B) tests/bench/migrate-bench.sh

@@ -18,8 +18,17 @@ HIREDIS_LIBS = $(or $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null),-lhiredis)
 migrate-deps:
 	@tools/deps.sh packages $(MIGRATE_PACKAGES)
 
-$(B)/examples/migrate_redis: examples/migrate_redis.c $(PUB_HDR) $(B)/libreserve.so | $(B)/examples migrate-deps
-	$(CC) $(REAL_CFLAGS) $(HIREDIS_CFLAGS) $< -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(HIREDIS_LIBS)
+# The old store (Redis counters, the ledger in MariaDB) is linked into the
+# example and into the migration's benchmark (mk/bench.mk), one source.
+MIGRATE_STORE_SRC := examples/migrate_redis_store.c examples/migrate_redis_store.h
+
+$(B)/examples/migrate_redis: examples/migrate_redis.c $(MIGRATE_STORE_SRC) $(PUB_HDR) $(B)/libreserve.so | $(B)/examples migrate-deps
+	$(CC) $(REAL_CFLAGS) $(HIREDIS_CFLAGS) $< $(filter %.c,$(MIGRATE_STORE_SRC)) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(HIREDIS_LIBS)
+
+# The migration's benchmark's load program (tests/bench/migload.c,
+# make bench-migrate).
+$(B)/bench/migload: tests/bench/migload.c $(MIGRATE_STORE_SRC) $(PUB_HDR) $(B)/libreserve.so | $(B)/bench migrate-deps
+	$(CC) $(REAL_CFLAGS) $(HIREDIS_CFLAGS) -Iexamples $< $(filter %.c,$(MIGRATE_STORE_SRC)) -o $@ $(REAL_LDFLAGS) -L$(B) -Wl,-rpath,$(CURDIR)/$(B) -lreserve $(MARIADB_LIBS) $(HIREDIS_LIBS) -lpthread -lm
 
 CHECK_EXTRA_BUILD += $(B)/examples/migrate_redis
 CHECK_EXTRA += tests/migrate-e2e-test.sh
