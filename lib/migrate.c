@@ -103,6 +103,116 @@ static int call_old(rsv_migration *m, const mig_work *w, uint32_t op)
               is_res ? w->ttl_ms : 0);
 }
 
+/* mu held.  Made when absent, so that a shop's work is counted even
+ * before its stage was read. */
+static void mark_compare(rsv_migration *m, uint64_t shop)
+{
+    mig_shop *s = mig_shop_get(&m->shops, shop);
+    if (s)
+        s->mark_compare = 1;
+}
+
+/* mu held.  The shop's work not yet done, by the stage it was offered
+ * at: what stage_settled waits for at a flip. */
+static void pending_add(rsv_migration *m, const mig_work *w, int up)
+{
+    mig_shop *s = mig_shop_get(&m->shops, w->shop);
+    if (!s)
+        return;
+    uint32_t *p = w->stage == RSV_STAGE_SHADOW ? &s->pending_shadow
+                                               : &s->pending_mirror;
+    if (up)
+        (*p)++;
+    else if (*p)
+        (*p)--;
+}
+
+static int ring_push(mig_ring *r, const mig_work *w)
+{
+    if (r->n >= r->max)
+        return -1;
+    r->v[(r->head + r->n) % r->max] = *w;
+    r->n++;
+    return 0;
+}
+
+static mig_work ring_pop(mig_ring *r)
+{
+    mig_work w = r->v[r->head];
+    r->head = (r->head + 1) % r->max;
+    r->n--;
+    return w;
+}
+
+/* Primary: the old store accepted a reserve libreserve refused.  Its
+ * hold is given back (a release on the old store), or its stock drifts
+ * from libreserve's and going back to shadow would sell less. */
+static int old_needs_undo(const mig_work *w, int old_rc)
+{
+    return w->op == RSV_OP_RESERVE && old_rc == RSV_OK && w->answer != RSV_OK;
+}
+
+/* mu held.  Offered work that will not be done: the old or new store
+ * missed a call, so the shop is marked for a compare. */
+static void drop(rsv_migration *m, const mig_work *w)
+{
+    if (!w->undo)
+        count(m, w->shop, RSV_MIG_DROPPED, 1);
+    pending_add(m, w, 0);
+    mark_compare(m, w->shop);
+    pthread_cond_broadcast(&m->idle_cv);
+}
+
+/* mu held.  Primary's work for the application (no old store's function
+ * registered): rsv_migrate_mirror_next hands it out. */
+static void to_outbox(rsv_migration *m, const mig_work *w)
+{
+    if (ring_push(&m->ob, w) == 0)
+        pthread_cond_broadcast(&m->ob_cv);
+    else
+        drop(m, w);
+}
+
+/* mu held.  The other store's side of a call the deciding store
+ * answered: for the handle's thread, or (primary without an old store's
+ * function) for the application. */
+static void enqueue(rsv_migration *m, const mig_work *w)
+{
+    if (!w->undo)
+        count(m, w->shop, RSV_MIG_OFFERED, 1);
+    pending_add(m, w, 1);
+    if (w->stage != RSV_STAGE_SHADOW && !m->legacy)
+        to_outbox(m, w);
+    else if (ring_push(&m->q, w) == 0)
+        pthread_cond_signal(&m->cv);
+    else
+        drop(m, w);
+}
+
+/* mu held.  One work item done, by the handle's thread or the
+ * application: both stores' answers classified and counted. */
+static void record(rsv_migration *m, const mig_work *w, int old_rc,
+                   int new_rc)
+{
+    int cls = classify(w->op, old_rc, new_rc);
+    count(m, w->shop, cls, 1);
+    count(m, w->shop, RSV_MIG_APPLIED, 1);
+    pending_add(m, w, 0);
+    pthread_cond_broadcast(&m->idle_cv);
+    /* the old store missed a change it must keep while primary */
+    if (cls == RSV_MIG_OLD_FAILED && w->stage == RSV_STAGE_PRIMARY)
+        mark_compare(m, w->shop);
+    if (cls != RSV_MIG_BOTH_ACCEPTED && cls != RSV_MIG_BOTH_REFUSED &&
+        m->n_samples < MIG_SAMPLES) {
+        mig_sample *x = &m->samples[m->n_samples++];
+        x->shop = w->shop;
+        x->w = *w;
+        x->class_ = cls;
+        x->old_code = old_rc;
+        x->new_code = new_rc;
+    }
+}
+
 /* One work item on the handle's thread: the other store's side of a call
  * the deciding store answered. */
 static void apply(rsv_migration *m, const mig_work *w)
@@ -138,34 +248,11 @@ static void apply(rsv_migration *m, const mig_work *w)
     } else {
         new_rc = w->answer;
         old_rc = call_old(m, w, w->op);
-        if (w->op == RSV_OP_RESERVE && old_rc == RSV_OK && new_rc != RSV_OK)
+        if (old_needs_undo(w, old_rc))
             (void)call_old(m, w, RSV_OP_RELEASE);
     }
-    int cls = classify(w->op, old_rc, new_rc);
     pthread_mutex_lock(&m->mu);
-    count(m, w->shop, cls, 1);
-    count(m, w->shop, RSV_MIG_APPLIED, 1);
-    mig_shop *sh = mig_shop_find(&m->shops, w->shop);
-    if (sh && w->stage == RSV_STAGE_SHADOW && sh->pending_shadow)
-        sh->pending_shadow--;
-    else if (sh && w->stage != RSV_STAGE_SHADOW && sh->pending_mirror)
-        sh->pending_mirror--;
-    pthread_cond_broadcast(&m->idle_cv);
-    /* the old store missed a change it must keep while primary */
-    if (cls == RSV_MIG_OLD_FAILED && w->stage == RSV_STAGE_PRIMARY) {
-        mig_shop *s = mig_shop_get(&m->shops, w->shop);
-        if (s)
-            s->mark_compare = 1;
-    }
-    if (cls != RSV_MIG_BOTH_ACCEPTED && cls != RSV_MIG_BOTH_REFUSED &&
-        m->n_samples < MIG_SAMPLES) {
-        mig_sample *x = &m->samples[m->n_samples++];
-        x->shop = w->shop;
-        x->w = *w;
-        x->class_ = cls;
-        x->old_code = old_rc;
-        x->new_code = new_rc;
-    }
+    record(m, w, old_rc, new_rc);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -209,16 +296,19 @@ static void *worker(void *arg)
                 deadline_in(&next, m->refresh_ms / 2);
             continue;
         }
-        if (m->q_n == 0) {
+        if (m->q.n == 0) {
             pthread_cond_broadcast(&m->idle_cv);
             if (m->quit)
                 break;
             pthread_cond_timedwait(&m->cv, &m->mu, &next);
             continue;
         }
-        mig_work w = m->q[m->q_head];
-        m->q_head = (m->q_head + 1) % m->q_max;
-        m->q_n--;
+        mig_work w = ring_pop(&m->q);
+        if (w.stage != RSV_STAGE_SHADOW && !m->legacy) {
+            /* the old store's function was removed since it was queued */
+            to_outbox(m, &w);
+            continue;
+        }
         m->busy = 1;
         pthread_mutex_unlock(&m->mu);
         apply(m, &w);
@@ -228,41 +318,6 @@ static void *worker(void *arg)
     pthread_mutex_unlock(&m->mu);
     mig_flush(m);
     return NULL;
-}
-
-static void enqueue(rsv_migration *m, uint32_t op, int32_t stage, int answer,
-                    uint64_t shop, const void *token, size_t token_len,
-                    uint64_t item, uint64_t loc, int64_t qty, int64_t ttl_ms)
-{
-    pthread_mutex_lock(&m->mu);
-    count(m, shop, RSV_MIG_OFFERED, 1);
-    if (m->q_n >= m->q_max) {
-        mig_shop *s = mig_shop_get(&m->shops, shop);
-        if (s) {
-            s->count[RSV_MIG_DROPPED]++;
-            s->mark_compare = 1;
-        }
-    } else {
-        mig_work *w = &m->q[(m->q_head + m->q_n) % m->q_max];
-        w->op = op;
-        w->stage = stage;
-        w->answer = answer;
-        w->shop = shop;
-        memcpy(w->token, token, token_len);
-        w->token_len = token_len;
-        w->item = item;
-        w->loc = loc;
-        w->qty = qty;
-        w->ttl_ms = ttl_ms;
-        m->q_n++;
-        mig_shop *s = mig_shop_find(&m->shops, shop);
-        if (s && stage == RSV_STAGE_SHADOW)
-            s->pending_shadow++;
-        else if (s)
-            s->pending_mirror++;
-        pthread_cond_signal(&m->cv);
-    }
-    pthread_mutex_unlock(&m->mu);
 }
 
 static int32_t stage_of(rsv_migration *m, uint64_t shop)
@@ -279,8 +334,10 @@ static int32_t stage_of(rsv_migration *m, uint64_t shop)
  * reserved in shadow and claimed just after the flip to primary must find
  * its hold in libreserve).  In steady state nothing is pending and this
  * does not wait; after a flip it waits at most the context's call budget
- * (1 s without one), then decides anyway. */
-static int32_t stage_settled(rsv_migration *m, uint64_t shop)
+ * (1 s without one), then decides anyway.  With nowait it does not wait:
+ * *unsettled tells whether it would have. */
+static int32_t stage_settled(rsv_migration *m, uint64_t shop, int nowait,
+                             int *unsettled)
 {
     struct timespec until;
     int set = 0, e = 0;
@@ -291,8 +348,10 @@ static int32_t stage_settled(rsv_migration *m, uint64_t shop)
         uint32_t pending = !s ? 0
                            : st >= RSV_STAGE_PRIMARY ? s->pending_shadow
                                                      : s->pending_mirror;
-        if (!pending || e == ETIMEDOUT) {
+        if (!pending || e == ETIMEDOUT || nowait) {
             pthread_mutex_unlock(&m->mu);
+            if (unsettled)
+                *unsettled = pending != 0;
             return st;
         }
         if (!set) {
@@ -304,46 +363,95 @@ static int32_t stage_settled(rsv_migration *m, uint64_t shop)
     }
 }
 
-static int dispatch(rsv_migration *m, uint32_t op, uint64_t shop,
-                    const void *token, size_t token_len, uint64_t item,
-                    uint64_t loc, int64_t qty, int64_t ttl_ms)
+/* What every call of the checkout checks first, at every stage, and the
+ * work item that carries it. */
+static int call_init(rsv_migration *m, mig_work *w, uint32_t op,
+                     uint64_t shop, const void *token, size_t token_len,
+                     uint64_t item, uint64_t loc, int64_t qty, int64_t ttl_ms)
 {
     if (!m)
         return RSV_EINVAL;
     /* what the queue copies must fit; the deciding store checks the rest */
     if (!token || token_len == 0 || token_len > RSV_TOKEN_MAX)
         return RSV_ETOKEN;
-    mig_work w = {op, 0, 0, shop, item, loc, qty, ttl_ms, {0}, token_len};
-    memcpy(w.token, token, token_len);
-    int32_t st = stage_settled(m, shop);
+    memset(w, 0, sizeof *w);
+    w->op = op;
+    w->shop = shop;
+    w->item = item;
+    w->loc = loc;
+    w->qty = qty;
+    w->ttl_ms = ttl_ms;
+    memcpy(w->token, token, token_len);
+    w->token_len = token_len;
+    return RSV_OK;
+}
+
+/* A call at the stage it was routed to, given the old store's answer
+ * where that stage asked the old store (old, shadow): the one path of the
+ * calls with an old store's function and of the handover calls.  A flip
+ * since the stage was read does not change it: the call acts at the stage
+ * it was routed to, and the next call follows the flip. */
+static int decide(rsv_migration *m, mig_work *w, int32_t st, int old_rc)
+{
     int rc;
+    w->stage = st;
     switch (st) {
     case RSV_STAGE_OLD:
-        return call_old(m, &w, op);
+        return old_rc;
     case RSV_STAGE_SHADOW:
-        rc = call_old(m, &w, op);
-        if (answered(rc))
-            enqueue(m, op, st, rc, shop, token, token_len, item, loc, qty,
-                    ttl_ms);
-        else {
-            pthread_mutex_lock(&m->mu);
-            count(m, shop, RSV_MIG_OLD_FAILED, 1);
-            pthread_mutex_unlock(&m->mu);
-        }
-        return rc;
+        pthread_mutex_lock(&m->mu);
+        if (answered(old_rc)) {
+            w->answer = old_rc;
+            enqueue(m, w);
+        } else
+            count(m, w->shop, RSV_MIG_OLD_FAILED, 1);
+        pthread_mutex_unlock(&m->mu);
+        return old_rc;
     case RSV_STAGE_PRIMARY:
-        rc = call_new(m->ctx, &w, op);
+        rc = call_new(m->ctx, w, w->op);
         /* after a failure libreserve did nothing, or (RSV_EINDOUBT) the
          * application repeats the call and the repeat is mirrored; a
          * claim or release libreserve refused is not sent to the old
          * store, where it could not be undone */
-        if (answered(rc) && (op == RSV_OP_RESERVE || rc == RSV_OK))
-            enqueue(m, op, st, rc, shop, token, token_len, item, loc, qty,
-                    ttl_ms);
+        if (answered(rc) && (w->op == RSV_OP_RESERVE || rc == RSV_OK)) {
+            w->answer = rc;
+            pthread_mutex_lock(&m->mu);
+            enqueue(m, w);
+            pthread_mutex_unlock(&m->mu);
+        }
         return rc;
     default:
-        return call_new(m->ctx, &w, op);
+        return call_new(m->ctx, w, w->op);
     }
+}
+
+static int dispatch(rsv_migration *m, uint32_t op, uint64_t shop,
+                    const void *token, size_t token_len, uint64_t item,
+                    uint64_t loc, int64_t qty, int64_t ttl_ms)
+{
+    mig_work w;
+    int rc = call_init(m, &w, op, shop, token, token_len, item, loc, qty,
+                       ttl_ms);
+    if (rc != RSV_OK)
+        return rc;
+    int32_t st = stage_settled(m, shop, 0, NULL);
+    int old_rc = st <= RSV_STAGE_SHADOW ? call_old(m, &w, op) : RSV_OK;
+    return decide(m, &w, st, old_rc);
+}
+
+static int handover(rsv_migration *m, int32_t stage, uint32_t op,
+                    uint64_t shop, const void *token, size_t token_len,
+                    uint64_t item, uint64_t loc, int64_t qty, int64_t ttl_ms,
+                    int32_t old_answer)
+{
+    mig_work w;
+    int rc = call_init(m, &w, op, shop, token, token_len, item, loc, qty,
+                       ttl_ms);
+    if (rc != RSV_OK)
+        return rc;
+    if (stage < RSV_STAGE_OLD || stage > RSV_STAGE_COMPLETE)
+        return RSV_EINVAL;
+    return decide(m, &w, stage, old_answer);
 }
 
 int rsv_migrate_reserve_one(rsv_migration *m, uint64_t shop_id,
@@ -367,6 +475,155 @@ int rsv_migrate_release(rsv_migration *m, uint64_t shop_id, const void *token,
     return dispatch(m, RSV_OP_RELEASE, shop_id, token, token_len, 0, 0, 0, 0);
 }
 
+int rsv_migrate_route(rsv_migration *m, uint64_t shop_id, uint32_t flags,
+                      int32_t *stage)
+{
+    if (!m || !stage || (flags & ~(uint32_t)RSV_ROUTE_NOWAIT))
+        return RSV_EINVAL;
+    int unsettled = 0;
+    *stage = stage_settled(m, shop_id, (flags & RSV_ROUTE_NOWAIT) != 0,
+                           &unsettled);
+    return (flags & RSV_ROUTE_NOWAIT) && unsettled ? RSV_EBUSY : RSV_OK;
+}
+
+int rsv_migrate_reserve_one_answered(rsv_migration *m, int32_t stage,
+                                     uint64_t shop_id, const void *token,
+                                     size_t token_len, uint64_t item_id,
+                                     uint64_t location_id, int64_t quantity,
+                                     int64_t ttl_ms, int32_t old_answer)
+{
+    return handover(m, stage, RSV_OP_RESERVE, shop_id, token, token_len,
+                    item_id, location_id, quantity, ttl_ms, old_answer);
+}
+
+int rsv_migrate_claim_answered(rsv_migration *m, int32_t stage,
+                               uint64_t shop_id, const void *token,
+                               size_t token_len, int32_t old_answer)
+{
+    return handover(m, stage, RSV_OP_CLAIM, shop_id, token, token_len, 0, 0,
+                    0, 0, old_answer);
+}
+
+int rsv_migrate_release_answered(rsv_migration *m, int32_t stage,
+                                 uint64_t shop_id, const void *token,
+                                 size_t token_len, int32_t old_answer)
+{
+    return handover(m, stage, RSV_OP_RELEASE, shop_id, token, token_len, 0, 0,
+                    0, 0, old_answer);
+}
+
+static int outbox_ready(const rsv_migration *m)
+{
+    return m->ob.n > 0 && m->hand_n < m->q.max;
+}
+
+int rsv_migrate_mirror_next(rsv_migration *m, uint32_t timeout_ms,
+                            uint64_t *ticket, uint32_t *op, uint64_t *shop_id,
+                            void *token, size_t token_cap, size_t *token_len,
+                            uint64_t *item_id, uint64_t *location_id,
+                            int64_t *quantity, int64_t *ttl_ms)
+{
+    if (!m || !ticket || !op || !shop_id || !token || !token_len ||
+        !item_id || !location_id || !quantity || !ttl_ms)
+        return RSV_EINVAL;
+    struct timespec until;
+    deadline_in(&until, timeout_ms);
+    int e = 0, rc;
+    pthread_mutex_lock(&m->mu);
+    m->ob_waiters++;
+    /* a ticket not done holds a slot: at q.max of them nothing more is
+     * handed out */
+    while (!m->quit && !outbox_ready(m) && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&m->ob_cv, &m->mu, &until);
+    if (m->quit)
+        rc = RSV_ECANCELED;
+    else if (!outbox_ready(m))
+        rc = RSV_EBUSY;
+    else if (m->ob.v[m->ob.head].token_len > token_cap) {
+        *token_len = m->ob.v[m->ob.head].token_len;
+        rc = RSV_ERANGE;
+    } else {
+        mig_work w = ring_pop(&m->ob);
+        size_t i = 0;
+        while (m->hand[i].id)
+            i++;
+        m->hand[i].id = ++m->next_ticket;
+        m->hand[i].w = w;
+        m->hand_n++;
+        int is_res = w.op == RSV_OP_RESERVE;
+        *ticket = m->hand[i].id;
+        *op = w.op;
+        *shop_id = w.shop;
+        memcpy(token, w.token, w.token_len);
+        *token_len = w.token_len;
+        *item_id = is_res ? w.item : 0;
+        *location_id = is_res ? w.loc : 0;
+        *quantity = is_res ? w.qty : 0;
+        *ttl_ms = is_res ? w.ttl_ms : 0;
+        rc = RSV_OK;
+    }
+    m->ob_waiters--;
+    if (m->quit)
+        pthread_cond_broadcast(&m->ob_cv); /* close waits for us */
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int rsv_migrate_mirror_done(rsv_migration *m, uint64_t ticket,
+                            int32_t old_answer)
+{
+    if (!m || !ticket)
+        return RSV_EINVAL;
+    pthread_mutex_lock(&m->mu);
+    mig_ticket *t = NULL;
+    for (size_t i = 0; i < m->q.max && !t; i++)
+        if (m->hand[i].id == ticket)
+            t = &m->hand[i];
+    if (!t) {
+        pthread_mutex_unlock(&m->mu);
+        return RSV_EINVAL;
+    }
+    mig_work w = t->w;
+    t->id = 0;
+    m->hand_n--;
+    if (w.undo) {
+        pending_add(m, &w, 0);
+        pthread_cond_broadcast(&m->idle_cv);
+    } else {
+        if (old_needs_undo(&w, old_answer)) {
+            /* queued before the reserve is recorded: the shop's pending
+             * work never reads 0 in between */
+            mig_work u = w;
+            u.op = RSV_OP_RELEASE;
+            u.undo = 1;
+            pending_add(m, &u, 1);
+            to_outbox(m, &u);
+        }
+        record(m, &w, old_answer, w.answer);
+    }
+    pthread_cond_broadcast(&m->ob_cv); /* a slot in hand is free */
+    pthread_mutex_unlock(&m->mu);
+    return RSV_OK;
+}
+
+/* mu held.  At close: the outbox's work and the tickets not done will
+ * not be done; returns how many. */
+static size_t abandon(rsv_migration *m)
+{
+    size_t n = m->ob.n + m->hand_n;
+    while (m->ob.n) {
+        mig_work w = ring_pop(&m->ob);
+        drop(m, &w);
+    }
+    for (size_t i = 0; i < m->q.max && m->hand_n; i++)
+        if (m->hand[i].id) {
+            drop(m, &m->hand[i].w);
+            m->hand[i].id = 0;
+            m->hand_n--;
+        }
+    return n;
+}
+
 int rsv_migrate_open(rsv_migration **out, rsv_ctx *ctx, const char *shadow_dsn,
                      uint32_t queue_max)
 {
@@ -382,13 +639,16 @@ int rsv_migrate_open(rsv_migration **out, rsv_ctx *ctx, const char *shadow_dsn,
         return ctx_fail(ctx, RSV_ENOMEM, "out of memory");
     m->ctx = ctx;
     m->refresh_ms = 1000;
-    m->q_max = queue_max ? queue_max : MIG_QUEUE_DEFAULT;
-    m->q = calloc(m->q_max, sizeof *m->q);
+    m->q.max = m->ob.max = queue_max ? queue_max : MIG_QUEUE_DEFAULT;
+    m->q.v = calloc(m->q.max, sizeof *m->q.v);
+    m->ob.v = calloc(m->ob.max, sizeof *m->ob.v);
+    m->hand = calloc(m->q.max, sizeof *m->hand);
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
     pthread_cond_init(&m->idle_cv, NULL);
+    pthread_cond_init(&m->ob_cv, NULL);
     m->slot_base = (uint32_t)(ctx_rand(ctx) % MIG_SLOTS);
-    int rc = m->q ? RSV_OK : RSV_ENOMEM;
+    int rc = m->q.v && m->ob.v && m->hand ? RSV_OK : RSV_ENOMEM;
     if (rc == RSV_OK) {
         /* the handle's thread works like the application's context, with
          * its options */
@@ -424,15 +684,30 @@ void rsv_migrate_close(rsv_migration *m)
         pthread_mutex_lock(&m->mu);
         m->quit = 1;
         pthread_cond_signal(&m->cv);
+        /* a thread waiting in rsv_migrate_mirror_next leaves before the
+         * handle is freed */
+        pthread_cond_broadcast(&m->ob_cv);
+        while (m->ob_waiters)
+            pthread_cond_wait(&m->ob_cv, &m->mu);
         pthread_mutex_unlock(&m->mu);
         pthread_join(m->thread, NULL);
+        /* the application's mirror work not done by now never will be:
+         * dropped, counted, the shops marked for a compare */
+        pthread_mutex_lock(&m->mu);
+        size_t n = abandon(m);
+        pthread_mutex_unlock(&m->mu);
+        if (n)
+            mig_flush(m);
     }
     rsv_close(m->wctx);
+    pthread_cond_destroy(&m->ob_cv);
     pthread_cond_destroy(&m->idle_cv);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     mig_map_free(&m->shops);
-    free(m->q);
+    free(m->q.v);
+    free(m->ob.v);
+    free(m->hand);
     free(m);
 }
 
@@ -488,6 +763,13 @@ int rsv_migrate_stat(rsv_migration *m, uint64_t shop_id, int32_t all_shops,
     return RSV_OK;
 }
 
+/* mu held.  Work offered and not done: queued, being done by the
+ * handle's thread, in the outbox or handed out. */
+static size_t work_left(const rsv_migration *m)
+{
+    return m->q.n + (size_t)m->busy + m->ob.n + m->hand_n;
+}
+
 int rsv_migrate_drain(rsv_migration *m, uint32_t timeout_ms)
 {
     if (!m)
@@ -496,9 +778,9 @@ int rsv_migrate_drain(rsv_migration *m, uint32_t timeout_ms)
     deadline_in(&until, timeout_ms);
     pthread_mutex_lock(&m->mu);
     int e = 0;
-    while ((m->q_n > 0 || m->busy) && e != ETIMEDOUT)
+    while (work_left(m) && e != ETIMEDOUT)
         e = pthread_cond_timedwait(&m->idle_cv, &m->mu, &until);
-    int rc = m->q_n > 0 || m->busy ? RSV_EBUSY : RSV_OK;
+    int rc = work_left(m) ? RSV_EBUSY : RSV_OK;
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
@@ -552,8 +834,8 @@ int rsv_migrate_prometheus(rsv_migration *m, char *buf, size_t cap,
             out_add(&o, "libreserve_migration_stage{shop=\"%" PRIu64 "\"} %d\n",
                     s->shop, (int)s->stage);
     }
-    out_add(&o, "# HELP libreserve_migration_queue_depth Work waiting for the "
-                "handle's thread.\n"
+    out_add(&o, "# HELP libreserve_migration_queue_depth Work offered and not "
+                "yet done (queued, in the outbox or handed out).\n"
                 "# TYPE libreserve_migration_queue_depth gauge\n"
                 "libreserve_migration_queue_depth %zu\n"
                 "# HELP libreserve_migration_stage_read_failures_total Reads "
@@ -561,7 +843,7 @@ int rsv_migrate_prometheus(rsv_migration *m, char *buf, size_t cap,
                 "# TYPE libreserve_migration_stage_read_failures_total "
                 "counter\n"
                 "libreserve_migration_stage_read_failures_total %" PRIu64 "\n",
-            m->q_n, m->read_failed);
+            m->q.n + m->ob.n + m->hand_n, m->read_failed);
     pthread_mutex_unlock(&m->mu);
     if (needed)
         *needed = o.len;

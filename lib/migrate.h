@@ -1,8 +1,8 @@
 /*
  * migrate.h - what the two files of the migration handle share
  * (include/reserve/migrate.h is its public side): the handle, the shops
- * it knows (stage and counters), its queue, and the statements on the
- * migration tables that migrate_stage.c runs for migrate.c.
+ * it knows (stage and counters), its queue and outbox, and the statements
+ * on the migration tables that migrate_stage.c runs for migrate.c.
  */
 #ifndef RSV_MIGRATE_INTERNAL_H
 #define RSV_MIGRATE_INTERNAL_H
@@ -47,11 +47,27 @@ typedef struct mig_work {
     uint32_t op;
     int32_t stage;
     int answer;
+    int undo; /* the release that gives back an old store's hold the
+                 deciding store refused: part of its reserve's work, not
+                 offered or counted on its own */
     uint64_t shop, item, loc;
     int64_t qty, ttl_ms;
     unsigned char token[RSV_TOKEN_MAX];
     size_t token_len;
 } mig_work;
+
+/* A ring of work, bounded when the handle opens. */
+typedef struct mig_ring {
+    mig_work *v;
+    size_t max, head, n;
+} mig_ring;
+
+/* Outbox work handed to the application (rsv_migrate_mirror_next) and
+ * not yet done (rsv_migrate_mirror_done); id 0: a free slot. */
+typedef struct mig_ticket {
+    uint64_t id;
+    mig_work w;
+} mig_ticket;
 
 typedef struct mig_sample {
     uint64_t shop;
@@ -68,6 +84,7 @@ struct rsv_migration {
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work arrived, or quit */
     pthread_cond_t idle_cv; /* a work item was done */
+    pthread_cond_t ob_cv;   /* the outbox got work, or quit */
     pthread_t thread;
     int has_thread;
     /* under mu: */
@@ -77,8 +94,15 @@ struct rsv_migration {
     mig_map shops;
     uint64_t stage_version; /* the highest version read */
     uint64_t read_failed;
-    mig_work *q;
-    size_t q_max, q_head, q_n;
+    mig_ring q;             /* for the handle's thread */
+    /* Primary's work when no old store's function is registered: the
+     * application does it (rsv_migrate_mirror_next/_done) */
+    mig_ring ob;
+    mig_ticket *hand;       /* q.max slots: handed out, not done */
+    size_t hand_n;
+    uint64_t next_ticket;
+    int ob_waiters;         /* threads inside rsv_migrate_mirror_next:
+                               close waits for them to leave */
     mig_sample samples[MIG_SAMPLES];
     size_t n_samples;
     uint32_t slot_base;

@@ -5,7 +5,10 @@
  * at each stage, what reaches the other one, how the answers are
  * classified and counted, the sample of mismatches and the counters in
  * the tables, a full queue, the stage followed after a change (the time
- * is printed, not asserted), and a stage table that cannot be read.
+ * is printed, not asserted), and a stage table that cannot be read; and
+ * the same through the handover calls (the old store asked by the test,
+ * primary's work drained from the outbox), which must count and answer
+ * as the callback does.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -57,7 +60,9 @@ static int old_fn(void *user, uint32_t op, uint64_t shop, const void *token,
     o->calls++;
     o->calls_off_thread += off;
     int rc = RSV_OK, i = old_find(o, token, len);
-    if (op == RSV_OP_RESERVE) {
+    if (len >= 4 && memcmp(token, "fail", 4) == 0)
+        rc = RSV_ECONN; /* the old store failing */
+    else if (op == RSV_OP_RESERVE) {
         if (o->stock < qty)
             rc = RSV_EOUTOFSTOCK;
         else if (i < 0 && o->n < OLD_HOLDS && len < 32) {
@@ -501,6 +506,413 @@ START_TEST(no_tables_no_handle)
 }
 END_TEST
 
+/* ---- the handover calls: the old store asked by the test itself ---- */
+
+/* One call of the checkout through route + *_answered, the old store
+ * asked here (on the test's thread) where the stage asks it. */
+static int ho_call(rsv_migration *m, old_store *o, uint32_t op, uint64_t shop,
+                   const char *tok, int64_t qty)
+{
+    int32_t st = -1;
+    ck_assert_int_eq(rsv_migrate_route(m, shop, 0, &st), RSV_OK);
+    int old = 0;
+    if (st <= RSV_STAGE_SHADOW)
+        old = old_fn(o, op, shop, TOK(tok), op == RSV_OP_RESERVE ? 1 : 0,
+                     op == RSV_OP_RESERVE ? 1 : 0, qty, 0);
+    if (op == RSV_OP_RESERVE)
+        return rsv_migrate_reserve_one_answered(m, st, shop, TOK(tok), 1, 1,
+                                                qty, 0, old);
+    if (op == RSV_OP_CLAIM)
+        return rsv_migrate_claim_answered(m, st, shop, TOK(tok), old);
+    return rsv_migrate_release_answered(m, st, shop, TOK(tok), old);
+}
+
+/* Take one outbox item, make its call on the old store, report it.
+ * Returns the item's op, 0 when the outbox gave nothing. */
+static uint32_t pump_one(rsv_migration *m, old_store *o)
+{
+    uint64_t ticket = 0, shop = 0, item = 0, loc = 0;
+    uint32_t op = 0;
+    unsigned char tok[RSV_TOKEN_MAX];
+    size_t len = 0;
+    int64_t qty = 0, ttl = 0;
+    int rc = rsv_migrate_mirror_next(m, 0, &ticket, &op, &shop, tok,
+                                     sizeof tok, &len, &item, &loc, &qty,
+                                     &ttl);
+    if (rc == RSV_EBUSY)
+        return 0;
+    ck_assert_int_eq(rc, RSV_OK);
+    int old = old_fn(o, op, shop, tok, len, item, loc, qty, ttl);
+    ck_assert_int_eq(rsv_migrate_mirror_done(m, ticket, old), RSV_OK);
+    return op;
+}
+
+/* Every offered work item done: the handle's thread's, and the outbox's
+ * by this thread. */
+static void settle(rsv_migration *m, old_store *o)
+{
+    for (int i = 0; i < 3000; i++) {
+        while (pump_one(m, o))
+            ;
+        if (rsv_migrate_drain(m, 10) == RSV_OK)
+            return;
+    }
+    ck_abort_msg("the work never settled");
+}
+
+/* What one scenario left behind, to compare the two paths. */
+typedef struct outcome {
+    int answers[16];
+    uint64_t counts[RSV_MIG_OFFERED + 3];
+    int64_t old_stock, lib_on_hand, lib_held;
+    int old_states[6], lib_states[6];
+} outcome;
+
+/* The same scenario through the old store's function (handover 0) or
+ * the handover calls (1): shadow with an oversell, a claim of a hold
+ * made before shadowing, a repeat, an old store failing; primary with an
+ * undersell (the old store's hold given back) and a mirrored claim; back
+ * to shadow; complete. */
+static void scenario(int handover, outcome *out)
+{
+    static const char *const toks[6] = {"before", "s1", "s2", "p1", "pbig",
+                                        "fail1"};
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 10, 3, 0);
+    if (handover)
+        ck_assert_int_eq(rsv_migrate_set_legacy(m, NULL, NULL), RSV_OK);
+    int n = 0;
+#define CALL(op, tok, qty)                                                   \
+    (out->answers[n++] =                                                     \
+         handover ? ho_call(m, &o, op, f.shop, tok, qty)                     \
+         : op == RSV_OP_RESERVE                                              \
+             ? rsv_migrate_reserve_one(m, f.shop, TOK(tok), 1, 1, qty, 0)    \
+         : op == RSV_OP_CLAIM ? rsv_migrate_claim(m, f.shop, TOK(tok))       \
+                              : rsv_migrate_release(m, f.shop, TOK(tok)))
+    memset(out, 0, sizeof *out);
+    CALL(RSV_OP_RESERVE, "before", 1);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    CALL(RSV_OP_RESERVE, "s1", 2);
+    CALL(RSV_OP_RESERVE, "s2", 1); /* the old store has none left */
+    CALL(RSV_OP_CLAIM, "s1", 0);
+    CALL(RSV_OP_CLAIM, "before", 0);
+    CALL(RSV_OP_CLAIM, "s1", 0);
+    CALL(RSV_OP_RESERVE, "fail1", 1);
+    if (handover)
+        settle(m, &o);
+    else
+        ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    move_to(m, &f, RSV_STAGE_PRIMARY);
+    pthread_mutex_lock(&o.mu);
+    o.stock += 20;
+    pthread_mutex_unlock(&o.mu);
+    CALL(RSV_OP_RESERVE, "p1", 1);
+    CALL(RSV_OP_RESERVE, "pbig", 9); /* libreserve has 7 left */
+    CALL(RSV_OP_CLAIM, "p1", 0);
+    if (handover)
+        settle(m, &o);
+    else
+        ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    CALL(RSV_OP_RELEASE, "p1", 0); /* claimed in both: refused */
+    if (handover)
+        settle(m, &o);
+    else
+        ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    move_to(m, &f, RSV_STAGE_COMPLETE);
+    CALL(RSV_OP_RELEASE, "s2", 0);
+#undef CALL
+    for (uint32_t k = 0; k < RSV_MIG_STAGE_READ_FAILED; k++)
+        out->counts[k] = stat_of(m, f.shop, k);
+    out->old_stock = o.stock;
+    out->lib_on_hand = tu_on_hand(f.ctx, f.shop, 1, 1);
+    out->lib_held = tu_held(f.ctx, f.shop, 1, 1);
+    for (int i = 0; i < 6; i++) {
+        out->old_states[i] = old_state(&o, toks[i]);
+        out->lib_states[i] = status_of(f.ctx, f.shop, toks[i]);
+    }
+    /* the function's calls at primary: on the handle's thread */
+    ck_assert_int_eq(o.calls_off_thread, handover ? 0 : 4);
+    rsv_migrate_close(m);
+    tu_fix_close(&f);
+}
+
+/* The handover calls answer and count exactly as the old store's
+ * function does, stage by stage. */
+START_TEST(handover_answers_and_counts_as_the_callback)
+{
+    outcome cb, ho;
+    scenario(0, &cb);
+    scenario(1, &ho);
+    for (int i = 0; i < 16; i++)
+        ck_assert_msg(cb.answers[i] == ho.answers[i], "call %d: %d vs %d", i,
+                      cb.answers[i], ho.answers[i]);
+    for (int k = 0; k < RSV_MIG_STAGE_READ_FAILED; k++)
+        ck_assert_msg(cb.counts[k] == ho.counts[k], "%s: %llu vs %llu",
+                      k == RSV_MIG_OFFERED ? "offered" : "a class",
+                      (unsigned long long)cb.counts[k],
+                      (unsigned long long)ho.counts[k]);
+    ck_assert_int_eq(cb.old_stock, ho.old_stock);
+    ck_assert_int_eq(cb.lib_on_hand, ho.lib_on_hand);
+    ck_assert_int_eq(cb.lib_held, ho.lib_held);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(cb.old_states[i], ho.old_states[i]);
+        ck_assert_int_eq(cb.lib_states[i], ho.lib_states[i]);
+    }
+    /* and the scenario is the one meant */
+    ck_assert_int_eq(ho.answers[2], RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(ho.answers[5], RSV_ECLAIMED);
+    ck_assert_int_eq(ho.answers[6], RSV_ECONN);
+    ck_assert_int_eq(ho.answers[8], RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(ho.counts[RSV_MIG_OLD_REFUSED_NEW_ACCEPTED], 1);
+    ck_assert_int_eq(ho.counts[RSV_MIG_OLD_ACCEPTED_NEW_REFUSED], 1);
+    ck_assert_int_eq(ho.counts[RSV_MIG_UNKNOWN], 1);
+    ck_assert_int_eq(ho.counts[RSV_MIG_OLD_FAILED], 1);
+    ck_assert_int_eq(ho.counts[RSV_MIG_BOTH_ACCEPTED], 4);
+    ck_assert_int_eq(ho.counts[RSV_MIG_BOTH_REFUSED], 2);
+    ck_assert_int_eq(ho.counts[RSV_MIG_OFFERED], 9);
+    ck_assert_int_eq(ho.counts[RSV_MIG_APPLIED], 9);
+    ck_assert_int_eq(ho.counts[RSV_MIG_DROPPED], 0);
+    /* the old store gave back the hold libreserve refused: 3 + 20 - 1
+     * (before) - 2 (s1) - 1 (p1) */
+    ck_assert_int_eq(ho.old_states[4], 3);
+    ck_assert_int_eq(ho.old_stock, 19);
+    ck_assert_int_eq(ho.lib_states[3], RSV_STATUS_CLAIMED);
+}
+END_TEST
+
+/* Primary's work through the outbox: the old store's side handed out
+ * one item at a time; the undersell's hold given back by a follow-up
+ * release; the books balance with items handed out; a flip back waits
+ * for them (RSV_ROUTE_NOWAIT says so); an item never done is dropped at
+ * close and the shop marked for a compare. */
+START_TEST(outbox_mirrors_primary)
+{
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 2, 10, 0);
+    ck_assert_int_eq(rsv_migrate_set_legacy(m, NULL, NULL), RSV_OK);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    move_to(m, &f, RSV_STAGE_PRIMARY);
+    /* the ordinary calls work at primary without a function */
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("o1"), 1, 1, 3, 0),
+                     RSV_EOUTOFSTOCK);
+    uint64_t ticket = 0, shop = 0, item = 0, loc = 0;
+    uint32_t op = 0;
+    unsigned char tok[RSV_TOKEN_MAX];
+    size_t len = 0;
+    int64_t qty = 0, ttl = 0;
+    /* a buffer too small: the size needed, the item kept */
+    ck_assert_int_eq(rsv_migrate_mirror_next(m, 0, &ticket, &op, &shop, tok, 1,
+                                             &len, &item, &loc, &qty, &ttl),
+                     RSV_ERANGE);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_int_eq(rsv_migrate_mirror_next(m, 1000, &ticket, &op, &shop, tok,
+                                             sizeof tok, &len, &item, &loc,
+                                             &qty, &ttl), RSV_OK);
+    ck_assert_uint_eq(op, RSV_OP_RESERVE);
+    ck_assert_uint_eq(shop, f.shop);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_int_eq(memcmp(tok, "o1", 2), 0);
+    ck_assert_int_eq(qty, 3);
+    ck_assert_int_eq(item, 1);
+    /* handed out, not done: waiting */
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OFFERED), 1);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_APPLIED), 0);
+    ck_assert_int_eq(rsv_migrate_drain(m, 0), RSV_EBUSY);
+    char text[8192];
+    size_t need = 0;
+    ck_assert_int_eq(rsv_migrate_prometheus(m, text, sizeof text, &need),
+                     RSV_OK);
+    ck_assert_msg(strstr(text, "libreserve_migration_queue_depth 1\n"), "%s",
+                  text);
+    /* a flip back waits for it */
+    set_stage(tu_fix_admin(&f), f.shop, RSV_STAGE_SHADOW);
+    follow(m, f.shop, RSV_STAGE_SHADOW);
+    int32_t st = -1;
+    ck_assert_int_eq(rsv_migrate_route(m, f.shop, RSV_ROUTE_NOWAIT, &st),
+                     RSV_EBUSY);
+    ck_assert_int_eq(st, RSV_STAGE_SHADOW);
+    /* the old store accepts what libreserve refused ... */
+    int old = old_fn(&o, op, shop, tok, len, item, loc, qty, ttl);
+    ck_assert_int_eq(old, RSV_OK);
+    ck_assert_int_eq(rsv_migrate_mirror_done(m, ticket, old), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_mirror_done(m, ticket, old), RSV_EINVAL);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OLD_ACCEPTED_NEW_REFUSED), 1);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_APPLIED), 1);
+    /* ... so its hold comes back as a release, not offered on its own */
+    ck_assert_int_eq(rsv_migrate_route(m, f.shop, RSV_ROUTE_NOWAIT, &st),
+                     RSV_EBUSY);
+    ck_assert_int_eq(rsv_migrate_drain(m, 0), RSV_EBUSY);
+    ck_assert_int_eq(old_state(&o, "o1"), 1);
+    ck_assert_uint_eq(pump_one(m, &o), RSV_OP_RELEASE);
+    ck_assert_int_eq(old_state(&o, "o1"), 3);
+    ck_assert_int_eq(o.stock, 10);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OFFERED), 1);
+    ck_assert_int_eq(rsv_migrate_drain(m, 0), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_route(m, f.shop, RSV_ROUTE_NOWAIT, &st),
+                     RSV_OK);
+    ck_assert_int_eq(st, RSV_STAGE_SHADOW);
+    ck_assert_int_eq(pump_one(m, &o), 0);
+
+    /* primary again: an item never done is dropped at close */
+    move_to(m, &f, RSV_STAGE_PRIMARY);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("o2"), 1, 1, 1, 0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("o3"), 1, 1, 1, 0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_mirror_next(m, 1000, &ticket, &op, &shop, tok,
+                                             sizeof tok, &len, &item, &loc,
+                                             &qty, &ttl), RSV_OK);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OFFERED), 3);
+    rsv_migrate_close(m);
+    char q[512];
+    snprintf(q, sizeof q, "SELECT COALESCE(SUM(n), 0) FROM "
+             "rsv_migration_counts WHERE shop_id = %llu AND class = "
+             "'dropped'", (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 2);
+    snprintf(q, sizeof q, "SELECT (SELECT COALESCE(SUM(n), 0) FROM "
+             "rsv_migration_counts WHERE shop_id = %llu AND class = "
+             "'offered') - (SELECT COALESCE(SUM(n), 0) FROM "
+             "rsv_migration_counts WHERE shop_id = %llu AND class IN "
+             "('applied', 'dropped'))", (unsigned long long)f.shop,
+             (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 0);
+    snprintf(q, sizeof q, "SELECT needs_compare FROM rsv_migration_stage "
+             "WHERE shop_id = %llu", (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 1);
+    tu_fix_close(&f);
+}
+END_TEST
+
+static void *close_later(void *arg)
+{
+    sleep_us(200000);
+    rsv_migrate_close(arg);
+    return NULL;
+}
+
+/* A stage read before a flip is the stage the call acts at; a thread
+ * waiting in mirror_next is let go by close. */
+START_TEST(handover_acts_at_the_routed_stage)
+{
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 10, 10, 0);
+    ck_assert_int_eq(rsv_migrate_set_legacy(m, NULL, NULL), RSV_OK);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    int32_t st = -1;
+    ck_assert_int_eq(rsv_migrate_route(m, f.shop, 0, &st), RSV_OK);
+    ck_assert_int_eq(st, RSV_STAGE_SHADOW);
+    int old = old_fn(&o, RSV_OP_RESERVE, f.shop, TOK("r1"), 1, 1, 1, 0);
+    move_to(m, &f, RSV_STAGE_PRIMARY);
+    /* shadow's answer: the old store's, libreserve's side queued */
+    ck_assert_int_eq(rsv_migrate_reserve_one_answered(m, st, f.shop, TOK("r1"),
+                                                      1, 1, 1, 0, old),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "r1"), RSV_STATUS_HELD);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_BOTH_ACCEPTED), 1);
+    /* at primary the old store's answer given is not read */
+    ck_assert_int_eq(rsv_migrate_claim_answered(m, RSV_STAGE_PRIMARY, f.shop,
+                                                TOK("r1"), RSV_EOUTOFSTOCK),
+                     RSV_OK);
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "r1"), RSV_STATUS_CLAIMED);
+    ck_assert_int_eq(pump_one(m, &o), RSV_OP_CLAIM);
+    ck_assert_int_eq(old_state(&o, "r1"), 2);
+    /* close lets a waiting mirror_next go */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, close_later, m), 0);
+    uint64_t ticket, shop, item, loc;
+    uint32_t op;
+    unsigned char tok[RSV_TOKEN_MAX];
+    size_t len;
+    int64_t qty, ttl;
+    ck_assert_int_eq(rsv_migrate_mirror_next(m, 30000, &ticket, &op, &shop,
+                                             tok, sizeof tok, &len, &item,
+                                             &loc, &qty, &ttl),
+                     RSV_ECANCELED);
+    pthread_join(t, NULL);
+    tu_fix_close(&f);
+}
+END_TEST
+
+/* Bad input to the handover calls: refused, nothing sent anywhere. */
+START_TEST(handover_bad_input)
+{
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 10, 10, 0);
+    ck_assert_int_eq(rsv_migrate_set_legacy(m, NULL, NULL), RSV_OK);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    int32_t st = -1;
+    uint64_t ticket, shop, item, loc;
+    uint32_t op;
+    unsigned char tok[RSV_TOKEN_MAX];
+    size_t len;
+    int64_t qty, ttl;
+    ck_assert_int_eq(rsv_migrate_route(NULL, f.shop, 0, &st), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_route(m, f.shop, 0, NULL), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_route(m, f.shop, 0x8, &st), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_reserve_one_answered(NULL, 1, f.shop,
+                                                      TOK("b1"), 1, 1, 1, 0,
+                                                      RSV_OK), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_claim_answered(NULL, 1, f.shop, TOK("b1"),
+                                                RSV_OK), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_release_answered(NULL, 1, f.shop, TOK("b1"),
+                                                  RSV_OK), RSV_EINVAL);
+    for (int32_t bad = -1; bad <= 4; bad += 5) {
+        ck_assert_int_eq(rsv_migrate_reserve_one_answered(m, bad, f.shop,
+                                                          TOK("b1"), 1, 1, 1,
+                                                          0, RSV_OK),
+                         RSV_EINVAL);
+        ck_assert_int_eq(rsv_migrate_claim_answered(m, bad, f.shop, TOK("b1"),
+                                                    RSV_OK), RSV_EINVAL);
+        ck_assert_int_eq(rsv_migrate_release_answered(m, bad, f.shop,
+                                                      TOK("b1"), RSV_OK),
+                         RSV_EINVAL);
+    }
+    char longtok[RSV_TOKEN_MAX + 1];
+    memset(longtok, 'x', sizeof longtok);
+    for (int32_t s = RSV_STAGE_OLD; s <= RSV_STAGE_COMPLETE; s++) {
+        ck_assert_int_eq(rsv_migrate_reserve_one_answered(m, s, f.shop, "", 0,
+                                                          1, 1, 1, 0, RSV_OK),
+                         RSV_ETOKEN);
+        ck_assert_int_eq(rsv_migrate_claim_answered(m, s, f.shop, longtok,
+                                                    sizeof longtok, RSV_OK),
+                         RSV_ETOKEN);
+        ck_assert_int_eq(rsv_migrate_release_answered(m, s, f.shop, NULL, 2,
+                                                      RSV_OK), RSV_ETOKEN);
+    }
+    ck_assert_int_eq(rsv_migrate_mirror_next(NULL, 0, &ticket, &op, &shop, tok,
+                                             sizeof tok, &len, &item, &loc,
+                                             &qty, &ttl), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_mirror_next(m, 0, &ticket, &op, &shop, NULL,
+                                             sizeof tok, &len, &item, &loc,
+                                             &qty, &ttl), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_mirror_next(m, 0, &ticket, &op, &shop, tok,
+                                             sizeof tok, &len, &item, &loc,
+                                             &qty, &ttl), RSV_EBUSY);
+    ck_assert_int_eq(rsv_migrate_mirror_done(NULL, 1, RSV_OK), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_mirror_done(m, 0, RSV_OK), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_mirror_done(m, 12345, RSV_OK), RSV_EINVAL);
+    /* without a function the ordinary calls cannot ask the old store */
+    ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("b1")), RSV_EINVAL);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    ck_assert_int_eq(o.calls, 0);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OFFERED), 0);
+    char q[256];
+    snprintf(q, sizeof q, "SELECT COUNT(*) FROM rsv_checkouts WHERE "
+             "shop_id = %llu", (unsigned long long)f.shop);
+    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 0);
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 10);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
+    rsv_migrate_close(m);
+    tu_fix_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("migrate");
@@ -516,6 +928,12 @@ int main(void)
     tu_add(s, "unreadable_stage_keeps_the_last",
            unreadable_stage_keeps_the_last);
     tu_add(s, "no_tables_no_handle", no_tables_no_handle);
+    tu_add(s, "handover_answers_and_counts_as_the_callback",
+           handover_answers_and_counts_as_the_callback);
+    tu_add(s, "outbox_mirrors_primary", outbox_mirrors_primary);
+    tu_add(s, "handover_acts_at_the_routed_stage",
+           handover_acts_at_the_routed_stage);
+    tu_add(s, "handover_bad_input", handover_bad_input);
     int rc = tu_run(s);
     tu_db_drop();
     return rc;

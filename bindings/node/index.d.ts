@@ -222,6 +222,67 @@ export class Batcher {
   close(): Promise<void>;
 }
 
+/** A shop's stage in a migration (RSV_STAGE_*). */
+export type StageName = 'old' | 'shadow' | 'primary' | 'complete';
+/** A migration handle's counters (RSV_MIG_*). */
+export type MigrationStatName = 'bothAccepted' | 'bothRefused' | 'oldRefusedNewAccepted' |
+  'oldAcceptedNewRefused' | 'newFailed' | 'unknown' | 'oldFailed' | 'offered' | 'applied' |
+  'dropped' | 'stageReadFailed';
+export type MigrationStats = { [K in MigrationStatName]: Id };
+/** An operation the old store is asked to do. */
+export type LegacyOp = 'reserve' | 'claim' | 'release';
+/**
+ * The old store's operation: resolves to accept; rejects with an
+ * ExpectedOutcome (OutOfStock, NotFound, AlreadyClaimed, Expired,
+ * AlreadyReleased) to refuse; anything else is the old store failing.
+ * itemId, locationId, quantity and ttlMs are 0 but for a reserve.
+ */
+export type LegacyFn = (op: LegacyOp, shopId: Id, token: Uint8Array, itemId: Id, locationId: Id,
+  quantity: Int64, ttlMs: Int64) => unknown;
+export interface MigrationOpenOptions {
+  /** the connection of the handle's own thread (default: the dsn given to open) */
+  shadowDsn?: string;
+  /** bound of the work waiting (0: 4096) */
+  queueMax?: number;
+  /** how often the stages are read, 50..60000 ms (default 1000) */
+  refreshMs?: number;
+  /** the options of the context opened on a dsn */
+  options?: Options;
+}
+
+/**
+ * A migration handle (reserve/migrate.h): each reserve, claim and release
+ * sent to the old store, to libreserve or both by the shop's stage.  The
+ * old store's function is called here, on the main thread, and may be
+ * async; calls on one handle run one at a time in the order made.
+ */
+export class Migration {
+  private constructor();
+  /** Over a Context (shadowDsn required) or a dsn (a context of its own, closed with the handle). */
+  static open(ctxOrDsn: Context | string, options?: MigrationOpenOptions): Promise<Migration>;
+  /** true once close() was called */
+  readonly closed: boolean;
+  /** Errors the old store's function threw that were no ReserveError. */
+  readonly legacyErrors: unknown[];
+  setLegacy(fn: LegacyFn | null): void;
+  reserveOne(shopId: Id, token: Token, itemId: Id, locationId: Id, quantity: Int64,
+    ttlMs?: Int64): Promise<void>;
+  claim(shopId: Id, token: Token): Promise<void>;
+  release(shopId: Id, token: Token): Promise<void>;
+  /** The shop's stage as the handle follows it now. */
+  stage(shopId: Id): Promise<StageName>;
+  /** A counter of one shop, or of every shop (shopId null). */
+  stat(shopId: Id | null, kind: MigrationStatName): Promise<Id>;
+  /** Every counter of one shop, or of every shop (shopId null). */
+  stats(shopId?: Id | null): Promise<MigrationStats>;
+  /** The counters and stages in the Prometheus text format. */
+  prometheus(): Promise<string>;
+  /** Wait until the work offered is done, at most ms: true, or false if some is left. */
+  drain(ms?: number): Promise<boolean>;
+  /** After the calls made: the work offered done (at most 5 s more), then closed. */
+  close(): Promise<void>;
+}
+
 /** Open a context on a connection of its own (rsv_open_dsn). */
 export function open(dsn: string, options?: Options): Promise<Context>;
 /** A connection string with every part %XX-escaped. */
@@ -318,3 +379,5 @@ export const CART_MAX_LINES: 1000;
 export const LINE_MAX_LOCATIONS: 16;
 export const BATCH_MAX: 256;
 export const BATCHER_MAX_CONNECTIONS: 64;
+export const STAGES: readonly StageName[];
+export const MIGRATION_STATS: readonly MigrationStatName[];

@@ -12,7 +12,9 @@
 // one per call in flight.  A context is single-threaded, so its calls are
 // queued and run one at a time, in the order they were made.  A Batcher's
 // calls are queued at once in the C batcher, which coalesces them; its
-// descriptor is watched the same way.
+// descriptor is watched the same way.  A Migration asks the application's
+// old store itself (an async function on the main thread) and hands the
+// library its answer (the handover calls of reserve/migrate.h).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -138,7 +140,7 @@ class AuthenticationError extends Failure {}
 const AUTH_ERRNOS = new Set([1044, 1045, 1251, 1698, 1820, 1862, 2059]);
 // The calls of one line, whose line is line 0 ("line 0 (item 42, ...").
 const ONE_LINE = new Set(['rsv_reserve_one', 'rsv_reserve_one_start',
-  'rsv_batcher_reserve_one', 'rsv_batcher_reserve_one_start']);
+  'rsv_batcher_reserve_one', 'rsv_batcher_reserve_one_start', 'rsv_migrate_reserve_one']);
 
 const ERROR_CLASSES = new Map([
   [codes.EOUTOFSTOCK, OutOfStock], [codes.ENOTFOUND, NotFound], [codes.EEXPIRED, Expired],
@@ -240,10 +242,12 @@ class Runner {
     });
   }
 
-  run(fn, args) {
+  // keepAlive false: a call that waits for work (a Migration's outbox)
+  // does not hold the process open.
+  run(fn, args, keepAlive = true) {
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
-      this.worker.ref();
+      if (keepAlive) this.worker.ref();
       this.worker.postMessage({ fn, args });
     });
   }
@@ -1064,6 +1068,309 @@ if (typeof Symbol.asyncDispose === 'symbol') {
 }
 
 // ---------------------------------------------------------------------------
+// Moving a live shop from its old store (reserve/migrate.h)
+// ---------------------------------------------------------------------------
+
+// A shop's stage (RSV_STAGE_*), by name.
+const STAGES = Object.freeze(['old', 'shadow', 'primary', 'complete']);
+const STAGE_SHADOW = 1;
+// enum rsv_migrate_stat_kind, by name
+const MIGRATION_STATS = Object.freeze(['bothAccepted', 'bothRefused', 'oldRefusedNewAccepted',
+  'oldAcceptedNewRefused', 'newFailed', 'unknown', 'oldFailed', 'offered', 'applied', 'dropped',
+  'stageReadFailed']);
+const ROUTE_NOWAIT = 0x1;
+// How long one wait of the outbox lasts: the longest close() waits for
+// the mirroring loop to notice it should stop.
+const MIRROR_WAIT_MS = 200;
+// close() first waits this long for the work offered to be done.
+const CLOSE_DRAIN_MS = 5000;
+
+class Migration {
+  // Made by Migration.open().  The library's handle is used through its
+  // handover calls only: no C callback is registered, so the old store's
+  // function (setLegacy) is always called here, on the main thread, and
+  // may be async.  At stages old and shadow a call asks it and hands its
+  // answer over (rsv_migrate_*_answered); at primary the library's
+  // outbox gives the calls that keep it current, taken by a loop of this
+  // object's (rsv_migrate_mirror_next on a thread of the package's own,
+  // the function here, rsv_migrate_mirror_done).
+  constructor(ptr, ctx, ownsCtx) {
+    this._ptr = ptr;
+    this._ctx = ctx;
+    this._ownsCtx = ownsCtx;
+    this._legacy = null;
+    this._tail = Promise.resolve();
+    this._closing = null;
+    this._stopping = false;
+    /** Errors the old store's function threw that were no ReserveError (each counted oldFailed). */
+    this.legacyErrors = [];
+    this._mirrorRunner = new Runner();
+    this._mirroring = this._mirrorLoop();
+  }
+
+  /**
+   * Open a migration handle (rsv_migrate_open) over ctx, a Context (it
+   * answers at primary and complete; its calls and this handle's queue
+   * behind each other), or a dsn string (a Context of its own is opened
+   * with options, and closed with the handle).  shadowDsn: the connection
+   * of the handle's own thread (default: the dsn given); queueMax bounds
+   * the work waiting (0: 4096); refreshMs: how often the stages are read
+   * (50..60000, default 1000).
+   */
+  static async open(ctxOrDsn, { shadowDsn, queueMax = 0, refreshMs, options } = {}) {
+    const fn = 'rsv_migrate_open';
+    let ctx = ctxOrDsn;
+    const owns = typeof ctxOrDsn === 'string';
+    if (owns) {
+      if (shadowDsn === undefined) shadowDsn = ctxOrDsn;
+    } else if (!(ctxOrDsn instanceof Context)) {
+      throw invalid('Migration.open takes a Context or a dsn string', fn);
+    } else if (options !== undefined) {
+      throw invalid('options are for a dsn; a Context has its own', fn);
+    }
+    if (typeof shadowDsn !== 'string') throw invalid('shadowDsn must be a string', fn);
+    if (!Number.isInteger(queueMax) || queueMax < 0 || queueMax > 0xffffffff)
+      throw invalid(`queueMax must be an integer in 0..2**32-1, not ${show(queueMax)}`, fn);
+    if (refreshMs !== undefined && (!Number.isInteger(refreshMs) || refreshMs < 50 || refreshMs > 60000))
+      throw invalid(`refreshMs must be an integer in 50..60000, not ${show(refreshMs)}`, fn);
+    if (owns) ctx = await open(ctxOrDsn, options);
+    try {
+      const ptr = await ctx._run(fn, async (cptr) => {
+        const { rc, args: [[out]] } = await blocking(fn, [[null], cptr, shadowDsn, queueMax]);
+        ctx._check(cptr, rc, fn);
+        return out;
+      });
+      if (refreshMs !== undefined) C.rsv_migrate_set_refresh_ms(ptr, refreshMs);
+      return new Migration(ptr, ctx, owns);
+    } catch (e) {
+      if (owns) await ctx.close();
+      throw e;
+    }
+  }
+
+  /** true once close() was called. */
+  get closed() {
+    return this._closing !== null;
+  }
+
+  /**
+   * The old store's operation: fn(op, shopId, token, itemId, locationId,
+   * quantity, ttlMs), op 'reserve', 'claim' or 'release' (the last four
+   * 0 but for a reserve), token a Buffer.  It resolves to accept, and
+   * throws (rejects with) an ExpectedOutcome (OutOfStock, NotFound,
+   * AlreadyClaimed, Expired, AlreadyReleased) to refuse; anything else it
+   * throws is the old store failing (kept in legacyErrors).  null removes
+   * it: calls of shops at stages old and shadow then reject with
+   * InvalidArgument, and the outbox waits for one.
+   */
+  setLegacy(fn) {
+    if (fn !== null && typeof fn !== 'function') throw invalid('setLegacy takes a function or null');
+    this._legacy = fn;
+  }
+
+  // The old store's answer as a library code, and the error behind a
+  // failure.
+  async _askOld(op, shopId, tok, itemId, locationId, quantity, ttlMs) {
+    const fn = this._legacy;
+    if (!fn) return { code: codes.EINVAL, error: null };
+    try {
+      await fn(OPS[op], asU64(shopId), tok, asU64(itemId), asU64(locationId), asI64(quantity),
+        asI64(ttlMs));
+      return { code: codes.OK, error: null };
+    } catch (e) {
+      if (e instanceof ReserveError) return { code: e.code, error: e };
+      this.legacyErrors.push(e);
+      return { code: codes.EDB, error: e };
+    }
+  }
+
+  // One call after the ones made before it on this handle.
+  _run(fn, work) {
+    const site = {};
+    Error.captureStackTrace(site, Migration.prototype._run);
+    if (this._closing) return Promise.reject(atSite(invalid('the migration handle is closed', fn), site));
+    const p = this._tail.then(() => work(this._ptr)).catch((e) => {
+      throw e instanceof ReserveError ? atSite(e, site) : e;
+    });
+    this._tail = p.then(noop, noop);
+    return p;
+  }
+
+  // A call of the checkout: the stage to act at (without waiting when
+  // nothing is pending, else on a thread that may wait), the old store
+  // asked where that stage asks it, then the answer handed over.
+  _checkout(fn, op, answered, shopId, tok, item = 0, loc = 0, qty = 0, ttl = 0) {
+    const shop = u64(shopId, 'shopId');
+    const t = tokenArgs(tok);
+    const rest = op === 1 ? [u64(item, 'itemId'), u64(loc, 'locationId'), i64(qty, 'quantity'),
+      i64(ttl, 'ttlMs')] : [];
+    return this._run(fn, async (ptr) => {
+      // the library's own token check, before the old store is asked: at
+      // stage old the call does nothing else
+      let rc = C[answered](ptr, 0, shop, ...t, ...rest, 0);
+      if (rc !== 0) throw makeError(rc, strerror(rc), fn);
+      const st = [0];
+      rc = C.rsv_migrate_route(ptr, shop, ROUTE_NOWAIT, st);
+      if (rc === codes.EBUSY) {
+        const r = await blocking('rsv_migrate_route', [ptr, shop, 0, [0]]);
+        rc = r.rc;
+        st[0] = r.args[3][0];
+      }
+      if (rc !== 0) throw makeError(rc, strerror(rc), fn);
+      const stage = st[0];
+      if (stage <= STAGE_SHADOW) {
+        const bytes = Buffer.from(t[0].subarray(0, t[1]));
+        const old = await this._askOld(op, shop, bytes, ...(op === 1 ? rest : [0, 0, 0, 0]));
+        // at shadow this only queues libreserve's side: no waiting here
+        rc = C[answered](ptr, stage, shop, ...t, ...rest, old.code);
+        if (rc === 0) return;
+        if (rc === old.code && old.error) {
+          if (old.error instanceof ReserveError) throw makeError(rc, old.error.message, fn);
+          const e = makeError(rc, `the old store failed: ${old.error.message || old.error}`, fn);
+          e.cause = old.error;
+          throw e;
+        }
+        if (rc === codes.EINVAL && !this._legacy)
+          throw invalid('no old store: setLegacy() first (the shop is at stage ' + STAGES[stage] + ')', fn);
+        throw makeError(rc, strerror(rc), fn);
+      }
+      // libreserve decides, on the context (queued behind its own calls)
+      await this._ctx._run(fn, async (cptr) => {
+        const r = await blocking(answered, [ptr, stage, shop, ...t, ...rest, 0]);
+        this._ctx._check(cptr, r.rc, fn);
+      });
+    });
+  }
+
+  /** Hold units for a checkout in the store the shop's stage names; rejects with what it answered. */
+  async reserveOne(shopId, tok, itemId, locationId, quantity, ttlMs = 0) {
+    return this._checkout('rsv_migrate_reserve_one', 1, 'rsv_migrate_reserve_one_answered',
+      shopId, tok, itemId, locationId, quantity, ttlMs);
+  }
+
+  /** Claim a checkout in the store the shop's stage names. */
+  async claim(shopId, tok) {
+    return this._checkout('rsv_migrate_claim', 2, 'rsv_migrate_claim_answered', shopId, tok);
+  }
+
+  /** Release a checkout in the store the shop's stage names. */
+  async release(shopId, tok) {
+    return this._checkout('rsv_migrate_release', 3, 'rsv_migrate_release_answered', shopId, tok);
+  }
+
+  // Primary's work on the old store, one item at a time, until close().
+  async _mirrorLoop() {
+    while (!this._stopping) {
+      const ptr = this._ptr;
+      let r;
+      try {
+        r = await this._mirrorRunner.run('rsv_migrate_mirror_next', [ptr, MIRROR_WAIT_MS, [0], [0], [0],
+          new Uint8Array(TOKEN_MAX), TOKEN_MAX, [0], [0], [0], [0], [0]], false);
+      } catch (e) {
+        if (this._stopping) return;
+        this._mirrorRunner = new Runner(); // the thread died: a new one
+        continue;
+      }
+      if (r.rc === codes.EBUSY) continue;
+      if (r.rc !== 0) return; // ECANCELED: closing
+      const [, , [ticket], [op], [shop], tok, , [len], [item], [loc], [qty], [ttl]] = r.args;
+      const old = await this._askOld(op, shop, Buffer.from(tok.subarray(0, Number(len))), item, loc, qty, ttl);
+      C.rsv_migrate_mirror_done(ptr, ticket, old.code);
+    }
+  }
+
+  /** The shop's stage as the handle follows it now: 'old', 'shadow', 'primary' or 'complete'. */
+  async stage(shopId) {
+    const shop = u64(shopId, 'shopId');
+    if (this._closing) throw invalid('the migration handle is closed', 'rsv_migrate_stage');
+    const st = [0];
+    const rc = C.rsv_migrate_stage(this._ptr, shop, st);
+    if (rc !== 0) throw makeError(rc, strerror(rc), 'rsv_migrate_stage');
+    return STAGES[st[0]];
+  }
+
+  /** A counter (a name of MIGRATION_STATS) of one shop, or of every shop when shopId is null. */
+  async stat(shopId, kind) {
+    const fn = 'rsv_migrate_stat';
+    const k = MIGRATION_STATS.indexOf(kind);
+    if (k < 0) throw invalid(`unknown counter ${show(kind)}; known: ${MIGRATION_STATS.join(', ')}`, fn);
+    const all = shopId === null || shopId === undefined;
+    const shop = all ? 0 : u64(shopId, 'shopId');
+    if (this._closing) throw invalid('the migration handle is closed', fn);
+    const out = [0];
+    const rc = C.rsv_migrate_stat(this._ptr, shop, all ? 1 : 0, k, out);
+    if (rc !== 0) throw makeError(rc, strerror(rc), fn);
+    return asU64(out[0]);
+  }
+
+  /** Every counter of one shop (or of every shop, shopId null): {bothAccepted, ..., dropped}. */
+  async stats(shopId = null) {
+    const out = {};
+    for (const k of MIGRATION_STATS) out[k] = await this.stat(shopId, k);
+    return out;
+  }
+
+  /** The counters and stages in the Prometheus text format. */
+  async prometheus() {
+    const fn = 'rsv_migrate_prometheus';
+    if (this._closing) throw invalid('the migration handle is closed', fn);
+    const need = [0];
+    let rc = C.rsv_migrate_prometheus(this._ptr, null, 0, need);
+    while (rc === codes.ERANGE) {
+      const buf = Buffer.alloc(Number(need[0]) + 1);
+      rc = C.rsv_migrate_prometheus(this._ptr, buf, buf.length, need);
+      if (rc === 0) return buf.toString('utf8', 0, Number(need[0]));
+    }
+    throw makeError(rc, strerror(rc), fn);
+  }
+
+  /**
+   * Wait until the work offered is done (libreserve's side of shadow, the
+   * old store's of primary), at most ms: true, or false if some is left.
+   */
+  async drain(ms = 10000) {
+    if (!Number.isInteger(ms) || ms < 0 || ms > 0xffffffff)
+      throw invalid(`ms must be an integer in 0..2**32-1, not ${show(ms)}`, 'rsv_migrate_drain');
+    if (this._closing) throw invalid('the migration handle is closed', 'rsv_migrate_drain');
+    const { rc } = await blocking('rsv_migrate_drain', [this._ptr, ms]);
+    return rc === 0;
+  }
+
+  /**
+   * After the calls already made: the work offered is done (at most 5 s
+   * more), the mirroring loop stops, the handle is closed (what is left
+   * is counted dropped, the shop marked for a compare), and the context
+   * too when the handle opened it.
+   */
+  async close() {
+    if (!this._closing) {
+      const tail = this._tail;
+      this._closing = (async () => {
+        await tail;
+        await blocking('rsv_migrate_drain', [this._ptr, CLOSE_DRAIN_MS]);
+        this._stopping = true;
+        // its last wait of the outbox must keep the process up till it ends
+        this._mirrorRunner.worker.ref();
+        await this._mirroring;
+        this._mirrorRunner.worker.terminate();
+        const ptr = this._ptr;
+        this._ptr = null;
+        // before a close of the context queued after it
+        await this._ctx._run('rsv_migrate_close', () => blocking('rsv_migrate_close', [ptr]));
+        if (this._ownsCtx) await this._ctx.close();
+      })();
+    }
+    return this._closing;
+  }
+}
+
+if (typeof Symbol.asyncDispose === 'symbol') {
+  Migration.prototype[Symbol.asyncDispose] = function dispose() {
+    return this.close();
+  };
+}
+
+// ---------------------------------------------------------------------------
 // Library information
 // ---------------------------------------------------------------------------
 
@@ -1124,6 +1431,7 @@ module.exports = {
   errorClass,
   Context,
   Batcher,
+  Migration,
   ReserveError,
   ExpectedOutcome,
   Failure,
@@ -1166,4 +1474,6 @@ module.exports = {
   LINE_MAX_LOCATIONS,
   BATCH_MAX,
   BATCHER_MAX_CONNECTIONS,
+  STAGES,
+  MIGRATION_STATS,
 };

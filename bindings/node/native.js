@@ -131,6 +131,7 @@ koffi.opaque('rsv_cart');
 koffi.opaque('rsv_stats_snapshot');
 koffi.opaque('rsv_batcher');
 koffi.opaque('rsv_batcher_call');
+koffi.opaque('rsv_migration');
 const Options = koffi.struct('rsv_options', {
   version: 'uint',
   flags: 'uint32_t',
@@ -243,6 +244,30 @@ const PROTOS = [
     'size_t token_len, int32_t *status, int64_t *units, int64_t *expires_in_ms)',
   'int rsv_cont(rsv_ctx *ctx)',
   'int rsv_async_fd(rsv_ctx *ctx)',
+  // The migration handle (reserve/migrate.h), through its handover
+  // calls: the old store is asked by the package, never called from C.
+  'int rsv_migrate_open(_Out_ rsv_migration **out, rsv_ctx *ctx, const char *shadow_dsn, ' +
+    'uint32_t queue_max)',
+  'void rsv_migrate_close(rsv_migration *m)',
+  'int rsv_migrate_set_refresh_ms(rsv_migration *m, uint32_t ms)',
+  'int rsv_migrate_route(rsv_migration *m, uint64_t shop_id, uint32_t flags, _Out_ int32_t *stage)',
+  'int rsv_migrate_reserve_one_answered(rsv_migration *m, int32_t stage, uint64_t shop_id, ' +
+    'const void *token, size_t token_len, uint64_t item_id, uint64_t location_id, ' +
+    'int64_t quantity, int64_t ttl_ms, int32_t old_answer)',
+  'int rsv_migrate_claim_answered(rsv_migration *m, int32_t stage, uint64_t shop_id, ' +
+    'const void *token, size_t token_len, int32_t old_answer)',
+  'int rsv_migrate_release_answered(rsv_migration *m, int32_t stage, uint64_t shop_id, ' +
+    'const void *token, size_t token_len, int32_t old_answer)',
+  'int rsv_migrate_mirror_next(rsv_migration *m, uint32_t timeout_ms, _Out_ uint64_t *ticket, ' +
+    '_Out_ uint32_t *op, _Out_ uint64_t *shop_id, void *token, size_t token_cap, ' +
+    '_Out_ size_t *token_len, _Out_ uint64_t *item_id, _Out_ uint64_t *location_id, ' +
+    '_Out_ int64_t *quantity, _Out_ int64_t *ttl_ms)',
+  'int rsv_migrate_mirror_done(rsv_migration *m, uint64_t ticket, int32_t old_answer)',
+  'int rsv_migrate_stage(rsv_migration *m, uint64_t shop_id, _Out_ int32_t *stage)',
+  'int rsv_migrate_stat(rsv_migration *m, uint64_t shop_id, int32_t all_shops, uint32_t stat, ' +
+    '_Out_ uint64_t *out)',
+  'int rsv_migrate_drain(rsv_migration *m, uint32_t timeout_ms)',
+  'int rsv_migrate_prometheus(rsv_migration *m, uint8_t *buf, size_t cap, _Out_ size_t *needed)',
 ];
 
 const C = {};

@@ -44,7 +44,10 @@
  * Threads.  A handle belongs to one thread at a time, like its context,
  * except rsv_migrate_stage, rsv_migrate_stat, rsv_migrate_prometheus and
  * rsv_migrate_drain, which only read the handle under its lock and may be
- * called from any thread (a monitoring thread).  The old store's
+ * called from any thread (a monitoring thread), and
+ * rsv_migrate_mirror_next and rsv_migrate_mirror_done, which may be
+ * called from any thread (the application's own mirroring thread or
+ * loop) until rsv_migrate_close is called.  The old store's
  * function is called on the handle's user's thread (stages old and
  * shadow) and on the handle's own thread (primary: keeping the old store
  * current), so it must be safe to call from both.
@@ -135,13 +138,15 @@ RSV_EXTERN int rsv_migrate_open(rsv_migration **out, rsv_ctx *ctx,
                                 const char *shadow_dsn, uint32_t queue_max);
 
 /* Stop the handle's thread (the work still queued is done first, for at
- * most the context's call_timeout_ms per call) and free it.  NULL is a
- * no-op. */
+ * most the context's call_timeout_ms per call) and free it.  Work left in
+ * the outbox or handed out and not done is counted dropped (see
+ * rsv_migrate_mirror_done).  NULL is a no-op. */
 RSV_EXTERN void rsv_migrate_close(rsv_migration *m);
 
-/* Register the old store's operation (NULL removes it: shops at stages
- * old and shadow then answer RSV_EINVAL).  Returns RSV_OK or
- * RSV_EINVAL. */
+/* Register the old store's operation (NULL removes it: the calls of
+ * shops at stages old and shadow then answer RSV_EINVAL, and primary's
+ * work on the old store goes to the outbox; see "Handing the old store's
+ * answer over" below).  Returns RSV_OK or RSV_EINVAL. */
 RSV_EXTERN int rsv_migrate_set_legacy(rsv_migration *m, rsv_legacy_fn fn,
                                       void *user);
 
@@ -168,6 +173,113 @@ RSV_EXTERN int rsv_migrate_claim(rsv_migration *m, uint64_t shop_id,
 RSV_EXTERN int rsv_migrate_release(rsv_migration *m, uint64_t shop_id,
                                    const void *token, size_t token_len);
 
+/*
+ * Handing the old store's answer over.  An application whose old store
+ * cannot be called from C (an old store reached asynchronously, a
+ * language that cannot take a call on a foreign thread) registers no
+ * function and makes each call in two steps, on its own thread:
+ *
+ *   rsv_migrate_route()            the stage to act at;
+ *   at RSV_STAGE_OLD and RSV_STAGE_SHADOW: ask the old store itself;
+ *   rsv_migrate_*_answered()       with that stage and the old store's
+ *                                  answer (any stage: at primary and
+ *                                  complete libreserve decides and the
+ *                                  answer given is not read).
+ *
+ * Each *_answered call returns what the calls above return for the same
+ * stage and the same old store's answer, and does the same (one path in
+ * the library): at shadow libreserve's side is queued and compared, and
+ * an old store's failure is counted RSV_MIG_OLD_FAILED; at primary
+ * libreserve answers.  A flip between the two steps does not change the
+ * stage a call acts at, as a flip during the old store's function does
+ * not: the next call follows it.
+ *
+ * At primary the old store is kept current by the application: with no
+ * function registered, that work goes to the handle's outbox (bounded by
+ * queue_max, a full one drops and counts as a full queue does).  A
+ * thread or loop of the application's takes one item at a time
+ * (rsv_migrate_mirror_next), makes the call on the old store and reports
+ * its answer (rsv_migrate_mirror_done), which is classified and counted
+ * as the handle's thread counts its own.  A reserve the old store
+ * accepted and libreserve had refused comes back as a RELEASE item (with
+ * the reserve's item, location and quantity), so that the old store
+ * gives its hold back; it is not offered or counted on its own.  An item
+ * handed out and not done counts as waiting (offered = applied + dropped
+ * + waiting), and a flip back to shadow waits for it as for queued work.
+ */
+
+/* rsv_migrate_route flags: do not wait for the shop's earlier work. */
+#define RSV_ROUTE_NOWAIT 0x1u
+
+/*
+ * The stage (RSV_STAGE_*) the shop's next call acts at, into *stage:
+ * right after a flip it waits, as the calls do, until the work of the
+ * previous stage is done (at most the context's call_timeout_ms, then
+ * answers anyway).  With RSV_ROUTE_NOWAIT it never waits: RSV_EBUSY
+ * (*stage set) when it would have, so that an event loop can ask again
+ * from a thread that may wait.  Returns RSV_OK, RSV_EBUSY, or RSV_EINVAL
+ * (NULL handle or stage, unknown flags).
+ */
+RSV_EXTERN int rsv_migrate_route(rsv_migration *m, uint64_t shop_id,
+                                 uint32_t flags, int32_t *stage);
+
+/*
+ * A call at stage (what rsv_migrate_route answered) given old_answer,
+ * the old store's answer to the same call as a libreserve code (what an
+ * rsv_legacy_fn would have returned).  Returns old_answer at stages old
+ * and shadow; libreserve's answer at primary and complete (rsv_errmsg(ctx)
+ * has the message); RSV_EINVAL for a NULL handle or a stage not
+ * RSV_STAGE_*; RSV_ETOKEN at every stage for a token libreserve could not
+ * take.
+ */
+RSV_EXTERN int rsv_migrate_reserve_one_answered(
+    rsv_migration *m, int32_t stage, uint64_t shop_id, const void *token,
+    size_t token_len, uint64_t item_id, uint64_t location_id,
+    int64_t quantity, int64_t ttl_ms, int32_t old_answer);
+RSV_EXTERN int rsv_migrate_claim_answered(rsv_migration *m, int32_t stage,
+                                          uint64_t shop_id, const void *token,
+                                          size_t token_len,
+                                          int32_t old_answer);
+RSV_EXTERN int rsv_migrate_release_answered(rsv_migration *m, int32_t stage,
+                                            uint64_t shop_id,
+                                            const void *token,
+                                            size_t token_len,
+                                            int32_t old_answer);
+
+/*
+ * The next item of the outbox, waiting at most timeout_ms for one: the
+ * call to make on the old store, as an rsv_legacy_fn would get it (op
+ * RSV_OP_RESERVE, RSV_OP_CLAIM or RSV_OP_RELEASE; item, location,
+ * quantity and TTL 0 but for a reserve), and the ticket to report its
+ * answer with.  The token (up to RSV_TOKEN_MAX bytes) is copied into
+ * token (token_cap bytes, owned by the caller); *token_len gets its
+ * length.  Every pointer is required.  Returns RSV_OK with one item;
+ * RSV_EBUSY when none came within timeout_ms (or queue_max tickets are
+ * out and not done); RSV_ERANGE when token_cap is too small (*token_len
+ * says how much is needed; the item stays in the outbox); RSV_ECANCELED
+ * once rsv_migrate_close has begun (a thread waiting here returns at
+ * once: stop calling); RSV_EINVAL.
+ */
+RSV_EXTERN int rsv_migrate_mirror_next(rsv_migration *m, uint32_t timeout_ms,
+                                       uint64_t *ticket, uint32_t *op,
+                                       uint64_t *shop_id, void *token,
+                                       size_t token_cap, size_t *token_len,
+                                       uint64_t *item_id,
+                                       uint64_t *location_id,
+                                       int64_t *quantity, int64_t *ttl_ms);
+
+/*
+ * The old store's answer (as for rsv_legacy_fn) to the item of ticket,
+ * which is done: classified against libreserve's answer and counted.
+ * Returns RSV_OK, or RSV_EINVAL (a NULL handle, a ticket not handed out
+ * or already done).  Items handed out and not done when the handle is
+ * closed are counted RSV_MIG_DROPPED and their shops marked for a
+ * compare: drain the outbox (rsv_migrate_drain while the mirroring
+ * thread runs) before closing.
+ */
+RSV_EXTERN int rsv_migrate_mirror_done(rsv_migration *m, uint64_t ticket,
+                                       int32_t old_answer);
+
 /* The shop's stage as the handle follows it now (RSV_STAGE_*) into
  * *stage.  Returns RSV_OK or RSV_EINVAL. */
 RSV_EXTERN int rsv_migrate_stage(rsv_migration *m, uint64_t shop_id,
@@ -180,7 +292,8 @@ RSV_EXTERN int rsv_migrate_stat(rsv_migration *m, uint64_t shop_id,
                                 int32_t all_shops, uint32_t stat,
                                 uint64_t *out);
 
-/* Wait until the queue is empty and its last call done, at most
+/* Wait until every work item offered is done (the queue empty and its
+ * last call done, the outbox empty and every ticket done), at most
  * timeout_ms.  Returns RSV_OK, or RSV_EBUSY if work is still waiting. */
 RSV_EXTERN int rsv_migrate_drain(rsv_migration *m, uint32_t timeout_ms);
 
