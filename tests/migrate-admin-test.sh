@@ -6,7 +6,10 @@
 # changes none of its shops), the versions each change takes (the
 # handles read rows above the last version they saw), percent (a fixed
 # order: raising keeps every shop in, lowering removes the newest), and
-# mismatches read back from the sample ring.
+# mismatches read back from the sample ring; two rsv-admin processes
+# changing stages at once (percent and set, several rounds) wait for each
+# other: each change sees the other's rows, every changed row takes a
+# version of its own; a change without the row it locks says what to do.
 #
 # Creates its own database (sql/schema.sql) and drops it at the end.  Run
 # by `make check`, or by hand:
@@ -123,5 +126,54 @@ expect "compared clears the marks" 0 'd["cleared"] == 2'
 check "no shop marked" "$(q 'SELECT SUM(needs_compare) FROM rsv_migration_stage')" 0
 run migrate
 expect_text "migrate alone: usage" 2 'show, set, percent, mismatches, compare or compared'
+
+
+# ---- two admins at once ----
+# 400 shops of their own; each round starts two commands together.  They
+# wait for each other on the row of rsv_migration_change, so the second
+# sees what the first wrote: the work is done once, and every changed row
+# took the next version (no version handed out twice).
+q "DELETE FROM rsv_migration_stage; DELETE FROM rsv_ledger"
+q "INSERT INTO rsv_ledger (shop_id, item_id, location_id, on_hand) SELECT seq, 1, 1, 5 FROM seq_1000_to_1399"
+race() {
+  "$ADMIN" "${conn[@]}" "$@" --json >"$tmp/race1" 2>&1 & local p1=$!
+  "$ADMIN" "${conn[@]}" "$@" --json >"$tmp/race2" 2>&1 & local p2=$!
+  wait "$p1"; rc1=$?; wait "$p2"; rc2=$?
+  out="$(cat "$tmp/race1") / $(cat "$tmp/race2")"; err=
+  changed=$(python3 -c 'import json,sys; print(sum(json.load(open(f)).get("changed", 0) for f in sys.argv[1:]))' "$tmp/race1" "$tmp/race2" 2>/dev/null)
+}
+raced_ok=1
+for round in 1 2 3 4 5; do
+  v0=$(q 'SELECT COALESCE(MAX(version), 0) FROM rsv_migration_stage')
+  race migrate percent 50
+  v1=$(q 'SELECT COALESCE(MAX(version), 0) FROM rsv_migration_stage')
+  n_in=$(q 'SELECT COUNT(*) FROM rsv_migration_stage WHERE stage > 0')
+  if [ "$rc1$rc2" != 00 ] || [ "$changed" != 200 ] || [ "$n_in" != 200 ] || [ $((v1 - v0)) != 200 ]; then
+    raced_ok=0; bad "round $round: two percent 50 at once: exits $rc1 $rc2, changed $changed, in $n_in, versions +$((v1 - v0)) (want 0 0, 200, 200, +200)"; break
+  fi
+  race migrate percent 0
+  v2=$(q 'SELECT COALESCE(MAX(version), 0) FROM rsv_migration_stage')
+  n_in=$(q 'SELECT COUNT(*) FROM rsv_migration_stage WHERE stage > 0')
+  if [ "$rc1$rc2" != 00 ] || [ "$changed" != 200 ] || [ "$n_in" != 0 ] || [ $((v2 - v1)) != 200 ]; then
+    raced_ok=0; bad "round $round: two percent 0 at once: exits $rc1 $rc2, changed $changed, in $n_in, versions +$((v2 - v1)) (want 0 0, 200, 0, +200)"; break
+  fi
+done
+[ "$raced_ok" = 1 ] && ok "two percent commands at once, 5 rounds: the work done once, one version per changed row"
+list_a=$(seq -s, 1000 1149); list_b=$(seq -s, 1150 1299)
+v0=$(q 'SELECT MAX(version) FROM rsv_migration_stage')
+"$ADMIN" "${conn[@]}" migrate set shadow "$list_a" --json >"$tmp/race1" 2>&1 & p1=$!
+"$ADMIN" "${conn[@]}" migrate set shadow "$list_b" --json >"$tmp/race2" 2>&1 & p2=$!
+wait "$p1"; rc1=$?; wait "$p2"; rc2=$?
+out="$(cat "$tmp/race1") / $(cat "$tmp/race2")"
+check "two set commands at once: both done, 300 versions, none twice" "$rc1 $rc2 $(( $(q 'SELECT MAX(version) FROM rsv_migration_stage') - v0 )) $(q 'SELECT COUNT(DISTINCT version) = COUNT(*) FROM rsv_migration_stage')" "0 0 300 1"
+check "each change that wrote counted on the locked row" "$(q 'SELECT changes > 0 FROM rsv_migration_change')" 1
+q "DELETE FROM rsv_migration_change"
+run migrate set shadow 1300
+expect_text "without the row a change locks: says what to do" 3 'load sql/schema.sql again'
+check "and changes nothing" "$(stage 1300)" 0
+sql "$DB" <sql/schema.sql
+run migrate set shadow 1300
+expect_text "the schema loaded again: the change goes through" 0 '1 shop\(s\) changed'
+check "shop 1300 at shadow" "$(stage 1300)" 1
 
 finish
