@@ -541,32 +541,141 @@ static int migrate_percent(const cmd_env *e)
     return st;
 }
 
+/* The classes a migration handle counts, by RSV_MIG_* value, named as
+ * the library names them (lib/migrate_stage.c) in rsv_migration_counts and
+ * in rsv_migrate_prometheus(): a dashboard reads this tool's text and the
+ * handles' alike.  tests/migrate-admin-test.sh compares the two texts. */
+static const char *const mig_classes[RSV_MIG_STAT_COUNT] = {
+    [RSV_MIG_BOTH_ACCEPTED] = "both_accepted",
+    [RSV_MIG_BOTH_REFUSED] = "both_refused",
+    [RSV_MIG_OLD_REFUSED_NEW_ACCEPTED] = "old_refused_new_accepted",
+    [RSV_MIG_OLD_ACCEPTED_NEW_REFUSED] = "old_accepted_new_refused",
+    [RSV_MIG_NEW_FAILED] = "new_failed",
+    [RSV_MIG_UNKNOWN] = "unknown",
+    [RSV_MIG_OLD_FAILED] = "old_failed",
+    [RSV_MIG_OFFERED] = "offered",
+    [RSV_MIG_APPLIED] = "applied",
+    [RSV_MIG_DROPPED] = "dropped",
+    [RSV_MIG_STAGE_READ_FAILED] = "stage_read_failed",
+};
+
+/* The next "class=n" of the "class=n class=n" the show queries make:
+ * 1 with the class and count (lengths in *cw, *vw) and *p moved past it,
+ * 0 at the end. */
+static int next_count(const char **p, const char **cls, size_t *cw,
+                      const char **val, size_t *vw)
+{
+    if (!**p)
+        return 0;
+    *cls = *p;
+    *cw = strcspn(*p, "=");
+    *val = *p + *cw + ((*p)[*cw] == '=');
+    *vw = strcspn(*val, " ");
+    *p = *val + *vw + ((*val)[*vw] == ' ');
+    return 1;
+}
+
+/* The count of class name in counts, as text; "0" when absent. */
+static void count_of(const char *counts, const char *name, char *out,
+                     size_t cap)
+{
+    const char *cls, *val;
+    size_t cw, vw;
+    snprintf(out, cap, "0");
+    while (next_count(&counts, &cls, &cw, &val, &vw))
+        if (cw == strlen(name) && strncmp(cls, name, cw) == 0)
+            snprintf(out, cap, "%.*s", (int)vw, val);
+}
+
+/* migrate show --prometheus: the fleet's counts, per shop, under the
+ * names of a handle's own text: every class the handle counts per shop
+ * (0 when none was added yet; a class a newer library added is passed on
+ * as found), and the stage of every shop with a stage row or counts (no
+ * row: old).  The handle's queue depth and failed stage reads belong to
+ * its process and are not stored, so they are only in its own text. */
+static int show_prometheus(const cmd_env *e, const char *in)
+{
+    char q[8192];
+    snprintf(q, sizeof q,
+             "SELECT s.shop_id, COALESCE(m.stage, 0), "
+             "COALESCE((SELECT GROUP_CONCAT(c.class, '=', c.n ORDER BY "
+             "c.class SEPARATOR ' ') FROM rsv_migration_counts c WHERE "
+             "c.shop_id = s.shop_id), '') FROM (SELECT shop_id FROM "
+             "rsv_migration_stage UNION SELECT shop_id FROM "
+             "rsv_migration_counts) s LEFT JOIN rsv_migration_stage m ON "
+             "m.shop_id = s.shop_id%s%s ORDER BY s.shop_id",
+             *in ? " WHERE s.shop_id IN " : "", in);
+    MYSQL_RES *r = query_rows(e->conn, q);
+    if (!r)
+        return db_fail(e->o, e->conn, "reading the migration stages");
+    prom_out po;
+    if (prom_open(&po, NULL) != 0) {
+        mysql_free_result(r);
+        return EXIT_ERROR;
+    }
+    prom_family(po.f, "libreserve_migration_calls_total", "counter",
+                "Calls the migration handles compared, by shop and class, "
+                "as added to rsv_migration_counts.");
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        char v[32];
+        for (int k = 0; k < RSV_MIG_STAT_COUNT; k++) {
+            if (k == RSV_MIG_STAGE_READ_FAILED)
+                continue;
+            count_of(row[2], mig_classes[k], v, sizeof v);
+            fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
+                          "class=\"%s\"} %s\n", row[0], mig_classes[k], v);
+        }
+        const char *p = row[2], *cls, *val;
+        size_t cw, vw;
+        while (next_count(&p, &cls, &cw, &val, &vw)) {
+            int known = 0;
+            for (int k = 0; k < RSV_MIG_STAT_COUNT; k++)
+                known |= strlen(mig_classes[k]) == cw &&
+                         strncmp(cls, mig_classes[k], cw) == 0;
+            if (!known)
+                fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
+                              "class=\"%.*s\"} %.*s\n", row[0], (int)cw,
+                        cls, (int)vw, val);
+        }
+    }
+    prom_family(po.f, "libreserve_migration_stage", "gauge",
+                "Each shop's migration stage: 0 old, 1 shadow, 2 primary, "
+                "3 complete.");
+    mysql_data_seek(r, 0);
+    while ((row = mysql_fetch_row(r)) != NULL)
+        fprintf(po.f, "libreserve_migration_stage{shop=\"%s\"} %s\n", row[0],
+                row[1]);
+    mysql_free_result(r);
+    return prom_close(&po, 1);
+}
+
 static int migrate_show(const cmd_env *e)
 {
-    uint64_t *ids_ = NULL;
-    int n = 0;
-    char where[4096] = "";
+    char in[4096] = "", where[4200] = "";
     if (e->nargs > 2)
         return usage_fail("migrate show takes at most one SHOP[,SHOP...]",
                           NULL);
     if (e->nargs == 2) {
-        ids_ = malloc(256 * sizeof *ids_);
+        uint64_t *ids_ = malloc(256 * sizeof *ids_);
         if (!ids_)
             return EXIT_ERROR;
-        n = parse_shops(e->args[1], ids_, 256, 0);
+        int n = parse_shops(e->args[1], ids_, 256, 0);
         if (n < 0) {
             free(ids_);
             return EXIT_USAGE;
         }
-        size_t len = (size_t)snprintf(where, sizeof where,
-                                      " WHERE m.shop_id IN (");
-        for (int i = 0; i < n && len < sizeof where; i++)
-            len += (size_t)snprintf(where + len, sizeof where - len,
+        size_t len = (size_t)snprintf(in, sizeof in, "(");
+        for (int i = 0; i < n && len < sizeof in; i++)
+            len += (size_t)snprintf(in + len, sizeof in - len,
                                     "%s%" PRIu64, i ? "," : "", ids_[i]);
-        if (len < sizeof where)
-            snprintf(where + len, sizeof where - len, ")");
+        if (len < sizeof in)
+            snprintf(in + len, sizeof in - len, ")");
         free(ids_);
+        snprintf(where, sizeof where, " WHERE m.shop_id IN %s", in);
     }
+    if (e->o->prometheus)
+        return show_prometheus(e, in);
     char q[8192];
     snprintf(q, sizeof q,
              "SELECT m.shop_id, m.stage, m.version, m.changed_at, m.reason, "
@@ -580,36 +689,13 @@ static int migrate_show(const cmd_env *e)
         return db_fail(e->o, e->conn, "reading the migration stages");
     MYSQL_ROW row;
     int first = 1;
-    prom_out po;
-    if (e->o->prometheus) {
-        if (prom_open(&po, NULL) != 0) {
-            mysql_free_result(r);
-            return EXIT_ERROR;
-        }
-        prom_family(po.f, "libreserve_migration_stage", "gauge",
-                    "Each shop's migration stage: 0 old, 1 shadow, "
-                    "2 primary, 3 complete.");
-    } else if (e->o->json)
+    if (e->o->json)
         printf("{\"shops\":[");
     else
         printf("%-20s %-9s %8s %-26s %-26s %s\n", "SHOP", "STAGE", "VERSION",
                "CHANGED", "SHADOW SINCE", "COMPARE REASON / COUNTS");
-    /* the counts are printed after the stages for Prometheus */
-    char **counts = NULL;
-    size_t ncounts = 0;
     while ((row = mysql_fetch_row(r)) != NULL) {
         int stage = atoi(row[1]);
-        if (e->o->prometheus) {
-            fprintf(po.f, "libreserve_migration_stage{shop=\"%s\"} %d\n",
-                    row[0], stage);
-            char **nc = realloc(counts, (ncounts + 2) * sizeof *nc);
-            if (nc) {
-                counts = nc;
-                counts[ncounts++] = strdup(row[0]);
-                counts[ncounts++] = strdup(row[7]);
-            }
-            continue;
-        }
         if (e->o->json) {
             printf("%s{\"shop_id\":%s,\"stage\":\"%s\",\"version\":%s,"
                    "\"changed_at\":", first ? "" : ",", row[0],
@@ -624,18 +710,11 @@ static int migrate_show(const cmd_env *e)
                 printf("null");
             printf(",\"needs_compare\":%s,\"counts\":{",
                    atoi(row[6]) ? "true" : "false");
-            /* "class=n class=n" */
-            const char *p = row[7];
-            int f2 = 1;
-            while (*p) {
-                size_t w = strcspn(p, "=");
-                printf("%s\"%.*s\":", f2 ? "" : ",", (int)w, p);
-                p += w + (p[w] == '=');
-                size_t d = strcspn(p, " ");
-                printf("%.*s", (int)d, p);
-                p += d + (p[d] == ' ');
-                f2 = 0;
-            }
+            const char *p = row[7], *cls, *val;
+            size_t cw, vw;
+            for (int f2 = 1; next_count(&p, &cls, &cw, &val, &vw); f2 = 0)
+                printf("%s\"%.*s\":%.*s", f2 ? "" : ",", (int)cw, cls,
+                       (int)vw, val);
             printf("}}");
         } else {
             printf("%-20s %-9s %8s %-26s %-26s %s %s\n", row[0],
@@ -648,27 +727,6 @@ static int migrate_show(const cmd_env *e)
         first = 0;
     }
     mysql_free_result(r);
-    if (e->o->prometheus) {
-        prom_family(po.f, "libreserve_migration_calls_total", "counter",
-                    "Calls the migration handles compared, by shop and "
-                    "class, as added to rsv_migration_counts.");
-        for (size_t i = 0; i + 1 < ncounts; i += 2) {
-            const char *p = counts[i + 1] ? counts[i + 1] : "";
-            while (*p) {
-                size_t w = strcspn(p, "=");
-                fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
-                              "class=\"%.*s\"} ", counts[i], (int)w, p);
-                p += w + (p[w] == '=');
-                size_t d = strcspn(p, " ");
-                fprintf(po.f, "%.*s\n", (int)d, p);
-                p += d + (p[d] == ' ');
-            }
-        }
-        for (size_t i = 0; i < ncounts; i++)
-            free(counts[i]);
-        free(counts);
-        return prom_close(&po, 1);
-    }
     if (e->o->json)
         printf("]}\n");
     return EXIT_OKAY;
