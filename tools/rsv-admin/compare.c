@@ -440,7 +440,9 @@ static int only_new(const cmd_env *e, const level *ls, size_t n, size_t from,
                     size_t to, const char *src_esc, uint64_t *found)
 {
     size_t first = from ? from - 1 : from;
-    size_t cap = 512 + (to - first) * 24, len;
+    /* the fixed text and two key conditions (six 20-digit ids) fit in
+     * 1024; each shop of the list takes at most 21 */
+    size_t cap = 1024 + (to - first) * 24, len;
     char *q = malloc(cap);
     if (!q)
         return -1;
