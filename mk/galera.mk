@@ -6,7 +6,11 @@
 # its own servers (ports 14001-14033, or GALERA_PORT_BASE+1..+33).  Not
 # part of make check.
 #
-#   make check-galera        3 runs of 30 s (a few minutes on two cores)
+#   make check-galera        3 runs of 30 s (a few minutes on two cores),
+#                            after rsv-admin migrate on the cluster
+#   make check-galera-migrate  only rsv-admin migrate on the cluster:
+#                            stages set on one node read on another, two
+#                            nodes changing them at once
 #   make check-galera-partition  a node partitioned away while alive, a
 #                            flapping partition, a lossy link and a slow
 #                            one (4 runs of 40 s; nftables rules of its
@@ -26,7 +30,7 @@
 # away from the nodes; see tests/galera/run-galera.sh for the other
 # settings.
 
-.PHONY: check-galera check-galera-long check-galera-partition soak-galera galera-repro galera-build
+.PHONY: check-galera check-galera-migrate check-galera-long check-galera-partition soak-galera galera-repro galera-build
 
 $(B)/galera:
 	mkdir -p $@
@@ -38,11 +42,15 @@ $(B)/galera/repro_bf_abort: tests/galera/repro_bf_abort.c | $(B)/galera
 	$(CC) $(REAL_CFLAGS) $< -o $@ $(REAL_LDFLAGS) $(MARIADB_LIBS) -lpthread
 
 # (the benchmark's delay proxy: GALERA_RTT_US puts the clients behind it)
-galera-build: lib $(B)/galera/galera_load $(B)/galera/repro_bf_abort $(B)/bench/proxy
+galera-build: lib $(B)/galera/galera_load $(B)/galera/repro_bf_abort $(B)/bench/proxy $(B)/rsv-admin
 
 check-galera: deps
 	@$(MAKE) --no-print-directory galera-build
 	GALERA_BUILD=$(B) tests/galera/run-galera.sh quick
+
+check-galera-migrate: deps
+	@$(MAKE) --no-print-directory galera-build
+	GALERA_BUILD=$(B) tests/galera/run-galera.sh migrate
 
 check-galera-long: deps
 	@$(MAKE) --no-print-directory galera-build

@@ -267,9 +267,9 @@ CREATE TABLE IF NOT EXISTS rsv_journal (
 -- rsv_migrate_open() reads the rows whose version is above the highest it
 -- has seen, once per refresh interval, off the request path.  So every
 -- change takes the next version of the table, and versions are committed
--- in order: rsv-admin migrate holds the named lock 'rsv_migration_stage'
--- (GET_LOCK) from reading the highest version to its COMMIT.  Change the
--- rows only through rsv-admin migrate, or by that same rule.
+-- in order: rsv-admin migrate locks the row of rsv_migration_change from
+-- reading the highest version to its COMMIT.  Change the rows only
+-- through rsv-admin migrate, or by that same rule.
 CREATE TABLE IF NOT EXISTS rsv_migration_stage (
   shop_id        BIGINT UNSIGNED NOT NULL,  -- the shop
   stage          TINYINT UNSIGNED NOT NULL, -- 0 the old store only,
@@ -302,6 +302,24 @@ CREATE TABLE IF NOT EXISTS rsv_migration_stage (
   UNIQUE KEY rsv_migration_stage_version (version),
   CONSTRAINT rsv_migration_stage_known CHECK (stage <= 3)
 ) ENGINE=InnoDB;
+
+-- The one row every change of rsv_migration_stage locks (SELECT ... FOR
+-- UPDATE) before it reads the highest version, and writes when it writes
+-- a stage.  On one server the lock makes changes wait for each other; a
+-- Galera cluster refuses named locks and keeps row locks per node, but two
+-- changes made at once on two nodes both write this row, so the later
+-- fails certification (1213) and rsv-admin runs it again.  Either way
+-- versions become visible in order and every check sees the stages it
+-- decides on.
+CREATE TABLE IF NOT EXISTS rsv_migration_change (
+  id             TINYINT UNSIGNED NOT NULL, -- always 1
+  changes        BIGINT UNSIGNED NOT NULL DEFAULT 0, -- changes that wrote
+                                            -- a stage, ever
+  changed_at     DATETIME(6) NULL,          -- the last one
+  PRIMARY KEY (id),
+  CONSTRAINT rsv_migration_change_one_row CHECK (id = 1)
+) ENGINE=InnoDB;
+INSERT IGNORE INTO rsv_migration_change (id) VALUES (1);
 
 -- What the handles found when both stores answered the same call, per
 -- shop and class (both_accepted, old_refused_new_accepted, dropped ...):

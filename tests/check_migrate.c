@@ -125,7 +125,11 @@ static void sleep_us(long us)
 static void set_stage(MYSQL *adm, uint64_t shop, int stage)
 {
     char q[512];
-    tu_exec(adm, "DO GET_LOCK('rsv_migration_stage', 10)");
+    /* the rule of rsv-admin migrate: the row of rsv_migration_change
+     * locked from reading the highest version to the commit */
+    tu_exec(adm, "START TRANSACTION");
+    ck_assert_int_eq(tu_i64(adm, "SELECT COUNT(*) FROM rsv_migration_change "
+                                 "WHERE id = 1 FOR UPDATE"), 1);
     snprintf(q, sizeof q,
              "INSERT INTO rsv_migration_stage (shop_id, stage, version, "
              "changed_at, reason) SELECT %llu, %d, COALESCE(MAX(version), 0) "
@@ -134,7 +138,9 @@ static void set_stage(MYSQL *adm, uint64_t shop, int stage)
              "version = VALUES(version), changed_at = VALUES(changed_at)",
              (unsigned long long)shop, stage);
     tu_exec(adm, q);
-    tu_exec(adm, "DO RELEASE_LOCK('rsv_migration_stage')");
+    tu_exec(adm, "UPDATE rsv_migration_change SET changes = changes + 1, "
+                 "changed_at = NOW(6) WHERE id = 1");
+    tu_exec(adm, "COMMIT");
 }
 
 static double now_s(void)

@@ -6,7 +6,14 @@
 # changes none of its shops), the versions each change takes (the
 # handles read rows above the last version they saw), percent (a fixed
 # order: raising keeps every shop in, lowering removes the newest), and
-# mismatches read back from the sample ring.
+# mismatches read back from the sample ring; two rsv-admin processes
+# changing stages at once (percent and set, several rounds) wait for each
+# other: each change sees the other's rows, every changed row takes a
+# version of its own; a change without the row it locks says what to do;
+# and migrate show --prometheus against a real handle's
+# rsv_migrate_prometheus(): the same families, types, labels and classes
+# per shop (the handle's queue depth and failed stage reads are its
+# process's and not stored).
 #
 # Creates its own database (sql/schema.sql) and drops it at the end.  Run
 # by `make check`, or by hand:
@@ -123,5 +130,122 @@ expect "compared clears the marks" 0 'd["cleared"] == 2'
 check "no shop marked" "$(q 'SELECT SUM(needs_compare) FROM rsv_migration_stage')" 0
 run migrate
 expect_text "migrate alone: usage" 2 'show, set, percent, mismatches, compare or compared'
+
+
+# ---- two admins at once ----
+# 400 shops of their own; each round starts two commands together.  They
+# wait for each other on the row of rsv_migration_change, so the second
+# sees what the first wrote: the work is done once, and every changed row
+# took the next version (no version handed out twice).
+q "DELETE FROM rsv_migration_stage; DELETE FROM rsv_ledger"
+q "INSERT INTO rsv_ledger (shop_id, item_id, location_id, on_hand) SELECT seq, 1, 1, 5 FROM seq_1000_to_1399"
+race() {
+  "$ADMIN" "${conn[@]}" "$@" --json >"$tmp/race1" 2>&1 & local p1=$!
+  "$ADMIN" "${conn[@]}" "$@" --json >"$tmp/race2" 2>&1 & local p2=$!
+  wait "$p1"; rc1=$?; wait "$p2"; rc2=$?
+  out="$(cat "$tmp/race1") / $(cat "$tmp/race2")"; err=
+  changed=$(python3 -c 'import json,sys; print(sum(json.load(open(f)).get("changed", 0) for f in sys.argv[1:]))' "$tmp/race1" "$tmp/race2" 2>/dev/null)
+}
+raced_ok=1
+for round in 1 2 3 4 5; do
+  v0=$(q 'SELECT COALESCE(MAX(version), 0) FROM rsv_migration_stage')
+  race migrate percent 50
+  v1=$(q 'SELECT COALESCE(MAX(version), 0) FROM rsv_migration_stage')
+  n_in=$(q 'SELECT COUNT(*) FROM rsv_migration_stage WHERE stage > 0')
+  if [ "$rc1$rc2" != 00 ] || [ "$changed" != 200 ] || [ "$n_in" != 200 ] || [ $((v1 - v0)) != 200 ]; then
+    raced_ok=0; bad "round $round: two percent 50 at once: exits $rc1 $rc2, changed $changed, in $n_in, versions +$((v1 - v0)) (want 0 0, 200, 200, +200)"; break
+  fi
+  race migrate percent 0
+  v2=$(q 'SELECT COALESCE(MAX(version), 0) FROM rsv_migration_stage')
+  n_in=$(q 'SELECT COUNT(*) FROM rsv_migration_stage WHERE stage > 0')
+  if [ "$rc1$rc2" != 00 ] || [ "$changed" != 200 ] || [ "$n_in" != 0 ] || [ $((v2 - v1)) != 200 ]; then
+    raced_ok=0; bad "round $round: two percent 0 at once: exits $rc1 $rc2, changed $changed, in $n_in, versions +$((v2 - v1)) (want 0 0, 200, 0, +200)"; break
+  fi
+done
+[ "$raced_ok" = 1 ] && ok "two percent commands at once, 5 rounds: the work done once, one version per changed row"
+list_a=$(seq -s, 1000 1149); list_b=$(seq -s, 1150 1299)
+v0=$(q 'SELECT MAX(version) FROM rsv_migration_stage')
+"$ADMIN" "${conn[@]}" migrate set shadow "$list_a" --json >"$tmp/race1" 2>&1 & p1=$!
+"$ADMIN" "${conn[@]}" migrate set shadow "$list_b" --json >"$tmp/race2" 2>&1 & p2=$!
+wait "$p1"; rc1=$?; wait "$p2"; rc2=$?
+out="$(cat "$tmp/race1") / $(cat "$tmp/race2")"
+check "two set commands at once: both done, 300 versions, none twice" "$rc1 $rc2 $(( $(q 'SELECT MAX(version) FROM rsv_migration_stage') - v0 )) $(q 'SELECT COUNT(DISTINCT version) = COUNT(*) FROM rsv_migration_stage')" "0 0 300 1"
+check "each change that wrote counted on the locked row" "$(q 'SELECT changes > 0 FROM rsv_migration_change')" 1
+q "DELETE FROM rsv_migration_change"
+run migrate set shadow 1300
+expect_text "without the row a change locks: says what to do" 3 'load sql/schema.sql again'
+check "and changes nothing" "$(stage 1300)" 0
+sql "$DB" <sql/schema.sql
+run migrate set shadow 1300
+expect_text "the schema loaded again: the change goes through" 0 '1 shop\(s\) changed'
+check "shop 1300 at shadow" "$(stage 1300)" 1
+
+# ---- the fleet's metrics under a handle's names ----
+run migrate set shadow 2000
+python3 - "$RSV_TEST_SOCKET" "$tmp/handle.prom" <<PY || bad "a migration handle in Python"
+import os, sys, time
+sys.path.insert(0, "bindings/python")
+os.environ.setdefault("LIBRESERVE_PATH", os.path.abspath("${RSV_BUILD:-build}/libreserve.so"))
+import libreserve as rsv
+from libreserve.migrate import Migration, Stage
+dsn = rsv.make_dsn("$DB", user="$USER_", password="$PASS_" or None, socket=sys.argv[1])
+with rsv.connect(dsn) as ctx:
+    ctx.stock_set(2000, 1, 1, 10)
+    with Migration(ctx, dsn, legacy=lambda *a: None, refresh_ms=100) as m:
+        for _ in range(3000):
+            if m.stage(2000) == Stage.SHADOW:
+                break
+            time.sleep(0.01)
+        m.reserve_one(2000, b"fleet-1", 1, 1, 1, 60000)
+        m.drain()
+        open(sys.argv[2], "w").write(m.prometheus())
+PY
+run migrate show 2000 --prometheus
+printf '%s\n' "$out" >"$tmp/admin.prom"
+cmp_out=$(python3 - "$tmp/handle.prom" "$tmp/admin.prom" <<'PY'
+import re, sys
+# the handle's own, not stored: only in its text
+PROCESS_ONLY = {"libreserve_migration_queue_depth",
+                "libreserve_migration_stage_read_failures_total"}
+def parse(path):
+    types, series = {}, set()
+    for line in open(path):
+        line = line.strip()
+        m = re.match(r"# TYPE (\S+) (\S+)$", line)
+        if m:
+            types[m.group(1)] = m.group(2)
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+$", line)
+        if not m:
+            sys.exit("unparsed line in %s: %s" % (path, line))
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if labels.get("shop", "2000") != "2000":
+            continue
+        series.add((m.group(1), tuple(sorted((k, v if k == "class" else "*")
+                                             for k, v in labels.items()))))
+    return types, series
+ht, hs = parse(sys.argv[1])
+at, as_ = parse(sys.argv[2])
+problems = []
+for f in sorted(set(ht) | set(at)):
+    if f in PROCESS_ONLY:
+        if f in at:
+            problems.append("%s is the handle's own, not stored" % f)
+        continue
+    if ht.get(f) != at.get(f):
+        problems.append("family %s: handle %s, rsv-admin %s" % (f, ht.get(f), at.get(f)))
+hs = {x for x in hs if x[0] not in PROCESS_ONLY}
+for x in sorted(hs - as_):
+    problems.append("only the handle has %s %s" % x)
+for x in sorted(as_ - hs):
+    problems.append("only rsv-admin has %s %s" % x)
+if not any(n == "libreserve_migration_calls_total" for n, _ in hs):
+    problems.append("the handle counted nothing for shop 2000")
+print("; ".join(problems) or "same")
+PY
+)
+check "show --prometheus: a handle's families, types, labels and classes for the shop" "$cmp_out" same
+check "the counts of the handle arrived (both_accepted)" "$(grep -c 'libreserve_migration_calls_total{shop="2000",class="both_accepted"} 1$' "$tmp/admin.prom")" 1
 
 finish

@@ -10,10 +10,11 @@
 # rejoins; every acknowledged outcome is then checked, and rsv_audit() run
 # on every node.  Before the runs (quick, long), the late-apply check
 # (galera_load --late-apply: a node that has not applied a checkout yet
-# answers about it as if it had).  Every server it started is stopped when it ends, also on
+# answers about it as if it had) and rsv-admin migrate driven on the
+# cluster (tests/galera/migrate-galera.sh).  Every server it started is stopped when it ends, also on
 # failure or Ctrl-C.  The last line is "galera: N passed, M failed".
 #
-# Usage: tests/galera/run-galera.sh quick|long|partition|soak|repro
+# Usage: tests/galera/run-galera.sh quick|long|partition|soak|repro|migrate
 #   quick   3 runs of 30 s, 9 clients (make check-galera): node 1 and
 #           then node 2 killed and brought back, then node 3 partitioned
 #           away from the others for 8 s while alive, and healed
@@ -36,6 +37,9 @@
 #           (make galera-repro); fails only if a mode libreserve relies on
 #           (checked: its statements; proc, proc-checked: its procedures)
 #           is not all or nothing
+#   migrate the migration's stages set and changed through rsv-admin on
+#           every node, two nodes at once (make check-galera-migrate;
+#           also part of quick)
 # Environment:
 #   GALERA_BUILD     build directory with galera/galera_load (build)
 #   GALERA_LIB       a directory whose libreserve.so.0 is loaded instead
@@ -63,7 +67,8 @@ case "$mode" in
     faults=(cut:3 flap:1 lossy:2 slow:3) ;;
   soak) runs=1 duration=600 clients=9 faults=(soak:0) ;;
   repro) runs=0 duration=20 clients=3 faults=() ;;
-  *) echo "usage: $0 quick|long|partition|soak|repro" >&2; exit 2 ;;
+  migrate) runs=0 duration=0 clients=0 faults=() ;;
+  *) echo "usage: $0 quick|long|partition|soak|repro|migrate" >&2; exit 2 ;;
 esac
 runs=${GALERA_RUNS:-$runs}
 duration=${GALERA_DURATION:-$duration}
@@ -89,7 +94,7 @@ if [ -n "${GALERA_RTT_US:-}" ]; then
   proxy_args=(--proxy "$proxy" --rtt-us "$GALERA_RTT_US" --proxy-port "$(( ${GALERA_PORT_BASE:-14000} + 41 ))")
 fi
 repro=$build/galera/repro_bf_abort
-for f in "$load" "$repro"; do
+for f in "$load" "$repro" "$build/rsv-admin"; do
   [ -x "$f" ] || { echo "run-galera.sh: $f missing: run 'make galera-build'" >&2; exit 2; }
 done
 client=$(command -v mariadb || command -v mysql)
@@ -154,6 +159,16 @@ if [ "$mode" = quick ] || [ "$mode" = long ]; then
   if "$load" --dir "$dir" --db "$db" --late-apply; then
     passed=$((passed + 1))
     sql 1 -e "DROP DATABASE $db" || true
+  else
+    fails=$((fails + 1))
+    failed=1
+  fi
+fi
+# rsv-admin migrate on the cluster (its own database), before the load
+if [ "$mode" = quick ] || [ "$mode" = migrate ]; then
+  echo "== rsv-admin migrate on the cluster"
+  if tests/galera/migrate-galera.sh "$dir" "$build"; then
+    passed=$((passed + 1))
   else
     fails=$((fails + 1))
     failed=1

@@ -12,6 +12,15 @@
  * every time is drift.  Keys are compared in key order, in chunks, each
  * committed with its place and its differences (rsv_import_progress,
  * rsv_compare_drift), so an interrupted compare goes on where it stopped.
+ * A chunk also covers the keys libreserve has in the source's shops
+ * between the chunk's first and last key (after the last one: to the end
+ * of its shop) that the source lacks: stock libreserve would sell once
+ * primary that the old store does not know.
+ *
+ * Three classes of drift (keys_agree decides what is none):
+ *   differ             both stores have the key, with other units
+ *   not_in_libreserve  only the old store has it
+ *   not_in_old_store   only libreserve has it, with units available
  */
 #define _XOPEN_SOURCE 700
 #include <ctype.h>
@@ -392,6 +401,88 @@ static int new_values(const cmd_env *e, const level *ls, size_t n,
     return 0;
 }
 
+/* Do the two stores agree on a key?  A key the old store lacks agrees
+ * with libreserve's only when libreserve has nothing available there
+ * either (nothing to sell on either side); a key libreserve lacks is
+ * drift whatever the old store has (libreserve refuses it outright). */
+static int keys_agree(int has_old, int64_t old, int has_new, int64_t new_)
+{
+    if (has_old && has_new)
+        return old == new_;
+    if (has_old)
+        return 0;
+    return !has_new || new_ == 0;
+}
+
+/* The class of a drifted key, by which side has it (NULL: none). */
+static const char *drift_class(const char *old, const char *new_)
+{
+    return !old ? "not_in_old_store" : !new_ ? "not_in_libreserve" : "differ";
+}
+
+/* "(shop_id, item_id, location_id) OP (k)" spelled out, for the index. */
+static size_t key_cond(char *out, size_t cap, const level *k, const char *lt,
+                       const char *le)
+{
+    return (size_t)snprintf(out, cap, "(shop_id %s %" PRIu64 " OR (shop_id = "
+                            "%" PRIu64 " AND (item_id %s %" PRIu64 " OR "
+                            "(item_id = %" PRIu64 " AND location_id %s %"
+                            PRIu64 "))))", lt, k->shop, k->shop, lt, k->item,
+                            k->item, le, k->loc);
+}
+
+/* The keys libreserve has, with units available, in the source's shops
+ * after key from - 1 (from 0: the first shop's start) up to key to - 1
+ * (to n: the end of its shop) that the source lacks: recorded as drift in
+ * the chunk's transaction, counted in *found.  0, or -1 with the error on
+ * the connection. */
+static int only_new(const cmd_env *e, const level *ls, size_t n, size_t from,
+                    size_t to, const char *src_esc, uint64_t *found)
+{
+    size_t first = from ? from - 1 : from;
+    /* the fixed text and two key conditions (six 20-digit ids) fit in
+     * 1024; each shop of the list takes at most 21 */
+    size_t cap = 1024 + (to - first) * 24, len;
+    char *q = malloc(cap);
+    if (!q)
+        return -1;
+    len = (size_t)snprintf(q, cap, "SELECT shop_id, item_id, location_id, "
+                           "on_hand - held FROM rsv_stock WHERE shop_id IN (");
+    for (size_t i = first; i < to; i++)
+        if (i == first || ls[i].shop != ls[i - 1].shop)
+            len += (size_t)snprintf(q + len, cap - len, "%s%" PRIu64,
+                                    i > first ? "," : "", ls[i].shop);
+    len += (size_t)snprintf(q + len, cap - len, ") AND on_hand - held <> 0");
+    if (from) {
+        len += (size_t)snprintf(q + len, cap - len, " AND ");
+        len += key_cond(q + len, cap - len, &ls[from - 1], ">", ">");
+    }
+    if (to < n) {
+        len += (size_t)snprintf(q + len, cap - len, " AND ");
+        len += key_cond(q + len, cap - len, &ls[to - 1], "<", "<=");
+    }
+    MYSQL_RES *r = query_rows(e->conn, q);
+    free(q);
+    if (!r)
+        return -1;
+    MYSQL_ROW row;
+    int st = 0;
+    while (!st && (row = mysql_fetch_row(r)) != NULL) {
+        level k = {strtoull(row[0], NULL, 10), strtoull(row[1], NULL, 10),
+                   strtoull(row[2], NULL, 10), 0, 0};
+        if (bsearch(&k, ls + from, to - from, sizeof *ls, cmp_level))
+            continue;
+        char w[1024];
+        snprintf(w, sizeof w, "REPLACE INTO rsv_compare_drift VALUES ('%s', "
+                 "%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", NULL, %s, NOW(6))",
+                 src_esc, k.shop, k.item, k.loc, row[3]);
+        st = sql(e, w);
+        (*found)++;
+    }
+    mysql_free_result(r);
+    return st;
+}
+
 static void key_text(const level *l, char *out, size_t cap)
 {
     snprintf(out, cap, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, l->shop, l->item,
@@ -519,7 +610,7 @@ int cmd_migrate_compare(const cmd_env *e)
         }
         uint64_t found = 0;
         for (size_t i = from; i < to && !st; i++) {
-            if (nh[i] && nv[i] == ls.v[i].on_hand)
+            if (keys_agree(1, ls.v[i].on_hand, nh[i], nv[i]))
                 continue;
             char nvs[32];
             sql_i64_or_null(nvs, sizeof nvs, nh[i], nv[i]);
@@ -531,6 +622,8 @@ int cmd_migrate_compare(const cmd_env *e)
                 st = db_fail(o, e->conn, "recording a difference");
             found++;
         }
+        if (!st && only_new(e, ls.v, ls.n, from, to, src_esc, &found) != 0)
+            st = db_fail(o, e->conn, "reading libreserve's other keys");
         char lk[64];
         key_text(&ls.v[to - 1], lk, sizeof lk);
         snprintf(q, sizeof q, "UPDATE rsv_import_progress SET rows_done = %zu, "
@@ -625,7 +718,7 @@ int cmd_migrate_compare(const cmd_env *e)
         }
         for (size_t i = 0; i < d.n; i++) {
             char w[1024], ov[32], nvs[32];
-            if (oh[i] && dh[i] && dold[i] == dv[i])
+            if (keys_agree(oh[i], dold[i], dh[i], dv[i]))
                 snprintf(w, sizeof w, "DELETE FROM rsv_compare_drift WHERE "
                          "source = '%s' AND shop_id = %" PRIu64 " AND item_id "
                          "= %" PRIu64 " AND location_id = %" PRIu64, src_esc,
@@ -670,24 +763,41 @@ int cmd_migrate_compare(const cmd_env *e)
         st = db_fail(o, e->conn, "reading the differences");
         goto out;
     }
-    uint64_t ndrift = mysql_num_rows(r);
-    if (o->json)
+    uint64_t ndrift = mysql_num_rows(r), nclass[3] = {0, 0, 0};
+    static const char *const classes[3] = {"differ", "not_in_libreserve",
+                                           "not_in_old_store"};
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        const char *c = drift_class(row[3], row[4]);
+        for (int k = 0; k < 3; k++)
+            nclass[k] += strcmp(c, classes[k]) == 0;
+    }
+    mysql_data_seek(r, 0);
+    if (o->json) {
         printf("{\"source\":\"%s\",\"keys\":%zu,\"resumed_after\":%zu,"
-               "\"rechecks\":%d,\"drift\":[", source + 8, ls.n, start, rounds);
-    else
-        printf("compared %zu keys (%s)%s; %" PRIu64 " drifted%s\n", ls.n,
-               source + 8, resume ? ", resumed" : "", ndrift,
-               rounds ? " after checking the differences again" : "");
+               "\"rechecks\":%d,\"classes\":{", source + 8, ls.n, start,
+               rounds);
+        for (int k = 0; k < 3; k++)
+            printf("%s\"%s\":%" PRIu64, k ? "," : "", classes[k], nclass[k]);
+        printf("},\"drift\":[");
+    } else
+        printf("compared %zu keys (%s)%s; %" PRIu64 " drifted%s: %" PRIu64
+               " differ, %" PRIu64 " not in libreserve, %" PRIu64 " not in "
+               "the old store\n", ls.n, source + 8, resume ? ", resumed" : "",
+               ndrift, rounds ? " after checking the differences again" : "",
+               nclass[0], nclass[1], nclass[2]);
     int first = 1;
     while ((row = mysql_fetch_row(r)) != NULL) {
         if (o->json)
             printf("%s{\"shop_id\":%s,\"item_id\":%s,\"location_id\":%s,"
-                   "\"old\":%s,\"new\":%s}", first ? "" : ",", row[0], row[1],
-                   row[2], row[3] ? row[3] : "null", row[4] ? row[4] : "null");
+                   "\"class\":\"%s\",\"old\":%s,\"new\":%s}",
+                   first ? "" : ",", row[0], row[1], row[2],
+                   drift_class(row[3], row[4]), row[3] ? row[3] : "null",
+                   row[4] ? row[4] : "null");
         else
             printf("drift: shop %s item %s location %s: old store %s, "
                    "libreserve %s\n", row[0], row[1], row[2],
-                   row[3] ? row[3] : "-", row[4] ? row[4] : "(no ledger row)");
+                   row[3] ? row[3] : "(no such key)",
+                   row[4] ? row[4] : "(no ledger row)");
         first = 0;
     }
     mysql_free_result(r);

@@ -6,17 +6,23 @@
  * (rsv_migration_counts, rsv_migration_mismatch).  docs/migration.md is
  * the operator's guide.
  *
- * Every change takes the named lock 'rsv_migration_stage' from reading
- * the table's highest version to its COMMIT, and gives each changed row
- * the next version: the handles read only rows above the highest version
- * they saw, so versions must become visible in order.  A command checks
- * every step it was asked for before it writes any: all or nothing.
+ * Every change locks the one row of rsv_migration_change (SELECT ... FOR
+ * UPDATE) from reading the table's highest version to its COMMIT, writes
+ * that row when it writes any stage, and gives each changed row the next
+ * version: the handles read only rows above the highest version they saw,
+ * so versions must become visible in order.  A row lock, not GET_LOCK:
+ * Galera refuses named locks, and there row locks hold on one node only,
+ * so two changes made at once on two nodes both write the row and the
+ * later one fails certification (1213); it is run again from its first
+ * read, checks included.  A command checks every step it was asked for
+ * before it writes any: all or nothing.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <mysqld_error.h>
 #include <reserve/migrate.h>
 
 #include "admin.h"
@@ -94,36 +100,109 @@ static int one_value(const cmd_env *e, const char *q, uint64_t *out)
     return 0;
 }
 
-/* The lock and the transaction around a change; 0, or an exit status. */
-static int change_begin(const cmd_env *e)
+/* What a step of a change returns when it must be run again: the
+ * transaction lost a conflict (a deadlock, or on Galera a certification
+ * failure or a brute-force abort by a replicated write, all 1213). */
+#define CHANGE_AGAIN (-1)
+/* Tries of one change before giving up; each conflict means another
+ * change committed, so a few suffice. */
+#define CHANGE_TRIES 8
+
+/* A failed statement of a change: CHANGE_AGAIN for a lost conflict
+ * (nothing reported), else the exit status after reporting. */
+static int change_fail(const cmd_env *e, const char *what)
 {
-    uint64_t got = 0;
-    char q[128];
-    snprintf(q, sizeof q, "SELECT GET_LOCK('rsv_migration_stage', %d)",
-             LOCK_WAIT_S);
-    if (one_value(e, q, &got) != 0)
-        return db_fail(e->o, e->conn, "taking the migration lock");
-    if (got != 1) {
-        fprintf(stderr, "%s: another migrate command holds the lock "
-                        "'rsv_migration_stage'; try again\n", prog);
+    if (mysql_errno(e->conn) == ER_LOCK_DEADLOCK)
+        return CHANGE_AGAIN;
+    if (mysql_errno(e->conn) == ER_LOCK_WAIT_TIMEOUT) {
+        fprintf(stderr, "%s: another migrate command is changing the "
+                        "stages (rsv_migration_change stayed locked for %d "
+                        "s); try again\n", prog, LOCK_WAIT_S);
         return EXIT_ERROR;
     }
-    if (sql(e, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0 ||
-        sql(e, "START TRANSACTION READ WRITE") != 0) {
-        int st = db_fail(e->o, e->conn, "starting a transaction");
-        (void)sql(e, "DO RELEASE_LOCK('rsv_migration_stage')");
-        return st;
+    if (mysql_errno(e->conn) == ER_NO_SUCH_TABLE) {
+        fprintf(stderr, "%s: %s: %s: load sql/schema.sql again (rsv-admin "
+                        "schema upgrade) to add the migration tables\n",
+                prog, what, mysql_error(e->conn));
+        return EXIT_ERROR;
+    }
+    return db_fail(e->o, e->conn, what);
+}
+
+/* The transaction of a change with the row of rsv_migration_change
+ * locked; 0, CHANGE_AGAIN, or an exit status. */
+static int change_begin(const cmd_env *e)
+{
+    char q[128];
+    snprintf(q, sizeof q, "SET SESSION innodb_lock_wait_timeout = %d",
+             LOCK_WAIT_S);
+    if (sql(e, q) != 0 ||
+        sql(e, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0 ||
+        sql(e, "START TRANSACTION READ WRITE") != 0)
+        return change_fail(e, "starting a transaction");
+    uint64_t one = 0;
+    if (one_value(e, "SELECT COUNT(*) FROM rsv_migration_change WHERE id = "
+                     "1 FOR UPDATE", &one) != 0)
+        return change_fail(e, "locking the migration stages");
+    if (one != 1) {
+        fprintf(stderr, "%s: rsv_migration_change has no row: load "
+                        "sql/schema.sql again (rsv-admin schema upgrade)\n",
+                prog);
+        return EXIT_ERROR;
     }
     return 0;
 }
 
-static void change_end(const cmd_env *e, int commit)
+/* The write of rsv_migration_change that makes two changes made at once
+ * on two Galera nodes conflict; only a change that writes a stage needs
+ * it.  0, CHANGE_AGAIN, or an exit status. */
+static int change_mark(const cmd_env *e)
 {
-    end_txn(e, commit);
-    (void)sql(e, "DO RELEASE_LOCK('rsv_migration_stage')");
+    if (sql(e, "UPDATE rsv_migration_change SET changes = changes + 1, "
+               "changed_at = NOW(6) WHERE id = 1") != 0)
+        return change_fail(e, "writing a migration stage");
+    return 0;
 }
 
-/* Read the current rows of the shops (locked). 0, or an exit status. */
+/* Run body (reads, checks, writes) in the transaction of a change and
+ * commit, again from the start while it loses conflicts.  0, or an exit
+ * status (reported; the transaction rolled back). */
+static int change_run(const cmd_env *e, int (*body)(const cmd_env *, void *),
+                      void *arg)
+{
+    /* On a Galera node, reads wait for the writes the cluster committed
+     * before them, so a check (and a refusal) sees the stages as they are
+     * and not as this node has applied them so far.  A server without
+     * Galera has no such variable, or has it off. */
+    uint64_t wsrep = 0;
+    if (one_value(e, "SELECT @@global.wsrep_on", &wsrep) == 0 && wsrep &&
+        sql(e, "SET SESSION wsrep_sync_wait = 1") != 0)
+        return db_fail(e->o, e->conn, "waiting for the cluster's writes");
+    for (int t = 1;; t++) {
+        int st = change_begin(e);
+        if (!st)
+            st = body(e, arg);
+        if (!st && sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0)
+            st = change_fail(e, "committing the migration stages");
+        if (st != CHANGE_AGAIN) {
+            if (st)
+                end_txn(e, 0);
+            return st;
+        }
+        end_txn(e, 0);
+        if (t == CHANGE_TRIES) {
+            fprintf(stderr, "%s: the change lost %d conflicts with other "
+                            "changes in a row; nothing changed, try "
+                            "again\n", prog, t);
+            return EXIT_ERROR;
+        }
+        /* the other change has committed or is about to: give it time */
+        pause_s(0.02 * t);
+    }
+}
+
+/* Read the current rows of the shops (locked). 0, CHANGE_AGAIN, or an
+ * exit status. */
 static int read_rows(const cmd_env *e, stage_row *rows, int n)
 {
     char q[512];
@@ -134,7 +213,7 @@ static int read_rows(const cmd_env *e, stage_row *rows, int n)
                  " FOR UPDATE", rows[i].shop);
         MYSQL_RES *r = query_rows(e->conn, q);
         if (!r)
-            return db_fail(e->o, e->conn, "reading the migration stages");
+            return change_fail(e, "reading the migration stages");
         MYSQL_ROW row = mysql_fetch_row(r);
         rows[i].exists = row != NULL;
         rows[i].stage = row ? atoi(row[0]) : 0;
@@ -151,7 +230,7 @@ static int read_rows(const cmd_env *e, stage_row *rows, int n)
                  "created_at, expires_at), 0)), 0) FROM rsv_holds WHERE "
                  "shop_id = %" PRIu64, rows[i].shop);
         if (one_value(e, q, &longest) != 0)
-            return db_fail(e->o, e->conn, "reading the shop's holds");
+            return change_fail(e, "reading the shop's holds");
         rows[i].longest_s = (int64_t)longest;
     }
     return 0;
@@ -198,14 +277,14 @@ static int refuse(const cmd_env *e, const stage_row *r, char *why,
 
 /* Write the rows whose stage changes, each with the next version;
  * rollout: set rollout_seq to the version (migrate percent took it in).
- * 0, or an exit status. */
+ * 0, CHANGE_AGAIN, or an exit status. */
 static int write_rows(const cmd_env *e, stage_row *rows, int n, int rollout,
                       int *changed)
 {
     uint64_t v = 0;
     if (one_value(e, "SELECT COALESCE(MAX(version), 0) FROM "
                      "rsv_migration_stage", &v) != 0)
-        return db_fail(e->o, e->conn, "reading the migration version");
+        return change_fail(e, "reading the migration version");
     const char *reason = e->o->reason ? e->o->reason : "";
     char esc[2 * 255 + 1];
     mysql_real_escape_string(e->conn, esc, reason, strlen(reason));
@@ -238,10 +317,10 @@ static int write_rows(const cmd_env *e, stage_row *rows, int n, int rollout,
                  rollout ? seq : r->to == RSV_STAGE_OLD ? "NULL"
                                                         : "rollout_seq");
         if (sql(e, q) != 0)
-            return db_fail(e->o, e->conn, "writing a migration stage");
+            return change_fail(e, "writing a migration stage");
         (*changed)++;
     }
-    return 0;
+    return *changed ? change_mark(e) : 0;
 }
 
 static void print_changes(const cmd_env *e, const stage_row *rows, int n,
@@ -268,13 +347,22 @@ static void print_changes(const cmd_env *e, const stage_row *rows, int n,
            "interval (1 s by default)\n", changed);
 }
 
-/* Check every row, write them all or none, commit. */
-static int apply_rows(const cmd_env *e, stage_row *rows, int n, int rollout)
+/* migrate set: the shops asked and the stage they go to. */
+typedef struct set_change {
+    stage_row *rows;
+    int n, changed;
+} set_change;
+
+/* Read the rows, check every step, write them all or none. */
+static int set_body(const cmd_env *e, void *arg)
 {
+    set_change *c = arg;
+    int st = read_rows(e, c->rows, c->n);
+    if (st)
+        return st;
     char why[600];
-    for (int i = 0; i < n; i++) {
-        if (refuse(e, &rows[i], why, sizeof why)) {
-            change_end(e, 0);
+    for (int i = 0; i < c->n; i++) {
+        if (refuse(e, &c->rows[i], why, sizeof why)) {
             fprintf(stderr, "%s: refused: %s; nothing changed\n", prog, why);
             if (e->o->json) {
                 printf("{\"refused\":");
@@ -284,19 +372,7 @@ static int apply_rows(const cmd_env *e, stage_row *rows, int n, int rollout)
             return EXIT_REFUSED;
         }
     }
-    int changed = 0, st = write_rows(e, rows, n, rollout, &changed);
-    if (st) {
-        change_end(e, 0);
-        return st;
-    }
-    if (sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0) {
-        st = db_fail(e->o, e->conn, "committing the migration stages");
-        change_end(e, 0);
-        return st;
-    }
-    change_end(e, 0); /* releases the lock; nothing left to roll back */
-    print_changes(e, rows, n, changed);
-    return EXIT_OKAY;
+    return write_rows(e, c->rows, c->n, 0, &c->changed);
 }
 
 static int migrate_set(const cmd_env *e)
@@ -325,13 +401,10 @@ static int migrate_set(const cmd_env *e)
         rows[i].shop = ids_[i];
         rows[i].to = to;
     }
-    if ((st = change_begin(e)) != 0)
-        goto out;
-    if ((st = read_rows(e, rows, n)) != 0) {
-        change_end(e, 0);
-        goto out;
-    }
-    st = apply_rows(e, rows, n, 0);
+    set_change c = {rows, n, 0};
+    st = change_run(e, set_body, &c);
+    if (!st)
+        print_changes(e, rows, n, c.changed);
 out:
     free(ids_);
     free(rows);
@@ -345,19 +418,24 @@ static int cmp_rank(const void *a, const void *b)
     return x->longest_s < y->longest_s ? -1 : x->longest_s > y->longest_s;
 }
 
-/* P% of the shops (those with a ledger row or a stage row) at shadow or
- * beyond.  The order is fixed (a hash of the shop id), so raising the
- * percentage takes the next shops of the same list and keeps every shop
- * already in; lowering sends back the shops the percentage took in last
- * (shops set by list stay, and count as in). */
-static int migrate_percent(const cmd_env *e)
-{
+/* migrate percent: what was asked, and what the last try found and
+ * wrote (all: the shops that move, by rank, after the body). */
+typedef struct percent_change {
     uint64_t p;
-    if (e->nargs != 2 || parse_u64(e->args[1], &p) || p > 100)
-        return usage_fail("migrate percent takes P, 0 to 100", NULL);
-    int st = change_begin(e);
-    if (st)
-        return st;
+    stage_row *all;
+    uint64_t *seq;
+    size_t total, n, want, now_in;
+    int changed;
+} percent_change;
+
+static int percent_body(const cmd_env *e, void *arg)
+{
+    percent_change *c = arg;
+    free(c->all);
+    free(c->seq);
+    c->all = NULL;
+    c->seq = NULL;
+    c->n = 0;
     MYSQL_RES *r = query_rows(
         e->conn,
         "SELECT s.shop_id, COALESCE(m.stage, 0), m.rollout_seq, "
@@ -365,19 +443,15 @@ static int migrate_percent(const cmd_env *e)
         "(SELECT shop_id FROM rsv_ledger UNION SELECT shop_id FROM "
         "rsv_migration_stage) s LEFT JOIN rsv_migration_stage m ON "
         "m.shop_id = s.shop_id ORDER BY rank_, s.shop_id");
-    if (!r) {
-        st = db_fail(e->o, e->conn, "reading the shops");
-        change_end(e, 0);
-        return st;
-    }
+    if (!r)
+        return change_fail(e, "reading the shops");
     size_t total = mysql_num_rows(r), k = 0;
     stage_row *all = calloc(total ? total : 1, sizeof *all);
     uint64_t *seq = calloc(total ? total : 1, sizeof *seq);
+    c->all = all;
+    c->seq = seq;
     if (!all || !seq) {
         mysql_free_result(r);
-        free(all);
-        free(seq);
-        change_end(e, 0);
         fprintf(stderr, "%s: out of memory\n", prog);
         return EXIT_ERROR;
     }
@@ -395,7 +469,7 @@ static int migrate_percent(const cmd_env *e)
         k++;
     }
     mysql_free_result(r);
-    size_t want = (size_t)((p * total + 99) / 100);
+    size_t want = (size_t)((c->p * total + 99) / 100);
     size_t moved = 0;
     if (want > in) {
         for (size_t i = 0; i < total && in + moved < want; i++)
@@ -425,61 +499,183 @@ static int migrate_percent(const cmd_env *e)
         if (all[i].to != all[i].stage)
             all[n++] = all[i];
     qsort(all, n, sizeof *all, cmp_rank);
-    size_t now_in = want > in ? in + moved : in - moved;
+    c->total = total;
+    c->n = n;
+    c->want = want;
+    c->now_in = want > in ? in + moved : in - moved;
     /* the rows' shadow_since and TTLs are not needed for these steps
      * (old <-> shadow, primary -> old are always safe) */
-    int rollout_up = want > in;
-    int changed = 0;
-    st = write_rows(e, all, (int)n, rollout_up, &changed);
-    if (!st && sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0)
-        st = db_fail(e->o, e->conn, "committing the migration stages");
-    change_end(e, 0);
+    return write_rows(e, all, (int)n, want > in, &c->changed);
+}
+
+/* P% of the shops (those with a ledger row or a stage row) at shadow or
+ * beyond.  The order is fixed (a hash of the shop id), so raising the
+ * percentage takes the next shops of the same list and keeps every shop
+ * already in; lowering sends back the shops the percentage took in last
+ * (shops set by list stay, and count as in). */
+static int migrate_percent(const cmd_env *e)
+{
+    uint64_t p;
+    if (e->nargs != 2 || parse_u64(e->args[1], &p) || p > 100)
+        return usage_fail("migrate percent takes P, 0 to 100", NULL);
+    percent_change c = {.p = p};
+    int st = change_run(e, percent_body, &c);
     if (!st) {
         if (e->o->json)
             printf("{\"percent\":%" PRIu64 ",\"shops\":%zu,\"in\":%zu,"
-                   "\"changed\":%d}\n", p, total, now_in, changed);
+                   "\"changed\":%d}\n", p, c.total, c.now_in, c.changed);
         else {
-            for (size_t i = 0; i < n; i++)
-                printf("shop %" PRIu64 ": %s -> %s\n", all[i].shop,
-                       stage_name(all[i].stage), stage_name(all[i].to));
+            for (size_t i = 0; i < c.n; i++)
+                printf("shop %" PRIu64 ": %s -> %s\n", c.all[i].shop,
+                       stage_name(c.all[i].stage), stage_name(c.all[i].to));
             printf("%zu of %zu shops at shadow or beyond (%" PRIu64 "%% "
-                   "asked%s)\n", now_in, total, p,
-                   now_in > want ? "; the rest were set by list or are "
-                                   "complete: lower them with migrate set"
-                                 : "");
+                   "asked%s)\n", c.now_in, c.total, p,
+                   c.now_in > c.want ? "; the rest were set by list or are "
+                                       "complete: lower them with migrate "
+                                       "set"
+                                     : "");
         }
     }
-    free(all);
-    free(seq);
+    free(c.all);
+    free(c.seq);
     return st;
+}
+
+/* The classes a migration handle counts, by RSV_MIG_* value, named as
+ * the library names them (lib/migrate_stage.c) in rsv_migration_counts and
+ * in rsv_migrate_prometheus(): a dashboard reads this tool's text and the
+ * handles' alike.  tests/migrate-admin-test.sh compares the two texts. */
+static const char *const mig_classes[RSV_MIG_STAT_COUNT] = {
+    [RSV_MIG_BOTH_ACCEPTED] = "both_accepted",
+    [RSV_MIG_BOTH_REFUSED] = "both_refused",
+    [RSV_MIG_OLD_REFUSED_NEW_ACCEPTED] = "old_refused_new_accepted",
+    [RSV_MIG_OLD_ACCEPTED_NEW_REFUSED] = "old_accepted_new_refused",
+    [RSV_MIG_NEW_FAILED] = "new_failed",
+    [RSV_MIG_UNKNOWN] = "unknown",
+    [RSV_MIG_OLD_FAILED] = "old_failed",
+    [RSV_MIG_OFFERED] = "offered",
+    [RSV_MIG_APPLIED] = "applied",
+    [RSV_MIG_DROPPED] = "dropped",
+    [RSV_MIG_STAGE_READ_FAILED] = "stage_read_failed",
+};
+
+/* The next "class=n" of the "class=n class=n" the show queries make:
+ * 1 with the class and count (lengths in *cw, *vw) and *p moved past it,
+ * 0 at the end. */
+static int next_count(const char **p, const char **cls, size_t *cw,
+                      const char **val, size_t *vw)
+{
+    if (!**p)
+        return 0;
+    *cls = *p;
+    *cw = strcspn(*p, "=");
+    *val = *p + *cw + ((*p)[*cw] == '=');
+    *vw = strcspn(*val, " ");
+    *p = *val + *vw + ((*val)[*vw] == ' ');
+    return 1;
+}
+
+/* The count of class name in counts, as text; "0" when absent. */
+static void count_of(const char *counts, const char *name, char *out,
+                     size_t cap)
+{
+    const char *cls, *val;
+    size_t cw, vw;
+    snprintf(out, cap, "0");
+    while (next_count(&counts, &cls, &cw, &val, &vw))
+        if (cw == strlen(name) && strncmp(cls, name, cw) == 0)
+            snprintf(out, cap, "%.*s", (int)vw, val);
+}
+
+/* migrate show --prometheus: the fleet's counts, per shop, under the
+ * names of a handle's own text: every class the handle counts per shop
+ * (0 when none was added yet; a class a newer library added is passed on
+ * as found), and the stage of every shop with a stage row or counts (no
+ * row: old).  The handle's queue depth and failed stage reads belong to
+ * its process and are not stored, so they are only in its own text. */
+static int show_prometheus(const cmd_env *e, const char *in)
+{
+    char q[8192];
+    snprintf(q, sizeof q,
+             "SELECT s.shop_id, COALESCE(m.stage, 0), "
+             "COALESCE((SELECT GROUP_CONCAT(c.class, '=', c.n ORDER BY "
+             "c.class SEPARATOR ' ') FROM rsv_migration_counts c WHERE "
+             "c.shop_id = s.shop_id), '') FROM (SELECT shop_id FROM "
+             "rsv_migration_stage UNION SELECT shop_id FROM "
+             "rsv_migration_counts) s LEFT JOIN rsv_migration_stage m ON "
+             "m.shop_id = s.shop_id%s%s ORDER BY s.shop_id",
+             *in ? " WHERE s.shop_id IN " : "", in);
+    MYSQL_RES *r = query_rows(e->conn, q);
+    if (!r)
+        return db_fail(e->o, e->conn, "reading the migration stages");
+    prom_out po;
+    if (prom_open(&po, NULL) != 0) {
+        mysql_free_result(r);
+        return EXIT_ERROR;
+    }
+    prom_family(po.f, "libreserve_migration_calls_total", "counter",
+                "Calls the migration handles compared, by shop and class, "
+                "as added to rsv_migration_counts.");
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(r)) != NULL) {
+        char v[32];
+        for (int k = 0; k < RSV_MIG_STAT_COUNT; k++) {
+            if (k == RSV_MIG_STAGE_READ_FAILED)
+                continue;
+            count_of(row[2], mig_classes[k], v, sizeof v);
+            fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
+                          "class=\"%s\"} %s\n", row[0], mig_classes[k], v);
+        }
+        const char *p = row[2], *cls, *val;
+        size_t cw, vw;
+        while (next_count(&p, &cls, &cw, &val, &vw)) {
+            int known = 0;
+            for (int k = 0; k < RSV_MIG_STAT_COUNT; k++)
+                known |= strlen(mig_classes[k]) == cw &&
+                         strncmp(cls, mig_classes[k], cw) == 0;
+            if (!known)
+                fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
+                              "class=\"%.*s\"} %.*s\n", row[0], (int)cw,
+                        cls, (int)vw, val);
+        }
+    }
+    prom_family(po.f, "libreserve_migration_stage", "gauge",
+                "Each shop's migration stage: 0 old, 1 shadow, 2 primary, "
+                "3 complete.");
+    mysql_data_seek(r, 0);
+    while ((row = mysql_fetch_row(r)) != NULL)
+        fprintf(po.f, "libreserve_migration_stage{shop=\"%s\"} %s\n", row[0],
+                row[1]);
+    mysql_free_result(r);
+    return prom_close(&po, 1);
 }
 
 static int migrate_show(const cmd_env *e)
 {
-    uint64_t *ids_ = NULL;
-    int n = 0;
-    char where[4096] = "";
+    char in[4096] = "", where[4200] = "";
     if (e->nargs > 2)
         return usage_fail("migrate show takes at most one SHOP[,SHOP...]",
                           NULL);
     if (e->nargs == 2) {
-        ids_ = malloc(256 * sizeof *ids_);
+        uint64_t *ids_ = malloc(256 * sizeof *ids_);
         if (!ids_)
             return EXIT_ERROR;
-        n = parse_shops(e->args[1], ids_, 256, 0);
+        int n = parse_shops(e->args[1], ids_, 256, 0);
         if (n < 0) {
             free(ids_);
             return EXIT_USAGE;
         }
-        size_t len = (size_t)snprintf(where, sizeof where,
-                                      " WHERE m.shop_id IN (");
-        for (int i = 0; i < n && len < sizeof where; i++)
-            len += (size_t)snprintf(where + len, sizeof where - len,
+        size_t len = (size_t)snprintf(in, sizeof in, "(");
+        for (int i = 0; i < n && len < sizeof in; i++)
+            len += (size_t)snprintf(in + len, sizeof in - len,
                                     "%s%" PRIu64, i ? "," : "", ids_[i]);
-        if (len < sizeof where)
-            snprintf(where + len, sizeof where - len, ")");
+        if (len < sizeof in)
+            snprintf(in + len, sizeof in - len, ")");
         free(ids_);
+        snprintf(where, sizeof where, " WHERE m.shop_id IN %s", in);
     }
+    if (e->o->prometheus)
+        return show_prometheus(e, in);
     char q[8192];
     snprintf(q, sizeof q,
              "SELECT m.shop_id, m.stage, m.version, m.changed_at, m.reason, "
@@ -493,36 +689,13 @@ static int migrate_show(const cmd_env *e)
         return db_fail(e->o, e->conn, "reading the migration stages");
     MYSQL_ROW row;
     int first = 1;
-    prom_out po;
-    if (e->o->prometheus) {
-        if (prom_open(&po, NULL) != 0) {
-            mysql_free_result(r);
-            return EXIT_ERROR;
-        }
-        prom_family(po.f, "libreserve_migration_stage", "gauge",
-                    "Each shop's migration stage: 0 old, 1 shadow, "
-                    "2 primary, 3 complete.");
-    } else if (e->o->json)
+    if (e->o->json)
         printf("{\"shops\":[");
     else
         printf("%-20s %-9s %8s %-26s %-26s %s\n", "SHOP", "STAGE", "VERSION",
                "CHANGED", "SHADOW SINCE", "COMPARE REASON / COUNTS");
-    /* the counts are printed after the stages for Prometheus */
-    char **counts = NULL;
-    size_t ncounts = 0;
     while ((row = mysql_fetch_row(r)) != NULL) {
         int stage = atoi(row[1]);
-        if (e->o->prometheus) {
-            fprintf(po.f, "libreserve_migration_stage{shop=\"%s\"} %d\n",
-                    row[0], stage);
-            char **nc = realloc(counts, (ncounts + 2) * sizeof *nc);
-            if (nc) {
-                counts = nc;
-                counts[ncounts++] = strdup(row[0]);
-                counts[ncounts++] = strdup(row[7]);
-            }
-            continue;
-        }
         if (e->o->json) {
             printf("%s{\"shop_id\":%s,\"stage\":\"%s\",\"version\":%s,"
                    "\"changed_at\":", first ? "" : ",", row[0],
@@ -537,18 +710,11 @@ static int migrate_show(const cmd_env *e)
                 printf("null");
             printf(",\"needs_compare\":%s,\"counts\":{",
                    atoi(row[6]) ? "true" : "false");
-            /* "class=n class=n" */
-            const char *p = row[7];
-            int f2 = 1;
-            while (*p) {
-                size_t w = strcspn(p, "=");
-                printf("%s\"%.*s\":", f2 ? "" : ",", (int)w, p);
-                p += w + (p[w] == '=');
-                size_t d = strcspn(p, " ");
-                printf("%.*s", (int)d, p);
-                p += d + (p[d] == ' ');
-                f2 = 0;
-            }
+            const char *p = row[7], *cls, *val;
+            size_t cw, vw;
+            for (int f2 = 1; next_count(&p, &cls, &cw, &val, &vw); f2 = 0)
+                printf("%s\"%.*s\":%.*s", f2 ? "" : ",", (int)cw, cls,
+                       (int)vw, val);
             printf("}}");
         } else {
             printf("%-20s %-9s %8s %-26s %-26s %s %s\n", row[0],
@@ -561,27 +727,6 @@ static int migrate_show(const cmd_env *e)
         first = 0;
     }
     mysql_free_result(r);
-    if (e->o->prometheus) {
-        prom_family(po.f, "libreserve_migration_calls_total", "counter",
-                    "Calls the migration handles compared, by shop and "
-                    "class, as added to rsv_migration_counts.");
-        for (size_t i = 0; i + 1 < ncounts; i += 2) {
-            const char *p = counts[i + 1] ? counts[i + 1] : "";
-            while (*p) {
-                size_t w = strcspn(p, "=");
-                fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
-                              "class=\"%.*s\"} ", counts[i], (int)w, p);
-                p += w + (p[w] == '=');
-                size_t d = strcspn(p, " ");
-                fprintf(po.f, "%.*s\n", (int)d, p);
-                p += d + (p[d] == ' ');
-            }
-        }
-        for (size_t i = 0; i < ncounts; i++)
-            free(counts[i]);
-        free(counts);
-        return prom_close(&po, 1);
-    }
     if (e->o->json)
         printf("]}\n");
     return EXIT_OKAY;
