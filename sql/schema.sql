@@ -826,8 +826,9 @@ BEGIN
     END IF;
     -- The pool gate (see above), unless this transaction holds the
     -- ledger row: then it is the key's one refiller and must not queue
-    -- behind buyers.  Not on Galera, which refuses GET_LOCK (1235): there
-    -- the pool is read ungated.
+    -- behind buyers.  On Galera some MariaDB releases refuse GET_LOCK
+    -- (1235): there the pool is read ungated; others take it on the node
+    -- only, which is all a gate of one node's readers needs.
     IF NOT v_locked THEN
       BEGIN
         DECLARE CONTINUE HANDLER FOR 1235 SET v_gate = NULL;
