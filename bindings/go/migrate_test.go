@@ -98,11 +98,11 @@ func migShop() uint64 {
 // lock, with the next version.
 func setStage(t *testing.T, shop uint64, st reserve.Stage) {
 	t.Helper()
-	db.Query(t, fmt.Sprintf("DO GET_LOCK('rsv_migration_stage', 10); "+
+	db.Query(t, fmt.Sprintf("START TRANSACTION; UPDATE rsv_migration_change SET changes = changes + 1, changed_at = NOW(6) WHERE id = 1; "+
 		"INSERT INTO rsv_migration_stage (shop_id, stage, version, changed_at) "+
 		"SELECT %d, %d, COALESCE(MAX(version), 0) + 1, NOW(6) FROM rsv_migration_stage "+
 		"ON DUPLICATE KEY UPDATE stage = VALUES(stage), version = VALUES(version); "+
-		"DO RELEASE_LOCK('rsv_migration_stage')", shop, st))
+		"COMMIT", shop, st))
 }
 
 // follow waits until the handle follows the shop's stage.

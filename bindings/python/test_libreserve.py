@@ -1327,7 +1327,16 @@ class TestObservability(ServerTest):
         self.assertIn('\nlibreserve_statements_total{%s,op="release"} %d\n'
                       % (inst, c.stats(rsv.STAT_STATEMENTS, rsv.OP_RELEASE)),
                       text)
-        self.assertEqual(text.count("# TYPE "), 16)
+        # 16 families, and the 3 of the one key that came up short (the
+        # out-of-stock reserve)
+        self.assertEqual(text.count("# TYPE "), 19)
+        self.assertEqual(c.stats_keys(), [(s, 1, 1)])
+        self.assertEqual(c.stats_key(s, 1, 1, rsv.KeyStat.SHORT), 1)
+        self.assertEqual(c.stats_key(s, 2, 1, rsv.KeyStat.SHORT), 0)
+        self.assertIn('\nlibreserve_key_short_total{%s,shop_id="%d",'
+                      'item_id="1",location_id="1"} 1\n' % (inst, s), text)
+        with self.assertRaises(rsv.InvalidArgument):
+            c.stats_key(s, 1, 1, 3)
         self.assertNotIn('op="audit"', text)  # no call of that kind
         self.assertEqual(c.stats_prometheus('instance="a"'),
                          c.stats_prometheus({"instance": "a"}))

@@ -95,13 +95,16 @@ class TestMigration(unittest.TestCase):
         self.adm.close()
 
     def set_stage(self, stage):
-        self.adm.execute("DO GET_LOCK('rsv_migration_stage', 10)")
+        # rsv-admin migrate's rule: the change row locked first, by its
+        # update, until the commit
+        self.adm.execute("START TRANSACTION")
+        self.adm.execute("UPDATE rsv_migration_change SET changes = changes + 1, changed_at = NOW(6) WHERE id = 1")
         self.adm.execute(
             "INSERT INTO rsv_migration_stage (shop_id, stage, version, "
             "changed_at) SELECT %d, %d, COALESCE(MAX(version), 0) + 1, NOW(6) "
             "FROM rsv_migration_stage ON DUPLICATE KEY UPDATE stage = "
             "VALUES(stage), version = VALUES(version)" % (self.shop, stage))
-        self.adm.execute("DO RELEASE_LOCK('rsv_migration_stage')")
+        self.adm.execute("COMMIT")
 
     def follow(self, m, stage):
         for _ in range(3000):

@@ -173,8 +173,8 @@ enum rsv_key_stat {
     RSV_KEY_SHORT = 0,        /* reserves that came up short at the key:
                                  a read of its pool from the bottom found
                                  fewer units free than they asked for (a
-                                 pool running dry, or its rows held by
-                                 other buyers) */
+                                 pool running dry, the key sold out, or
+                                 its rows held by other buyers) */
     RSV_KEY_REFILL_WAITS = 1, /* reserves that then waited for the key's
                                  ledger row: for a refill in flight, or
                                  to take the units from it themselves */

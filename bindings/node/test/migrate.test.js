@@ -66,14 +66,14 @@ class OldStore {
 
 const STAGE = { old: 0, shadow: 1, primary: 2, complete: 3 };
 
-// As rsv-admin migrate sets a stage (the named lock, the next version).
+// As rsv-admin migrate sets a stage (the change row locked, the next version).
 function setStage(shop, stage) {
-  h.sql("DO GET_LOCK('rsv_migration_stage', 10); " +
+  h.sql('START TRANSACTION; UPDATE rsv_migration_change SET changes = changes + 1, changed_at = NOW(6) WHERE id = 1; ' +
     'INSERT INTO rsv_migration_stage (shop_id, stage, version, changed_at, reason) ' +
     `SELECT ${shop}, ${STAGE[stage]}, COALESCE(MAX(version), 0) + 1, NOW(6), 'node test' ` +
     'FROM rsv_migration_stage ON DUPLICATE KEY UPDATE stage = VALUES(stage), ' +
     'version = VALUES(version), changed_at = VALUES(changed_at); ' +
-    "DO RELEASE_LOCK('rsv_migration_stage')", DB);
+    'COMMIT', DB);
 }
 
 async function moveTo(m, shop, stage) {

@@ -76,7 +76,7 @@ __all__ = [
     "options_size", "SchemaVersionError",
     "library_path", "find_schema", "lib", "mariadb",
     "StatsSnapshot", "connect", "make_dsn", "Batcher",
-    "Code", "Status", "Op", "Stat", "Token", "AuthenticationError",
+    "Code", "Status", "Op", "Stat", "KeyStat", "Token", "AuthenticationError",
     "LibraryNotFound",
     "ArgumentTypeError", "AUTH_ERRNOS", "native_handle", "exception_for",
     "AsyncContext", "AsyncBatcher", "connect_async",
@@ -245,6 +245,13 @@ class Stat(enum.IntEnum):
     LEDGER_TAKES = 15
     POOL_DRAINED = 16
     STMT_EVICTIONS = 17
+
+
+class KeyStat(enum.IntEnum):
+    """What a crowd does to a key (enum rsv_key_stat; rsv_stats_key(3))."""
+    SHORT = 0
+    REFILL_WAITS = 1
+    PASSED_ROWS = 2
 
 
 STAT_CALLS = Stat.CALLS
@@ -970,6 +977,11 @@ _PROTOS = {
     "rsv_stats_percentile": (ctypes.c_int, [_c_p, ctypes.c_uint32,
                                             ctypes.c_double, _u64p]),
     "rsv_stats_reset": (ctypes.c_int, [_c_p]),
+    "rsv_stats_key": (ctypes.c_int, [_c_p, ctypes.c_uint64, ctypes.c_uint64,
+                                     ctypes.c_uint64, ctypes.c_uint32,
+                                     _u64p]),
+    "rsv_stats_key_at": (ctypes.c_int, [_c_p, ctypes.c_uint32, _u64p, _u64p,
+                                        _u64p]),
     "rsv_stats_snapshot_new": (ctypes.c_int, [_pp]),
     "rsv_stats_snapshot_free": (None, [_c_p]),
     "rsv_stats_snapshot_clear": (None, [_c_p]),
@@ -2242,6 +2254,30 @@ class Context(_Closable):
     def stats_reset(self) -> None:
         """Set every counter of this context back to zero."""
         self._check_plain(lib.rsv_stats_reset(self._ptr()), "rsv_stats_reset")
+
+    def stats_key(self, shop_id: int, item_id: int, location_id: int,
+                  stat: int) -> int:
+        """A counter (a KeyStat) of one key: what a crowd did to it (0 for
+        a key this context keeps no counters of)."""
+        v = ctypes.c_uint64()
+        rc = lib.rsv_stats_key(self._ptr(), shop_id, item_id, location_id,
+                               stat, ctypes.byref(v))
+        self._check_plain(rc, "rsv_stats_key")
+        return v.value
+
+    def stats_keys(self) -> List[Tuple[int, int, int]]:
+        """The (shop_id, item_id, location_id) keys this context keeps
+        crowd counters of (at most RSV_KEY_STATS_MAX, the busiest)."""
+        keys: List[Tuple[int, int, int]] = []
+        sh, it, lo = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+        while True:
+            rc = lib.rsv_stats_key_at(self._ptr(), len(keys),
+                                      ctypes.byref(sh), ctypes.byref(it),
+                                      ctypes.byref(lo))
+            if rc == ERANGE:
+                return keys
+            self._check_plain(rc, "rsv_stats_key_at")
+            keys.append((sh.value, it.value, lo.value))
 
     def stats_dict(self, op: int = OP_ALL) -> Dict[str, int]:
         """Every counter of kind op as {name: value}."""

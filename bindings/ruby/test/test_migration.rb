@@ -64,14 +64,14 @@ class TestMigration < Minitest::Test
     @ctx.close
   end
 
-  # As rsv-admin migrate sets a stage: under the named lock, with the next
-  # version.
+  # As rsv-admin migrate sets a stage: the change row locked first, the
+  # next version.
   def set_stage(stage)
-    TestDB.sql("DO GET_LOCK('rsv_migration_stage', 10); " \
+    TestDB.sql("START TRANSACTION; UPDATE rsv_migration_change SET changes = changes + 1, changed_at = NOW(6) WHERE id = 1; " \
                "INSERT INTO rsv_migration_stage (shop_id, stage, version, changed_at) " \
                "SELECT #{@shop}, #{Libreserve::Migration::STAGES.index(stage)}, COALESCE(MAX(version), 0) + 1, NOW(6) " \
                "FROM rsv_migration_stage ON DUPLICATE KEY UPDATE stage = VALUES(stage), version = VALUES(version); " \
-               "DO RELEASE_LOCK('rsv_migration_stage')")
+               "COMMIT")
   end
 
   def follow(m, stage)
