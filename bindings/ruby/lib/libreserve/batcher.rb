@@ -11,6 +11,8 @@ module Libreserve
   # Open it after the process forks (Puma's on_worker_boot): its
   # connections and threads do not survive a fork.
   class Batcher
+    include InsideCount
+
     # Batcher.open(dsn, connections: 4, **options) { |b| ... } closes it
     # when the block ends.
     def self.open(dsn, connections: 4, **options)
@@ -135,25 +137,8 @@ module Libreserve
 
     private
 
-    # Counts the threads inside a call, so that close never frees the
-    # batcher under one of them.
-    def inside
-      p = @lock.synchronize do
-        raise IOError, "the libreserve batcher is closed" if @ptr.nil?
-
-        Libreserve.check_pid(@pid, "batcher")
-
-        @inside += 1
-        @ptr
-      end
-      begin
-        yield p
-      ensure
-        @lock.synchronize do
-          @inside -= 1
-          @idle.broadcast if @inside.zero?
-        end
-      end
+    def inside_what
+      "batcher"
     end
 
     def call

@@ -55,6 +55,8 @@ module Libreserve
   # from any thread (a monitoring one).  Close the handle before the
   # context: a handle left open keeps its thread and connection.
   class Migration
+    include InsideCount
+
     STAGES = %i[old shadow primary complete].freeze
     # The counters of rsv_migrate_stat, in the library's order.
     STATS = %i[both_accepted both_refused old_refused_new_accepted
@@ -303,24 +305,8 @@ module Libreserve
 
     private
 
-    # Counts the threads inside a call, so that close never frees the
-    # handle under one of them.
-    def inside
-      m = @lock.synchronize do
-        raise IOError, "the libreserve migration handle is closed" if @ptr.nil?
-
-        Libreserve.check_pid(@pid, "migration handle")
-        @inside += 1
-        @ptr
-      end
-      begin
-        yield m
-      ensure
-        @lock.synchronize do
-          @inside -= 1
-          @idle.broadcast if @inside.zero?
-        end
-      end
+    def inside_what
+      "migration handle"
     end
 
     # One of the checkout's calls, on the context (the handle uses it
