@@ -20,7 +20,7 @@
  *              checkout stock pool_drain sweep audit
  *   6 batch    batch_call batch
  *   7 surface  connect context nonblock stats_export batcher
- *   8 migrate  migrate_stage migrate
+ *   8 migrate  migrate_stage migrate_apply migrate
  *
  * base: time, threads, errors, the guard of a call in flight, counters;
  * wire: statements on the connection; frame: transactions and

@@ -2,8 +2,9 @@
  * migrate.c - the migration handle (include/reserve/migrate.h): the
  * checkout's calls sent to the old store, to libreserve or to both by the
  * shop's stage, the queue of work done off the request path by the
- * handle's own thread on its own connection, and how two answers are
- * classified and counted.  The tables' side is migrate_stage.c's.
+ * handle's own thread on its own connection, and the outbox.  How that
+ * work is done and two answers counted is migrate_apply.c's; the tables'
+ * side is migrate_stage.c's.
  *
  * Why a handle of its own and not the context: the shadow side must
  * never slow or fail a checkout, so it needs a connection and a thread
@@ -19,36 +20,6 @@
 #include <time.h>
 
 #include "migrate.h"
-
-static int refused(int rc)
-{
-    return rc == RSV_EOUTOFSTOCK || rc == RSV_ECLAIMED || rc == RSV_EEXPIRED ||
-           rc == RSV_ERELEASED;
-}
-
-/* An answer the deciding store gave that means it did or did not do the
- * call, as opposed to a failure, after which nothing is known. */
-static int answered(int rc)
-{
-    return rc == RSV_OK || refused(rc) || rc == RSV_ENOTFOUND;
-}
-
-static int classify(uint32_t op, int old_rc, int new_rc)
-{
-    if (!answered(old_rc))
-        return RSV_MIG_OLD_FAILED;
-    if (new_rc == RSV_ENOTFOUND && op != RSV_OP_RESERVE)
-        return RSV_MIG_UNKNOWN;
-    if (new_rc != RSV_OK && !refused(new_rc))
-        return RSV_MIG_NEW_FAILED;
-    int old_ok = old_rc == RSV_OK, new_ok = new_rc == RSV_OK;
-    if (old_ok && new_ok)
-        return RSV_MIG_BOTH_ACCEPTED;
-    if (!old_ok && !new_ok)
-        return RSV_MIG_BOTH_REFUSED;
-    return new_ok ? RSV_MIG_OLD_REFUSED_NEW_ACCEPTED
-                  : RSV_MIG_OLD_ACCEPTED_NEW_REFUSED;
-}
 
 static void add_ms(struct timespec *ts, uint32_t ms)
 {
@@ -66,67 +37,6 @@ static void deadline_in(struct timespec *ts, uint32_t ms)
     add_ms(ts, ms);
 }
 
-/* mu held */
-static void count(rsv_migration *m, uint64_t shop, int stat, uint64_t n)
-{
-    mig_shop *s = mig_shop_get(&m->shops, shop);
-    if (s)
-        s->count[stat] += n;
-}
-
-static int call_new(rsv_ctx *c, const mig_work *w, uint32_t op)
-{
-    int rc;
-    if (op == RSV_OP_RESERVE)
-        rc = rsv_reserve_one(c, w->shop, w->token, w->token_len, w->item,
-                             w->loc, w->qty, w->ttl_ms);
-    else if (op == RSV_OP_CLAIM)
-        rc = rsv_claim(c, w->shop, w->token, w->token_len);
-    else
-        rc = rsv_release(c, w->shop, w->token, w->token_len);
-    return rc;
-}
-
-static int call_old(rsv_migration *m, const mig_work *w, uint32_t op)
-{
-    rsv_legacy_fn fn;
-    void *user;
-    pthread_mutex_lock(&m->mu);
-    fn = m->legacy;
-    user = m->legacy_user;
-    pthread_mutex_unlock(&m->mu);
-    if (!fn)
-        return RSV_EINVAL;
-    int is_res = op == RSV_OP_RESERVE;
-    return fn(user, op, w->shop, w->token, w->token_len, is_res ? w->item : 0,
-              is_res ? w->loc : 0, is_res ? w->qty : 0,
-              is_res ? w->ttl_ms : 0);
-}
-
-/* mu held.  Made when absent, so that a shop's work is counted even
- * before its stage was read. */
-static void mark_compare(rsv_migration *m, uint64_t shop)
-{
-    mig_shop *s = mig_shop_get(&m->shops, shop);
-    if (s)
-        s->mark_compare = 1;
-}
-
-/* mu held.  The shop's work not yet done, by the stage it was offered
- * at: what stage_settled waits for at a flip. */
-static void pending_add(rsv_migration *m, const mig_work *w, int up)
-{
-    mig_shop *s = mig_shop_get(&m->shops, w->shop);
-    if (!s)
-        return;
-    uint32_t *p = w->stage == RSV_STAGE_SHADOW ? &s->pending_shadow
-                                               : &s->pending_mirror;
-    if (up)
-        (*p)++;
-    else if (*p)
-        (*p)--;
-}
-
 static int ring_push(mig_ring *r, const mig_work *w)
 {
     if (r->n >= r->max)
@@ -134,6 +44,11 @@ static int ring_push(mig_ring *r, const mig_work *w)
     r->v[(r->head + r->n) % r->max] = *w;
     r->n++;
     return 0;
+}
+
+static const mig_work *ring_head(const mig_ring *r)
+{
+    return &r->v[r->head];
 }
 
 static mig_work ring_pop(mig_ring *r)
@@ -144,22 +59,14 @@ static mig_work ring_pop(mig_ring *r)
     return w;
 }
 
-/* Primary: the old store accepted a reserve libreserve refused.  Its
- * hold is given back (a release on the old store), or its stock drifts
- * from libreserve's and going back to shadow would sell less. */
-static int old_needs_undo(const mig_work *w, int old_rc)
-{
-    return w->op == RSV_OP_RESERVE && old_rc == RSV_OK && w->answer != RSV_OK;
-}
-
 /* mu held.  Offered work that will not be done: the old or new store
  * missed a call, so the shop is marked for a compare. */
 static void drop(rsv_migration *m, const mig_work *w)
 {
     if (!w->undo)
-        count(m, w->shop, RSV_MIG_DROPPED, 1);
-    pending_add(m, w, 0);
-    mark_compare(m, w->shop);
+        mig_count(m, w->shop, RSV_MIG_DROPPED, 1);
+    mig_pending_add(m, w, 0);
+    mig_mark_compare(m, w->shop);
     pthread_cond_broadcast(&m->idle_cv);
 }
 
@@ -179,8 +86,8 @@ static void to_outbox(rsv_migration *m, const mig_work *w)
 static void enqueue(rsv_migration *m, const mig_work *w)
 {
     if (!w->undo)
-        count(m, w->shop, RSV_MIG_OFFERED, 1);
-    pending_add(m, w, 1);
+        mig_count(m, w->shop, RSV_MIG_OFFERED, 1);
+    mig_pending_add(m, w, 1);
     if (w->stage != RSV_STAGE_SHADOW && !m->legacy)
         to_outbox(m, w);
     else if (ring_push(&m->q, w) == 0)
@@ -189,72 +96,6 @@ static void enqueue(rsv_migration *m, const mig_work *w)
         drop(m, w);
 }
 
-/* mu held.  One work item done, by the handle's thread or the
- * application: both stores' answers classified and counted. */
-static void record(rsv_migration *m, const mig_work *w, int old_rc,
-                   int new_rc)
-{
-    int cls = classify(w->op, old_rc, new_rc);
-    count(m, w->shop, cls, 1);
-    count(m, w->shop, RSV_MIG_APPLIED, 1);
-    pending_add(m, w, 0);
-    pthread_cond_broadcast(&m->idle_cv);
-    /* the old store missed a change it must keep while primary */
-    if (cls == RSV_MIG_OLD_FAILED && w->stage == RSV_STAGE_PRIMARY)
-        mark_compare(m, w->shop);
-    if (cls != RSV_MIG_BOTH_ACCEPTED && cls != RSV_MIG_BOTH_REFUSED &&
-        m->n_samples < MIG_SAMPLES) {
-        mig_sample *x = &m->samples[m->n_samples++];
-        x->shop = w->shop;
-        x->w = *w;
-        x->class_ = cls;
-        x->old_code = old_rc;
-        x->new_code = new_rc;
-    }
-}
-
-/* One work item on the handle's thread: the other store's side of a call
- * the deciding store answered. */
-static void apply(rsv_migration *m, const mig_work *w)
-{
-    int old_rc, new_rc;
-    if (w->stage == RSV_STAGE_SHADOW && w->op != RSV_OP_RESERVE &&
-        w->answer != RSV_OK) {
-        /* The old store refused a claim or release: doing it on
-         * libreserve could not be undone, so its answer is read instead
-         * (a checkout still held would have been accepted). */
-        old_rc = w->answer;
-        int32_t st = 0;
-        new_rc = rsv_checkout_status(m->wctx, w->shop, w->token, w->token_len,
-                                     &st, NULL, NULL);
-        if (new_rc == RSV_OK)
-            new_rc = st == RSV_STATUS_HELD ? RSV_OK
-                     : st == RSV_STATUS_CLAIMED ? RSV_ECLAIMED
-                     : st == RSV_STATUS_RELEASED ? RSV_ERELEASED
-                                                 : RSV_EEXPIRED;
-        if (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT)
-            (void)rsv_reconnect(m->wctx);
-    } else if (w->stage == RSV_STAGE_SHADOW) {
-        old_rc = w->answer;
-        new_rc = call_new(m->wctx, w, w->op);
-        /* libreserve holds what the old store refused: give it back, or
-         * its stock drifts from the old store's and every later call
-         * compares wrong */
-        if (w->op == RSV_OP_RESERVE && new_rc == RSV_OK && old_rc != RSV_OK)
-            (void)rsv_release(m->wctx, w->shop, w->token, w->token_len);
-        if (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT ||
-            new_rc == RSV_ENOTPRIMARY)
-            (void)rsv_reconnect(m->wctx);
-    } else {
-        new_rc = w->answer;
-        old_rc = call_old(m, w, w->op);
-        if (old_needs_undo(w, old_rc))
-            (void)call_old(m, w, RSV_OP_RELEASE);
-    }
-    pthread_mutex_lock(&m->mu);
-    record(m, w, old_rc, new_rc);
-    pthread_mutex_unlock(&m->mu);
-}
 
 /* The counters and samples go to the tables every MIG_FLUSH_EVERY
  * refreshes: the stage read is the one statement of most intervals. */
@@ -269,6 +110,34 @@ static void refresh(rsv_migration *m, unsigned *n)
     }
     if (++*n % MIG_FLUSH_EVERY == 0)
         mig_flush(m);
+}
+
+/* mu held.  The thread's next work, into m->batch: the queue's head and,
+ * for shadow work, the items after it that may share its batch, waiting
+ * up to MIG_LINGER_MS for more while the queue holds none; returns how
+ * many.  Under load the queue is never empty, so batches grow with it
+ * and the catch-up after a stall costs a commit per batch. */
+static size_t take(rsv_migration *m)
+{
+    mig_work *b = m->batch;
+    size_t n = 0;
+    b[n++] = ring_pop(&m->q);
+    m->busy = n;
+    if (!mig_batch_joins(b, 0, &b[0]))
+        return n;
+    struct timespec until;
+    deadline_in(&until, MIG_LINGER_MS);
+    int e = 0;
+    for (;;) {
+        while (n < MIG_BATCH && m->q.n && !mig_batch_ends(&b[n - 1]) &&
+               mig_batch_joins(b, n, ring_head(&m->q)))
+            b[n++] = ring_pop(&m->q);
+        m->busy = n;
+        if (n == MIG_BATCH || m->q.n || mig_batch_ends(&b[n - 1]) ||
+            m->quit || e == ETIMEDOUT)
+            return n;
+        e = pthread_cond_timedwait(&m->cv, &m->mu, &until);
+    }
 }
 
 static void *worker(void *arg)
@@ -303,15 +172,15 @@ static void *worker(void *arg)
             pthread_cond_timedwait(&m->cv, &m->mu, &next);
             continue;
         }
-        mig_work w = ring_pop(&m->q);
-        if (w.stage != RSV_STAGE_SHADOW && !m->legacy) {
+        if (ring_head(&m->q)->stage != RSV_STAGE_SHADOW && !m->legacy) {
             /* the old store's function was removed since it was queued */
+            mig_work w = ring_pop(&m->q);
             to_outbox(m, &w);
             continue;
         }
-        m->busy = 1;
+        size_t n = take(m);
         pthread_mutex_unlock(&m->mu);
-        apply(m, &w);
+        mig_apply(m, m->batch, n);
         pthread_mutex_lock(&m->mu);
         m->busy = 0;
     }
@@ -400,20 +269,20 @@ static int decide(rsv_migration *m, mig_work *w, int32_t st, int old_rc)
         return old_rc;
     case RSV_STAGE_SHADOW:
         pthread_mutex_lock(&m->mu);
-        if (answered(old_rc)) {
+        if (mig_answered(old_rc)) {
             w->answer = old_rc;
             enqueue(m, w);
         } else
-            count(m, w->shop, RSV_MIG_OLD_FAILED, 1);
+            mig_count(m, w->shop, RSV_MIG_OLD_FAILED, 1);
         pthread_mutex_unlock(&m->mu);
         return old_rc;
     case RSV_STAGE_PRIMARY:
-        rc = call_new(m->ctx, w, w->op);
+        rc = mig_call_new(m->ctx, w, w->op);
         /* after a failure libreserve did nothing, or (RSV_EINDOUBT) the
          * application repeats the call and the repeat is mirrored; a
          * claim or release libreserve refused is not sent to the old
          * store, where it could not be undone */
-        if (answered(rc) && (w->op == RSV_OP_RESERVE || rc == RSV_OK)) {
+        if (mig_answered(rc) && (w->op == RSV_OP_RESERVE || rc == RSV_OK)) {
             w->answer = rc;
             pthread_mutex_lock(&m->mu);
             enqueue(m, w);
@@ -421,7 +290,7 @@ static int decide(rsv_migration *m, mig_work *w, int32_t st, int old_rc)
         }
         return rc;
     default:
-        return call_new(m->ctx, w, w->op);
+        return mig_call_new(m->ctx, w, w->op);
     }
 }
 
@@ -435,7 +304,7 @@ static int dispatch(rsv_migration *m, uint32_t op, uint64_t shop,
     if (rc != RSV_OK)
         return rc;
     int32_t st = stage_settled(m, shop, 0, NULL);
-    int old_rc = st <= RSV_STAGE_SHADOW ? call_old(m, &w, op) : RSV_OK;
+    int old_rc = st <= RSV_STAGE_SHADOW ? mig_call_old(m, &w, op) : RSV_OK;
     return decide(m, &w, st, old_rc);
 }
 
@@ -587,19 +456,19 @@ int rsv_migrate_mirror_done(rsv_migration *m, uint64_t ticket,
     t->id = 0;
     m->hand_n--;
     if (w.undo) {
-        pending_add(m, &w, 0);
+        mig_pending_add(m, &w, 0);
         pthread_cond_broadcast(&m->idle_cv);
     } else {
-        if (old_needs_undo(&w, old_answer)) {
+        if (mig_old_needs_undo(&w, old_answer)) {
             /* queued before the reserve is recorded: the shop's pending
              * work never reads 0 in between */
             mig_work u = w;
             u.op = RSV_OP_RELEASE;
             u.undo = 1;
-            pending_add(m, &u, 1);
+            mig_pending_add(m, &u, 1);
             to_outbox(m, &u);
         }
-        record(m, &w, old_answer, w.answer);
+        mig_record(m, &w, old_answer, w.answer);
     }
     pthread_cond_broadcast(&m->ob_cv); /* a slot in hand is free */
     pthread_mutex_unlock(&m->mu);
@@ -767,7 +636,7 @@ int rsv_migrate_stat(rsv_migration *m, uint64_t shop_id, int32_t all_shops,
  * handle's thread, in the outbox or handed out. */
 static size_t work_left(const rsv_migration *m)
 {
-    return m->q.n + (size_t)m->busy + m->ob.n + m->hand_n;
+    return m->q.n + m->busy + m->ob.n + m->hand_n;
 }
 
 int rsv_migrate_drain(rsv_migration *m, uint32_t timeout_ms)

@@ -18,6 +18,13 @@
  * counted but not sampled. */
 #define MIG_SAMPLES 64
 #define MIG_QUEUE_DEFAULT 4096
+/* Shadow work done by one batch call: one COMMIT on libreserve's server
+ * for up to this many of the buyers' calls. */
+#define MIG_BATCH 64
+/* How long the handle's thread waits for more shadow work to join a
+ * batch when fewer are queued: the shadow side runs off the request
+ * path, so its lag may grow by this to save the server commits. */
+#define MIG_LINGER_MS 10
 
 typedef struct mig_shop {
     uint64_t shop;
@@ -89,7 +96,7 @@ struct rsv_migration {
     int has_thread;
     /* under mu: */
     int quit;
-    int busy;               /* the thread is doing one work item */
+    size_t busy;            /* work items in the thread's hands */
     uint32_t refresh_ms;
     mig_map shops;
     uint64_t stage_version; /* the highest version read */
@@ -103,10 +110,40 @@ struct rsv_migration {
     uint64_t next_ticket;
     int ob_waiters;         /* threads inside rsv_migrate_mirror_next:
                                close waits for them to leave */
+    mig_work batch[MIG_BATCH]; /* the thread's work in hand */
     mig_sample samples[MIG_SAMPLES];
     size_t n_samples;
     uint32_t slot_base;
 };
+
+/* ---- migrate_apply.c ---- */
+/* The deciding store's answer means it did or did not do the call (a
+ * failure means nothing is known). */
+RSV_HIDDEN int mig_answered(int rc);
+/* Count n under the shop's counter stat. mu held. */
+RSV_HIDDEN void mig_count(rsv_migration *m, uint64_t shop, int stat,
+                          uint64_t n);
+/* The work item's call on context c, as op. */
+RSV_HIDDEN int mig_call_new(rsv_ctx *c, const mig_work *w, uint32_t op);
+/* The work item's call on the old store's function, as op. */
+RSV_HIDDEN int mig_call_old(rsv_migration *m, const mig_work *w, uint32_t op);
+/* Mark the shop for a compare (made when absent). mu held. */
+RSV_HIDDEN void mig_mark_compare(rsv_migration *m, uint64_t shop);
+/* The shop's work not yet done, up (1) or down (0). mu held. */
+RSV_HIDDEN void mig_pending_add(rsv_migration *m, const mig_work *w, int up);
+/* Primary: the old store accepted a reserve libreserve refused. */
+RSV_HIDDEN int mig_old_needs_undo(const mig_work *w, int old_rc);
+/* One item done: both answers classified and counted. mu held. */
+RSV_HIDDEN void mig_record(rsv_migration *m, const mig_work *w, int old_rc,
+                           int new_rc);
+/* Whether w may join the batch b[0..n) (n >= 1), and whether a batch
+ * must end after w. */
+RSV_HIDDEN int mig_batch_joins(const mig_work *b, size_t n,
+                               const mig_work *w);
+RSV_HIDDEN int mig_batch_ends(const mig_work *w);
+/* Do the n items of b on the handle's thread (mu not held): one by one,
+ * or n > 1 shadow items mig_batch_joins let in as one batch. */
+RSV_HIDDEN void mig_apply(rsv_migration *m, const mig_work *b, size_t n);
 
 /* ---- migrate_stage.c ---- */
 /* The shop's entry, made (stage 0) when absent; NULL when out of memory.

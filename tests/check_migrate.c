@@ -919,6 +919,88 @@ START_TEST(handover_bad_input)
 }
 END_TEST
 
+static int64_t questions(MYSQL *c)
+{
+    return tu_i64(c, "SELECT VARIABLE_VALUE FROM information_schema."
+                     "GLOBAL_STATUS WHERE VARIABLE_NAME = 'QUESTIONS'");
+}
+
+/* Shadow work that piles up while libreserve's side is held up is done in
+ * batches (a statement and a commit for many of the buyers' calls), and
+ * every call is still answered and counted as on its own: a reserve the
+ * old store refused ends its batch and is given back before the next. */
+START_TEST(shadow_work_in_batches)
+{
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 30, 15, 0);
+    MYSQL *adm = tu_fix_admin(&f);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    char tok[16];
+    /* the thread's first call waits for the table; the rest queue */
+    tu_exec(adm, "LOCK TABLES rsv_checkouts WRITE");
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("b0"), 1, 1, 1, 0),
+                     RSV_OK);
+    sleep_us(100000);
+    for (int i = 1; i <= 10; i++) {
+        snprintf(tok, sizeof tok, "b%d", i);
+        ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK(tok), 1, 1, 1,
+                                                 0), RSV_OK);
+    }
+    for (int i = 0; i <= 10; i++) {
+        snprintf(tok, sizeof tok, "b%d", i);
+        ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK(tok)), RSV_OK);
+    }
+    int64_t q0 = questions(f.conn);
+    tu_exec(adm, "UNLOCK TABLES");
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    int64_t sent = questions(f.conn) - q0;
+    /* one by one: a CALL or more for each of the 21 queued; in batches:
+     * the reserves, then the claims (a claim of a checkout reserved in the
+     * same batch waits for the next one), with the test's own reads */
+    printf("21 queued shadow calls: %lld statements from every session\n",
+           (long long)sent);
+    ck_assert_msg(sent < 12, "21 queued shadow calls took %lld statements",
+                  (long long)sent);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_BOTH_ACCEPTED), 22);
+
+    /* the old store has 4 left, libreserve 19: the fifth and later reserves
+     * are refused by the old store alone */
+    tu_exec(adm, "LOCK TABLES rsv_checkouts WRITE");
+    ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("b0")), RSV_ECLAIMED);
+    sleep_us(100000);
+    for (int i = 11; i <= 18; i++) {
+        snprintf(tok, sizeof tok, "b%d", i);
+        ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK(tok), 1, 1, 1,
+                                                 0),
+                         i <= 14 ? RSV_OK : RSV_EOUTOFSTOCK);
+    }
+    for (int i = 11; i <= 18; i++) {
+        snprintf(tok, sizeof tok, "b%d", i);
+        ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK(tok)),
+                         i <= 14 ? RSV_OK : RSV_ENOTFOUND);
+    }
+    tu_exec(adm, "UNLOCK TABLES");
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    for (int i = 0; i <= 18; i++) {
+        snprintf(tok, sizeof tok, "b%d", i);
+        ck_assert_int_eq(status_of(f.ctx, f.shop, tok),
+                         i <= 14 ? RSV_STATUS_CLAIMED : RSV_STATUS_RELEASED);
+    }
+    ck_assert_int_eq(tu_on_hand(f.ctx, f.shop, 1, 1), 15);
+    ck_assert_int_eq(tu_held(f.ctx, f.shop, 1, 1), 0);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_BOTH_ACCEPTED), 30);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OLD_REFUSED_NEW_ACCEPTED), 4);
+    /* the refused claims are read, not made; the one of b0 sees it claimed */
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_BOTH_REFUSED), 5);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OFFERED), 39);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_APPLIED), 39);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_DROPPED), 0);
+    rsv_migrate_close(m);
+    tu_fix_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("migrate");
@@ -940,6 +1022,7 @@ int main(void)
     tu_add(s, "handover_acts_at_the_routed_stage",
            handover_acts_at_the_routed_stage);
     tu_add(s, "handover_bad_input", handover_bad_input);
+    tu_add(s, "shadow_work_in_batches", shadow_work_in_batches);
     int rc = tu_run(s);
     tu_db_drop();
     return rc;

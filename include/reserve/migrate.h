@@ -130,7 +130,10 @@ typedef struct rsv_migration rsv_migration;
  * connection of the handle's own thread: the libreserve side of shadow
  * calls, the stage reads, the counters.  Reads the stages once before it
  * returns.  queue_max bounds the work waiting for that thread (0: 4,096).
- * Returns RSV_OK with *out set; RSV_EINVAL, RSV_ENOMEM, RSV_ESCHEMA (the
+ * The thread does queued shadow work in batches (rsv_reserve_batch(),
+ * rsv_claim_batch(), rsv_release_batch(): one commit for up to 64 calls,
+ * waiting up to 10 ms for more to join), each call still answered and
+ * classified as on its own.  Returns RSV_OK with *out set; RSV_EINVAL, RSV_ENOMEM, RSV_ESCHEMA (the
  * migration tables are missing: load sql/schema.sql), and the codes of
  * rsv_open_dsn.  Close with rsv_migrate_close() before closing ctx.
  */
