@@ -197,13 +197,25 @@ static int same_token(const mig_work *a, const mig_work *b)
            memcmp(a->token, b->token, a->token_len) == 0;
 }
 
+static int same_key(const mig_work *a, const mig_work *b)
+{
+    return a->shop == b->shop && a->item == b->item && a->loc == b->loc;
+}
+
 /* Why these may share a batch: each batch call answers every entry as its
- * own call would (reserve/batch.h), and the entries of one batch give the
- * same answers in any order.  A claim's answer depends on its own
- * checkout alone and takes no units from the pool, so claims commute with
- * each other, with releases and with reserves of other checkouts; a
+ * own call would (reserve/batch.h), and a batch runs its reserves, then
+ * its claims, then its releases (the KIND_ order), so an item may join
+ * when that order gives every item the answer it gets in queue order.  A
+ * claim's answer depends on its own checkout alone and takes no units
+ * from the pool, so claims commute with everything of other checkouts; a
  * release gives units back, so it never shares a batch with a reserve;
- * and no checkout appears twice. */
+ * and a checkout's items must already stand in that order (a reserve then
+ * its claim may share a batch, a claim then a reserve of the same
+ * checkout may not), each kind at most once.  A batch decides the
+ * reserves of one key in queue order but may run a reserve its pool
+ * could not serve after the later ones: with equal quantities a short
+ * pool is short for all of them, with different ones a larger reserve
+ * could lose its units to a smaller later one, so those never share. */
 int mig_batch_joins(const mig_work *b, size_t n, const mig_work *w)
 {
     int k = kind_of(w);
@@ -211,13 +223,14 @@ int mig_batch_joins(const mig_work *b, size_t n, const mig_work *w)
         return 0;
     for (size_t i = 0; i < n; i++) {
         int ki = kind_of(&b[i]);
-        if (ki == KIND_NONE || same_token(&b[i], w))
+        if (ki == KIND_NONE || (same_token(&b[i], w) && ki >= k))
             return 0;
         if ((k == KIND_RESERVE && ki == KIND_RELEASE) ||
             (k == KIND_RELEASE && ki == KIND_RESERVE))
             return 0;
         if (k == KIND_RESERVE && ki == KIND_RESERVE &&
-            b[i].ttl_ms != w->ttl_ms)
+            (b[i].ttl_ms != w->ttl_ms || (same_key(&b[i], w) &&
+                                          b[i].qty != w->qty)))
             return 0;
     }
     return 1;

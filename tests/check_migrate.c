@@ -956,8 +956,9 @@ START_TEST(shadow_work_in_batches)
     ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
     int64_t sent = questions(f.conn) - q0;
     /* one by one: a CALL or more for each of the 21 queued; in batches:
-     * the reserves, then the claims (a claim of a checkout reserved in the
-     * same batch waits for the next one), with the test's own reads */
+     * one for the reserves and one for the claims after them (the claims
+     * of checkouts reserved in the same batch among them), besides the
+     * test's own reads and the thread's stage reads */
     printf("21 queued shadow calls: %lld statements from every session\n",
            (long long)sent);
     ck_assert_msg(sent < 12, "21 queued shadow calls took %lld statements",
