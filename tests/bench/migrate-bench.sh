@@ -40,7 +40,10 @@
 # MIGBENCH_SHADOW_RATES, MIGBENCH_STALL_QUEUE (64), MIGBENCH_KEYS,
 # MIGBENCH_RTT_US (500), MIGBENCH_DUMP (a directory: every call of the
 # shadow runs, migload --dump, one file a run; the stall's window is
-# written beside it).  The
+# written beside it), MIGBENCH_PIN (1: the shadow runs with libreserve's
+# server and its proxy on CPU 0, the old store's servers, their proxies
+# and the buyers on the others: libreserve's side with a core of its
+# own, as on a server with cores to spare).  The
 # numbers are printed next to their targets, never asserted: the exit
 # status says only whether the runs themselves worked (every call
 # answered, the books balanced, nothing reported as drift).
@@ -89,6 +92,7 @@ trap 'exit 130' INT TERM
 say() { echo "$*" | tee -a "$results"; }
 : >"$results"
 say "# machine: $(uname -srm), $(nproc) cpu(s), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "${MIGBENCH_PIN:-0}" = 1 ] && say "# pinned: libreserve's server and its proxy on CPU 0; the old store, its proxies and the buyers on CPUs 1-$(($(nproc) - 1))"
 say "# $(date -u '+%Y-%m-%d %H:%M UTC'); every server binlog1 (binary log on, ROW, sync_binlog=1, redo log flushed at commit); every client through the delay proxy, $RTT_US us round trip"
 
 now_ms() { date +%s%3N; }
@@ -247,9 +251,11 @@ shadow_run() {
   local label=$1 shop=$2 rate=$3 stall=$4 out=$work/$1.out
   rm -f "$work/window"
   local args=("${load_args[@]}" --shop "$shop" --buyers 64 --rate "$rate" --seconds "$SECS" --items 1000)
+  local c0 c1
+  c0=$(cpu_all)
   [ -n "${MIGBENCH_DUMP:-}" ] && args+=(--dump "$MIGBENCH_DUMP/$label.calls")
   if [ "$stall" = 1 ]; then
-    "$LOAD" "${args[@]}" --queue-max "$STALL_QUEUE" --window "$work/window" >"$out" 2>"$work/$label.err" &
+    "${pin_load[@]}" "$LOAD" "${args[@]}" --queue-max "$STALL_QUEUE" --window "$work/window" >"$out" 2>"$work/$label.err" &
     local lp=$! pid from to
     load_pids+=("$lp")
     sleep $((SECS / 3))
@@ -262,26 +268,50 @@ shadow_run() {
     wait "$lp" || { cat "$work/$label.err" "$out" >&2; exit 1; }
     load_pids=()
   else
-    "$LOAD" "${args[@]}" >"$out" 2>"$work/$label.err" || { cat "$work/$label.err" "$out" >&2; exit 1; }
+    "${pin_load[@]}" "$LOAD" "${args[@]}" >"$out" 2>"$work/$label.err" || { cat "$work/$label.err" "$out" >&2; exit 1; }
   fi
+  c1=$(cpu_all)
+  # what each server spent: where shadow's second copy of the work goes
+  echo "$c0 $c1" | awk '{ printf "migload: cpu_ms libreserve=%d old_ledger=%d redis=%d\n", $4 - $1, $5 - $2, $6 - $3 }' >>"$out"
   sed "s/^migload:/$label:/" "$out" | tee -a "$results"
   run_out=$out
 }
 p99_of() { grep " $1 " "$run_out" | sed 's/.*p99_us=\([0-9]*\).*/\1/'; }
+cpu_of() { sed -n 's/.*cpu_ms libreserve=\([0-9]*\).*/\1/p' "$run_out"; }
+# cpu_ms PID: the CPU time (user + system) the process has used, in ms.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
+# cpu_all: "new old redis" CPU ms of the three servers.
+cpu_all() { echo "$(cpu_ms "$(cat "$work/new/mysqld.pid")") $(cpu_ms "$(cat "$work/old/mysqld.pid")") $(cpu_ms "$redis_pid")"; }
+
+# pin: MIGBENCH_PIN's placement of the servers (and pin_load's of the
+# buyers); nothing without it.
+pin_load=()
+pin() {
+  [ "${MIGBENCH_PIN:-0}" = 1 ] || return 0
+  local rest=1-$(($(nproc) - 1)) p
+  taskset -a -c -p 0 "$(cat "$work/new/mysqld.pid")" >/dev/null
+  taskset -a -c -p 0 "${proxy_pids[2]}" >/dev/null
+  for p in "$(cat "$work/old/mysqld.pid")" "$redis_pid" "${proxy_pids[0]}" "${proxy_pids[1]}"; do
+    taskset -a -c -p "$rest" "$p" >/dev/null
+  done
+  pin_load=(taskset -c "$rest")
+}
 
 shadow_part() {
-  local round=$1 rate off on k=0 p_off p_on p_stall p_win books
+  local round=$1 rate off on k=0 p_off p_on p_stall p_win books c_off c_on
+  pin
   for rate in $SHADOW_RATES; do
     k=$((k + 1)); off=$((1000 + 100 * round + 10 * k + 1)); on=$((off + 1))
     stock "$off" 1000 1000000
     stock "$on" 1000 1000000
     admin migrate set shadow "$on" --reason bench >/dev/null
-    shadow_run "r$round-$rate-off" "$off" "$rate" 0; p_off=$(p99_of all)
-    shadow_run "r$round-$rate-on" "$on" "$rate" 0; p_on=$(p99_of all)
+    shadow_run "r$round-$rate-off" "$off" "$rate" 0; p_off=$(p99_of all); c_off=$(cpu_of)
+    shadow_run "r$round-$rate-on" "$on" "$rate" 0; p_on=$(p99_of all); c_on=$(cpu_of)
     shadow_run "r$round-$rate-stall" "$on" "$rate" 1; p_stall=$(p99_of all); p_win=$(p99_of window)
     books=$(grep ' queue ' "$run_out" | sed 's/^.*queue //')
     row "shadow r$round $rate/s: p99 off (stage old), us" "$p_off" "-" "-"
     row "shadow r$round $rate/s: p99 on, us" "$p_on" "<= 1.1x off" "$(ratio "$p_on" "$p_off")"
+    row "shadow r$round $rate/s: libreserve's server CPU over the run, ms (off, on)" "$c_off, $c_on" "-" "-"
     row "shadow r$round $rate/s: p99 on, server stopped 10 s (whole run), us" "$p_stall" "<= 1.1x off" "$(ratio "$p_stall" "$p_off")"
     row "shadow r$round $rate/s: p99 on, calls while stopped, us" "$p_win" "<= 1.1x off" "$(ratio "$p_win" "$p_off")"
     row "shadow r$round $rate/s: books after the drain (queues of $STALL_QUEUE)" "$books" "offered = applied + dropped" "-"
