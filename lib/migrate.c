@@ -457,6 +457,9 @@ int rsv_migrate_mirror_done(rsv_migration *m, uint64_t ticket,
     m->hand_n--;
     if (w.undo) {
         mig_pending_add(m, &w, 0);
+        /* the old store kept a hold libreserve refused */
+        if (old_answer != RSV_OK)
+            mig_mark_compare(m, w.shop);
         pthread_cond_broadcast(&m->idle_cv);
     } else {
         if (mig_old_needs_undo(&w, old_answer)) {

@@ -136,7 +136,7 @@ void mig_record(rsv_migration *m, const mig_work *w, int old_rc,
  * the deciding store answered. */
 static void apply_one(rsv_migration *m, const mig_work *w)
 {
-    int old_rc, new_rc;
+    int old_rc, new_rc, undo_failed = 0;
     if (w->stage == RSV_STAGE_SHADOW && w->op != RSV_OP_RESERVE &&
         w->answer != RSV_OK) {
         /* The old store refused a claim or release: doing it on
@@ -159,19 +159,25 @@ static void apply_one(rsv_migration *m, const mig_work *w)
         /* libreserve holds what the old store refused: give it back, or
          * its stock drifts from the old store's and every later call
          * compares wrong */
-        if (w->op == RSV_OP_RESERVE && new_rc == RSV_OK && old_rc != RSV_OK)
-            (void)rsv_release(m->wctx, w->shop, w->token, w->token_len);
+        if (w->op == RSV_OP_RESERVE && new_rc == RSV_OK && old_rc != RSV_OK &&
+            rsv_release(m->wctx, w->shop, w->token, w->token_len) != RSV_OK)
+            undo_failed = 1;
         if (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT ||
             new_rc == RSV_ENOTPRIMARY)
             (void)rsv_reconnect(m->wctx);
     } else {
         new_rc = w->answer;
         old_rc = mig_call_old(m, w, w->op);
-        if (mig_old_needs_undo(w, old_rc))
-            (void)mig_call_old(m, w, RSV_OP_RELEASE);
+        if (mig_old_needs_undo(w, old_rc) &&
+            mig_call_old(m, w, RSV_OP_RELEASE) != RSV_OK)
+            undo_failed = 1;
     }
     pthread_mutex_lock(&m->mu);
     mig_record(m, w, old_rc, new_rc);
+    /* a store keeps a hold the deciding store refused: its stock drifts
+     * until a compare finds it (or the hold expires) */
+    if (undo_failed)
+        mig_mark_compare(m, w->shop);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -299,11 +305,14 @@ static void apply_batch(rsv_migration *m, const mig_work *b, size_t n)
     run_kind(m, b, n, KIND_CLAIM, new_rc);
     run_kind(m, b, n, KIND_RELEASE, new_rc);
     const mig_work *last = &b[n - 1];
-    if (mig_batch_ends(last) && new_rc[n - 1] == RSV_OK)
-        (void)rsv_release(m->wctx, last->shop, last->token, last->token_len);
+    int undo_failed = mig_batch_ends(last) && new_rc[n - 1] == RSV_OK &&
+                      rsv_release(m->wctx, last->shop, last->token,
+                                  last->token_len) != RSV_OK;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++)
         mig_record(m, &b[i], b[i].answer, new_rc[i]);
+    if (undo_failed)
+        mig_mark_compare(m, last->shop);
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -34,6 +34,7 @@ typedef struct old_store {
     int calls_off_thread;     /* made on a thread other than the test's */
     int allow_off;            /* calls off the test's thread that may
                                  go on (-1: all); the others wait */
+    int fail_release;         /* releases fail (RSV_ECONN) */
     pthread_t main_thread;
 } old_store;
 
@@ -60,7 +61,8 @@ static int old_fn(void *user, uint32_t op, uint64_t shop, const void *token,
     o->calls++;
     o->calls_off_thread += off;
     int rc = RSV_OK, i = old_find(o, token, len);
-    if (len >= 4 && memcmp(token, "fail", 4) == 0)
+    if ((len >= 4 && memcmp(token, "fail", 4) == 0) ||
+        (o->fail_release && op == RSV_OP_RELEASE))
         rc = RSV_ECONN; /* the old store failing */
     else if (op == RSV_OP_RESERVE) {
         if (o->stock < qty)
@@ -919,6 +921,34 @@ START_TEST(handover_bad_input)
 }
 END_TEST
 
+/* Primary: the old store accepted a reserve libreserve refused and then
+ * failed to give that hold back: its stock drifts, so the shop is marked
+ * for a compare. */
+START_TEST(failed_undo_marks_for_compare)
+{
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 0, 10, 0);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    move_to(m, &f, RSV_STAGE_PRIMARY);
+    o.fail_release = 1;
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("u1"), 1, 1, 1, 0),
+                     RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    ck_assert_int_eq(old_state(&o, "u1"), 1);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OLD_ACCEPTED_NEW_REFUSED), 1);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_DROPPED), 0);
+    char q[512];
+    snprintf(q, sizeof q, "SELECT needs_compare FROM rsv_migration_stage "
+             "WHERE shop_id = %llu", (unsigned long long)f.shop);
+    for (int i = 0; i < 300 && tu_i64(tu_fix_admin(&f), q) == 0; i++)
+        sleep_us(20000);
+    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 1);
+    rsv_migrate_close(m);
+    tu_fix_close(&f);
+}
+END_TEST
+
 static int64_t questions(MYSQL *c)
 {
     return tu_i64(c, "SELECT VARIABLE_VALUE FROM information_schema."
@@ -1024,6 +1054,7 @@ int main(void)
            handover_acts_at_the_routed_stage);
     tu_add(s, "handover_bad_input", handover_bad_input);
     tu_add(s, "shadow_work_in_batches", shadow_work_in_batches);
+    tu_add(s, "failed_undo_marks_for_compare", failed_undo_marks_for_compare);
     int rc = tu_run(s);
     tu_db_drop();
     return rc;
