@@ -181,7 +181,6 @@ static void apply_one(rsv_migration *m, const mig_work *w)
     pthread_mutex_unlock(&m->mu);
 }
 
-
 /* What a shadow work item is in a batch: a reserve, or a claim or release
  * the old store accepted (a refused one is read, not made: apply_one). */
 enum { KIND_NONE, KIND_RESERVE, KIND_CLAIM, KIND_RELEASE };
