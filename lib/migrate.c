@@ -123,7 +123,8 @@ static size_t take(rsv_migration *m)
     size_t n = 0;
     b[n++] = ring_pop(&m->q);
     m->busy = n;
-    if (!mig_batch_joins(b, 0, &b[0]))
+    /* a batcher coalesces the calls of every handle that shares it */
+    if (m->batcher || !mig_batch_joins(b, 0, &b[0]))
         return n;
     struct timespec until;
     deadline_in(&until, MIG_LINGER_MS);
@@ -179,8 +180,9 @@ static void *worker(void *arg)
             continue;
         }
         size_t n = take(m);
+        rsv_batcher *bt = m->batcher;
         pthread_mutex_unlock(&m->mu);
-        mig_apply(m, m->batch, n);
+        mig_apply(m, m->batch, n, bt);
         pthread_mutex_lock(&m->mu);
         m->busy = 0;
     }
@@ -590,6 +592,16 @@ int rsv_migrate_set_legacy(rsv_migration *m, rsv_legacy_fn fn, void *user)
     pthread_mutex_lock(&m->mu);
     m->legacy = fn;
     m->legacy_user = user;
+    pthread_mutex_unlock(&m->mu);
+    return RSV_OK;
+}
+
+int rsv_migrate_set_batcher(rsv_migration *m, rsv_batcher *b)
+{
+    if (!m)
+        return RSV_EINVAL;
+    pthread_mutex_lock(&m->mu);
+    m->batcher = b;
     pthread_mutex_unlock(&m->mu);
     return RSV_OK;
 }

@@ -87,6 +87,7 @@ struct rsv_migration {
     rsv_ctx *wctx;      /* the handle's thread's own */
     rsv_legacy_fn legacy;
     void *legacy_user;
+    rsv_batcher *batcher;   /* the application's, for shadow calls */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work arrived, or quit */
@@ -142,8 +143,10 @@ RSV_HIDDEN int mig_batch_joins(const mig_work *b, size_t n,
                                const mig_work *w);
 RSV_HIDDEN int mig_batch_ends(const mig_work *w);
 /* Do the n items of b on the handle's thread (mu not held): one by one,
- * or n > 1 shadow items mig_batch_joins let in as one batch. */
-RSV_HIDDEN void mig_apply(rsv_migration *m, const mig_work *b, size_t n);
+ * or n > 1 shadow items mig_batch_joins let in as one batch; with bt (the
+ * batcher set when they were taken), one item through it. */
+RSV_HIDDEN void mig_apply(rsv_migration *m, const mig_work *b, size_t n,
+                          rsv_batcher *bt);
 
 /* ---- migrate_stage.c ---- */
 /* The shop's entry, made (stage 0) when absent; NULL when out of memory.

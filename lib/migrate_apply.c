@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "migrate.h"
+#include "reserve/batch.h"
 
 static int refused(int rc)
 {
@@ -132,9 +133,24 @@ void mig_record(rsv_migration *m, const mig_work *w, int old_rc,
     }
 }
 
+/* libreserve's side of a shadow call: through the batcher bt when one is
+ * set, else on the handle's own connection. */
+static int call_shadow(rsv_migration *m, rsv_batcher *bt, const mig_work *w,
+                       uint32_t op)
+{
+    if (!bt)
+        return mig_call_new(m->wctx, w, op);
+    if (op == RSV_OP_RESERVE)
+        return rsv_batcher_reserve_one(bt, w->shop, w->token, w->token_len,
+                                       w->item, w->loc, w->qty, w->ttl_ms);
+    if (op == RSV_OP_CLAIM)
+        return rsv_batcher_claim(bt, w->shop, w->token, w->token_len);
+    return rsv_batcher_release(bt, w->shop, w->token, w->token_len);
+}
+
 /* One work item on the handle's thread: the other store's side of a call
  * the deciding store answered. */
-static void apply_one(rsv_migration *m, const mig_work *w)
+static void apply_one(rsv_migration *m, const mig_work *w, rsv_batcher *bt)
 {
     int old_rc, new_rc, undo_failed = 0;
     if (w->stage == RSV_STAGE_SHADOW && w->op != RSV_OP_RESERVE &&
@@ -155,15 +171,16 @@ static void apply_one(rsv_migration *m, const mig_work *w)
             (void)rsv_reconnect(m->wctx);
     } else if (w->stage == RSV_STAGE_SHADOW) {
         old_rc = w->answer;
-        new_rc = mig_call_new(m->wctx, w, w->op);
+        new_rc = call_shadow(m, bt, w, w->op);
         /* libreserve holds what the old store refused: give it back, or
          * its stock drifts from the old store's and every later call
          * compares wrong */
         if (w->op == RSV_OP_RESERVE && new_rc == RSV_OK && old_rc != RSV_OK &&
-            rsv_release(m->wctx, w->shop, w->token, w->token_len) != RSV_OK)
+            call_shadow(m, bt, w, RSV_OP_RELEASE) != RSV_OK)
             undo_failed = 1;
-        if (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT ||
-            new_rc == RSV_ENOTPRIMARY)
+        /* (a batcher reconnects its own connections) */
+        if (!bt && (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT ||
+                    new_rc == RSV_ENOTPRIMARY))
             (void)rsv_reconnect(m->wctx);
     } else {
         new_rc = w->answer;
@@ -315,10 +332,11 @@ static void apply_batch(rsv_migration *m, const mig_work *b, size_t n)
     pthread_mutex_unlock(&m->mu);
 }
 
-void mig_apply(rsv_migration *m, const mig_work *b, size_t n)
+void mig_apply(rsv_migration *m, const mig_work *b, size_t n,
+               rsv_batcher *bt)
 {
     if (n == 1)
-        apply_one(m, b);
+        apply_one(m, b, bt);
     else if (n > 1)
         apply_batch(m, b, n);
 }

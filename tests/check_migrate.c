@@ -15,7 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "reserve/batch.h"
 #include "reserve/migrate.h"
+#include "reserve/stats.h"
 #include "testutil.h"
 
 /* ---- the old store ---- */
@@ -949,6 +951,66 @@ START_TEST(failed_undo_marks_for_compare)
 }
 END_TEST
 
+/* Shadow through a batcher two handles share: their calls are its
+ * entries, each answered, given back and counted as on the handle's own
+ * connection; without it the handle's own connection again. */
+START_TEST(shadow_through_a_batcher)
+{
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 10, 3, 0);
+    rsv_migration *m2 = open_handle(&f, &o, 0);
+    char dsn[512];
+    tu_dsn(dsn, sizeof dsn);
+    rsv_batcher *b = NULL;
+    ck_assert_int_eq(rsv_batcher_open(&b, dsn, NULL, 1), RSV_OK);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    follow(m2, f.shop, RSV_STAGE_SHADOW);
+    ck_assert_int_eq(rsv_migrate_set_batcher(m, b), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_set_batcher(m2, b), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_set_batcher(NULL, b), RSV_EINVAL);
+
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("x1"), 1, 1, 1, 0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m2, f.shop, TOK("x2"), 1, 1, 1,
+                                             0), RSV_OK);
+    /* the old store has 1 left: refused there, held and given back here */
+    ck_assert_int_eq(rsv_migrate_reserve_one(m2, f.shop, TOK("x3"), 1, 1, 2,
+                                             0), RSV_EOUTOFSTOCK);
+    ck_assert_int_eq(rsv_migrate_claim(m, f.shop, TOK("x1")), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_release(m2, f.shop, TOK("x2")), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_drain(m2, 10000), RSV_OK);
+    uint64_t n = 0;
+    ck_assert_int_eq(rsv_batcher_stats_get(b, RSV_STAT_CALLS, RSV_OP_RESERVE,
+                                           &n), RSV_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(rsv_batcher_stats_get(b, RSV_STAT_CALLS, RSV_OP_RELEASE,
+                                           &n), RSV_OK);
+    ck_assert_int_eq(n, 2); /* x2, and x3 given back */
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "x1"), RSV_STATUS_CLAIMED);
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "x2"), RSV_STATUS_RELEASED);
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "x3"), RSV_STATUS_RELEASED);
+    ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_BOTH_ACCEPTED) +
+                     stat_of(m2, f.shop, RSV_MIG_BOTH_ACCEPTED), 4);
+    ck_assert_int_eq(stat_of(m2, f.shop, RSV_MIG_OLD_REFUSED_NEW_ACCEPTED), 1);
+
+    /* back to the handle's own connection: the batcher sees nothing */
+    ck_assert_int_eq(rsv_migrate_set_batcher(m, NULL), RSV_OK);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("x4"), 1, 1, 1, 0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    ck_assert_int_eq(status_of(f.ctx, f.shop, "x4"), RSV_STATUS_HELD);
+    ck_assert_int_eq(rsv_batcher_stats_get(b, RSV_STAT_CALLS, RSV_OP_RESERVE,
+                                           &n), RSV_OK);
+    ck_assert_int_eq(n, 3);
+    rsv_migrate_close(m2);
+    rsv_migrate_close(m);
+    rsv_batcher_close(b);
+    tu_fix_close(&f);
+}
+END_TEST
+
 static int64_t questions(MYSQL *c)
 {
     return tu_i64(c, "SELECT VARIABLE_VALUE FROM information_schema."
@@ -1055,6 +1117,7 @@ int main(void)
     tu_add(s, "handover_bad_input", handover_bad_input);
     tu_add(s, "shadow_work_in_batches", shadow_work_in_batches);
     tu_add(s, "failed_undo_marks_for_compare", failed_undo_marks_for_compare);
+    tu_add(s, "shadow_through_a_batcher", shadow_through_a_batcher);
     int rc = tu_run(s);
     tu_db_drop();
     return rc;

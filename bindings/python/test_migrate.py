@@ -147,6 +147,56 @@ class TestMigration(unittest.TestCase):
             self.assertIn('libreserve_migration_stage{shop="%d"} 2'
                           % self.shop, m.prometheus())
 
+    def test_shadow_through_a_batcher(self):
+        # two threads' handles share one batcher: their shadow calls are
+        # its entries, answered and counted as on the handles' own
+        old = OldStore(4)
+        with rsv.Batcher(self.dsn, connections=1) as b:
+            ms = [Migration(self.ctx, self.dsn, old, refresh_ms=100)
+                  for _ in range(2)]
+            try:
+                self.set_stage(Stage.SHADOW)
+                for m in ms:
+                    self.follow(m, Stage.SHADOW)
+                    m.set_batcher(b)
+
+                def buy(m, i):
+                    m.reserve_one(self.shop, "t%d" % i, 1, 1, 1)
+                    m.claim(self.shop, "t%d" % i)
+                ts = [threading.Thread(target=buy, args=(ms[i], i))
+                      for i in range(2)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                with self.assertRaises(rsv.OutOfStock):
+                    ms[0].reserve_one(self.shop, "big", 1, 1, 3)
+                for m in ms:
+                    self.assertTrue(m.drain())
+                self.assertEqual(b.stats_get(rsv.Stat.CALLS, rsv.Op.RESERVE),
+                                 3)
+                self.assertEqual(b.stats_get(rsv.Stat.CALLS, rsv.Op.CLAIM), 2)
+                for i in range(2):
+                    self.assertEqual(
+                        self.ctx.checkout_status(self.shop, "t%d" % i).status,
+                        rsv.Status.CLAIMED)
+                # libreserve held what the old store refused: given back
+                self.assertEqual(
+                    self.ctx.checkout_status(self.shop, "big").status,
+                    rsv.Status.RELEASED)
+                self.assertEqual(
+                    sum(m.stat(MigrationStat.BOTH_ACCEPTED) for m in ms), 4)
+                self.assertEqual(ms[0].stat(
+                    MigrationStat.OLD_REFUSED_NEW_ACCEPTED), 1)
+                ms[0].set_batcher(None)
+                ms[0].reserve_one(self.shop, "own", 1, 1, 1)
+                self.assertTrue(ms[0].drain())
+                self.assertEqual(b.stats_get(rsv.Stat.CALLS, rsv.Op.RESERVE),
+                                 3)
+            finally:
+                for m in ms:
+                    m.close()
+
     def test_a_failing_old_store(self):
         def broken(*args):
             raise RuntimeError("the old store is down")

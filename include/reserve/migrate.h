@@ -158,6 +158,22 @@ RSV_EXTERN int rsv_migrate_set_legacy(rsv_migration *m, rsv_legacy_fn fn,
 RSV_EXTERN int rsv_migrate_set_refresh_ms(rsv_migration *m, uint32_t ms);
 
 /*
+ * Send the libreserve side of the handle's shadow calls through b, a
+ * batcher (<reserve/batch.h>) the application opened on libreserve's
+ * server, instead of the handle's own connection (NULL: back to it).  For
+ * a server with a handle per thread: handles that share one batcher have
+ * their shadow calls coalesced into batches across threads, so shadow
+ * costs libreserve's server a commit per batch rather than per call even
+ * when each handle's queue holds one call at a time.  The handle's thread
+ * then sends its calls one at a time, each answered and classified as on
+ * its own; its connection still reads the stages, writes the counters and
+ * reads a checkout's status where the old store refused a claim or
+ * release.  Close the handles (or set NULL and rsv_migrate_drain()) before
+ * closing b.  Returns RSV_OK or RSV_EINVAL (NULL m).
+ */
+RSV_EXTERN int rsv_migrate_set_batcher(rsv_migration *m, rsv_batcher *b);
+
+/*
  * The calls of the checkout, by the shop's stage.  Each returns what the
  * deciding store answered: the old store's code (stages old and shadow)
  * or libreserve's (primary, complete; the codes of rsv_reserve_one,

@@ -23,8 +23,8 @@ import ctypes
 import enum
 from typing import Any, Callable, Optional
 
-from . import (OK, Context, Op, ReserveError, Token, _Closable, _error,
-               _i64, _s, _token, _u64, lib, strerror)
+from . import (OK, Batcher, Context, Op, ReserveError, Token, _Closable,
+               _error, _i64, _s, _token, _u64, lib, strerror)
 
 __all__ = ["Migration", "Stage", "MigrationStat", "LegacyFn"]
 
@@ -68,6 +68,7 @@ _PROTOS = {
     "rsv_migrate_close": (None, [_p]),
     "rsv_migrate_set_legacy": (ctypes.c_int, [_p, _LEGACY_FN, _p]),
     "rsv_migrate_set_refresh_ms": (ctypes.c_int, [_p, ctypes.c_uint32]),
+    "rsv_migrate_set_batcher": (ctypes.c_int, [_p, _p]),
     "rsv_migrate_reserve_one": (ctypes.c_int, [_p, ctypes.c_uint64,
                                                ctypes.c_char_p, ctypes.c_size_t,
                                                ctypes.c_uint64, ctypes.c_uint64,
@@ -117,6 +118,7 @@ class Migration(_Closable):
         self._p = None
         self._ctx = ctx  # must outlive the handle
         self._legacy: Any = None
+        self._batcher: Optional[Batcher] = None
         self.legacy_errors: list = []
         p = ctypes.c_void_p()
         dsn = shadow_dsn.encode() if isinstance(shadow_dsn, str) else shadow_dsn
@@ -177,6 +179,17 @@ class Migration(_Closable):
         self._check(lib.rsv_migrate_set_legacy(self._ptr(), cb, None),
                     "rsv_migrate_set_legacy")
         self._legacy = cb  # keeps the C trampoline alive
+
+    def set_batcher(self, batcher: Optional[Batcher]) -> None:
+        """Send libreserve's side of shadow calls through batcher (a
+        Batcher on libreserve's server, shared by the handles of several
+        threads so that their shadow calls coalesce), or None: the
+        handle's own connection again.  Close the handles before the
+        batcher."""
+        self._check(lib.rsv_migrate_set_batcher(
+            self._ptr(), batcher._ptr() if batcher is not None else None),
+            "rsv_migrate_set_batcher")
+        self._batcher = batcher  # must outlive its use here
 
     def _call(self, rc: int, function: str, shop_id: int) -> None:
         if rc != OK:
