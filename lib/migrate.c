@@ -707,7 +707,8 @@ int rsv_migrate_prometheus(rsv_migration *m, char *buf, size_t cap,
             if (k != RSV_MIG_STAGE_READ_FAILED)
                 out_add(&o, "libreserve_migration_calls_total{shop=\"%" PRIu64
                             "\",class=\"%s\"} %" PRIu64 "\n",
-                        s->shop, mig_class_name(k), s->count[k]);
+                        s->shop, rsv_migrate_class_name((uint32_t)k),
+                        s->count[k]);
     }
     out_add(&o, "# HELP libreserve_migration_stage The stage each shop is "
                 "followed at: 0 old, 1 shadow, 2 primary, 3 complete.\n"

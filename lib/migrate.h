@@ -163,7 +163,5 @@ RSV_HIDDEN int mig_stage_read(rsv_migration *m);
  * write the samples waiting and mark the shops whose work was dropped
  * (mu not held).  Best effort: what fails is tried again next time. */
 RSV_HIDDEN void mig_flush(rsv_migration *m);
-/* The name of a counter as the tables and the Prometheus text call it. */
-RSV_HIDDEN const char *mig_class_name(int stat);
 
 #endif /* RSV_MIGRATE_INTERNAL_H */

@@ -4,7 +4,9 @@
  * statements its own thread sends on its own connection: the stage read
  * (rows changed since the last read, one statement), the counters added
  * to rsv_migration_counts, the mismatch samples written to their ring,
- * and the shops marked for a compare.
+ * and the shops marked for a compare; and the counters' names, which
+ * those tables, rsv_migrate_prometheus() and rsv-admin all use
+ * (rsv_migrate_class_name).
  *
  * These are plain text statements, not the context's prepared ones: each
  * runs at most once per refresh interval, and they touch no table the
@@ -19,15 +21,25 @@
 
 #define MIG_TAG "/* conn_tag:migrate */ "
 
+/* Stored in rsv_migration_counts and rsv_migration_mismatch, so a name
+ * once released never changes: dashboards and alerts match on it. */
 static const char *const class_names[RSV_MIG_STAT_COUNT] = {
-    "both_accepted", "both_refused", "old_refused_new_accepted",
-    "old_accepted_new_refused", "new_failed", "unknown", "old_failed",
-    "offered", "applied", "dropped", "stage_read_failed",
+    [RSV_MIG_BOTH_ACCEPTED] = "both_accepted",
+    [RSV_MIG_BOTH_REFUSED] = "both_refused",
+    [RSV_MIG_OLD_REFUSED_NEW_ACCEPTED] = "old_refused_new_accepted",
+    [RSV_MIG_OLD_ACCEPTED_NEW_REFUSED] = "old_accepted_new_refused",
+    [RSV_MIG_NEW_FAILED] = "new_failed",
+    [RSV_MIG_UNKNOWN] = "unknown",
+    [RSV_MIG_OLD_FAILED] = "old_failed",
+    [RSV_MIG_OFFERED] = "offered",
+    [RSV_MIG_APPLIED] = "applied",
+    [RSV_MIG_DROPPED] = "dropped",
+    [RSV_MIG_STAGE_READ_FAILED] = "stage_read_failed",
 };
 
-const char *mig_class_name(int stat)
+const char *rsv_migrate_class_name(uint32_t stat)
 {
-    return stat >= 0 && stat < RSV_MIG_STAT_COUNT ? class_names[stat] : "?";
+    return stat < RSV_MIG_STAT_COUNT ? class_names[stat] : NULL;
 }
 
 static size_t slot_of(uint64_t shop, size_t cap)
@@ -226,7 +238,8 @@ void mig_flush(rsv_migration *m)
         snprintf(q, sizeof q, "%s(%" PRIu64 ", '%s', %" PRIu64 ", NOW(6))",
                  i ? ", " : "INSERT " MIG_TAG "INTO rsv_migration_counts "
                             "(shop_id, class, n, updated_at) VALUES ",
-                 d[i].shop, mig_class_name(d[i].stat), d[i].n);
+                 d[i].shop, rsv_migrate_class_name((uint32_t)d[i].stat),
+                 d[i].n);
         buf_puts(&b, q);
     }
     buf_puts(&b, " ON DUPLICATE KEY UPDATE n = n + VALUES(n), "
@@ -271,8 +284,8 @@ void mig_flush(rsv_migration *m)
                  "location_id, quantity, old_code, new_code) VALUES (%" PRIu64
                  ", %u, NOW(6), '%s', %u, %d, X'%s', %" PRIu64 ", %" PRIu64
                  ", %" PRId64 ", %d, %d)",
-                 x->shop, slot, mig_class_name(x->class_), x->w.op,
-                 (int)x->w.stage, tok, x->w.item, x->w.loc, x->w.qty,
+                 x->shop, slot, rsv_migrate_class_name((uint32_t)x->class_),
+                 x->w.op, (int)x->w.stage, tok, x->w.item, x->w.loc, x->w.qty,
                  x->old_code, x->new_code);
         if (run(m, q, "sampling a mismatch") != RSV_OK)
             break; /* a sample: lost, the counters have it */

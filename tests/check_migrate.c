@@ -8,10 +8,11 @@
  * is printed, not asserted), and a stage table that cannot be read; and
  * the same through the handover calls (the old store asked by the test,
  * primary's work drained from the outbox), which must count and answer
- * as the callback does.
+ * as the callback does; and the counters' names, as the text writes them.
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -1094,6 +1095,73 @@ START_TEST(shadow_work_in_batches)
 }
 END_TEST
 
+/* The counters' names: one per RSV_MIG_*, distinct, lower_case; NULL past
+ * the last; and the very texts of the class label a handle writes (every
+ * counter but the handle-wide stage_read_failed, in RSV_MIG_* order), so
+ * that rsv-admin, which prints the library's names, matches it. */
+START_TEST(class_names_are_the_prometheus_labels)
+{
+    for (uint32_t k = 0; k < RSV_MIG_STAT_COUNT; k++) {
+        const char *n = rsv_migrate_class_name(k);
+        ck_assert_msg(n && *n, "counter %u has no name", k);
+        ck_assert_msg(strspn(n, "abcdefghijklmnopqrstuvwxyz_") == strlen(n),
+                      "counter %u: \"%s\" is not lower_case", k, n);
+        for (uint32_t j = 0; j < k; j++)
+            ck_assert_msg(strcmp(n, rsv_migrate_class_name(j)) != 0,
+                          "counters %u and %u are both \"%s\"", j, k, n);
+    }
+    ck_assert_str_eq(rsv_migrate_class_name(RSV_MIG_OLD_REFUSED_NEW_ACCEPTED),
+                     "old_refused_new_accepted");
+    ck_assert_ptr_null(rsv_migrate_class_name(RSV_MIG_STAT_COUNT));
+    ck_assert_ptr_null(rsv_migrate_class_name(UINT32_MAX));
+
+    tu_fix f;
+    old_store o;
+    rsv_migration *m = open_scene(&f, &o, 10, 10, 0);
+    move_to(m, &f, RSV_STAGE_SHADOW);
+    ck_assert_int_eq(rsv_migrate_reserve_one(m, f.shop, TOK("n1"), 1, 1, 1, 0),
+                     RSV_OK);
+    ck_assert_int_eq(rsv_migrate_drain(m, 10000), RSV_OK);
+    /* the handle follows every shop with a stage row, the suite's others
+     * too: as long as the text needs */
+    size_t need = 0;
+    char *text = NULL;
+    int rc = rsv_migrate_prometheus(m, NULL, 0, &need);
+    while (rc == RSV_ERANGE) {
+        free(text);
+        text = malloc(need + 1024);
+        ck_assert_ptr_nonnull(text);
+        rc = rsv_migrate_prometheus(m, text, need + 1024, &need);
+    }
+    ck_assert_int_eq(rc, RSV_OK);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix,
+             "libreserve_migration_calls_total{shop=\"%llu\",class=\"",
+             (unsigned long long)f.shop);
+    uint32_t k = 0;
+    for (const char *p = strstr(text, prefix); p; p = strstr(p, prefix)) {
+        p += strlen(prefix);
+        size_t len = strcspn(p, "\"");
+        if (k == RSV_MIG_STAGE_READ_FAILED)
+            k++;
+        ck_assert_msg(k < RSV_MIG_STAT_COUNT, "an extra class: %.*s",
+                      (int)len, p);
+        const char *want = rsv_migrate_class_name(k);
+        ck_assert_msg(strlen(want) == len && strncmp(p, want, len) == 0,
+                      "class %u: the text says \"%.*s\", the name is \"%s\"",
+                      k, (int)len, p, want);
+        k++;
+    }
+    if (k == RSV_MIG_STAGE_READ_FAILED)
+        k++;
+    ck_assert_msg(k == RSV_MIG_STAT_COUNT, "%u classes in the text:\n%s", k,
+                  text);
+    free(text);
+    rsv_migrate_close(m);
+    tu_fix_close(&f);
+}
+END_TEST
+
 int main(void)
 {
     tu_db_create("migrate");
@@ -1118,6 +1186,8 @@ int main(void)
     tu_add(s, "shadow_work_in_batches", shadow_work_in_batches);
     tu_add(s, "failed_undo_marks_for_compare", failed_undo_marks_for_compare);
     tu_add(s, "shadow_through_a_batcher", shadow_through_a_batcher);
+    tu_add(s, "class_names_are_the_prometheus_labels",
+           class_names_are_the_prometheus_labels);
     int rc = tu_run(s);
     tu_db_drop();
     return rc;

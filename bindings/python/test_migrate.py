@@ -6,6 +6,7 @@ run-tests.sh.  The old store is a dict in this process; the stages are
 set in rsv_migration_stage as rsv-admin migrate sets them.
 """
 import os
+import re
 import sys
 import threading
 import time
@@ -13,7 +14,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import libreserve as rsv  # noqa: E402
-from libreserve.migrate import Migration, MigrationStat, Stage  # noqa: E402
+from libreserve import migrate  # noqa: E402
+from libreserve.migrate import (Migration, MigrationStat, Stage,  # noqa: E402
+                                class_name)
 
 SOCK = os.environ.get("RSV_TEST_SOCKET")
 USER = os.environ.get("RSV_TEST_USER", "root")
@@ -204,6 +207,37 @@ class TestMigration(unittest.TestCase):
             with self.assertRaises(rsv.DatabaseError):
                 m.reserve_one(self.shop, "x", 1, 1, 1)
             self.assertIsInstance(m.legacy_errors[0], RuntimeError)
+
+    def test_class_names(self):
+        # the library's names: the enum's, in lower case, and the labels
+        # of the handle's own text
+        for st in MigrationStat:
+            self.assertEqual(class_name(st), st.name.lower())
+        for bad in (len(MigrationStat), -1, 2 ** 32):
+            self.assertIsNone(class_name(bad))
+        with Migration(self.ctx, self.dsn, OldStore(10), refresh_ms=100) as m:
+            self.set_stage(Stage.SHADOW)
+            self.follow(m, Stage.SHADOW)
+            m.reserve_one(self.shop, "n1", 1, 1, 1)
+            self.assertTrue(m.drain())
+            labels = re.findall(
+                r'^libreserve_migration_calls_total\{shop="%d",class="(\w+)"\}'
+                % self.shop, m.prometheus(), re.M)
+        self.assertEqual(labels, [class_name(st) for st in MigrationStat
+                                  if st != MigrationStat.STAGE_READ_FAILED])
+
+    def test_wraps_the_header(self):
+        h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                         "..", "include", "reserve", "migrate.h")
+        if not os.path.exists(h):
+            self.skipTest("reserve/migrate.h not found")
+        with open(h) as f:
+            declared = set(re.findall(r"^RSV_EXTERN [^(]*?\b(rsv_\w+)\(",
+                                      f.read(), re.M))
+        handover = {n for n in declared
+                    if n == "rsv_migrate_route" or n.endswith("_answered")
+                    or n.startswith("rsv_migrate_mirror_")}
+        self.assertEqual(declared - handover, set(migrate.WRAPPED_FUNCTIONS))
 
     def test_closed_handle(self):
         m = Migration(self.ctx, self.dsn)

@@ -311,6 +311,17 @@ RSV_EXTERN int rsv_migrate_stat(rsv_migration *m, uint64_t shop_id,
                                 int32_t all_shops, uint32_t stat,
                                 uint64_t *out);
 
+/* The name of a counter (RSV_MIG_*): "both_accepted",
+ * "old_refused_new_accepted", ...: the class label of
+ * rsv_migrate_prometheus(), the class column of rsv_migration_counts and
+ * rsv_migration_mismatch, and rsv-admin's, so a dashboard matches one
+ * spelling everywhere ("stage_read_failed", the handle's own, is not per
+ * shop: its Prometheus family is
+ * libreserve_migration_stage_read_failures_total).  Stable across
+ * releases: the tables store it.  A static string, or NULL for an unknown
+ * stat.  Needs no handle: any thread, any time. */
+RSV_EXTERN const char *rsv_migrate_class_name(uint32_t stat);
+
 /* Wait until every work item offered is done (the queue empty and its
  * last call done, the outbox empty and every ticket done), at most
  * timeout_ms.  Returns RSV_OK, or RSV_EBUSY if work is still waiting. */

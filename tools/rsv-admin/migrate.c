@@ -541,24 +541,6 @@ static int migrate_percent(const cmd_env *e)
     return st;
 }
 
-/* The classes a migration handle counts, by RSV_MIG_* value, named as
- * the library names them (lib/migrate_stage.c) in rsv_migration_counts and
- * in rsv_migrate_prometheus(): a dashboard reads this tool's text and the
- * handles' alike.  tests/migrate-admin-test.sh compares the two texts. */
-static const char *const mig_classes[RSV_MIG_STAT_COUNT] = {
-    [RSV_MIG_BOTH_ACCEPTED] = "both_accepted",
-    [RSV_MIG_BOTH_REFUSED] = "both_refused",
-    [RSV_MIG_OLD_REFUSED_NEW_ACCEPTED] = "old_refused_new_accepted",
-    [RSV_MIG_OLD_ACCEPTED_NEW_REFUSED] = "old_accepted_new_refused",
-    [RSV_MIG_NEW_FAILED] = "new_failed",
-    [RSV_MIG_UNKNOWN] = "unknown",
-    [RSV_MIG_OLD_FAILED] = "old_failed",
-    [RSV_MIG_OFFERED] = "offered",
-    [RSV_MIG_APPLIED] = "applied",
-    [RSV_MIG_DROPPED] = "dropped",
-    [RSV_MIG_STAGE_READ_FAILED] = "stage_read_failed",
-};
-
 /* The next "class=n" of the "class=n class=n" the show queries make:
  * 1 with the class and count (lengths in *cw, *vw) and *p moved past it,
  * 0 at the end. */
@@ -588,11 +570,13 @@ static void count_of(const char *counts, const char *name, char *out,
 }
 
 /* migrate show --prometheus: the fleet's counts, per shop, under the
- * names of a handle's own text: every class the handle counts per shop
- * (0 when none was added yet; a class a newer library added is passed on
- * as found), and the stage of every shop with a stage row or counts (no
- * row: old).  The handle's queue depth and failed stage reads belong to
- * its process and are not stored, so they are only in its own text. */
+ * names of a handle's own text (the library's, rsv_migrate_class_name: a
+ * dashboard reads this tool's text and the handles' alike): every class
+ * the handle counts per shop (0 when none was added yet; a class a newer
+ * library added is passed on as found), and the stage of every shop with
+ * a stage row or counts (no row: old).  The handle's queue depth and
+ * failed stage reads belong to its process and are not stored, so they
+ * are only in its own text. */
 static int show_prometheus(const cmd_env *e, const char *in)
 {
     char q[8192];
@@ -619,20 +603,22 @@ static int show_prometheus(const cmd_env *e, const char *in)
     MYSQL_ROW row;
     while ((row = mysql_fetch_row(r)) != NULL) {
         char v[32];
-        for (int k = 0; k < RSV_MIG_STAT_COUNT; k++) {
+        for (uint32_t k = 0; k < RSV_MIG_STAT_COUNT; k++) {
             if (k == RSV_MIG_STAGE_READ_FAILED)
                 continue;
-            count_of(row[2], mig_classes[k], v, sizeof v);
+            const char *name = rsv_migrate_class_name(k);
+            count_of(row[2], name, v, sizeof v);
             fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
-                          "class=\"%s\"} %s\n", row[0], mig_classes[k], v);
+                          "class=\"%s\"} %s\n", row[0], name, v);
         }
         const char *p = row[2], *cls, *val;
         size_t cw, vw;
         while (next_count(&p, &cls, &cw, &val, &vw)) {
             int known = 0;
-            for (int k = 0; k < RSV_MIG_STAT_COUNT; k++)
-                known |= strlen(mig_classes[k]) == cw &&
-                         strncmp(cls, mig_classes[k], cw) == 0;
+            for (uint32_t k = 0; k < RSV_MIG_STAT_COUNT; k++) {
+                const char *name = rsv_migrate_class_name(k);
+                known |= strlen(name) == cw && strncmp(cls, name, cw) == 0;
+            }
             if (!known)
                 fprintf(po.f, "libreserve_migration_calls_total{shop=\"%s\","
                               "class=\"%.*s\"} %.*s\n", row[0], (int)cw,

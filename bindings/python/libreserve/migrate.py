@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from . import (OK, Batcher, Context, Op, ReserveError, Token, _Closable,
                _error, _i64, _s, _token, _u64, lib, strerror)
 
-__all__ = ["Migration", "Stage", "MigrationStat", "LegacyFn"]
+__all__ = ["Migration", "Stage", "MigrationStat", "LegacyFn", "class_name"]
 
 
 class Stage(enum.IntEnum):
@@ -86,6 +86,7 @@ _PROTOS = {
     "rsv_migrate_prometheus": (ctypes.c_int, [_p, ctypes.c_char_p,
                                               ctypes.c_size_t,
                                               ctypes.POINTER(ctypes.c_size_t)]),
+    "rsv_migrate_class_name": (ctypes.c_char_p, [ctypes.c_uint32]),
 }
 for _name, (_res, _args) in _PROTOS.items():
     try:
@@ -96,6 +97,21 @@ for _name, (_res, _args) in _PROTOS.items():
     _f.restype = _res
     _f.argtypes = _args
 del _name, _res, _args, _f
+# The functions of <reserve/migrate.h> this module calls.  The handover
+# calls (rsv_migrate_route, the _answered twins, rsv_migrate_mirror_*)
+# are for an old store that cannot be called from C; a Python one can.
+WRAPPED_FUNCTIONS = tuple(sorted(_PROTOS))
+
+
+def class_name(stat: int) -> Optional[str]:
+    """rsv_migrate_class_name(): a counter's name as the Prometheus text,
+    the tables and rsv-admin spell it ("old_refused_new_accepted" for
+    MigrationStat.OLD_REFUSED_NEW_ACCEPTED ...); None if unknown."""
+    stat = int(stat)
+    if not 0 <= stat < 2 ** 32:
+        return None
+    return _s(lib.rsv_migrate_class_name(stat))
+
 
 # The library's code for an exception the old store's function raised.
 _EDB = -19

@@ -143,6 +143,23 @@ class TestMigration < Minitest::Test
     end
   end
 
+  # STATS are the library's names, in its order: the class labels of the
+  # handle's text (all but the handle-wide stage_read_failed).
+  def test_stats_are_the_library_names
+    stats = Libreserve::Migration::STATS
+    assert_equal %i[both_accepted both_refused old_refused_new_accepted old_accepted_new_refused
+                    new_failed unknown old_failed offered applied dropped stage_read_failed], stats
+    assert stats.frozen?
+    open_migration(OldStore.new(10)) do |m|
+      set_stage(:shadow)
+      follow(m, :shadow)
+      reserve(m, "n1")
+      assert m.drain
+      labels = m.prometheus.scan(/^libreserve_migration_calls_total\{shop="#{@shop}",class="(\w+)"\}/).flatten
+      assert_equal stats - [:stage_read_failed], labels.map(&:to_sym)
+    end
+  end
+
   def test_errors
     seen = []
     m = open_migration

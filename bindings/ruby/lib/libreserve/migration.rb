@@ -13,6 +13,7 @@ module Libreserve
       attach_function :rsv_migrate_stage, %i[pointer uint64 pointer], :int
       attach_function :rsv_migrate_stat, %i[pointer uint64 int32 uint32 pointer], :int
       attach_function :rsv_migrate_prometheus, %i[pointer pointer size_t pointer], :int
+      attach_function :rsv_migrate_class_name, [:uint32], :string
       # These wait: for the server, or for the handle's thread, whose calls
       # of the old store need the GVL.
       {
@@ -58,10 +59,16 @@ module Libreserve
     include InsideCount
 
     STAGES = %i[old shadow primary complete].freeze
-    # The counters of rsv_migrate_stat, in the library's order.
-    STATS = %i[both_accepted both_refused old_refused_new_accepted
-               old_accepted_new_refused new_failed unknown old_failed
-               offered applied dropped stage_read_failed].freeze
+    # The counters of rsv_migrate_stat, in the library's order, under the
+    # library's names (rsv_migrate_class_name: the class labels of
+    # prometheus and of rsv-admin); none from a library without the
+    # handle (Migration.new says so).
+    STATS = if Native::MIGRATE_MISSING
+              [].freeze
+            else
+              (0..).lazy.map { |i| Native.rsv_migrate_class_name(i) }
+                   .take_while(&:itself).map(&:to_sym).to_a.freeze
+            end
     # What legacy_errors keeps: an old store that keeps failing must not
     # grow the process.
     ERRORS_KEPT = 64
