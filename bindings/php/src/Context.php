@@ -528,6 +528,12 @@ final class Context
         }
     }
 
+    /** @internal the library's context, for a Migration over it */
+    public function ptr(): CData
+    {
+        return $this->p();
+    }
+
     private function p(): CData
     {
         if ($this->ctx === null) {

@@ -134,6 +134,41 @@ int rsv_stats_snapshot_add(rsv_stats_snapshot *snap, const rsv_ctx *ctx);
 int rsv_stats_prometheus(const rsv_stats_snapshot *snap, const char *labels,
                          char *buf, size_t len, size_t *needed_out);
 
+/* reserve/migrate.h: the migration handle through its handover calls
+ * only (PHP cannot take a call on the handle's thread). */
+typedef struct rsv_migration rsv_migration;
+
+int rsv_migrate_open(rsv_migration **out, rsv_ctx *ctx,
+                     const char *shadow_dsn, uint32_t queue_max);
+void rsv_migrate_close(rsv_migration *m);
+int rsv_migrate_set_refresh_ms(rsv_migration *m, uint32_t ms);
+int rsv_migrate_route(rsv_migration *m, uint64_t shop_id, uint32_t flags,
+                      int32_t *stage);
+int rsv_migrate_reserve_one_answered(
+    rsv_migration *m, int32_t stage, uint64_t shop_id, const void *token,
+    size_t token_len, uint64_t item_id, uint64_t location_id,
+    int64_t quantity, int64_t ttl_ms, int32_t old_answer);
+int rsv_migrate_claim_answered(rsv_migration *m, int32_t stage,
+                               uint64_t shop_id, const void *token,
+                               size_t token_len, int32_t old_answer);
+int rsv_migrate_release_answered(rsv_migration *m, int32_t stage,
+                                 uint64_t shop_id, const void *token,
+                                 size_t token_len, int32_t old_answer);
+int rsv_migrate_mirror_next(rsv_migration *m, uint32_t timeout_ms,
+                            uint64_t *ticket, uint32_t *op,
+                            uint64_t *shop_id, void *token,
+                            size_t token_cap, size_t *token_len,
+                            uint64_t *item_id, uint64_t *location_id,
+                            int64_t *quantity, int64_t *ttl_ms);
+int rsv_migrate_mirror_done(rsv_migration *m, uint64_t ticket,
+                            int32_t old_answer);
+int rsv_migrate_stage(rsv_migration *m, uint64_t shop_id, int32_t *stage);
+int rsv_migrate_stat(rsv_migration *m, uint64_t shop_id, int32_t all_shops,
+                     uint32_t stat, uint64_t *out);
+int rsv_migrate_drain(rsv_migration *m, uint32_t timeout_ms);
+int rsv_migrate_prometheus(rsv_migration *m, char *buf, size_t cap,
+                           size_t *needed);
+
 /* The C library's environment, where Context::persistent() keeps the
  * address of a worker's context across requests: plain PHP has no other
  * memory of its own that outlives a request. */

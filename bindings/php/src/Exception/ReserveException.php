@@ -41,7 +41,7 @@ abstract class ReserveException extends \RuntimeException
     /** The cart line that could not be served (NoItem: from reserve(), the cart's; from reserveOne(), 0), or null. */
     public ?int $failedLine = null;
 
-    final public function __construct(int $code, string $detail = '', ?string $function = null)
+    final public function __construct(int $code, string $detail = '', ?string $function = null, ?\Throwable $previous = null)
     {
         $this->codeName = Code::nameOf($code);
         $this->detail = $detail !== '' ? $detail : Code::textOf($code);
@@ -50,7 +50,8 @@ abstract class ReserveException extends \RuntimeException
             ? (int) end($m[1]) : null;
         parent::__construct(
             sprintf('%s%s (%d): %s', $function !== null ? "$function: " : '', $this->codeName, $code, $this->detail),
-            $code
+            $code,
+            $previous
         );
     }
 
@@ -65,13 +66,13 @@ abstract class ReserveException extends \RuntimeException
      *
      * @return ReserveException
      */
-    public static function fromCode(int $code, string $detail = '', ?string $function = null): self
+    public static function fromCode(int $code, string $detail = '', ?string $function = null, ?\Throwable $previous = null): self
     {
         $class = self::CLASSES[$code] ?? ($code <= -1 && $code >= -7 ? UnknownOutcome::class : UnknownFailure::class);
         if ($code === -8 && preg_match_all('/\(MySQL error (\d+)\)/', $detail, $m) > 0
             && in_array((int) end($m[1]), self::AUTH_ERRNOS, true)) {
             $class = AuthenticationError::class;
         }
-        return new $class($code, $detail, $function);
+        return new $class($code, $detail, $function, $previous);
     }
 }
