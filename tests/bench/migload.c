@@ -12,6 +12,7 @@
  *                --shop N [--buyers 64] [--rate CHECKOUTS_PER_S (0: as
  *                fast as they can)] [--seconds S] [--items N]
  *                [--queue-max N] [--ttl-ms MS (5000)] [--state DIR --id ID]
+ *                [--batcher CONNECTIONS]
  *                [--window FILE] [--dump FILE]
  *   --dsn         libreserve's server (the context and the handle's
  *                 shadow connection), rsv_open_dsn's format
@@ -23,6 +24,9 @@
  *                 started inside it are reported apart (a stall)
  *   --dump FILE   every call, one line each: "START_UNIX_MS US BUYER OP"
  *                 (OP: RSV_OP_*)
+ *   --batcher N   one batcher of N connections on --dsn that every
+ *                 buyer's handle sends its shadow calls through
+ *                 (rsv_migrate_set_batcher)
  * Each checkout reserves one unit of an item drawn from 1..N at location
  * 1 and claims it, or releases it one time in five, as the example does.
  * Prints "migload: key=value ..." lines (max_waiting: the most work seen
@@ -43,6 +47,7 @@
 #include <unistd.h>
 
 #include <reserve.h>
+#include <reserve/batch.h>
 #include <reserve/migrate.h>
 
 #include "migrate_redis_store.h"
@@ -53,7 +58,8 @@ static int redis_port, ledger_port, proc_id, nbuyers = 64;
 static uint64_t shop, items = 10;
 static double rate, seconds = 30;
 static int64_t ttl_ms = 5000;
-static uint32_t queue_max;
+static uint32_t queue_max, batcher_conns;
+static rsv_batcher *batcher;
 static atomic_int stop_flag;
 
 typedef struct sample {
@@ -162,6 +168,8 @@ static void *buy(void *arg)
     }
     b->open_ok = 1;
     rsv_migrate_set_legacy(m, old_store_fn, &o);
+    if (batcher)
+        rsv_migrate_set_batcher(m, batcher);
     pthread_t watcher;
     int watching = state_dir != NULL;
     if (watching) {
@@ -288,6 +296,9 @@ int main(int argc, char **argv)
             items = strtoull(arg_of(argc, argv, &i), NULL, 10);
         else if (!strcmp(a, "--ttl-ms"))
             ttl_ms = strtoll(arg_of(argc, argv, &i), NULL, 10);
+        else if (!strcmp(a, "--batcher"))
+            batcher_conns = (uint32_t)strtoul(arg_of(argc, argv, &i), NULL,
+                                              10);
         else if (!strcmp(a, "--queue-max"))
             queue_max = (uint32_t)strtoul(arg_of(argc, argv, &i), NULL, 10);
         else if (!strcmp(a, "--state"))
@@ -309,6 +320,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "migload: --dsn, --redis-port, --ledger-port and "
                         "--shop are needed\n");
         return 2;
+    }
+    if (batcher_conns) {
+        int brc = rsv_batcher_open(&batcher, dsn, NULL, batcher_conns);
+        if (brc != RSV_OK) {
+            fprintf(stderr, "migload: no batcher: %s\n", rsv_strerror(brc));
+            return 1;
+        }
     }
     buyer *b = calloc((size_t)nbuyers, sizeof *b);
     if (!b)
@@ -422,5 +440,6 @@ int main(int argc, char **argv)
     free(all);
     free(win);
     free(b);
+    rsv_batcher_close(batcher); /* after every handle closed */
     return failed || !balanced || !opened ? 1 : 0;
 }

@@ -43,7 +43,9 @@
 # written beside it), MIGBENCH_PIN (1: the shadow runs with libreserve's
 # server and its proxy on CPU 0, the old store's servers, their proxies
 # and the buyers on the others: libreserve's side with a core of its
-# own, as on a server with cores to spare).  The
+# own, as on a server with cores to spare), MIGBENCH_BATCHER (N: in the
+# shadow runs the buyers' handles share one batcher of N connections,
+# rsv_migrate_set_batcher).  The
 # numbers are printed next to their targets, never asserted: the exit
 # status says only whether the runs themselves worked (every call
 # answered, the books balanced, nothing reported as drift).
@@ -92,6 +94,7 @@ trap 'exit 130' INT TERM
 say() { echo "$*" | tee -a "$results"; }
 : >"$results"
 say "# machine: $(uname -srm), $(nproc) cpu(s), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -n "${MIGBENCH_BATCHER:-}" ] && say "# the buyers' handles share one batcher of $MIGBENCH_BATCHER connections for their shadow calls"
 [ "${MIGBENCH_PIN:-0}" = 1 ] && say "# pinned: libreserve's server and its proxy on CPU 0; the old store, its proxies and the buyers on CPUs 1-$(($(nproc) - 1))"
 say "# $(date -u '+%Y-%m-%d %H:%M UTC'); every server binlog1 (binary log on, ROW, sync_binlog=1, redo log flushed at commit); every client through the delay proxy, $RTT_US us round trip"
 
@@ -254,6 +257,7 @@ shadow_run() {
   local c0 c1
   c0=$(cpu_all)
   [ -n "${MIGBENCH_DUMP:-}" ] && args+=(--dump "$MIGBENCH_DUMP/$label.calls")
+  [ -n "${MIGBENCH_BATCHER:-}" ] && args+=(--batcher "$MIGBENCH_BATCHER")
   if [ "$stall" = 1 ]; then
     "${pin_load[@]}" "$LOAD" "${args[@]}" --queue-max "$STALL_QUEUE" --window "$work/window" >"$out" 2>"$work/$label.err" &
     local lp=$! pid from to
