@@ -34,14 +34,23 @@
 #                CSV file and against Redis while 1,000 checkouts/s of
 #                shadow traffic run (on another shop for the CSV file,
 #                which is a snapshot; on the compared keys for Redis)
+#   recheck      what checking differences again costs, without
+#                buyers: rsv-admin migrate compare of
+#                MIGBENCH_RECHECK_KEYS (100,000) keys against Redis, once
+#                clean, once with every tenth key changed in Redis (drift
+#                that stays, so each of the three rechecks sees all of it;
+#                --settle 0), and once more with those keys decremented in
+#                Redis every half second (--settle 1: each recheck finds
+#                new values to record); the statements (Questions)
+#                and binary-log commits (Binlog_commits) libreserve's
+#                server counted, and the time each run took
 # Environment: B (build directory), MIGBENCH_ROUNDS (2: the propagation
 # and shadow parts repeated), MIGBENCH_SECONDS (30: each shadow run),
 # MIGBENCH_RATE (1000: the propagation's and the compares' traffic),
 # MIGBENCH_SHADOW_RATES, MIGBENCH_STALL_QUEUE (64), MIGBENCH_KEYS,
-# MIGBENCH_RTT_US (500), MIGBENCH_DUMP (a directory: every call of the
-# shadow runs, migload --dump, one file a run; the stall's window is
-# written beside it).  The
-# numbers are printed next to their targets, never asserted: the exit
+# MIGBENCH_RECHECK_KEYS, MIGBENCH_RTT_US (500), MIGBENCH_DUMP (a
+# directory: every call of the shadow runs, migload --dump, one file a
+# run; the stall's window is written beside it).  The numbers are printed next to their targets, never asserted: the exit
 # status says only whether the runs themselves worked (every call
 # answered, the books balanced, nothing reported as drift).
 set -euo pipefail
@@ -339,7 +348,48 @@ import_part() {
   [ "$rc" = 0 ] || { cat "$work/compare-redis.err" >&2; compare_failed=1; }
 }
 
+# ----------------------------------------------------------------- recheck
+# recheck_run LABEL WANT_EXIT SETTLE: one compare against Redis; sets
+# r_secs, r_stmts, r_commits.
+recheck_run() {
+  local q0 c0 t0 t1 rc
+  q0=$(bench_status "$work/new" Questions); c0=$(bench_status "$work/new" Binlog_commits)
+  t0=$(now_ms); set +e
+  admin migrate compare --redis "127.0.0.1:$port" --pattern 'stock:{shop}:{item}:{location}' \
+      --settle "$3" >"$work/$1.out" 2>"$work/$1.err"; rc=$?
+  set -e; t1=$(now_ms)
+  r_stmts=$(($(bench_status "$work/new" Questions) - q0 - 1))
+  r_commits=$(($(bench_status "$work/new" Binlog_commits) - c0))
+  r_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+  say "recheck $1 (exit $rc): $(head -1 "$work/$1.out") in $r_secs s; $r_stmts statements, $r_commits commits"
+  grep '^migrate compare: check' "$work/$1.err" | sed "s/^/recheck $1: /" | tee -a "$results" || true
+  [ "$rc" = "$2" ] || { cat "$work/$1.err" >&2; compare_failed=1; }
+}
+
+recheck_part() {
+  local shop=41 n=${MIGBENCH_RECHECK_KEYS:-100000} d mover
+  rcli FLUSHALL >/dev/null
+  stock "$shop" "$n" 1000
+  recheck_run clean 0 0
+  row "recheck: compare of $n keys against Redis, none differing, s" "$r_secs" "-" "-"
+  row "recheck:   its statements, commits" "$r_stmts, $r_commits" "-" "-"
+  awk -v s="$shop" -v n="$n" 'BEGIN { for (i = 10; i <= n; i += 10) print s "," i ",1,999" }' >"$work/drift.csv"
+  redis_load "$work/drift.csv"
+  d=$(wc -l <"$work/drift.csv")
+  recheck_run drift 1 0
+  row "recheck: the same, $d keys differing (3 rechecks, --settle 0), s" "$r_secs" "-" "-"
+  row "recheck:   its statements, commits" "$r_stmts, $r_commits" "-" "-"
+  awk -v s="$shop" -v n="$n" 'BEGIN { for (i = 10; i <= n; i += 10) printf "*2\r\n$4\r\nDECR\r\n$%d\r\n%s\r\n", length("stock:" s ":" i ":1"), "stock:" s ":" i ":1" }' >"$work/decr.resp"
+  ( while [ ! -f "$work/stop" ]; do rcli --pipe <"$work/decr.resp" >/dev/null 2>&1; sleep 0.5; done ) &
+  mover=$!; load_pids+=("$mover")
+  recheck_run moving 1 1
+  touch "$work/stop"; wait "$mover" || true; load_pids=(); rm -f "$work/stop"
+  row "recheck: the same, the $d changed every 0.5 s (--settle 1), s" "$r_secs" "-" "-"
+  row "recheck:   its statements, commits" "$r_stmts, $r_commits" "-" "-"
+}
+
 compare_failed=0
+[[ $PARTS == *,recheck,* ]] && recheck_part
 for round in $(seq "$ROUNDS"); do
   if [[ $PARTS == *,propagation,* ]]; then
     # performance_schema counts the handles' statements; only here, so
