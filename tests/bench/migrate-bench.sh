@@ -48,7 +48,9 @@
 # and shadow parts repeated), MIGBENCH_SECONDS (30: each shadow run),
 # MIGBENCH_RATE (1000: the propagation's and the compares' traffic),
 # MIGBENCH_SHADOW_RATES, MIGBENCH_STALL_QUEUE (64), MIGBENCH_KEYS,
-# MIGBENCH_RECHECK_KEYS, MIGBENCH_RTT_US (500), MIGBENCH_DUMP (a
+# MIGBENCH_RECHECK_KEYS, MIGBENCH_SETTLE (the import part's compares'
+# --settle; the tool's default when unset), MIGBENCH_RTT_US (500),
+# MIGBENCH_DUMP (a
 # directory: every call of the shadow runs, migload --dump, one file a
 # run; the stall's window is written beside it).  The numbers are printed next to their targets, never asserted: the exit
 # status says only whether the runs themselves worked (every call
@@ -299,7 +301,8 @@ shadow_part() {
 
 # ------------------------------------------------------------------ import
 import_part() {
-  local shop=31 traffic=32 csv=$work/levels.csv t0 t1 secs lp drift
+  local shop=31 traffic=32 csv=$work/levels.csv t0 t1 secs lp drift settle_args=()
+  [ -n "${MIGBENCH_SETTLE:-}" ] && settle_args=(--settle "$MIGBENCH_SETTLE")
   rcli FLUSHALL >/dev/null
   awk -v s="$shop" -v n="$KEYS" 'BEGIN { print "shop_id,item_id,location_id,on_hand"; for (i = 1; i <= n; i++) print s "," i ",1," 1000 + i % 1000 }' >"$csv"
   t0=$(now_ms)
@@ -317,7 +320,7 @@ import_part() {
   lp=$!; load_pids+=("$lp")
   sleep 3
   t0=$(now_ms); set +e
-  admin migrate compare --csv "$csv" >"$work/compare-csv.out" 2>"$work/compare-csv.err"; local rc=$?
+  admin migrate compare --csv "$csv" "${settle_args[@]}" >"$work/compare-csv.out" 2>"$work/compare-csv.err"; local rc=$?
   set -e; t1=$(now_ms); secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
   touch "$work/stop"; wait "$lp" || { cat "$work/traffic-csv.err" >&2; exit 1; }; load_pids=(); rm -f "$work/stop"
   sed 's/^migload:/traffic (csv compare):/' "$work/traffic-csv.out" | tee -a "$results"
@@ -336,12 +339,13 @@ import_part() {
   sleep 3
   t0=$(now_ms); set +e
   admin migrate compare --redis "127.0.0.1:$port" --pattern 'stock:{shop}:{item}:{location}' \
-      >"$work/compare-redis.out" 2>"$work/compare-redis.err"; rc=$?
+      "${settle_args[@]}" >"$work/compare-redis.out" 2>"$work/compare-redis.err"; rc=$?
   set -e; t1=$(now_ms); secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
   touch "$work/stop"; wait "$lp" || { cat "$work/traffic-redis.err" >&2; exit 1; }; load_pids=(); rm -f "$work/stop"
   sed 's/^migload:/traffic (redis compare):/' "$work/traffic-redis.out" | tee -a "$results"
   say "compare redis (exit $rc): $(head -1 "$work/compare-redis.out") in $secs s"
   grep '^drift:' "$work/compare-redis.out" | head -5 | tee -a "$results" || true
+  grep '^migrate compare: check' "$work/compare-redis.err" | tee -a "$results" || true
   drift=$(sed -n 's/.*; \([0-9]*\) drifted.*/\1/p' "$work/compare-redis.out")
   row "compare of $KEYS keys against Redis under $RATE checkouts/s, s" "$secs" "< 60" "$(ratio "$secs" 60)"
   row "compare against Redis: keys reported" "${drift:-?}" "0" "-"
