@@ -7,8 +7,10 @@
 # old store: a key libreserve has with units available in a compared shop,
 # before, between and after the source's keys; a key at 0 and a shop the
 # source lacks are not drift); a difference that
-# is only in flight (mended before the check again) is not drift; a
-# compare killed with SIGKILL part way resumes after its last chunk; a
+# is only in flight (mended before the check again) is not drift; many
+# differences, over more than one chunk of the checks again, some mended
+# and the rest changed again after pass 1, end as last seen; a compare
+# killed with SIGKILL part way resumes after its last chunk; a
 # clean compare clears the shop's needs_compare mark.
 #
 # Creates its own database and drops it.  Run by `make check`, or:
@@ -87,6 +89,30 @@ mend=$!
 run migrate compare --redis "127.0.0.1:$port" --pattern "$pat" --settle 2 --json
 wait "$mend"
 expect "a difference in flight is checked again and is not drift" 0 'd["drift"] == [] and d["rechecks"] == 1'
+
+# ---- many differences, over two chunks of the checks again: a third
+# mended, the rest changed again after pass 1; each recorded as last seen ----
+python3 - "$tmp/many" <<'PY'
+import sys
+with open(sys.argv[1] + ".before", "w") as b, open(sys.argv[1] + ".after", "w") as a, open(sys.argv[1] + ".restore", "w") as r:
+    for item in range(1, 1501):
+        n = (3 * 31 + item * 7) % 90
+        b.write("SET stock:3:%d:1 999\n" % item)
+        a.write("SET stock:3:%d:1 %d\n" % (item, n if item % 3 == 0 else 998))
+        r.write("SET stock:3:%d:1 %d\n" % (item, n))
+PY
+rcli --pipe <"$tmp/many.before" >/dev/null
+"$ADMIN" "${conn[@]}" migrate compare --redis "127.0.0.1:$port" --pattern "$pat" --settle 3 --json >"$tmp/many.out" 2>"$tmp/many.err" &
+bg=$!
+src="compare:redis:127.0.0.1:$port/$pat"
+for _ in $(seq 300); do
+  [ "$(q "SELECT rows_done FROM rsv_import_progress WHERE source = '$src' AND finished_at IS NULL")" = 6000 ] && break
+  sleep 0.05
+done
+rcli --pipe <"$tmp/many.after" >/dev/null
+wait "$bg"; rc=$?; bg=; out=$(cat "$tmp/many.out"); err=$(cat "$tmp/many.err")
+expect "many differences: the mended ones dropped, the rest with the values seen last" 1 "$keys == [(3, i, 1, 998, (3 * 31 + i * 7) % 90, 'differ') for i in range(1, 1501) if i % 3] and d['rechecks'] == 3"
+rcli --pipe <"$tmp/many.restore" >/dev/null
 
 # ---- CSV and query ----
 run migrate compare --csv "$tmp/levels.csv" --json

@@ -34,19 +34,30 @@
 #                CSV file and against Redis while 1,000 checkouts/s of
 #                shadow traffic run (on another shop for the CSV file,
 #                which is a snapshot; on the compared keys for Redis)
+#   recheck      what checking differences again costs, without
+#                buyers: rsv-admin migrate compare of
+#                MIGBENCH_RECHECK_KEYS (100,000) keys against Redis, once
+#                clean, once with every tenth key changed in Redis (drift
+#                that stays, so each of the three rechecks sees all of it;
+#                --settle 0), and once more with those keys decremented in
+#                Redis every half second (--settle 1: each recheck finds
+#                new values to record); the statements (Questions)
+#                and binary-log commits (Binlog_commits) libreserve's
+#                server counted, and the time each run took
 # Environment: B (build directory), MIGBENCH_ROUNDS (2: the propagation
 # and shadow parts repeated), MIGBENCH_SECONDS (30: each shadow run),
 # MIGBENCH_RATE (1000: the propagation's and the compares' traffic),
 # MIGBENCH_SHADOW_RATES, MIGBENCH_STALL_QUEUE (64), MIGBENCH_KEYS,
-# MIGBENCH_RTT_US (500), MIGBENCH_DUMP (a directory: every call of the
-# shadow runs, migload --dump, one file a run; the stall's window is
-# written beside it), MIGBENCH_PIN (1: the shadow runs with libreserve's
-# server and its proxy on CPU 0, the old store's servers, their proxies
-# and the buyers on the others: libreserve's side with a core of its
-# own, as on a server with cores to spare), MIGBENCH_BATCHER (N: in the
-# shadow runs the buyers' handles share one batcher of N connections,
-# rsv_migrate_set_batcher).  The
-# numbers are printed next to their targets, never asserted: the exit
+# MIGBENCH_RECHECK_KEYS, MIGBENCH_SETTLE (the import part's compares'
+# --settle; the tool's default when unset), MIGBENCH_RTT_US (500),
+# MIGBENCH_DUMP (a directory: every call of the shadow runs, migload
+# --dump, one file a run; the stall's window is written beside it),
+# MIGBENCH_PIN (1: the shadow runs with libreserve's server and its proxy
+# on CPU 0, the old store's servers, their proxies and the buyers on the
+# others: libreserve's side with a core of its own, as on a server with
+# cores to spare), MIGBENCH_BATCHER (N: in the shadow runs the buyers'
+# handles share one batcher of N connections, rsv_migrate_set_batcher).
+# The numbers are printed next to their targets, never asserted: the exit
 # status says only whether the runs themselves worked (every call
 # answered, the books balanced, nothing reported as drift).
 set -euo pipefail
@@ -324,7 +335,8 @@ shadow_part() {
 
 # ------------------------------------------------------------------ import
 import_part() {
-  local shop=31 traffic=32 csv=$work/levels.csv t0 t1 secs lp drift
+  local shop=31 traffic=32 csv=$work/levels.csv t0 t1 secs lp drift settle_args=()
+  [ -n "${MIGBENCH_SETTLE:-}" ] && settle_args=(--settle "$MIGBENCH_SETTLE")
   rcli FLUSHALL >/dev/null
   awk -v s="$shop" -v n="$KEYS" 'BEGIN { print "shop_id,item_id,location_id,on_hand"; for (i = 1; i <= n; i++) print s "," i ",1," 1000 + i % 1000 }' >"$csv"
   t0=$(now_ms)
@@ -342,7 +354,7 @@ import_part() {
   lp=$!; load_pids+=("$lp")
   sleep 3
   t0=$(now_ms); set +e
-  admin migrate compare --csv "$csv" >"$work/compare-csv.out" 2>"$work/compare-csv.err"; local rc=$?
+  admin migrate compare --csv "$csv" "${settle_args[@]}" >"$work/compare-csv.out" 2>"$work/compare-csv.err"; local rc=$?
   set -e; t1=$(now_ms); secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
   touch "$work/stop"; wait "$lp" || { cat "$work/traffic-csv.err" >&2; exit 1; }; load_pids=(); rm -f "$work/stop"
   sed 's/^migload:/traffic (csv compare):/' "$work/traffic-csv.out" | tee -a "$results"
@@ -361,19 +373,61 @@ import_part() {
   sleep 3
   t0=$(now_ms); set +e
   admin migrate compare --redis "127.0.0.1:$port" --pattern 'stock:{shop}:{item}:{location}' \
-      >"$work/compare-redis.out" 2>"$work/compare-redis.err"; rc=$?
+      "${settle_args[@]}" >"$work/compare-redis.out" 2>"$work/compare-redis.err"; rc=$?
   set -e; t1=$(now_ms); secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
   touch "$work/stop"; wait "$lp" || { cat "$work/traffic-redis.err" >&2; exit 1; }; load_pids=(); rm -f "$work/stop"
   sed 's/^migload:/traffic (redis compare):/' "$work/traffic-redis.out" | tee -a "$results"
   say "compare redis (exit $rc): $(head -1 "$work/compare-redis.out") in $secs s"
   grep '^drift:' "$work/compare-redis.out" | head -5 | tee -a "$results" || true
+  grep '^migrate compare: check' "$work/compare-redis.err" | tee -a "$results" || true
   drift=$(sed -n 's/.*; \([0-9]*\) drifted.*/\1/p' "$work/compare-redis.out")
   row "compare of $KEYS keys against Redis under $RATE checkouts/s, s" "$secs" "< 60" "$(ratio "$secs" 60)"
   row "compare against Redis: keys reported" "${drift:-?}" "0" "-"
   [ "$rc" = 0 ] || { cat "$work/compare-redis.err" >&2; compare_failed=1; }
 }
 
+# ----------------------------------------------------------------- recheck
+# recheck_run LABEL WANT_EXIT SETTLE: one compare against Redis; sets
+# r_secs, r_stmts, r_commits.
+recheck_run() {
+  local q0 c0 t0 t1 rc
+  q0=$(bench_status "$work/new" Questions); c0=$(bench_status "$work/new" Binlog_commits)
+  t0=$(now_ms); set +e
+  admin migrate compare --redis "127.0.0.1:$port" --pattern 'stock:{shop}:{item}:{location}' \
+      --settle "$3" >"$work/$1.out" 2>"$work/$1.err"; rc=$?
+  set -e; t1=$(now_ms)
+  r_stmts=$(($(bench_status "$work/new" Questions) - q0 - 1))
+  r_commits=$(($(bench_status "$work/new" Binlog_commits) - c0))
+  r_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+  say "recheck $1 (exit $rc): $(head -1 "$work/$1.out") in $r_secs s; $r_stmts statements, $r_commits commits"
+  grep '^migrate compare: check' "$work/$1.err" | sed "s/^/recheck $1: /" | tee -a "$results" || true
+  [ "$rc" = "$2" ] || { cat "$work/$1.err" >&2; compare_failed=1; }
+}
+
+recheck_part() {
+  local shop=41 n=${MIGBENCH_RECHECK_KEYS:-100000} d mover
+  rcli FLUSHALL >/dev/null
+  stock "$shop" "$n" 1000
+  recheck_run clean 0 0
+  row "recheck: compare of $n keys against Redis, none differing, s" "$r_secs" "-" "-"
+  row "recheck:   its statements, commits" "$r_stmts, $r_commits" "-" "-"
+  awk -v s="$shop" -v n="$n" 'BEGIN { for (i = 10; i <= n; i += 10) print s "," i ",1,999" }' >"$work/drift.csv"
+  redis_load "$work/drift.csv"
+  d=$(wc -l <"$work/drift.csv")
+  recheck_run drift 1 0
+  row "recheck: the same, $d keys differing (3 rechecks, --settle 0), s" "$r_secs" "-" "-"
+  row "recheck:   its statements, commits" "$r_stmts, $r_commits" "-" "-"
+  awk -v s="$shop" -v n="$n" 'BEGIN { for (i = 10; i <= n; i += 10) printf "*2\r\n$4\r\nDECR\r\n$%d\r\n%s\r\n", length("stock:" s ":" i ":1"), "stock:" s ":" i ":1" }' >"$work/decr.resp"
+  ( while [ ! -f "$work/stop" ]; do rcli --pipe <"$work/decr.resp" >/dev/null 2>&1; sleep 0.5; done ) &
+  mover=$!; load_pids+=("$mover")
+  recheck_run moving 1 1
+  touch "$work/stop"; wait "$mover" || true; load_pids=(); rm -f "$work/stop"
+  row "recheck: the same, the $d changed every 0.5 s (--settle 1), s" "$r_secs" "-" "-"
+  row "recheck:   its statements, commits" "$r_stmts, $r_commits" "-" "-"
+}
+
 compare_failed=0
+[[ $PARTS == *,recheck,* ]] && recheck_part
 for round in $(seq "$ROUNDS"); do
   if [[ $PARTS == *,propagation,* ]]; then
     # performance_schema counts the handles' statements; only here, so

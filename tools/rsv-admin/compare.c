@@ -3,7 +3,7 @@
  * (shop, item, location) against the old store's, from a CSV file, a
  * query on the application's tables, or Redis counters found by a key
  * pattern (a small client of the Redis protocol of its own: the tool
- * needs no Redis library for one SCAN and a few MGETs).
+ * needs no Redis library for one SCAN and an MGET a chunk).
  *
  * Live traffic keeps both stores moving, and the side that does not
  * decide follows through the handles' queues: a key that differs is
@@ -12,6 +12,11 @@
  * every time is drift.  Keys are compared in key order, in chunks, each
  * committed with its place and its differences (rsv_import_progress,
  * rsv_compare_drift), so an interrupted compare goes on where it stopped.
+ * Every pass costs statements and commits by the chunk, never by the key:
+ * a chunk's two sides are read in one statement each (Redis: one MGET,
+ * just before libreserve's side, so that a long first pass does not
+ * compare libreserve now with Redis minutes ago) and its results written
+ * in one transaction of multi-row statements.
  * A chunk also covers the keys libreserve has in the source's shops
  * between the chunk's first and last key (after the last one: to the end
  * of its shop) that the source lacks: stock libreserve would sell once
@@ -27,6 +32,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,11 +280,11 @@ static void key_of(const char *pat, const level *l, char *out, size_t cap)
     out[n] = 0;
 }
 
-/* The values of keys (MGET, in batches); NULL = absent. */
+/* The values of keys (MGET, one a chunk of keys); NULL = absent. */
 static int redis_values(redis *c, const char *pat, const level *ls, size_t n,
                         int64_t *val, unsigned char *has)
 {
-    enum { BATCH = 500 };
+    enum { BATCH = CHUNK };
     char (*keys)[160] = malloc(BATCH * sizeof *keys);
     const char **argv = malloc((BATCH + 1) * sizeof *argv);
     int rc = keys && argv ? 0 : -1;
@@ -333,18 +339,7 @@ static int read_redis(const cmd_env *e, redis *c, levels *ls)
         }
         rfree(&r);
     } while (strcmp(cursor, "0") != 0);
-    int64_t *val = malloc((ls->n ? ls->n : 1) * sizeof *val);
-    unsigned char *has = malloc(ls->n ? ls->n : 1);
-    int rc = val && has ? redis_values(c, e->o->pattern, ls->v, ls->n, val,
-                                       has) : -1;
-    for (size_t i = 0; rc == 0 && i < ls->n; i++)
-        ls->v[i].on_hand = has[i] ? val[i] : 0;
-    free(val);
-    free(has);
-    if (rc) {
-        fprintf(stderr, "%s: migrate compare: Redis MGET failed\n", prog);
-        return EXIT_ERROR;
-    }
+    /* the values are read chunk by chunk, right before libreserve's */
     return 0;
 }
 
@@ -431,13 +426,102 @@ static size_t key_cond(char *out, size_t cap, const level *k, const char *lt,
                             k->item, le, k->loc);
 }
 
-/* The keys libreserve has, with units available, in the source's shops
- * after key from - 1 (from 0: the first shop's start) up to key to - 1
- * (to n: the end of its shop) that the source lacks: recorded as drift in
- * the chunk's transaction, counted in *found.  0, or -1 with the error on
- * the connection. */
-static int only_new(const cmd_env *e, const level *ls, size_t n, size_t from,
-                    size_t to, const char *src_esc, uint64_t *found)
+static void key_text(const level *l, char *out, size_t cap)
+{
+    snprintf(out, cap, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, l->shop, l->item,
+             l->loc);
+}
+
+static void sql_i64_or_null(char *out, size_t cap, int has, int64_t v)
+{
+    if (has)
+        snprintf(out, cap, "%" PRId64, v);
+    else
+        snprintf(out, cap, "NULL");
+}
+
+/* A statement built row by row: a chunk's rows of drift go to the server
+ * in one statement, not one each (under live traffic, rechecks write tens
+ * of thousands of rows). */
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    size_t rows;    /* rows added since sb_start */
+    int failed;     /* out of memory: nothing to send */
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...)
+{
+    while (!b->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->failed = 1;
+            break;
+        }
+        if (b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            break;
+        }
+        size_t cap = b->cap ? b->cap : 16384;
+        while (cap <= b->n + (size_t)k)
+            cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s)
+            b->failed = 1;
+        else {
+            b->s = s;
+            b->cap = cap;
+        }
+    }
+}
+
+/* Begin the statement again with its head. */
+static void sb_start(sbuf *b, const char *head)
+{
+    b->n = 0;
+    b->rows = 0;
+    if (b->cap)
+        b->s[0] = 0;
+    sb_add(b, "%s", head);
+}
+
+/* Send it; 0, or -1 with the error on the connection (or ENOMEM). */
+static int sb_send(const cmd_env *e, const sbuf *b)
+{
+    if (b->failed) {
+        fprintf(stderr, "%s: migrate compare: out of memory\n", prog);
+        return -1;
+    }
+    return sql(e, b->s);
+}
+
+/* One row of rsv_compare_drift: a key and each side's units (absent:
+ * NULL). */
+static void drift_row(sbuf *b, const char *src_esc, const level *k,
+                      int has_old, int64_t old, int has_new, int64_t new_)
+{
+    char ov[32], nv[32];
+    sql_i64_or_null(ov, sizeof ov, has_old, old);
+    sql_i64_or_null(nv, sizeof nv, has_new, new_);
+    sb_add(b, "%s('%s', %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %s, %s, "
+           "NOW(6))", b->rows++ ? "," : "", src_esc, k->shop, k->item, k->loc,
+           ov, nv);
+}
+
+/* Pass 1's read of libreserve for the chunk of keys [from, to), in one
+ * statement: every key libreserve has in the source's shops after key
+ * from - 1 (from 0: the first shop's start) up to key to - 1 (to n: the
+ * end of its shop).  The chunk's keys get their units in val/has; the
+ * others, with units available, are keys the source lacks, added to the
+ * chunk's rows of drift.  One range of the primary key, where a list of
+ * the chunk's keys and a second statement for the range would read each
+ * key twice.  0, or -1 with the error on the connection. */
+static int chunk_values(const cmd_env *e, const level *ls, size_t n,
+                        size_t from, size_t to, int64_t *val,
+                        unsigned char *has, const char *src_esc, sbuf *rows)
 {
     size_t first = from ? from - 1 : from;
     /* the fixed text and two key conditions (six 20-digit ids) fit in
@@ -452,7 +536,7 @@ static int only_new(const cmd_env *e, const level *ls, size_t n, size_t from,
         if (i == first || ls[i].shop != ls[i - 1].shop)
             len += (size_t)snprintf(q + len, cap - len, "%s%" PRIu64,
                                     i > first ? "," : "", ls[i].shop);
-    len += (size_t)snprintf(q + len, cap - len, ") AND on_hand - held <> 0");
+    len += (size_t)snprintf(q + len, cap - len, ")");
     if (from) {
         len += (size_t)snprintf(q + len, cap - len, " AND ");
         len += key_cond(q + len, cap - len, &ls[from - 1], ">", ">");
@@ -465,36 +549,23 @@ static int only_new(const cmd_env *e, const level *ls, size_t n, size_t from,
     free(q);
     if (!r)
         return -1;
+    for (size_t i = from; i < to; i++)
+        has[i - from] = 0;
     MYSQL_ROW row;
-    int st = 0;
-    while (!st && (row = mysql_fetch_row(r)) != NULL) {
+    while ((row = mysql_fetch_row(r)) != NULL) {
         level k = {strtoull(row[0], NULL, 10), strtoull(row[1], NULL, 10),
                    strtoull(row[2], NULL, 10), 0, 0};
-        if (bsearch(&k, ls + from, to - from, sizeof *ls, cmp_level))
-            continue;
-        char w[1024];
-        snprintf(w, sizeof w, "REPLACE INTO rsv_compare_drift VALUES ('%s', "
-                 "%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", NULL, %s, NOW(6))",
-                 src_esc, k.shop, k.item, k.loc, row[3]);
-        st = sql(e, w);
-        (*found)++;
+        int64_t v = strtoll(row[3], NULL, 10);
+        const level *hit = bsearch(&k, ls + from, to - from, sizeof *ls,
+                                   cmp_level);
+        if (hit) {
+            has[hit - ls - from] = 1;
+            val[hit - ls - from] = v;
+        } else if (v != 0)
+            drift_row(rows, src_esc, &k, 0, 0, 1, v);
     }
     mysql_free_result(r);
-    return st;
-}
-
-static void key_text(const level *l, char *out, size_t cap)
-{
-    snprintf(out, cap, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, l->shop, l->item,
-             l->loc);
-}
-
-static void sql_i64_or_null(char *out, size_t cap, int has, int64_t v)
-{
-    if (has)
-        snprintf(out, cap, "%" PRId64, v);
-    else
-        snprintf(out, cap, "NULL");
+    return 0;
 }
 
 int cmd_migrate_compare(const cmd_env *e)
@@ -517,6 +588,7 @@ int cmd_migrate_compare(const cmd_env *e)
     double settle = o->settle_s >= 0 ? (double)o->settle_s : 2.0;
     levels ls = {0};
     redis rc_ = {.fd = -1};
+    sbuf w = {0}, del = {0};
     char source[300];
     int st = 0;
     if (o->csv) {
@@ -588,51 +660,47 @@ int cmd_migrate_compare(const cmd_env *e)
         }
     }
 
-    /* pass 1: every key, in chunks committed with their differences */
-    int64_t *nv = malloc((ls.n ? ls.n : 1) * sizeof *nv);
-    unsigned char *nh = malloc(ls.n ? ls.n : 1);
-    if (!nv || !nh) {
-        free(nv);
-        free(nh);
-        st = EXIT_ERROR;
-        goto out;
-    }
+    /* pass 1: every key, in chunks committed with their differences: per
+     * chunk the old store's values (Redis: one MGET, right before
+     * libreserve's, so that only what is in flight differs), libreserve's
+     * with the keys only libreserve has (one SELECT), and one transaction
+     * of one multi-row REPLACE and the progress */
+    int64_t ov[CHUNK], nv[CHUNK];
+    unsigned char oh[CHUNK], nh[CHUNK];
     double t0 = mono_s(), last = t0;
     for (size_t from = start; from < ls.n; from += CHUNK) {
-        size_t to = from + CHUNK < ls.n ? from + CHUNK : ls.n;
-        if (new_values(e, ls.v + from, to - from, nv + from, nh + from) != 0) {
+        size_t to = from + CHUNK < ls.n ? from + CHUNK : ls.n, m = to - from;
+        if (o->redis) {
+            if (redis_values(&rc_, o->pattern, ls.v + from, m, ov, oh) != 0) {
+                fprintf(stderr, "%s: migrate compare: Redis MGET failed\n",
+                        prog);
+                st = EXIT_ERROR;
+                break;
+            }
+        } else
+            for (size_t j = 0; j < m; j++) {
+                oh[j] = 1;
+                ov[j] = ls.v[from + j].on_hand;
+            }
+        sb_start(&w, "REPLACE INTO rsv_compare_drift VALUES ");
+        if (chunk_values(e, ls.v, ls.n, from, to, nv, nh, src_esc, &w) != 0) {
             st = db_fail(o, e->conn, "reading libreserve's stock");
             break;
         }
-        if (sql(e, "START TRANSACTION") != 0) {
-            st = db_fail(o, e->conn, "migrate compare");
-            break;
-        }
-        uint64_t found = 0;
-        for (size_t i = from; i < to && !st; i++) {
-            if (keys_agree(1, ls.v[i].on_hand, nh[i], nv[i]))
-                continue;
-            char nvs[32];
-            sql_i64_or_null(nvs, sizeof nvs, nh[i], nv[i]);
-            snprintf(q, sizeof q, "REPLACE INTO rsv_compare_drift VALUES ('%s', "
-                     "%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRId64 ", %s, "
-                     "NOW(6))", src_esc, ls.v[i].shop, ls.v[i].item,
-                     ls.v[i].loc, ls.v[i].on_hand, nvs);
-            if (sql(e, q) != 0)
-                st = db_fail(o, e->conn, "recording a difference");
-            found++;
-        }
-        if (!st && only_new(e, ls.v, ls.n, from, to, src_esc, &found) != 0)
-            st = db_fail(o, e->conn, "reading libreserve's other keys");
+        for (size_t j = 0; j < m; j++)
+            if (!keys_agree(oh[j], ov[j], nh[j], nv[j]))
+                drift_row(&w, src_esc, &ls.v[from + j], oh[j], ov[j], nh[j],
+                          nv[j]);
         char lk[64];
         key_text(&ls.v[to - 1], lk, sizeof lk);
         snprintf(q, sizeof q, "UPDATE rsv_import_progress SET rows_done = %zu, "
-                 "rows_changed = rows_changed + %" PRIu64 ", last_key = '%s', "
-                 "updated_at = NOW(6) WHERE source = '%s'", to, found, lk,
+                 "rows_changed = rows_changed + %zu, last_key = '%s', "
+                 "updated_at = NOW(6) WHERE source = '%s'", to, w.rows, lk,
                  src_esc);
-        if (st || sql(e, q) != 0 || sql(e, "COMMIT AND NO CHAIN NO RELEASE")) {
-            if (!st)
-                st = db_fail(o, e->conn, "migrate compare");
+        if (sql(e, "START TRANSACTION") != 0 ||
+            (w.rows && sb_send(e, &w) != 0) || sql(e, q) != 0 ||
+            sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0) {
+            st = db_fail(o, e->conn, "recording the differences");
             end_txn(e, 0);
             break;
         }
@@ -649,21 +717,26 @@ int cmd_migrate_compare(const cmd_env *e)
             last = now;
         }
     }
-    free(nv);
-    free(nh);
     if (st)
         goto out;
 
-    /* the differences, checked again once the queues have passed them */
+    /* the differences, checked again once the queues have passed them:
+     * chunk by chunk, both stores read as in pass 1 and the results
+     * written in one transaction of at most two statements (a multi-row
+     * DELETE of the keys that agree now, a multi-row upsert of the rest),
+     * so that a round costs statements and commits by the chunk, not by
+     * the key */
     levels d = {0};
-    int64_t *dold = NULL;
-    snprintf(q, sizeof q, "SELECT shop_id, item_id, location_id FROM "
+    char dq[1024];
+    snprintf(dq, sizeof dq, "SELECT shop_id, item_id, location_id FROM "
              "rsv_compare_drift WHERE source = '%s' ORDER BY shop_id, "
              "item_id, location_id", src_esc);
+    snprintf(q, sizeof q, "DELETE FROM rsv_compare_drift WHERE source = '%s' "
+             "AND (shop_id, item_id, location_id) IN (", src_esc);
     int rounds = 0;
-    for (int round = 0; round < ROUNDS; round++) {
+    for (int round = 0; round < ROUNDS && !st; round++) {
         d.n = 0;
-        r = query_rows(e->conn, q);
+        r = query_rows(e->conn, dq);
         if (!r) {
             st = db_fail(o, e->conn, "reading the differences");
             break;
@@ -678,72 +751,66 @@ int cmd_migrate_compare(const cmd_env *e)
             break;
         rounds++;
         pause_s(settle);
-        free(dold);
-        dold = malloc(d.n * sizeof *dold);
-        int64_t *dv = malloc(d.n * sizeof *dv);
-        unsigned char *dh = malloc(d.n), *oh = malloc(d.n);
-        if (!dold || !dv || !dh || !oh) {
-            free(dv);
-            free(dh);
-            free(oh);
-            st = EXIT_ERROR;
-            break;
-        }
-        /* the old store now */
-        int err = 0;
-        if (o->redis)
-            err = redis_values(&rc_, o->pattern, d.v, d.n, dold, oh);
-        else {
-            levels now = {0};
-            if (o->query)
-                err = levels_read_query(e, o->query, &now) != 0;
-            else
-                err = levels_read_csv(o->csv, &now) != 0;
-            if (!err)
-                qsort(now.v, now.n, sizeof *now.v, cmp_level);
-            for (size_t i = 0; !err && i < d.n; i++) {
-                const level *hit = bsearch(&d.v[i], now.v, now.n,
-                                           sizeof *now.v, cmp_level);
-                oh[i] = hit != NULL;
-                dold[i] = hit ? hit->on_hand : 0;
-            }
-            free(now.v);
-        }
-        if (err || new_values(e, d.v, d.n, dv, dh) != 0) {
-            st = err ? EXIT_ERROR : db_fail(o, e->conn, "reading libreserve");
-            free(dv);
-            free(dh);
-            free(oh);
-            break;
-        }
-        for (size_t i = 0; i < d.n; i++) {
-            char w[1024], ov[32], nvs[32];
-            if (keys_agree(oh[i], dold[i], dh[i], dv[i]))
-                snprintf(w, sizeof w, "DELETE FROM rsv_compare_drift WHERE "
-                         "source = '%s' AND shop_id = %" PRIu64 " AND item_id "
-                         "= %" PRIu64 " AND location_id = %" PRIu64, src_esc,
-                         d.v[i].shop, d.v[i].item, d.v[i].loc);
-            else {
-                sql_i64_or_null(ov, sizeof ov, oh[i], dold[i]);
-                sql_i64_or_null(nvs, sizeof nvs, dh[i], dv[i]);
-                snprintf(w, sizeof w, "UPDATE rsv_compare_drift SET "
-                         "old_available = %s, new_available = %s WHERE source "
-                         "= '%s' AND shop_id = %" PRIu64 " AND item_id = %"
-                         PRIu64 " AND location_id = %" PRIu64, ov, nvs,
-                         src_esc, d.v[i].shop, d.v[i].item, d.v[i].loc);
-            }
-            if (sql(e, w) != 0) {
-                st = db_fail(o, e->conn, "recording a difference");
+        double r0 = mono_s();
+        /* the file or the query now, once a round */
+        levels now = {0};
+        if (o->query)
+            st = levels_read_query(e, o->query, &now) != 0 ? EXIT_ERROR : 0;
+        else if (o->csv)
+            st = levels_read_csv(o->csv, &now) != 0 ? EXIT_ERROR : 0;
+        if (!st)
+            qsort(now.v, now.n, sizeof *now.v, cmp_level);
+        size_t still = 0;
+        for (size_t from = 0; !st && from < d.n; from += CHUNK) {
+            size_t m = d.n - from < CHUNK ? d.n - from : CHUNK;
+            const level *k = d.v + from;
+            if (o->redis) {
+                if (redis_values(&rc_, o->pattern, k, m, ov, oh) != 0) {
+                    fprintf(stderr, "%s: migrate compare: Redis MGET failed\n",
+                            prog);
+                    st = EXIT_ERROR;
+                    break;
+                }
+            } else
+                for (size_t j = 0; j < m; j++) {
+                    const level *hit = bsearch(&k[j], now.v, now.n,
+                                               sizeof *now.v, cmp_level);
+                    oh[j] = hit != NULL;
+                    ov[j] = hit ? hit->on_hand : 0;
+                }
+            if (new_values(e, k, m, nv, nh) != 0) {
+                st = db_fail(o, e->conn, "reading libreserve's stock");
                 break;
             }
+            sb_start(&w, "INSERT INTO rsv_compare_drift VALUES ");
+            sb_start(&del, q);
+            for (size_t j = 0; j < m; j++) {
+                if (!keys_agree(oh[j], ov[j], nh[j], nv[j]))
+                    drift_row(&w, src_esc, &k[j], oh[j], ov[j], nh[j], nv[j]);
+                else
+                    sb_add(&del, "%s(%" PRIu64 ",%" PRIu64 ",%" PRIu64 ")",
+                           del.rows++ ? "," : "", k[j].shop, k[j].item,
+                           k[j].loc);
+            }
+            sb_add(&w, " ON DUPLICATE KEY UPDATE old_available = "
+                   "VALUES(old_available), new_available = "
+                   "VALUES(new_available)");
+            sb_add(&del, ")");
+            still += w.rows;
+            if (sql(e, "START TRANSACTION") != 0 ||
+                (del.rows && sb_send(e, &del) != 0) ||
+                (w.rows && sb_send(e, &w) != 0) ||
+                sql(e, "COMMIT AND NO CHAIN NO RELEASE") != 0) {
+                st = db_fail(o, e->conn, "recording the differences");
+                end_txn(e, 0);
+            }
         }
-        free(dv);
-        free(dh);
-        free(oh);
-        if (st)
-            break;
+        free(now.v);
+        if (!st)
+            fprintf(stderr, "migrate compare: check again %d of %d: %zu "
+                    "keys, %zu still differ, %.1f s\n", round + 1, ROUNDS,
+                    d.n, still, mono_s() - r0);
     }
-    free(dold);
     free(d.v);
     if (st)
         goto out;
@@ -817,6 +884,8 @@ int cmd_migrate_compare(const cmd_env *e)
 out:
     if (rc_.fd >= 0)
         close(rc_.fd);
+    free(w.s);
+    free(del.s);
     free(ls.v);
     return st;
 }
