@@ -90,6 +90,20 @@ run migrate compare --redis "127.0.0.1:$port" --pattern "$pat" --settle 2 --json
 wait "$mend"
 expect "a difference in flight is checked again and is not drift" 0 'd["drift"] == [] and d["rechecks"] == 1'
 
+# ---- in flight behind a lagging queue: the check again waits for the
+# handles' books (offered 10, done 4) to show the work done, and the key is
+# mended with them, well after --settle ----
+rcli SET stock:1:101:1 12345 >/dev/null
+q "INSERT INTO rsv_migration_counts (shop_id, class, n, updated_at) VALUES (1, 'offered', 10, NOW(6)), (1, 'applied', 3, NOW(6)), (1, 'dropped', 1, NOW(6))"
+( sleep 3; rcli SET stock:1:101:1 "$(( (1 * 31 + 101 * 7) % 90 ))" >/dev/null
+  q "UPDATE rsv_migration_counts SET n = 9 WHERE shop_id = 1 AND class = 'applied'" ) &
+mend=$!
+run migrate compare --redis "127.0.0.1:$port" --pattern "$pat" --settle 0 --json
+wait "$mend"
+expect "a difference behind a lagging queue waits for its books and is not drift" 0 'd["drift"] == [] and d["rechecks"] == 1'
+if grep -q "recheck 1: waiting for the handles' queues (6 calls behind)" <<<"$err"; then ok "the wait for the queues is said on stderr"; else bad "the wait for the queues is said on stderr: $err"; fi
+q "DELETE FROM rsv_migration_counts WHERE shop_id = 1"
+
 # ---- many differences, over two chunks of the checks again: a third
 # mended, the rest changed again after pass 1; each recorded as last seen ----
 python3 - "$tmp/many" <<'PY'

@@ -568,6 +568,62 @@ static int chunk_values(const cmd_env *e, const level *ls, size_t n,
     return 0;
 }
 
+/* The handles' books for the shops with differences: the work they were
+ * offered (offered) and the work done with (applied + dropped), as their
+ * last flushes wrote them to rsv_migration_counts.  0 when read. */
+static int books_of(MYSQL *c, const char *src_esc, uint64_t *offered,
+                    uint64_t *done)
+{
+    char q[1024];
+    snprintf(q, sizeof q, "SELECT COALESCE(SUM(IF(class = 'offered', n, 0)), "
+             "0), COALESCE(SUM(IF(class IN ('applied', 'dropped'), n, 0)), 0) "
+             "FROM rsv_migration_counts WHERE shop_id IN (SELECT DISTINCT "
+             "shop_id FROM rsv_compare_drift WHERE source = '%s')", src_esc);
+    MYSQL_RES *r = query_rows(c, q);
+    if (!r)
+        return -1;
+    MYSQL_ROW row = mysql_fetch_row(r);
+    int ok = row && row[0] && row[1];
+    if (ok) {
+        *offered = strtoull(row[0], NULL, 10);
+        *done = strtoull(row[1], NULL, 10);
+    }
+    mysql_free_result(r);
+    return ok ? 0 : -1;
+}
+
+/* Before a recheck: --settle seconds, then until the handles' books show
+ * as much work done as had been offered when the settle ended, so that
+ * the queues have passed the changes in flight when the keys were read
+ * (however far they lag), for at most QUEUE_WAIT_MAX_S: a handle that
+ * ended without its last flush leaves the books short for good.  The
+ * books are flushed every fifth refresh interval (5 s by default), so a
+ * change offered just before a read may still be missing from them; the
+ * next round passes it. */
+#define QUEUE_WAIT_MAX_S 60.0
+
+static void wait_for_queues(MYSQL *c, const char *src_esc, double settle,
+                            int round)
+{
+    pause_s(settle);
+    uint64_t offered = 0, done = 0;
+    if (books_of(c, src_esc, &offered, &done) != 0 || done >= offered)
+        return;
+    double t0 = mono_s();
+    uint64_t target = offered;
+    fprintf(stderr, "rsv-admin: recheck %d: waiting for the handles' queues "
+            "(%" PRIu64 " calls behind)\n", round, target - done);
+    while (done < target && mono_s() - t0 < QUEUE_WAIT_MAX_S) {
+        pause_s(0.5);
+        if (books_of(c, src_esc, &offered, &done) != 0)
+            return;
+    }
+    if (done < target)
+        fprintf(stderr, "rsv-admin: recheck %d: the queues' books still "
+                "show %" PRIu64 " calls not done after %.0f s; checking "
+                "anyway\n", round, target - done, QUEUE_WAIT_MAX_S);
+}
+
 int cmd_migrate_compare(const cmd_env *e)
 {
     const opts *o = e->o;
@@ -750,7 +806,7 @@ int cmd_migrate_compare(const cmd_env *e)
         if (d.n == 0)
             break;
         rounds++;
-        pause_s(settle);
+        wait_for_queues(e->conn, src_esc, settle, rounds);
         double r0 = mono_s();
         /* the file or the query now, once a round */
         levels now = {0};
