@@ -55,8 +55,9 @@
 # MIGBENCH_PIN (1: the shadow runs with libreserve's server and its proxy
 # on CPU 0, the old store's servers, their proxies and the buyers on the
 # others: libreserve's side with a core of its own, as on a server with
-# cores to spare), MIGBENCH_BATCHER (N: in the shadow runs the buyers'
-# handles share one batcher of N connections, rsv_migrate_set_batcher).
+# cores to spare), MIGBENCH_BATCHER (N: in the shadow runs and the
+# compares' traffic the buyers' handles share one batcher of N
+# connections, rsv_migrate_set_batcher).
 # The numbers are printed next to their targets, never asserted: the exit
 # status says only whether the runs themselves worked (every call
 # answered, the books balanced, nothing reported as drift).
@@ -268,7 +269,7 @@ shadow_run() {
   local c0 c1
   c0=$(cpu_all)
   [ -n "${MIGBENCH_DUMP:-}" ] && args+=(--dump "$MIGBENCH_DUMP/$label.calls")
-  [ -n "${MIGBENCH_BATCHER:-}" ] && args+=(--batcher "$MIGBENCH_BATCHER")
+  args+=("${batcher_args[@]}")
   if [ "$stall" = 1 ]; then
     "${pin_load[@]}" "$LOAD" "${args[@]}" --queue-max "$STALL_QUEUE" --window "$work/window" >"$out" 2>"$work/$label.err" &
     local lp=$! pid from to
@@ -296,7 +297,11 @@ cpu_of() { sed -n 's/.*cpu_ms libreserve=\([0-9]*\).*/\1/p' "$run_out"; }
 # cpu_ms PID: the CPU time (user + system) the process has used, in ms.
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
 # cpu_all: "new old redis" CPU ms of the three servers.
+# shellcheck disable=SC2154  # redis_pid: set by tests/redislib.sh
 cpu_all() { echo "$(cpu_ms "$(cat "$work/new/mysqld.pid")") $(cpu_ms "$(cat "$work/old/mysqld.pid")") $(cpu_ms "$redis_pid")"; }
+
+batcher_args=()
+[ -n "${MIGBENCH_BATCHER:-}" ] && batcher_args=(--batcher "$MIGBENCH_BATCHER")
 
 # pin: MIGBENCH_PIN's placement of the servers (and pin_load's of the
 # buyers); nothing without it.
@@ -350,7 +355,7 @@ import_part() {
   stock "$traffic" 1000 1000000
   admin migrate set shadow "$traffic" --reason bench >/dev/null
   "$LOAD" "${load_args[@]}" --shop "$traffic" --buyers 64 --rate "$RATE" --seconds 0 \
-      --items 1000 --state "$work" --id 0 >"$work/traffic-csv.out" 2>"$work/traffic-csv.err" &
+      --items 1000 --state "$work" --id 0 "${batcher_args[@]}" >"$work/traffic-csv.out" 2>"$work/traffic-csv.err" &
   lp=$!; load_pids+=("$lp")
   sleep 3
   t0=$(now_ms); set +e
@@ -368,7 +373,7 @@ import_part() {
   rcli --scan --pattern "stock:$traffic:*" | xargs -r -n 500 redis-cli -h 127.0.0.1 -p "$port" DEL >/dev/null
   admin migrate set shadow "$shop" --reason bench >/dev/null
   "$LOAD" "${load_args[@]}" --shop "$shop" --buyers 64 --rate "$RATE" --seconds 0 \
-      --items "$KEYS" --state "$work" --id 0 >"$work/traffic-redis.out" 2>"$work/traffic-redis.err" &
+      --items "$KEYS" --state "$work" --id 0 "${batcher_args[@]}" >"$work/traffic-redis.out" 2>"$work/traffic-redis.err" &
   lp=$!; load_pids+=("$lp")
   sleep 3
   t0=$(now_ms); set +e
