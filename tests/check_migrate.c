@@ -216,6 +216,17 @@ static void move_to(rsv_migration *m, tu_fix *f, int stage)
     follow(m, f->shop, stage);
 }
 
+/* The fixture's shop gets marked for a compare within a few flushes. */
+static void wait_marked(tu_fix *f)
+{
+    char q[512];
+    snprintf(q, sizeof q, "SELECT needs_compare FROM rsv_migration_stage "
+             "WHERE shop_id = %llu", (unsigned long long)f->shop);
+    for (int i = 0; i < 300 && tu_i64(tu_fix_admin(f), q) == 0; i++)
+        sleep_us(20000);
+    ck_assert_int_eq(tu_i64(tu_fix_admin(f), q), 1);
+}
+
 #define TOK(s) (s), strlen(s)
 
 /* A shop without a row: the old store alone, nothing queued. */
@@ -447,12 +458,7 @@ START_TEST(full_queue_drops_and_marks)
     ck_assert_int_eq(offered, 6);
     ck_assert_int_eq(offered, applied + dropped);
     ck_assert_uint_ge(dropped, 3); /* one in the thread's hands, two queued */
-    char q[512];
-    snprintf(q, sizeof q, "SELECT needs_compare FROM rsv_migration_stage "
-             "WHERE shop_id = %llu", (unsigned long long)f.shop);
-    for (int i = 0; i < 300 && tu_i64(tu_fix_admin(&f), q) == 0; i++)
-        sleep_us(20000);
-    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 1);
+    wait_marked(&f);
     rsv_migrate_close(m);
     tu_fix_close(&f);
 }
@@ -941,12 +947,7 @@ START_TEST(failed_undo_marks_for_compare)
     ck_assert_int_eq(old_state(&o, "u1"), 1);
     ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_OLD_ACCEPTED_NEW_REFUSED), 1);
     ck_assert_int_eq(stat_of(m, f.shop, RSV_MIG_DROPPED), 0);
-    char q[512];
-    snprintf(q, sizeof q, "SELECT needs_compare FROM rsv_migration_stage "
-             "WHERE shop_id = %llu", (unsigned long long)f.shop);
-    for (int i = 0; i < 300 && tu_i64(tu_fix_admin(&f), q) == 0; i++)
-        sleep_us(20000);
-    ck_assert_int_eq(tu_i64(tu_fix_admin(&f), q), 1);
+    wait_marked(&f);
     rsv_migrate_close(m);
     tu_fix_close(&f);
 }

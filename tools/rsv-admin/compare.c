@@ -280,7 +280,8 @@ static void key_of(const char *pat, const level *l, char *out, size_t cap)
     out[n] = 0;
 }
 
-/* The values of keys (MGET, one a chunk of keys); NULL = absent. */
+/* The values of keys (MGET, one a chunk of keys); NULL = absent.  A
+ * failure is said on stderr. */
 static int redis_values(redis *c, const char *pat, const level *ls, size_t n,
                         int64_t *val, unsigned char *has)
 {
@@ -309,6 +310,8 @@ static int redis_values(redis *c, const char *pat, const level *ls, size_t n,
     }
     free(keys);
     free(argv);
+    if (rc != 0)
+        fprintf(stderr, "%s: migrate compare: Redis MGET failed\n", prog);
     return rc;
 }
 
@@ -728,8 +731,6 @@ int cmd_migrate_compare(const cmd_env *e)
         size_t to = from + CHUNK < ls.n ? from + CHUNK : ls.n, m = to - from;
         if (o->redis) {
             if (redis_values(&rc_, o->pattern, ls.v + from, m, ov, oh) != 0) {
-                fprintf(stderr, "%s: migrate compare: Redis MGET failed\n",
-                        prog);
                 st = EXIT_ERROR;
                 break;
             }
@@ -822,8 +823,6 @@ int cmd_migrate_compare(const cmd_env *e)
             const level *k = d.v + from;
             if (o->redis) {
                 if (redis_values(&rc_, o->pattern, k, m, ov, oh) != 0) {
-                    fprintf(stderr, "%s: migrate compare: Redis MGET failed\n",
-                            prog);
                     st = EXIT_ERROR;
                     break;
                 }
