@@ -165,8 +165,14 @@ test('primary: libreserve answers, the outbox keeps the JS old store current', {
     await ctx.reserveOne(shop, 'p3', 1, 1, 1);
     await m.claim(shop, 'p3');
     assert.equal(await m.drain(10000), true);
-    assert.deepEqual(old.calls.slice(before), [['reserve', 'p1'], ['reserve', 'p2'], ['release', 'p2'],
-      ['claim', 'p1'], ['claim', 'p3']]);
+    // the outbox in the order of the calls; the follow-up release of p2 is
+    // queued when the old store has answered p2's reserve, which may be
+    // after the buyer's claim of p1 was queued
+    const calls = old.calls.slice(before);
+    assert.equal(calls.length, 5);
+    assert.deepEqual(calls.slice(0, 2), [['reserve', 'p1'], ['reserve', 'p2']]);
+    assert.deepEqual(calls.slice(2).filter((c) => c[0] === 'claim'), [['claim', 'p1'], ['claim', 'p3']]);
+    assert.deepEqual(calls.slice(2).filter((c) => c[0] === 'release'), [['release', 'p2']]);
     assert.equal(old.state('p1'), 'claimed');
     assert.equal(old.state('p2'), 'released');
     assert.equal(old.stock, 8);
