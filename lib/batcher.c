@@ -109,13 +109,6 @@ static void take_batch(rsv_batcher *b, bworker *w)
         b->tail = pp;
 }
 
-/* (a server that is no longer the writable one: the reconnect, with a
- * dsn of several hosts, finds the one that is) */
-static int lost(int rc)
-{
-    return rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_ENOTPRIMARY;
-}
-
 /* One batch call over positions 0..n-1 of the arrays into res. */
 static void call_batch(bworker *w, int kind, int64_t ttl_ms, size_t n)
 {
@@ -160,7 +153,7 @@ static void run_batch(bworker *w)
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         w->out[i] = w->res[i];
-        if (!lost(w->res[i]))
+        if (!rc_needs_reconnect(w->res[i]))
             continue;
         /* moved down in place (m <= i) */
         w->map[m] = w->map[i];

@@ -166,6 +166,11 @@ void ctx_error_restore(rsv_ctx *ctx, const ctx_error *e)
     memcpy(ctx->msg, e->msg, sizeof ctx->msg);
 }
 
+int rc_needs_reconnect(int rc)
+{
+    return rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_ENOTPRIMARY;
+}
+
 RSV_EXTERN const char *rsv_errmsg(const rsv_ctx *ctx)
 {
     if (!ctx)

@@ -430,6 +430,11 @@ RSV_HIDDEN int ctx_ok(rsv_ctx *ctx);
 RSV_HIDDEN int ctx_db_fail(rsv_ctx *ctx, unsigned int err, const char *text,
                            const char *what);
 RSV_HIDDEN int is_conn_errno(unsigned int err);
+/* A call's code says its context's connection is gone or no longer the
+ * writable server's (RSV_ECONN, RSV_EINDOUBT, RSV_ENOTPRIMARY): a worker
+ * that owns the context reconnects it (with a dsn of several hosts the
+ * reconnect finds the writable one). */
+RSV_HIDDEN int rc_needs_reconnect(int rc);
 /* A context's code, server error and message, kept across work whose own
  * failure must not replace them (a rollback after a failure, a best-effort
  * refill after a commit, the completion callback). */

@@ -179,8 +179,7 @@ static void apply_one(rsv_migration *m, const mig_work *w, rsv_batcher *bt)
             call_shadow(m, bt, w, RSV_OP_RELEASE) != RSV_OK)
             undo_failed = 1;
         /* (a batcher reconnects its own connections) */
-        if (!bt && (new_rc == RSV_ECONN || new_rc == RSV_EINDOUBT ||
-                    new_rc == RSV_ENOTPRIMARY))
+        if (!bt && rc_needs_reconnect(new_rc))
             (void)rsv_reconnect(m->wctx);
     } else {
         new_rc = w->answer;
@@ -266,11 +265,6 @@ int mig_batch_ends(const mig_work *w)
     return kind_of(w) == KIND_RESERVE && w->answer != RSV_OK;
 }
 
-static int lost(int rc)
-{
-    return rc == RSV_ECONN || rc == RSV_EINDOUBT || rc == RSV_ENOTPRIMARY;
-}
-
 /* The entries of kind k in one batch call on the handle's context. */
 static void run_kind(rsv_migration *m, const mig_work *b, size_t n, int k,
                      int *new_rc)
@@ -305,7 +299,7 @@ static void run_kind(rsv_migration *m, const mig_work *b, size_t n, int k,
     int gone = 0;
     for (size_t j = 0; j < c; j++) {
         new_rc[at[j]] = res[j];
-        gone |= lost(res[j]);
+        gone |= rc_needs_reconnect(res[j]);
     }
     if (gone)
         (void)rsv_reconnect(m->wctx);
