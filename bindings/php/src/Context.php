@@ -96,28 +96,13 @@ final class Context
             return $mine;
         }
         $ffi = Library::ffi();
-        $slot = self::SLOT_PREFIX . substr(hash('sha256', $key), 0, 24);
-        $pid = getmypid();
-        $held = $ffi->getenv($slot);
-        $ctx = null;
-        if ($held !== null) {
-            // "pid:address": a value inherited from a parent process
-            // names the parent's memory, not ours
-            [$owner, $addr] = explode(':', FFI::string($held), 2) + [1 => ''];
-            if ((int) $owner === $pid && preg_match('/^[0-9]+$/', $addr) === 1) {
-                // a cast CData shares the memory it was cast from: the
-                // pointer is copied into storage of its own
-                $u = $ffi->new('uintptr_t');
-                $u->cdata = (int) $addr;
-                $p = $ffi->new('rsv_ctx *');
-                FFI::memcpy(FFI::addr($p), FFI::addr($u), FFI::sizeof($u));
-                $ctx = new self($ffi, $p);
-            }
-        }
-        if ($ctx === null) {
+        $slot = ProcessSlot::name(self::SLOT_PREFIX, $key);
+        $p = ProcessSlot::find($ffi, $slot, 'rsv_ctx *');
+        if ($p !== null) {
+            $ctx = new self($ffi, $p);
+        } else {
             $ctx = self::open($dsn, $options);
-            $addr = $ffi->cast('uintptr_t', $ctx->ctx)->cdata;
-            $ffi->setenv($slot, $pid . ':' . $addr, 1);
+            ProcessSlot::keep($ffi, $slot, $ctx->ctx);
         }
         $ctx->slot = $slot;
         return self::$persistent[$key] = $ctx;
@@ -130,7 +115,7 @@ final class Context
             return;
         }
         if ($this->slot !== null) {
-            $this->ffi->unsetenv($this->slot);
+            ProcessSlot::clear($this->ffi, $this->slot);
             $this->slot = null;
         }
         $this->ffi->rsv_close($this->ctx);

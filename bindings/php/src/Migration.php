@@ -134,29 +134,16 @@ final class Migration
             $mine->oldStore = $oldStore;
             return $mine;
         }
-        $slot = self::SLOT_PREFIX . substr(hash('sha256', $key), 0, 24);
-        $pid = getmypid();
-        $held = $ffi->getenv($slot);
-        $mig = null;
-        if ($held !== null) {
-            // "pid:address": a value inherited from a parent process
-            // names the parent's memory (and a thread that did not
-            // survive the fork), not ours
-            [$owner, $addr] = explode(':', FFI::string($held), 2) + [1 => ''];
-            if ((int) $owner === $pid && preg_match('/^[0-9]+$/', $addr) === 1) {
-                $u = $ffi->new('uintptr_t');
-                $u->cdata = (int) $addr;
-                $p = $ffi->new('rsv_migration *');
-                FFI::memcpy(FFI::addr($p), FFI::addr($u), FFI::sizeof($u));
-                $mig = new self($ffi, $p, $ctx, $oldStore);
-                if ($refreshMs !== null) {
-                    $ffi->rsv_migrate_set_refresh_ms($p, $refreshMs);
-                }
+        $slot = ProcessSlot::name(self::SLOT_PREFIX, $key);
+        $p = ProcessSlot::find($ffi, $slot, 'rsv_migration *');
+        if ($p !== null) {
+            $mig = new self($ffi, $p, $ctx, $oldStore);
+            if ($refreshMs !== null) {
+                $ffi->rsv_migrate_set_refresh_ms($p, $refreshMs);
             }
-        }
-        if ($mig === null) {
+        } else {
             $mig = self::open($ctx, $shadowDsn, $oldStore, $queueMax, $refreshMs);
-            $ffi->setenv($slot, $pid . ':' . $ffi->cast('uintptr_t', $mig->m)->cdata, 1);
+            ProcessSlot::keep($ffi, $slot, $mig->m);
         }
         $mig->slot = $slot;
         return self::$persistent[$key] = $mig;
@@ -331,7 +318,7 @@ final class Migration
         $this->ffi->rsv_migrate_drain($this->m, $this->inFlight === null ? self::CLOSE_DRAIN_MS : 0);
         $this->pump();
         if ($this->slot !== null) {
-            $this->ffi->unsetenv($this->slot);
+            ProcessSlot::clear($this->ffi, $this->slot);
             $this->slot = null;
         }
         $this->ffi->rsv_migrate_close($this->m);
